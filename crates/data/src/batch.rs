@@ -1,0 +1,147 @@
+//! Padded, masked batches, and the plan that groups sentences of similar length into them.
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+
+use crate::{Encoded, Vocab};
+
+/// Character ids of every word slot of a batch, `[batch * max_len, max_word_len]` row-major,
+/// padded with `<pad>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CharIds {
+    pub ids: Vec<i64>,
+    pub max_word_len: usize,
+}
+
+/// Sentences as padded id matrices. Matrices are `[batch, max_len]`, row-major; positions at or
+/// beyond a sentence's length hold `<pad>` (words) or 0 (tags) and are masked everywhere.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Batch {
+    /// Which sentences these are, as indices into the slice the batch was made from.
+    pub indices: Vec<usize>,
+    pub lengths: Vec<usize>,
+    pub max_len: usize,
+    pub words: Vec<i64>,
+    pub chars: CharIds,
+    /// Empty when the sentences are untagged.
+    pub tags: Vec<i64>,
+}
+
+impl Batch {
+    /// Pads `sentences[i]` for each `i` in `indices`; words longer than `max_word_len`
+    /// characters keep their first `max_word_len`.
+    pub fn new(sentences: &[Encoded], indices: Vec<usize>, max_word_len: usize) -> Self {
+        let lengths: Vec<usize> = indices.iter().map(|&i| sentences[i].len()).collect();
+        let max_len = lengths.iter().copied().max().unwrap_or(0);
+        let word_len = indices
+            .iter()
+            .flat_map(|&i| sentences[i].chars.iter().map(Vec::len))
+            .max()
+            .unwrap_or(0)
+            .clamp(1, max_word_len.max(1));
+        let tagged = indices.iter().all(|&i| sentences[i].tags.len() == sentences[i].len());
+
+        let slots = indices.len() * max_len;
+        let mut words = vec![Vocab::PAD_ID as i64; slots];
+        let mut tags = if tagged { vec![0; slots] } else { Vec::new() };
+        let mut chars = vec![Vocab::PAD_ID as i64; slots * word_len];
+        for (row, &i) in indices.iter().enumerate() {
+            let sentence = &sentences[i];
+            for t in 0..sentence.len() {
+                let slot = row * max_len + t;
+                words[slot] = sentence.words[t] as i64;
+                if tagged {
+                    tags[slot] = sentence.tags[t] as i64;
+                }
+                for (c, &id) in sentence.chars[t].iter().take(word_len).enumerate() {
+                    chars[slot * word_len + c] = id as i64;
+                }
+            }
+        }
+        Self { indices, lengths, max_len, words, chars: CharIds { ids: chars, max_word_len: word_len }, tags }
+    }
+
+    pub fn size(&self) -> usize {
+        self.indices.len()
+    }
+
+    pub fn token_count(&self) -> usize {
+        self.lengths.iter().sum()
+    }
+}
+
+/// Groups sentence indices into batches of similar length, so little of a batch is padding.
+#[derive(Debug, Clone)]
+pub struct BatchPlan {
+    pub batches: Vec<Vec<usize>>,
+}
+
+impl BatchPlan {
+    /// In length order, for evaluation and tagging.
+    pub fn sorted(lengths: &[usize], batch_size: usize) -> Self {
+        let mut order: Vec<usize> = (0..lengths.len()).collect();
+        order.sort_by_key(|&i| lengths[i]);
+        Self::chunked(order, batch_size)
+    }
+
+    /// For one training epoch: ties in length broken at random, and batches in random order,
+    /// both drawn from `seed`.
+    pub fn shuffled(lengths: &[usize], batch_size: usize, seed: u64) -> Self {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let mut order: Vec<usize> = (0..lengths.len()).collect();
+        order.shuffle(&mut rng);
+        order.sort_by_key(|&i| lengths[i]);
+        let mut plan = Self::chunked(order, batch_size);
+        plan.batches.shuffle(&mut rng);
+        plan
+    }
+
+    fn chunked(order: Vec<usize>, batch_size: usize) -> Self {
+        Self { batches: order.chunks(batch_size.max(1)).map(<[usize]>::to_vec).collect() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn encoded(words: &[usize], tags: &[usize]) -> Encoded {
+        Encoded { words: words.to_vec(), chars: words.iter().map(|&w| vec![w + 10; w]).collect(), tags: tags.to_vec() }
+    }
+
+    #[test]
+    fn pads_words_tags_and_chars() {
+        let sentences = [encoded(&[2, 3], &[1, 2]), encoded(&[4], &[3])];
+        let batch = Batch::new(&sentences, vec![1, 0], 3);
+        assert_eq!(batch.lengths, vec![1, 2]);
+        assert_eq!(batch.max_len, 2);
+        assert_eq!(batch.words, vec![4, 0, 2, 3]);
+        assert_eq!(batch.tags, vec![3, 0, 1, 2]);
+        assert_eq!(batch.chars.max_word_len, 3, "longest word (4 chars) cut to 3");
+        assert_eq!(batch.chars.ids, vec![14, 14, 14, 0, 0, 0, 12, 12, 0, 13, 13, 13]);
+    }
+
+    #[test]
+    fn untagged_sentences_have_no_tags() {
+        let sentences = [encoded(&[2, 3], &[])];
+        assert!(Batch::new(&sentences, vec![0], 20).tags.is_empty());
+    }
+
+    #[test]
+    fn plans_cover_every_sentence_once_and_bucket_by_length() {
+        let lengths: Vec<usize> = (0..103).map(|i| (i * 37) % 50 + 1).collect();
+        for plan in [BatchPlan::sorted(&lengths, 10), BatchPlan::shuffled(&lengths, 10, 7)] {
+            let mut all: Vec<usize> = plan.batches.iter().flatten().copied().collect();
+            all.sort();
+            assert_eq!(all, (0..103).collect::<Vec<_>>());
+            for batch in &plan.batches {
+                let spread = batch.iter().map(|&i| lengths[i]).max().unwrap() - batch.iter().map(|&i| lengths[i]).min().unwrap();
+                assert!(spread <= 5, "batch spread {spread}");
+            }
+        }
+        let a = BatchPlan::shuffled(&lengths, 10, 7).batches;
+        assert_eq!(a, BatchPlan::shuffled(&lengths, 10, 7).batches, "same seed, same plan");
+        assert_ne!(a, BatchPlan::shuffled(&lengths, 10, 8).batches, "another seed, another plan");
+    }
+}

@@ -1,0 +1,227 @@
+//! CoNLL column files: one token per line, columns separated by spaces or TABs, sentences separated
+//! by blank lines, `-DOCSTART-` lines marking documents.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::DataError;
+
+const DOCSTART: &str = "-DOCSTART-";
+
+/// Which columns hold the word and the tag. Negative indices count from the end, so the default
+/// (`0`, `-1`) reads the first and the last column whatever the file's width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColumnSpec {
+    pub word_column: isize,
+    pub tag_column: isize,
+}
+
+impl Default for ColumnSpec {
+    fn default() -> Self {
+        Self { word_column: 0, tag_column: -1 }
+    }
+}
+
+impl ColumnSpec {
+    fn resolve(index: isize, width: usize) -> Option<usize> {
+        let resolved = if index < 0 { width as isize + index } else { index };
+        (0..width as isize).contains(&resolved).then_some(resolved as usize)
+    }
+}
+
+/// One sentence as read: parallel words and tags, and where it starts in its file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sentence {
+    pub words: Vec<String>,
+    pub tags: Vec<String>,
+    /// 1-based line number of the first token; token `i` is on line `first_line + i`.
+    pub first_line: usize,
+}
+
+impl Sentence {
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+}
+
+/// The sentences of one file, with the file's path kept for error messages.
+#[derive(Debug, Clone)]
+pub struct Corpus {
+    pub path: PathBuf,
+    pub sentences: Vec<Sentence>,
+}
+
+impl Corpus {
+    pub fn token_count(&self) -> usize {
+        self.sentences.iter().map(Sentence::len).sum()
+    }
+
+    /// An error about token `index` of `sentence`, located at its line.
+    pub fn error_at(&self, sentence: &Sentence, index: usize, message: impl Into<String>) -> DataError {
+        DataError::at(&self.path, sentence.first_line + index, message)
+    }
+}
+
+/// Reads a CoNLL file. Tolerates a UTF-8 BOM, CRLF line ends, whitespace-only separator lines,
+/// `-DOCSTART-` lines with or without a blank line after them, and a missing final blank line.
+pub fn read_conll(path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError> {
+    let bytes = std::fs::read(path).map_err(|e| DataError::file(path, format!("cannot read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+        DataError::at(path, line, "invalid UTF-8: expected a UTF-8 text file")
+    })?;
+    parse_conll(&text, path, columns)
+}
+
+/// Parses CoNLL text; `path` is used only to locate errors.
+pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut sentences = Vec::new();
+    let mut current: Option<Sentence> = None;
+    // The first token line fixes the width; (width, line it was seen on).
+    let mut width: Option<(usize, usize)> = None;
+
+    for (index, line) in text.lines().enumerate() {
+        let line_number = index + 1;
+        let fields: Vec<&str> = line.split([' ', '\t']).filter(|f| !f.is_empty()).collect();
+        if fields.is_empty() || fields[0] == DOCSTART {
+            sentences.extend(current.take());
+            continue;
+        }
+        let (expected, seen_on) = *width.get_or_insert((fields.len(), line_number));
+        if fields.len() != expected {
+            return Err(DataError::at(
+                path,
+                line_number,
+                format!(
+                    "expected {expected} columns (as on line {seen_on}), found {}: {line:?}",
+                    fields.len()
+                ),
+            ));
+        }
+        let column = |index: isize, what: &str| {
+            ColumnSpec::resolve(index, fields.len()).ok_or_else(|| {
+                DataError::at(
+                    path,
+                    line_number,
+                    format!("{what} column {index} does not exist in a line of {} columns", fields.len()),
+                )
+            })
+        };
+        let word = column(columns.word_column, "word")?;
+        let tag = column(columns.tag_column, "tag")?;
+        if word == tag {
+            return Err(DataError::at(
+                path,
+                line_number,
+                format!("expected a word and a tag column, found a single column: {line:?}"),
+            ));
+        }
+        let sentence = current.get_or_insert_with(|| Sentence {
+            words: Vec::new(),
+            tags: Vec::new(),
+            first_line: line_number,
+        });
+        sentence.words.push(fields[word].to_string());
+        sentence.tags.push(fields[tag].to_string());
+    }
+    sentences.extend(current.take());
+
+    if sentences.is_empty() {
+        return Err(DataError::file(path, "no sentences: expected CoNLL token lines (word ... tag)"));
+    }
+    Ok(Corpus { path: path.to_path_buf(), sentences })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Corpus, DataError> {
+        parse_conll(text, Path::new("t.txt"), ColumnSpec::default())
+    }
+
+    fn words(corpus: &Corpus) -> Vec<Vec<&str>> {
+        corpus.sentences.iter().map(|s| s.words.iter().map(String::as_str).collect()).collect()
+    }
+
+    #[test]
+    fn reads_four_columns_with_docstart_and_no_final_blank_line() {
+        let corpus = parse("-DOCSTART- -X- -X- O\n\nAcme NNP B-NP B-ORG\nzorbs VBZ B-VP O\n\nMira NNP B-NP B-PER")
+            .unwrap();
+        assert_eq!(words(&corpus), vec![vec!["Acme", "zorbs"], vec!["Mira"]]);
+        assert_eq!(corpus.sentences[0].tags, vec!["B-ORG", "O"]);
+        assert_eq!(corpus.sentences[0].first_line, 3);
+        assert_eq!(corpus.sentences[1].first_line, 6);
+    }
+
+    #[test]
+    fn docstart_without_blank_line_breaks_the_sentence() {
+        let corpus = parse("a O\n-DOCSTART- O\nb O\n").unwrap();
+        assert_eq!(words(&corpus), vec![vec!["a"], vec!["b"]]);
+    }
+
+    #[test]
+    fn tabs_crlf_bom_and_whitespace_only_lines() {
+        let corpus = parse("\u{feff}a\tX\tB-LOC\r\nb  X\tO\r\n \t \r\nc\tX\tO\r\n").unwrap();
+        assert_eq!(words(&corpus), vec![vec!["a", "b"], vec!["c"]]);
+        assert_eq!(corpus.sentences[0].tags, vec!["B-LOC", "O"]);
+    }
+
+    #[test]
+    fn configurable_columns() {
+        let spec = ColumnSpec { word_column: 1, tag_column: 0 };
+        let corpus = parse_conll("B-PER Peter x\n", Path::new("t"), spec).unwrap();
+        assert_eq!(corpus.sentences[0].words, vec!["Peter"]);
+        assert_eq!(corpus.sentences[0].tags, vec!["B-PER"]);
+    }
+
+    #[test]
+    fn ragged_columns_name_the_line() {
+        let err = parse("a NN O\nb O\n").unwrap_err();
+        assert_eq!(err.line, Some(2));
+        assert!(err.to_string().starts_with("t.txt:2: expected 3 columns (as on line 1), found 2"), "{err}");
+    }
+
+    #[test]
+    fn single_column_is_an_error() {
+        let err = parse("word\n").unwrap_err();
+        assert!(err.to_string().contains("expected a word and a tag column"), "{err}");
+    }
+
+    #[test]
+    fn empty_input_is_an_error() {
+        for text in ["", "\n\n", "-DOCSTART- -X- O\n\n"] {
+            let err = parse(text).unwrap_err();
+            assert!(err.to_string().contains("no sentences"), "{err}");
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_names_the_line() {
+        let dir = std::env::temp_dir().join(format!("nertrain-utf8-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("bad.txt");
+        std::fs::write(&path, b"a O\nb\xff O\n").unwrap();
+        let err = read_conll(&path, ColumnSpec::default()).unwrap_err();
+        assert_eq!(err.line, Some(2));
+        assert!(err.message.contains("invalid UTF-8"));
+        let missing = read_conll(&dir.join("missing.txt"), ColumnSpec::default()).unwrap_err();
+        assert!(missing.message.starts_with("cannot read"));
+    }
+
+    #[test]
+    fn long_sentence_is_read_whole() {
+        let text: String = (0..5000).map(|i| format!("w{i} O\n")).collect();
+        let corpus = parse(&text).unwrap();
+        assert_eq!(corpus.sentences.len(), 1);
+        assert_eq!(corpus.sentences[0].len(), 5000);
+    }
+}

@@ -1,0 +1,18 @@
+//! Labelled sequences on the host: reading CoNLL column files, tag schemes and their conversion,
+//! entity spans and conlleval-exact scoring, vocabularies, and padded, length-bucketed batches.
+//!
+//! Nothing here knows about tensors: the model crate turns a [`Batch`] into them.
+
+mod batch;
+mod conll;
+mod error;
+mod scheme;
+mod score;
+mod vocab;
+
+pub use batch::{Batch, BatchPlan, CharIds};
+pub use conll::{ColumnSpec, Corpus, Sentence, parse_conll, read_conll};
+pub use error::DataError;
+pub use scheme::{Span, TagScheme, check_tag, convert_tags, parse_tag, render_spans, spans};
+pub use score::{ChunkCounts, Report, Scorer, TypeScore};
+pub use vocab::{Encoded, PAD, TextNormalization, UNK, Vocab, Vocabularies};

@@ -1,0 +1,219 @@
+//! Tag schemes (IOB1, IOB2, IOBES), entity spans, and conversion between schemes.
+//!
+//! Spans are read with conlleval's chunk rules, so conversion never changes what is scored: a
+//! chunk starts at `B-X`, at `I-X` after `O`, after another type or at a sentence start, and
+//! `E-`/`S-` are read as `I-`/`B-`.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TagScheme {
+    /// `I-X` inside chunks and at their start; `B-X` only to split adjacent chunks of one type.
+    Iob1,
+    /// `B-X` at every chunk start, `I-X` inside.
+    Iob2,
+    /// `S-X` for one-token chunks, `B-X`, `I-X`, `E-X` for longer ones.
+    Iobes,
+}
+
+impl TagScheme {
+    pub const ALL: [TagScheme; 3] = [TagScheme::Iob1, TagScheme::Iob2, TagScheme::Iobes];
+
+    /// Guesses the scheme of tagged sentences: IOBES if any `E-`/`S-` appears, IOB1 if some chunk
+    /// starts with `I-`, otherwise IOB2.
+    pub fn detect<'a>(sentences: impl IntoIterator<Item = &'a [String]>) -> TagScheme {
+        let mut iob1 = false;
+        for tags in sentences {
+            let mut previous: Option<(char, &str)> = None;
+            for tag in tags {
+                let parsed = parse_tag(tag);
+                if let Some(('E' | 'S', _)) = parsed {
+                    return TagScheme::Iobes;
+                }
+                if let Some(('I', label)) = parsed {
+                    iob1 |= previous.is_none_or(|(_, previous_label)| previous_label != label);
+                }
+                previous = parsed;
+            }
+        }
+        if iob1 { TagScheme::Iob1 } else { TagScheme::Iob2 }
+    }
+}
+
+impl fmt::Display for TagScheme {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TagScheme::Iob1 => "iob1",
+            TagScheme::Iob2 => "iob2",
+            TagScheme::Iobes => "iobes",
+        })
+    }
+}
+
+impl FromStr for TagScheme {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "iob1" => Ok(TagScheme::Iob1),
+            "iob2" | "bio" => Ok(TagScheme::Iob2),
+            "iobes" | "bioes" => Ok(TagScheme::Iobes),
+            _ => Err(format!("unknown tag scheme {s:?}: expected iob1, iob2 or iobes")),
+        }
+    }
+}
+
+/// Splits a tag into its prefix and type: `B-PER` → `('B', "PER")`; `O` → `None`. Types may
+/// contain hyphens (`B-MISC-X` has type `MISC-X`), as conlleval allows.
+pub fn parse_tag(tag: &str) -> Option<(char, &str)> {
+    let (prefix, label) = tag.split_once('-')?;
+    let mut chars = prefix.chars();
+    match (chars.next(), chars.next()) {
+        (Some(p @ ('B' | 'I' | 'E' | 'S')), None) if !label.is_empty() => Some((p, label)),
+        _ => None,
+    }
+}
+
+/// Checks that a tag is `O` or a scheme prefix followed by a type.
+pub fn check_tag(tag: &str) -> Result<(), String> {
+    if tag == "O" || parse_tag(tag).is_some() {
+        Ok(())
+    } else {
+        Err(format!("expected a tag O, B-TYPE, I-TYPE, E-TYPE or S-TYPE, found {tag:?}"))
+    }
+}
+
+/// An entity: tokens `start..end` carry `label`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+    pub label: String,
+}
+
+/// The chunks of one sentence's tags, read with conlleval's rules (any scheme, leniently).
+pub fn spans<S: AsRef<str>>(tags: &[S]) -> Vec<Span> {
+    let mut spans: Vec<Span> = Vec::new();
+    let mut open: Option<Span> = None;
+    for (index, tag) in tags.iter().enumerate() {
+        let parsed = parse_tag(tag.as_ref());
+        let continues = match (&open, parsed) {
+            (Some(span), Some(('I' | 'E', label))) => span.label == label,
+            _ => false,
+        };
+        if continues {
+            if let Some(span) = open.as_mut() {
+                span.end = index + 1;
+            }
+        } else {
+            spans.extend(open.take());
+            open = parsed.map(|(_, label)| Span { start: index, end: index + 1, label: label.to_string() });
+        }
+        // An `E-` or `S-` closes its chunk.
+        if matches!(parsed, Some(('E' | 'S', _))) {
+            spans.extend(open.take());
+        }
+    }
+    spans.extend(open);
+    spans
+}
+
+/// Writes spans as tags of `scheme` for a sentence of `len` tokens.
+pub fn render_spans(spans: &[Span], len: usize, scheme: TagScheme) -> Vec<String> {
+    let mut tags = vec!["O".to_string(); len];
+    let mut previous_end_label: Option<(usize, &str)> = None;
+    for span in spans {
+        let touches_same_type = previous_end_label == Some((span.start, span.label.as_str()));
+        for index in span.start..span.end {
+            let prefix = match scheme {
+                TagScheme::Iob2 => if index == span.start { 'B' } else { 'I' },
+                TagScheme::Iob1 => if index == span.start && touches_same_type { 'B' } else { 'I' },
+                TagScheme::Iobes => match (index == span.start, index + 1 == span.end) {
+                    (true, true) => 'S',
+                    (true, false) => 'B',
+                    (false, true) => 'E',
+                    (false, false) => 'I',
+                },
+            };
+            tags[index] = format!("{prefix}-{}", span.label);
+        }
+        previous_end_label = Some((span.end, span.label.as_str()));
+    }
+    tags
+}
+
+/// Rewrites one sentence's tags into `scheme`, keeping its chunks.
+pub fn convert_tags<S: AsRef<str>>(tags: &[S], scheme: TagScheme) -> Vec<String> {
+    render_spans(&spans(tags), tags.len(), scheme)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tags(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    fn span(start: usize, end: usize, label: &str) -> Span {
+        Span { start, end, label: label.into() }
+    }
+
+    #[test]
+    fn parses_tags() {
+        assert_eq!(parse_tag("B-PER"), Some(('B', "PER")));
+        assert_eq!(parse_tag("I-MISC-X"), Some(('I', "MISC-X")));
+        assert_eq!(parse_tag("O"), None);
+        assert_eq!(parse_tag("B-"), None);
+        assert_eq!(parse_tag("BI-PER"), None);
+        assert!(check_tag("NN").is_err());
+        assert!(check_tag("O").is_ok());
+    }
+
+    #[test]
+    fn reads_spans_in_every_scheme() {
+        let expected = vec![span(0, 2, "PER"), span(2, 3, "PER"), span(4, 5, "LOC")];
+        assert_eq!(spans(&tags("B-PER I-PER B-PER O B-LOC")), expected);
+        assert_eq!(spans(&tags("I-PER I-PER B-PER O I-LOC")), expected);
+        assert_eq!(spans(&tags("B-PER E-PER S-PER O S-LOC")), expected);
+    }
+
+    #[test]
+    fn stray_and_switching_inside_tags_start_chunks() {
+        assert_eq!(spans(&tags("O I-LOC I-PER")), vec![span(1, 2, "LOC"), span(2, 3, "PER")]);
+        assert_eq!(spans(&tags("B-ORG I-PER")), vec![span(0, 1, "ORG"), span(1, 2, "PER")]);
+    }
+
+    #[test]
+    fn converts_between_all_schemes() {
+        let iob1 = tags("I-PER I-PER B-PER O I-LOC I-ORG");
+        let iob2 = tags("B-PER I-PER B-PER O B-LOC B-ORG");
+        let iobes = tags("B-PER E-PER S-PER O S-LOC S-ORG");
+        let all = [(TagScheme::Iob1, &iob1), (TagScheme::Iob2, &iob2), (TagScheme::Iobes, &iobes)];
+        for (_, from) in all {
+            for (scheme, to) in all {
+                assert_eq!(&convert_tags(from, scheme), to, "to {scheme}");
+            }
+        }
+    }
+
+    #[test]
+    fn detects_schemes() {
+        let detect = |s: &str| TagScheme::detect([tags(s).as_slice()]);
+        assert_eq!(detect("B-PER I-PER O"), TagScheme::Iob2);
+        assert_eq!(detect("I-PER I-PER O"), TagScheme::Iob1);
+        assert_eq!(detect("O O"), TagScheme::Iob2);
+        assert_eq!(detect("B-PER E-PER O"), TagScheme::Iobes);
+    }
+
+    #[test]
+    fn scheme_names() {
+        assert_eq!("IOB2".parse::<TagScheme>(), Ok(TagScheme::Iob2));
+        assert_eq!("bioes".parse::<TagScheme>(), Ok(TagScheme::Iobes));
+        assert!("bilou".parse::<TagScheme>().is_err());
+    }
+}

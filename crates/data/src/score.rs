@@ -1,0 +1,307 @@
+//! Span scoring exactly as the CoNLL `conlleval` script computes it.
+//!
+//! The chunk state machine below is a line-for-line port of conlleval's `startOfChunk`,
+//! `endOfChunk` and its main loop, so IOB1 input, stray `I-` tags and type switches score as
+//! there. `E-`/`S-` tags are first read as `I-`/`B-` (IOBES → IOB2), which conlleval itself
+//! does not do.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+
+/// Gold, predicted and correct chunk counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ChunkCounts {
+    pub gold: usize,
+    pub found: usize,
+    pub correct: usize,
+}
+
+impl ChunkCounts {
+    /// Precision, recall and F1 as percentages, computed in conlleval's order of operations.
+    pub fn prf(&self) -> (f64, f64, f64) {
+        let precision = if self.found > 0 { 100.0 * self.correct as f64 / self.found as f64 } else { 0.0 };
+        let recall = if self.gold > 0 { 100.0 * self.correct as f64 / self.gold as f64 } else { 0.0 };
+        let f1 = if precision + recall > 0.0 { 2.0 * precision * recall / (precision + recall) } else { 0.0 };
+        (precision, recall, f1)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Tag<'a> {
+    prefix: &'a str,
+    label: &'a str,
+}
+
+impl<'a> Tag<'a> {
+    const OUTSIDE: Tag<'static> = Tag { prefix: "O", label: "" };
+
+    /// conlleval splits at the first hyphen; IOBES prefixes are folded into IOB2 ones.
+    fn parse(tag: &'a str) -> Self {
+        match tag.split_once('-') {
+            Some((prefix, label)) => {
+                let prefix = match prefix {
+                    "S" => "B",
+                    "E" => "I",
+                    other => other,
+                };
+                Tag { prefix, label }
+            }
+            None => Tag { prefix: tag, label: "" },
+        }
+    }
+}
+
+fn end_of_chunk(previous: Tag, current: Tag) -> bool {
+    let (p, t) = (previous.prefix, current.prefix);
+    matches!((p, t), ("B", "B") | ("B", "O") | ("I", "B") | ("I", "O") | ("E", "E") | ("E", "I") | ("E", "O"))
+        || (p != "O" && p != "." && previous.label != current.label)
+        || p == "]"
+        || p == "["
+}
+
+fn start_of_chunk(previous: Tag, current: Tag) -> bool {
+    let (p, t) = (previous.prefix, current.prefix);
+    matches!((p, t), ("B", "B") | ("I", "B") | ("O", "B") | ("O", "I") | ("E", "E") | ("E", "I") | ("O", "E"))
+        || (t != "O" && t != "." && previous.label != current.label)
+        || t == "["
+        || t == "]"
+}
+
+/// Accumulates conlleval's counts over sentences of (gold, predicted) tags.
+#[derive(Debug, Clone, Default)]
+pub struct Scorer {
+    tokens: usize,
+    correct_tags: usize,
+    overall: ChunkCounts,
+    by_type: BTreeMap<String, ChunkCounts>,
+    last_gold: (String, String),
+    last_predicted: (String, String),
+    in_correct: bool,
+}
+
+impl Scorer {
+    pub fn new() -> Self {
+        Self {
+            last_gold: ("O".into(), String::new()),
+            last_predicted: ("O".into(), String::new()),
+            ..Self::default()
+        }
+    }
+
+    /// Adds one sentence; its end is a sentence break, as a blank line is to conlleval.
+    pub fn add_sentence<S: AsRef<str>, T: AsRef<str>>(&mut self, gold: &[S], predicted: &[T]) {
+        assert_eq!(gold.len(), predicted.len(), "gold and predicted tags of one sentence");
+        for (gold, predicted) in gold.iter().zip(predicted) {
+            self.step(Tag::parse(gold.as_ref()), Tag::parse(predicted.as_ref()), false);
+        }
+        self.step(Tag::OUTSIDE, Tag::OUTSIDE, true);
+    }
+
+    fn step(&mut self, gold: Tag, predicted: Tag, boundary: bool) {
+        let last_gold = Tag { prefix: &self.last_gold.0, label: &self.last_gold.1 };
+        let last_predicted = Tag { prefix: &self.last_predicted.0, label: &self.last_predicted.1 };
+        let gold_ends = end_of_chunk(last_gold, gold);
+        let predicted_ends = end_of_chunk(last_predicted, predicted);
+        let gold_starts = start_of_chunk(last_gold, gold);
+        let predicted_starts = start_of_chunk(last_predicted, predicted);
+
+        if self.in_correct {
+            if gold_ends && predicted_ends && last_predicted.label == last_gold.label {
+                self.in_correct = false;
+                self.overall.correct += 1;
+                self.by_type.entry(last_gold.label.to_string()).or_default().correct += 1;
+            } else if gold_ends != predicted_ends || predicted.label != gold.label {
+                self.in_correct = false;
+            }
+        }
+        if gold_starts && predicted_starts && predicted.label == gold.label {
+            self.in_correct = true;
+        }
+        if gold_starts {
+            self.overall.gold += 1;
+            self.by_type.entry(gold.label.to_string()).or_default().gold += 1;
+        }
+        if predicted_starts {
+            self.overall.found += 1;
+            self.by_type.entry(predicted.label.to_string()).or_default().found += 1;
+        }
+        if !boundary {
+            if gold == predicted {
+                self.correct_tags += 1;
+            }
+            self.tokens += 1;
+        }
+        self.last_gold = (gold.prefix.to_string(), gold.label.to_string());
+        self.last_predicted = (predicted.prefix.to_string(), predicted.label.to_string());
+    }
+
+    pub fn report(&self) -> Report {
+        debug_assert!(!self.in_correct, "every sentence ends in a break");
+        Report {
+            tokens: self.tokens,
+            correct_tags: self.correct_tags,
+            overall: self.overall,
+            by_type: self.by_type.clone(),
+        }
+    }
+}
+
+/// The outcome of scoring: conlleval's counts, printable in its layout.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub tokens: usize,
+    pub correct_tags: usize,
+    pub overall: ChunkCounts,
+    pub by_type: BTreeMap<String, ChunkCounts>,
+}
+
+/// A type's line of the report, for JSON output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TypeScore {
+    pub precision: f64,
+    pub recall: f64,
+    pub f1: f64,
+    pub gold: usize,
+    pub found: usize,
+    pub correct: usize,
+}
+
+impl From<ChunkCounts> for TypeScore {
+    fn from(counts: ChunkCounts) -> Self {
+        let (precision, recall, f1) = counts.prf();
+        Self { precision, recall, f1, gold: counts.gold, found: counts.found, correct: counts.correct }
+    }
+}
+
+impl Report {
+    pub fn f1(&self) -> f64 {
+        self.overall.prf().2
+    }
+
+    pub fn accuracy(&self) -> f64 {
+        if self.tokens > 0 { 100.0 * self.correct_tags as f64 / self.tokens as f64 } else { 0.0 }
+    }
+
+    /// The report as JSON: overall and per-type precision, recall, F1 and counts.
+    pub fn to_json(&self) -> serde_json::Value {
+        let types: BTreeMap<&str, TypeScore> =
+            self.by_type.iter().map(|(label, counts)| (label.as_str(), TypeScore::from(*counts))).collect();
+        serde_json::json!({
+            "tokens": self.tokens,
+            "accuracy": self.accuracy(),
+            "overall": TypeScore::from(self.overall),
+            "types": types,
+        })
+    }
+}
+
+impl fmt::Display for Report {
+    /// conlleval's report, byte for byte.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "processed {} tokens with {} phrases; found: {} phrases; correct: {}.",
+            self.tokens, self.overall.gold, self.overall.found, self.overall.correct
+        )?;
+        if self.tokens > 0 {
+            let (precision, recall, f1) = self.overall.prf();
+            writeln!(
+                f,
+                "accuracy: {}%; precision: {}%; recall: {}%; FB1: {}",
+                percent(self.accuracy()),
+                percent(precision),
+                percent(recall),
+                percent(f1)
+            )?;
+        }
+        for (label, counts) in &self.by_type {
+            let (precision, recall, f1) = counts.prf();
+            writeln!(
+                f,
+                "{label:>17}: precision: {}%; recall: {}%; FB1: {}  {}",
+                percent(precision),
+                percent(recall),
+                percent(f1),
+                counts.found
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// `printf("%6.2f")`: Rust's formatting rounds the exact binary value half-to-even, as glibc does.
+fn percent(value: f64) -> String {
+    format!("{value:6.2}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Scores sentences written as space-separated tags with `/` for a sentence break.
+    fn score(gold: &str, predicted: &str) -> Report {
+        let mut scorer = Scorer::new();
+        let gold: Vec<Vec<&str>> = gold.split('/').map(|s| s.split_whitespace().collect()).collect();
+        let predicted: Vec<Vec<&str>> = predicted.split('/').map(|s| s.split_whitespace().collect()).collect();
+        for (g, p) in gold.iter().zip(&predicted) {
+            scorer.add_sentence(g, p);
+        }
+        scorer.report()
+    }
+
+    /// Every case of `specs/span-f1.md`: gold/found/correct and F1 as printed.
+    #[test]
+    fn span_f1_spec_cases() {
+        let cases = [
+            ("B-PER I-PER O", "I-PER I-PER O", (1, 1, 1), "100.00"),
+            ("B-LOC I-LOC O O", "B-LOC I-LOC O I-LOC", (1, 2, 1), " 66.67"),
+            ("B-ORG I-ORG O", "B-ORG I-PER O", (1, 2, 0), "  0.00"),
+            ("B-PER O", "B-PER I-LOC", (1, 2, 1), " 66.67"),
+            ("I-PER I-PER O I-LOC", "B-PER I-PER O B-LOC", (2, 2, 2), "100.00"),
+            ("I-PER B-PER O", "I-PER B-PER O", (2, 2, 2), "100.00"),
+            ("B-PER I-PER O O", "B-PER I-PER I-LOC I-LOC", (1, 2, 1), " 66.67"),
+            ("B-PER B-PER O", "B-PER I-PER O", (2, 1, 0), "  0.00"),
+            ("B-PER / I-PER", "B-PER / I-PER", (2, 2, 2), "100.00"),
+        ];
+        for (gold, predicted, (g, f, c), f1) in cases {
+            let report = score(gold, predicted);
+            assert_eq!(report.overall, ChunkCounts { gold: g, found: f, correct: c }, "{gold} | {predicted}");
+            assert_eq!(percent(report.f1()), f1, "{gold} | {predicted}");
+        }
+    }
+
+    #[test]
+    fn iobes_is_read_as_iob2() {
+        let report = score("S-PER B-LOC E-LOC", "B-PER B-LOC I-LOC");
+        assert_eq!(report.overall, ChunkCounts { gold: 2, found: 2, correct: 2 });
+    }
+
+    #[test]
+    fn report_layout_matches_conlleval() {
+        let report = score("B-PER I-PER O B-LOC / B-ORG", "B-PER I-PER O B-ORG / B-ORG");
+        let expected = "\
+processed 5 tokens with 3 phrases; found: 3 phrases; correct: 2.
+accuracy:  80.00%; precision:  66.67%; recall:  66.67%; FB1:  66.67
+              LOC: precision:   0.00%; recall:   0.00%; FB1:   0.00  0
+              ORG: precision:  50.00%; recall: 100.00%; FB1:  66.67  2
+              PER: precision: 100.00%; recall: 100.00%; FB1: 100.00  1
+";
+        assert_eq!(report.to_string(), expected);
+    }
+
+    #[test]
+    fn rounding_is_half_to_even_on_exact_ties() {
+        // 100 * 97 / 800 = 12.125 exactly; glibc's printf("%.2f") gives 12.12.
+        assert_eq!(percent(100.0 * 97.0 / 800.0), " 12.12");
+        assert_eq!(percent(100.0 * 99.0 / 800.0), " 12.38");
+    }
+
+    #[test]
+    fn empty_scores_are_zero() {
+        let report = score("O O", "O O");
+        assert_eq!(report.f1(), 0.0);
+        assert_eq!(report.accuracy(), 100.0);
+    }
+}

@@ -1,0 +1,223 @@
+//! Vocabularies: words, characters and tags, each a bijection between strings and dense ids.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Corpus, DataError, Sentence};
+
+pub const PAD: &str = "<pad>";
+pub const UNK: &str = "<unk>";
+
+/// A string ↔ id table. Word and character vocabularies reserve id 0 for `<pad>` and 1 for
+/// `<unk>`; the tag vocabulary has neither (padded positions are masked, never scored).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Vec<String>", into = "Vec<String>")]
+pub struct Vocab {
+    items: Vec<String>,
+    ids: HashMap<String, usize>,
+}
+
+impl From<Vec<String>> for Vocab {
+    fn from(items: Vec<String>) -> Self {
+        let ids = items.iter().enumerate().map(|(id, item)| (item.clone(), id)).collect();
+        Self { items, ids }
+    }
+}
+
+impl From<Vocab> for Vec<String> {
+    fn from(vocab: Vocab) -> Self {
+        vocab.items
+    }
+}
+
+impl Vocab {
+    pub const PAD_ID: usize = 0;
+    pub const UNK_ID: usize = 1;
+
+    /// Items seen at least `min_count` times, most frequent first (ties by string), after
+    /// `<pad>` and `<unk>`.
+    pub fn with_specials<'a>(items: impl IntoIterator<Item = &'a str>, min_count: usize) -> Self {
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for item in items {
+            *counts.entry(item).or_default() += 1;
+        }
+        let mut kept: Vec<(&str, usize)> =
+            counts.into_iter().filter(|&(item, count)| count >= min_count && item != PAD && item != UNK).collect();
+        kept.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+        let items = [PAD, UNK].into_iter().chain(kept.into_iter().map(|(item, _)| item));
+        Self::from(items.map(String::from).collect::<Vec<_>>())
+    }
+
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+
+    pub fn id(&self, item: &str) -> Option<usize> {
+        self.ids.get(item).copied()
+    }
+
+    /// The id of `item`, or `<unk>`'s.
+    pub fn id_or_unk(&self, item: &str) -> usize {
+        self.id(item).unwrap_or(Self::UNK_ID)
+    }
+
+    pub fn item(&self, id: usize) -> &str {
+        &self.items[id]
+    }
+
+    pub fn items(&self) -> &[String] {
+        &self.items
+    }
+}
+
+/// How words are normalised before lookup in the word vocabulary (characters always see the
+/// raw word).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextNormalization {
+    pub lowercase: bool,
+    /// Every digit becomes `0`, so `1996` and `1997` share an embedding.
+    pub digits_to_zero: bool,
+}
+
+impl TextNormalization {
+    pub fn apply(&self, word: &str) -> String {
+        let mut normalized = String::with_capacity(word.len());
+        for c in word.chars() {
+            let c = if self.digits_to_zero && c.is_ascii_digit() { '0' } else { c };
+            if self.lowercase {
+                normalized.extend(c.to_lowercase());
+            } else {
+                normalized.push(c);
+            }
+        }
+        normalized
+    }
+}
+
+/// Everything needed to turn sentences into ids and ids back into tags; saved with a model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Vocabularies {
+    pub normalization: TextNormalization,
+    pub words: Vocab,
+    pub chars: Vocab,
+    pub tags: Vocab,
+}
+
+impl Vocabularies {
+    /// Builds the vocabularies of a training set whose tags are already in the training scheme.
+    pub fn build(sentences: &[Sentence], normalization: TextNormalization, min_word_count: usize) -> Self {
+        let normalized: Vec<String> =
+            sentences.iter().flat_map(|s| &s.words).map(|w| normalization.apply(w)).collect();
+        let words = Vocab::with_specials(normalized.iter().map(String::as_str), min_word_count);
+        let chars: Vec<String> = sentences.iter().flat_map(|s| &s.words).flat_map(|w| w.chars()).map(String::from).collect();
+        let chars = Vocab::with_specials(chars.iter().map(String::as_str), 1);
+        let mut tags: Vec<String> = sentences.iter().flat_map(|s| s.tags.iter().cloned()).collect();
+        tags.sort();
+        tags.dedup();
+        // `O` first keeps the tag table readable; the order is otherwise immaterial.
+        tags.sort_by_key(|tag| tag != "O");
+        Self { normalization, words, chars, tags: Vocab::from(tags) }
+    }
+
+    pub fn word_id(&self, word: &str) -> usize {
+        self.words.id_or_unk(&self.normalization.apply(word))
+    }
+
+    pub fn char_ids(&self, word: &str) -> Vec<usize> {
+        word.chars().map(|c| self.chars.id_or_unk(c.encode_utf8(&mut [0; 4]))).collect()
+    }
+
+    /// Ids of an untagged sentence.
+    pub fn encode_words<S: AsRef<str>>(&self, words: &[S]) -> Encoded {
+        Encoded {
+            words: words.iter().map(|w| self.word_id(w.as_ref())).collect(),
+            chars: words.iter().map(|w| self.char_ids(w.as_ref())).collect(),
+            tags: Vec::new(),
+        }
+    }
+
+    /// Ids of a tagged sentence of `corpus`; a tag outside the vocabulary is an error at its line.
+    pub fn encode_tagged(&self, corpus: &Corpus, sentence: &Sentence) -> Result<Encoded, DataError> {
+        let tags = sentence
+            .tags
+            .iter()
+            .enumerate()
+            .map(|(index, tag)| {
+                self.tags.id(tag).ok_or_else(|| {
+                    corpus.error_at(
+                        sentence,
+                        index,
+                        format!("tag {tag:?} is not in the tag set {:?}", self.tags.items()),
+                    )
+                })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Encoded { tags, ..self.encode_words(&sentence.words) })
+    }
+}
+
+/// A sentence as ids: words, each word's characters, and tags (empty when untagged).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Encoded {
+    pub words: Vec<usize>,
+    pub chars: Vec<Vec<usize>>,
+    pub tags: Vec<usize>,
+}
+
+impl Encoded {
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.words.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sentence(words: &str, tags: &str) -> Sentence {
+        Sentence {
+            words: words.split_whitespace().map(String::from).collect(),
+            tags: tags.split_whitespace().map(String::from).collect(),
+            first_line: 1,
+        }
+    }
+
+    #[test]
+    fn builds_with_specials_and_min_count() {
+        let data = [sentence("the cat the Dog", "O B-X O B-Y"), sentence("the 1996", "O O")];
+        let vocab = Vocabularies::build(&data, TextNormalization::default(), 2);
+        assert_eq!(vocab.words.items(), ["<pad>", "<unk>", "the"]);
+        assert_eq!(vocab.word_id("cat"), Vocab::UNK_ID);
+        assert_eq!(vocab.tags.items(), ["O", "B-X", "B-Y"]);
+        assert_eq!(vocab.chars.id("t"), Some(2), "most frequent char first");
+    }
+
+    #[test]
+    fn normalization_applies_to_lookups() {
+        let norm = TextNormalization { lowercase: true, digits_to_zero: true };
+        assert_eq!(norm.apply("Born1996İ"), "born0000i̇");
+        let data = [sentence("Paris 1996", "B-LOC O")];
+        let vocab = Vocabularies::build(&data, norm, 1);
+        assert_eq!(vocab.word_id("PARIS"), vocab.word_id("paris"));
+        assert_eq!(vocab.word_id("2001"), vocab.word_id("1996"));
+    }
+
+    #[test]
+    fn round_trips_through_json() {
+        let data = [sentence("a b", "O B-X")];
+        let vocab = Vocabularies::build(&data, TextNormalization::default(), 1);
+        let json = serde_json::to_string(&vocab).unwrap();
+        let back: Vocabularies = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, vocab);
+    }
+}

@@ -1,0 +1,101 @@
+//! A bidirectional LSTM that respects sequence lengths.
+//!
+//! burn-nn's `BiLstm` runs its backward direction from the padded end, so padding leaks into
+//! real tokens' states. Here each sequence is reversed within its own length before the backward
+//! direction reads it, so in both directions padding comes after every real token and can never
+//! reach one. The input projections of all steps and both directions are one matmul; each step
+//! is one batched matmul of both directions' hidden states.
+
+use burn::config::Config;
+use burn::module::{Module, Param};
+use burn::nn::{Linear, LinearConfig};
+use burn::tensor::activation::{sigmoid, tanh};
+use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+
+#[derive(Config, Debug)]
+pub struct BiLstmConfig {
+    pub d_input: usize,
+    /// Hidden size of each direction; the output has twice this.
+    pub d_hidden: usize,
+}
+
+impl BiLstmConfig {
+    /// Weights uniform in ±1/√hidden as in PyTorch, and forget-gate biases at 1 so early training
+    /// keeps its memory.
+    pub fn init(&self, device: &Device) -> BiLstm {
+        let h = self.d_hidden;
+        let bound = 1.0 / (h as f64).sqrt();
+        let uniform = Distribution::Uniform(-bound, bound);
+        let mut input = LinearConfig::new(self.d_input, 8 * h).init(device);
+        input.weight = Param::from_tensor(Tensor::random([self.d_input, 8 * h], uniform, device));
+        let bias: Vec<f32> = (0..8 * h).map(|i| if (i % (4 * h)) / h == 1 { 1.0 } else { 0.0 }).collect();
+        input.bias = Some(Param::from_tensor(Tensor::from_data(TensorData::new(bias, [8 * h]), device)));
+        BiLstm {
+            input,
+            recurrent: Param::from_tensor(Tensor::random([2, h, 4 * h], uniform, device)),
+        }
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct BiLstm {
+    /// Input to gates for both directions: `[d_input, 8 * hidden]`, forward's gates first, each
+    /// direction's in the order input, forget, cell, output.
+    pub input: Linear,
+    /// Hidden to gates: `[direction, hidden, 4 * hidden]`.
+    pub recurrent: Param<Tensor<3>>,
+}
+
+impl BiLstm {
+    pub fn d_hidden(&self) -> usize {
+        self.recurrent.dims()[1]
+    }
+
+    /// `x`: `[batch, time, d_input]` → `[batch, time, 2 * hidden]`, forward state first. Outputs at
+    /// padded positions are unspecified.
+    pub fn forward(&self, x: Tensor<3>, lengths: &[usize]) -> Tensor<3> {
+        let [batch, time, _] = x.dims();
+        let h = self.d_hidden();
+        let device = x.device();
+        let reverse = reversal_index(lengths, time, &device);
+
+        let gates = self.input.forward(x).reshape([batch * time, 8 * h]);
+        let forward_gates = gates.clone().slice([0..batch * time, 0..4 * h]);
+        let backward_gates = gates.slice([0..batch * time, 4 * h..8 * h]).select(0, reverse.clone());
+        let time_major = |g: Tensor<2>| g.reshape([batch, time, 4 * h]).swap_dims(0, 1);
+        // [time, direction, batch, 4h]
+        let gates = Tensor::stack::<4>(vec![time_major(forward_gates), time_major(backward_gates)], 1);
+
+        let recurrent = self.recurrent.val();
+        let mut hidden = Tensor::<3>::zeros([2, batch, h], &device);
+        let mut cell = Tensor::<3>::zeros([2, batch, h], &device);
+        let mut outputs = Vec::with_capacity(time);
+        for step in gates.iter_dim(0) {
+            let step = step.reshape([2, batch, 4 * h]) + hidden.matmul(recurrent.clone());
+            let [i, f, g, o]: [Tensor<3>; 4] = step.chunk(4, 2).try_into().expect("four gates");
+            cell = sigmoid(f) * cell + sigmoid(i) * tanh(g);
+            hidden = sigmoid(o) * tanh(cell.clone());
+            outputs.push(hidden.clone());
+        }
+
+        // [time, direction, batch, h] → one [batch, time, h] per direction.
+        let outputs = Tensor::stack::<4>(outputs, 0);
+        let direction = |d: usize| {
+            outputs.clone().slice([0..time, d..d + 1, 0..batch, 0..h]).reshape([time, batch, h]).swap_dims(0, 1)
+        };
+        let forward = direction(0);
+        let backward = direction(1).reshape([batch * time, h]).select(0, reverse).reshape([batch, time, h]);
+        Tensor::cat(vec![forward, backward], 2)
+    }
+}
+
+/// Row indices into a flattened `[batch * time]` layout that reverse each sequence within its
+/// length and leave its padding in place. Reversal is its own inverse.
+fn reversal_index(lengths: &[usize], time: usize, device: &Device) -> Tensor<1, Int> {
+    let index: Vec<i64> = lengths
+        .iter()
+        .enumerate()
+        .flat_map(|(b, &len)| (0..time).map(move |t| (b * time + if t < len { len - 1 - t } else { t }) as i64))
+        .collect();
+    Tensor::from_data(TensorData::new(index, [lengths.len() * time]), device)
+}

@@ -1,0 +1,35 @@
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use nertrain_data::Batch;
+
+/// A [`Batch`] on a device: ids, the float token mask (1 for real tokens), and lengths.
+#[derive(Debug, Clone)]
+pub struct BatchTensors {
+    /// `[batch, max_len]`
+    pub words: Tensor<2, Int>,
+    /// `[batch * max_len, max_word_len]`
+    pub chars: Tensor<2, Int>,
+    /// `[batch, max_len]`; `None` for untagged sentences.
+    pub tags: Option<Tensor<2, Int>>,
+    /// `[batch, max_len]`, 1.0 at real tokens and 0.0 at padding.
+    pub mask: Tensor<2>,
+    pub lengths: Vec<usize>,
+}
+
+impl BatchTensors {
+    pub fn new(batch: &Batch, device: &Device) -> Self {
+        let shape = [batch.size(), batch.max_len];
+        let ints = |ids: &[i64], shape: [usize; 2]| Tensor::<2, Int>::from_data(TensorData::new(ids.to_vec(), shape), device);
+        let mask: Vec<f32> = batch
+            .lengths
+            .iter()
+            .flat_map(|&len| (0..batch.max_len).map(move |t| if t < len { 1.0 } else { 0.0 }))
+            .collect();
+        Self {
+            words: ints(&batch.words, shape),
+            chars: ints(&batch.chars.ids, [batch.size() * batch.max_len, batch.chars.max_word_len]),
+            tags: (!batch.tags.is_empty()).then(|| ints(&batch.tags, shape)),
+            mask: Tensor::from_data(TensorData::new(mask, shape), device),
+            lengths: batch.lengths.clone(),
+        }
+    }
+}

@@ -1,0 +1,16 @@
+//! The network: word embeddings and character features → a length-aware bidirectional LSTM →
+//! linear emissions → a linear-chain CRF. Burn modules with `#[derive(Config)]` configurations.
+//!
+//! The CRF maths lives in [`crf`] and nowhere else.
+
+mod bilstm;
+mod char_cnn;
+pub mod crf;
+mod inputs;
+mod tagger;
+
+pub use bilstm::{BiLstm, BiLstmConfig};
+pub use char_cnn::{CharCnn, CharCnnConfig};
+pub use crf::{Crf, CrfConfig, Reduction};
+pub use inputs::BatchTensors;
+pub use tagger::{CharFeatures, Tagger, TaggerConfig, VocabSizes};

@@ -1,0 +1,105 @@
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::{Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig};
+use burn::tensor::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::{BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, Crf, CrfConfig, Reduction};
+
+/// Which character features each word gets besides its embedding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CharFeatures {
+    None,
+    /// A convolution over the word's characters, max-pooled (Ma & Hovy).
+    Cnn,
+}
+
+/// The architecture's hyper-parameters; vocabulary sizes come from the data ([`VocabSizes`]).
+#[derive(Config, Debug)]
+pub struct TaggerConfig {
+    #[config(default = 100)]
+    pub word_dim: usize,
+    #[config(default = "CharFeatures::Cnn")]
+    pub char_features: CharFeatures,
+    #[config(default = 30)]
+    pub char_dim: usize,
+    #[config(default = 50)]
+    pub char_filters: usize,
+    /// Hidden size of each LSTM direction.
+    #[config(default = 100)]
+    pub hidden: usize,
+    /// Dropout on the LSTM's input and output.
+    #[config(default = 0.5)]
+    pub dropout: f64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VocabSizes {
+    pub words: usize,
+    pub chars: usize,
+    pub tags: usize,
+}
+
+impl TaggerConfig {
+    pub fn init(&self, sizes: VocabSizes, device: &Device) -> Tagger {
+        let bound = (3.0 / self.word_dim as f64).sqrt();
+        let chars = match self.char_features {
+            CharFeatures::None => None,
+            CharFeatures::Cnn => Some(
+                CharCnnConfig::new(sizes.chars)
+                    .with_char_dim(self.char_dim)
+                    .with_filters(self.char_filters)
+                    .init(device),
+            ),
+        };
+        let d_input = self.word_dim + chars.as_ref().map_or(0, CharCnn::d_output);
+        Tagger {
+            words: EmbeddingConfig::new(sizes.words, self.word_dim)
+                .with_initializer(Initializer::Uniform { min: -bound, max: bound })
+                .init(device),
+            chars,
+            encoder: BiLstmConfig::new(d_input, self.hidden).init(device),
+            dropout: DropoutConfig::new(self.dropout).init(),
+            emissions: LinearConfig::new(2 * self.hidden, sizes.tags).init(device),
+            crf: CrfConfig::new(sizes.tags).init(device),
+        }
+    }
+}
+
+/// Embeddings (+ character features) → BiLSTM → linear emissions → CRF.
+#[derive(Module, Debug)]
+pub struct Tagger {
+    pub words: Embedding,
+    pub chars: Option<CharCnn>,
+    pub encoder: BiLstm,
+    pub dropout: Dropout,
+    pub emissions: Linear,
+    pub crf: Crf,
+}
+
+impl Tagger {
+    /// Per-token tag scores, `[batch, max_len, tags]`.
+    pub fn emissions(&self, inputs: &BatchTensors) -> Tensor<3> {
+        let [batch, time] = inputs.words.dims();
+        let mut x = self.words.forward(inputs.words.clone());
+        if let Some(chars) = &self.chars {
+            let features = chars.forward(inputs.chars.clone());
+            let d = features.dims()[1];
+            x = Tensor::cat(vec![x, features.reshape([batch, time, d])], 2);
+        }
+        let h = self.encoder.forward(self.dropout.forward(x), &inputs.lengths);
+        self.emissions.forward(self.dropout.forward(h))
+    }
+
+    /// The CRF negative log-likelihood of the batch's gold tags.
+    pub fn loss(&self, inputs: &BatchTensors, reduction: Reduction) -> Tensor<1> {
+        let tags = inputs.tags.clone().expect("a training batch carries tags");
+        self.crf.nll(self.emissions(inputs), tags, inputs.mask.clone(), &inputs.lengths, reduction)
+    }
+
+    /// The best tag path of every sentence, with its score.
+    pub fn decode(&self, inputs: &BatchTensors) -> Vec<(Vec<usize>, f32)> {
+        self.crf.viterbi(self.emissions(inputs), inputs.mask.clone(), &inputs.lengths)
+    }
+}
