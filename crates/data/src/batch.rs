@@ -40,7 +40,9 @@ impl Batch {
             .max()
             .unwrap_or(0)
             .clamp(1, max_word_len.max(1));
-        let tagged = indices.iter().all(|&i| sentences[i].tags.len() == sentences[i].len());
+        let tagged = indices
+            .iter()
+            .all(|&i| sentences[i].tags.len() == sentences[i].len());
 
         let slots = indices.len() * max_len;
         let mut words = vec![Vocab::PAD_ID as i64; slots];
@@ -59,7 +61,17 @@ impl Batch {
                 }
             }
         }
-        Self { indices, lengths, max_len, words, chars: CharIds { ids: chars, max_word_len: word_len }, tags }
+        Self {
+            indices,
+            lengths,
+            max_len,
+            words,
+            chars: CharIds {
+                ids: chars,
+                max_word_len: word_len,
+            },
+            tags,
+        }
     }
 
     pub fn size(&self) -> usize {
@@ -98,7 +110,12 @@ impl BatchPlan {
     }
 
     fn chunked(order: Vec<usize>, batch_size: usize) -> Self {
-        Self { batches: order.chunks(batch_size.max(1)).map(<[usize]>::to_vec).collect() }
+        Self {
+            batches: order
+                .chunks(batch_size.max(1))
+                .map(<[usize]>::to_vec)
+                .collect(),
+        }
     }
 }
 
@@ -107,7 +124,11 @@ mod tests {
     use super::*;
 
     fn encoded(words: &[usize], tags: &[usize]) -> Encoded {
-        Encoded { words: words.to_vec(), chars: words.iter().map(|&w| vec![w + 10; w]).collect(), tags: tags.to_vec() }
+        Encoded {
+            words: words.to_vec(),
+            chars: words.iter().map(|&w| vec![w + 10; w]).collect(),
+            tags: tags.to_vec(),
+        }
     }
 
     #[test]
@@ -118,8 +139,14 @@ mod tests {
         assert_eq!(batch.max_len, 2);
         assert_eq!(batch.words, vec![4, 0, 2, 3]);
         assert_eq!(batch.tags, vec![3, 0, 1, 2]);
-        assert_eq!(batch.chars.max_word_len, 3, "longest word (4 chars) cut to 3");
-        assert_eq!(batch.chars.ids, vec![14, 14, 14, 0, 0, 0, 12, 12, 0, 13, 13, 13]);
+        assert_eq!(
+            batch.chars.max_word_len, 3,
+            "longest word (4 chars) cut to 3"
+        );
+        assert_eq!(
+            batch.chars.ids,
+            vec![14, 14, 14, 0, 0, 0, 12, 12, 0, 13, 13, 13]
+        );
     }
 
     #[test]
@@ -131,17 +158,29 @@ mod tests {
     #[test]
     fn plans_cover_every_sentence_once_and_bucket_by_length() {
         let lengths: Vec<usize> = (0..103).map(|i| (i * 37) % 50 + 1).collect();
-        for plan in [BatchPlan::sorted(&lengths, 10), BatchPlan::shuffled(&lengths, 10, 7)] {
+        for plan in [
+            BatchPlan::sorted(&lengths, 10),
+            BatchPlan::shuffled(&lengths, 10, 7),
+        ] {
             let mut all: Vec<usize> = plan.batches.iter().flatten().copied().collect();
             all.sort();
             assert_eq!(all, (0..103).collect::<Vec<_>>());
             for batch in &plan.batches {
-                let spread = batch.iter().map(|&i| lengths[i]).max().unwrap() - batch.iter().map(|&i| lengths[i]).min().unwrap();
+                let spread = batch.iter().map(|&i| lengths[i]).max().unwrap()
+                    - batch.iter().map(|&i| lengths[i]).min().unwrap();
                 assert!(spread <= 5, "batch spread {spread}");
             }
         }
         let a = BatchPlan::shuffled(&lengths, 10, 7).batches;
-        assert_eq!(a, BatchPlan::shuffled(&lengths, 10, 7).batches, "same seed, same plan");
-        assert_ne!(a, BatchPlan::shuffled(&lengths, 10, 8).batches, "another seed, another plan");
+        assert_eq!(
+            a,
+            BatchPlan::shuffled(&lengths, 10, 7).batches,
+            "same seed, same plan"
+        );
+        assert_ne!(
+            a,
+            BatchPlan::shuffled(&lengths, 10, 8).batches,
+            "another seed, another plan"
+        );
     }
 }

@@ -20,14 +20,23 @@ pub struct ColumnSpec {
 
 impl Default for ColumnSpec {
     fn default() -> Self {
-        Self { word_column: 0, tag_column: -1 }
+        Self {
+            word_column: 0,
+            tag_column: -1,
+        }
     }
 }
 
 impl ColumnSpec {
     fn resolve(index: isize, width: usize) -> Option<usize> {
-        let resolved = if index < 0 { width as isize + index } else { index };
-        (0..width as isize).contains(&resolved).then_some(resolved as usize)
+        let resolved = if index < 0 {
+            width as isize + index
+        } else {
+            index
+        };
+        (0..width as isize)
+            .contains(&resolved)
+            .then_some(resolved as usize)
     }
 }
 
@@ -63,7 +72,12 @@ impl Corpus {
     }
 
     /// An error about token `index` of `sentence`, located at its line.
-    pub fn error_at(&self, sentence: &Sentence, index: usize, message: impl Into<String>) -> DataError {
+    pub fn error_at(
+        &self,
+        sentence: &Sentence,
+        index: usize,
+        message: impl Into<String>,
+    ) -> DataError {
         DataError::at(&self.path, sentence.first_line + index, message)
     }
 }
@@ -71,7 +85,8 @@ impl Corpus {
 /// Reads a CoNLL file. Tolerates a UTF-8 BOM, CRLF line ends, whitespace-only separator lines,
 /// `-DOCSTART-` lines with or without a blank line after them, and a missing final blank line.
 pub fn read_conll(path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError> {
-    let bytes = std::fs::read(path).map_err(|e| DataError::file(path, format!("cannot read: {e}")))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| DataError::file(path, format!("cannot read: {e}")))?;
     let text = String::from_utf8(bytes).map_err(|e| {
         let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
@@ -111,7 +126,10 @@ pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpu
                 DataError::at(
                     path,
                     line_number,
-                    format!("{what} column {index} does not exist in a line of {} columns", fields.len()),
+                    format!(
+                        "{what} column {index} does not exist in a line of {} columns",
+                        fields.len()
+                    ),
                 )
             })
         };
@@ -135,9 +153,15 @@ pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpu
     sentences.extend(current.take());
 
     if sentences.is_empty() {
-        return Err(DataError::file(path, "no sentences: expected CoNLL token lines (word ... tag)"));
+        return Err(DataError::file(
+            path,
+            "no sentences: expected CoNLL token lines (word ... tag)",
+        ));
     }
-    Ok(Corpus { path: path.to_path_buf(), sentences })
+    Ok(Corpus {
+        path: path.to_path_buf(),
+        sentences,
+    })
 }
 
 #[cfg(test)]
@@ -149,13 +173,19 @@ mod tests {
     }
 
     fn words(corpus: &Corpus) -> Vec<Vec<&str>> {
-        corpus.sentences.iter().map(|s| s.words.iter().map(String::as_str).collect()).collect()
+        corpus
+            .sentences
+            .iter()
+            .map(|s| s.words.iter().map(String::as_str).collect())
+            .collect()
     }
 
     #[test]
     fn reads_four_columns_with_docstart_and_no_final_blank_line() {
-        let corpus = parse("-DOCSTART- -X- -X- O\n\nAcme NNP B-NP B-ORG\nzorbs VBZ B-VP O\n\nMira NNP B-NP B-PER")
-            .unwrap();
+        let corpus = parse(
+            "-DOCSTART- -X- -X- O\n\nAcme NNP B-NP B-ORG\nzorbs VBZ B-VP O\n\nMira NNP B-NP B-PER",
+        )
+        .unwrap();
         assert_eq!(words(&corpus), vec![vec!["Acme", "zorbs"], vec!["Mira"]]);
         assert_eq!(corpus.sentences[0].tags, vec!["B-ORG", "O"]);
         assert_eq!(corpus.sentences[0].first_line, 3);
@@ -177,7 +207,10 @@ mod tests {
 
     #[test]
     fn configurable_columns() {
-        let spec = ColumnSpec { word_column: 1, tag_column: 0 };
+        let spec = ColumnSpec {
+            word_column: 1,
+            tag_column: 0,
+        };
         let corpus = parse_conll("B-PER Peter x\n", Path::new("t"), spec).unwrap();
         assert_eq!(corpus.sentences[0].words, vec!["Peter"]);
         assert_eq!(corpus.sentences[0].tags, vec!["B-PER"]);
@@ -187,13 +220,20 @@ mod tests {
     fn ragged_columns_name_the_line() {
         let err = parse("a NN O\nb O\n").unwrap_err();
         assert_eq!(err.line, Some(2));
-        assert!(err.to_string().starts_with("t.txt:2: expected 3 columns (as on line 1), found 2"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("t.txt:2: expected 3 columns (as on line 1), found 2"),
+            "{err}"
+        );
     }
 
     #[test]
     fn single_column_is_an_error() {
         let err = parse("word\n").unwrap_err();
-        assert!(err.to_string().contains("expected a word and a tag column"), "{err}");
+        assert!(
+            err.to_string().contains("expected a word and a tag column"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -11,11 +11,19 @@ pub struct DataError {
 
 impl DataError {
     pub fn at(path: &Path, line: usize, message: impl Into<String>) -> Self {
-        Self { path: path.to_path_buf(), line: Some(line), message: message.into() }
+        Self {
+            path: path.to_path_buf(),
+            line: Some(line),
+            message: message.into(),
+        }
     }
 
     pub fn file(path: &Path, message: impl Into<String>) -> Self {
-        Self { path: path.to_path_buf(), line: None, message: message.into() }
+        Self {
+            path: path.to_path_buf(),
+            line: None,
+            message: message.into(),
+        }
     }
 }
 

@@ -40,7 +40,11 @@ impl TagScheme {
                 previous = parsed;
             }
         }
-        if iob1 { TagScheme::Iob1 } else { TagScheme::Iob2 }
+        if iob1 {
+            TagScheme::Iob1
+        } else {
+            TagScheme::Iob2
+        }
     }
 }
 
@@ -62,7 +66,9 @@ impl FromStr for TagScheme {
             "iob1" => Ok(TagScheme::Iob1),
             "iob2" | "bio" => Ok(TagScheme::Iob2),
             "iobes" | "bioes" => Ok(TagScheme::Iobes),
-            _ => Err(format!("unknown tag scheme {s:?}: expected iob1, iob2 or iobes")),
+            _ => Err(format!(
+                "unknown tag scheme {s:?}: expected iob1, iob2 or iobes"
+            )),
         }
     }
 }
@@ -83,7 +89,9 @@ pub fn check_tag(tag: &str) -> Result<(), String> {
     if tag == "O" || parse_tag(tag).is_some() {
         Ok(())
     } else {
-        Err(format!("expected a tag O, B-TYPE, I-TYPE, E-TYPE or S-TYPE, found {tag:?}"))
+        Err(format!(
+            "expected a tag O, B-TYPE, I-TYPE, E-TYPE or S-TYPE, found {tag:?}"
+        ))
     }
 }
 
@@ -111,7 +119,11 @@ pub fn spans<S: AsRef<str>>(tags: &[S]) -> Vec<Span> {
             }
         } else {
             spans.extend(open.take());
-            open = parsed.map(|(_, label)| Span { start: index, end: index + 1, label: label.to_string() });
+            open = parsed.map(|(_, label)| Span {
+                start: index,
+                end: index + 1,
+                label: label.to_string(),
+            });
         }
         // An `E-` or `S-` closes its chunk.
         if matches!(parsed, Some(('E' | 'S', _))) {
@@ -128,10 +140,22 @@ pub fn render_spans(spans: &[Span], len: usize, scheme: TagScheme) -> Vec<String
     let mut previous_end_label: Option<(usize, &str)> = None;
     for span in spans {
         let touches_same_type = previous_end_label == Some((span.start, span.label.as_str()));
-        for index in span.start..span.end {
+        for (index, tag) in tags.iter_mut().enumerate().take(span.end).skip(span.start) {
             let prefix = match scheme {
-                TagScheme::Iob2 => if index == span.start { 'B' } else { 'I' },
-                TagScheme::Iob1 => if index == span.start && touches_same_type { 'B' } else { 'I' },
+                TagScheme::Iob2 => {
+                    if index == span.start {
+                        'B'
+                    } else {
+                        'I'
+                    }
+                }
+                TagScheme::Iob1 => {
+                    if index == span.start && touches_same_type {
+                        'B'
+                    } else {
+                        'I'
+                    }
+                }
                 TagScheme::Iobes => match (index == span.start, index + 1 == span.end) {
                     (true, true) => 'S',
                     (true, false) => 'B',
@@ -139,7 +163,7 @@ pub fn render_spans(spans: &[Span], len: usize, scheme: TagScheme) -> Vec<String
                     (false, false) => 'I',
                 },
             };
-            tags[index] = format!("{prefix}-{}", span.label);
+            *tag = format!("{prefix}-{}", span.label);
         }
         previous_end_label = Some((span.end, span.label.as_str()));
     }
@@ -160,7 +184,11 @@ mod tests {
     }
 
     fn span(start: usize, end: usize, label: &str) -> Span {
-        Span { start, end, label: label.into() }
+        Span {
+            start,
+            end,
+            label: label.into(),
+        }
     }
 
     #[test]
@@ -184,8 +212,14 @@ mod tests {
 
     #[test]
     fn stray_and_switching_inside_tags_start_chunks() {
-        assert_eq!(spans(&tags("O I-LOC I-PER")), vec![span(1, 2, "LOC"), span(2, 3, "PER")]);
-        assert_eq!(spans(&tags("B-ORG I-PER")), vec![span(0, 1, "ORG"), span(1, 2, "PER")]);
+        assert_eq!(
+            spans(&tags("O I-LOC I-PER")),
+            vec![span(1, 2, "LOC"), span(2, 3, "PER")]
+        );
+        assert_eq!(
+            spans(&tags("B-ORG I-PER")),
+            vec![span(0, 1, "ORG"), span(1, 2, "PER")]
+        );
     }
 
     #[test]
@@ -193,7 +227,11 @@ mod tests {
         let iob1 = tags("I-PER I-PER B-PER O I-LOC I-ORG");
         let iob2 = tags("B-PER I-PER B-PER O B-LOC B-ORG");
         let iobes = tags("B-PER E-PER S-PER O S-LOC S-ORG");
-        let all = [(TagScheme::Iob1, &iob1), (TagScheme::Iob2, &iob2), (TagScheme::Iobes, &iobes)];
+        let all = [
+            (TagScheme::Iob1, &iob1),
+            (TagScheme::Iob2, &iob2),
+            (TagScheme::Iobes, &iobes),
+        ];
         for (_, from) in all {
             for (scheme, to) in all {
                 assert_eq!(&convert_tags(from, scheme), to, "to {scheme}");

@@ -21,9 +21,21 @@ pub struct ChunkCounts {
 impl ChunkCounts {
     /// Precision, recall and F1 as percentages, computed in conlleval's order of operations.
     pub fn prf(&self) -> (f64, f64, f64) {
-        let precision = if self.found > 0 { 100.0 * self.correct as f64 / self.found as f64 } else { 0.0 };
-        let recall = if self.gold > 0 { 100.0 * self.correct as f64 / self.gold as f64 } else { 0.0 };
-        let f1 = if precision + recall > 0.0 { 2.0 * precision * recall / (precision + recall) } else { 0.0 };
+        let precision = if self.found > 0 {
+            100.0 * self.correct as f64 / self.found as f64
+        } else {
+            0.0
+        };
+        let recall = if self.gold > 0 {
+            100.0 * self.correct as f64 / self.gold as f64
+        } else {
+            0.0
+        };
+        let f1 = if precision + recall > 0.0 {
+            2.0 * precision * recall / (precision + recall)
+        } else {
+            0.0
+        };
         (precision, recall, f1)
     }
 }
@@ -35,7 +47,10 @@ struct Tag<'a> {
 }
 
 impl<'a> Tag<'a> {
-    const OUTSIDE: Tag<'static> = Tag { prefix: "O", label: "" };
+    const OUTSIDE: Tag<'static> = Tag {
+        prefix: "O",
+        label: "",
+    };
 
     /// conlleval splits at the first hyphen; IOBES prefixes are folded into IOB2 ones.
     fn parse(tag: &'a str) -> Self {
@@ -48,23 +63,30 @@ impl<'a> Tag<'a> {
                 };
                 Tag { prefix, label }
             }
-            None => Tag { prefix: tag, label: "" },
+            None => Tag {
+                prefix: tag,
+                label: "",
+            },
         }
     }
 }
 
 fn end_of_chunk(previous: Tag, current: Tag) -> bool {
     let (p, t) = (previous.prefix, current.prefix);
-    matches!((p, t), ("B", "B") | ("B", "O") | ("I", "B") | ("I", "O") | ("E", "E") | ("E", "I") | ("E", "O"))
-        || (p != "O" && p != "." && previous.label != current.label)
+    matches!(
+        (p, t),
+        ("B", "B") | ("B", "O") | ("I", "B") | ("I", "O") | ("E", "E") | ("E", "I") | ("E", "O")
+    ) || (p != "O" && p != "." && previous.label != current.label)
         || p == "]"
         || p == "["
 }
 
 fn start_of_chunk(previous: Tag, current: Tag) -> bool {
     let (p, t) = (previous.prefix, current.prefix);
-    matches!((p, t), ("B", "B") | ("I", "B") | ("O", "B") | ("O", "I") | ("E", "E") | ("E", "I") | ("O", "E"))
-        || (t != "O" && t != "." && previous.label != current.label)
+    matches!(
+        (p, t),
+        ("B", "B") | ("I", "B") | ("O", "B") | ("O", "I") | ("E", "E") | ("E", "I") | ("O", "E")
+    ) || (t != "O" && t != "." && previous.label != current.label)
         || t == "["
         || t == "]"
 }
@@ -92,16 +114,30 @@ impl Scorer {
 
     /// Adds one sentence; its end is a sentence break, as a blank line is to conlleval.
     pub fn add_sentence<S: AsRef<str>, T: AsRef<str>>(&mut self, gold: &[S], predicted: &[T]) {
-        assert_eq!(gold.len(), predicted.len(), "gold and predicted tags of one sentence");
+        assert_eq!(
+            gold.len(),
+            predicted.len(),
+            "gold and predicted tags of one sentence"
+        );
         for (gold, predicted) in gold.iter().zip(predicted) {
-            self.step(Tag::parse(gold.as_ref()), Tag::parse(predicted.as_ref()), false);
+            self.step(
+                Tag::parse(gold.as_ref()),
+                Tag::parse(predicted.as_ref()),
+                false,
+            );
         }
         self.step(Tag::OUTSIDE, Tag::OUTSIDE, true);
     }
 
     fn step(&mut self, gold: Tag, predicted: Tag, boundary: bool) {
-        let last_gold = Tag { prefix: &self.last_gold.0, label: &self.last_gold.1 };
-        let last_predicted = Tag { prefix: &self.last_predicted.0, label: &self.last_predicted.1 };
+        let last_gold = Tag {
+            prefix: &self.last_gold.0,
+            label: &self.last_gold.1,
+        };
+        let last_predicted = Tag {
+            prefix: &self.last_predicted.0,
+            label: &self.last_predicted.1,
+        };
         let gold_ends = end_of_chunk(last_gold, gold);
         let predicted_ends = end_of_chunk(last_predicted, predicted);
         let gold_starts = start_of_chunk(last_gold, gold);
@@ -111,7 +147,10 @@ impl Scorer {
             if gold_ends && predicted_ends && last_predicted.label == last_gold.label {
                 self.in_correct = false;
                 self.overall.correct += 1;
-                self.by_type.entry(last_gold.label.to_string()).or_default().correct += 1;
+                self.by_type
+                    .entry(last_gold.label.to_string())
+                    .or_default()
+                    .correct += 1;
             } else if gold_ends != predicted_ends || predicted.label != gold.label {
                 self.in_correct = false;
             }
@@ -125,7 +164,10 @@ impl Scorer {
         }
         if predicted_starts {
             self.overall.found += 1;
-            self.by_type.entry(predicted.label.to_string()).or_default().found += 1;
+            self.by_type
+                .entry(predicted.label.to_string())
+                .or_default()
+                .found += 1;
         }
         if !boundary {
             if gold == predicted {
@@ -171,7 +213,14 @@ pub struct TypeScore {
 impl From<ChunkCounts> for TypeScore {
     fn from(counts: ChunkCounts) -> Self {
         let (precision, recall, f1) = counts.prf();
-        Self { precision, recall, f1, gold: counts.gold, found: counts.found, correct: counts.correct }
+        Self {
+            precision,
+            recall,
+            f1,
+            gold: counts.gold,
+            found: counts.found,
+            correct: counts.correct,
+        }
     }
 }
 
@@ -181,13 +230,20 @@ impl Report {
     }
 
     pub fn accuracy(&self) -> f64 {
-        if self.tokens > 0 { 100.0 * self.correct_tags as f64 / self.tokens as f64 } else { 0.0 }
+        if self.tokens > 0 {
+            100.0 * self.correct_tags as f64 / self.tokens as f64
+        } else {
+            0.0
+        }
     }
 
     /// The report as JSON: overall and per-type precision, recall, F1 and counts.
     pub fn to_json(&self) -> serde_json::Value {
-        let types: BTreeMap<&str, TypeScore> =
-            self.by_type.iter().map(|(label, counts)| (label.as_str(), TypeScore::from(*counts))).collect();
+        let types: BTreeMap<&str, TypeScore> = self
+            .by_type
+            .iter()
+            .map(|(label, counts)| (label.as_str(), TypeScore::from(*counts)))
+            .collect();
         serde_json::json!({
             "tokens": self.tokens,
             "accuracy": self.accuracy(),
@@ -243,8 +299,14 @@ mod tests {
     /// Scores sentences written as space-separated tags with `/` for a sentence break.
     fn score(gold: &str, predicted: &str) -> Report {
         let mut scorer = Scorer::new();
-        let gold: Vec<Vec<&str>> = gold.split('/').map(|s| s.split_whitespace().collect()).collect();
-        let predicted: Vec<Vec<&str>> = predicted.split('/').map(|s| s.split_whitespace().collect()).collect();
+        let gold: Vec<Vec<&str>> = gold
+            .split('/')
+            .map(|s| s.split_whitespace().collect())
+            .collect();
+        let predicted: Vec<Vec<&str>> = predicted
+            .split('/')
+            .map(|s| s.split_whitespace().collect())
+            .collect();
         for (g, p) in gold.iter().zip(&predicted) {
             scorer.add_sentence(g, p);
         }
@@ -256,18 +318,41 @@ mod tests {
     fn span_f1_spec_cases() {
         let cases = [
             ("B-PER I-PER O", "I-PER I-PER O", (1, 1, 1), "100.00"),
-            ("B-LOC I-LOC O O", "B-LOC I-LOC O I-LOC", (1, 2, 1), " 66.67"),
+            (
+                "B-LOC I-LOC O O",
+                "B-LOC I-LOC O I-LOC",
+                (1, 2, 1),
+                " 66.67",
+            ),
             ("B-ORG I-ORG O", "B-ORG I-PER O", (1, 2, 0), "  0.00"),
             ("B-PER O", "B-PER I-LOC", (1, 2, 1), " 66.67"),
-            ("I-PER I-PER O I-LOC", "B-PER I-PER O B-LOC", (2, 2, 2), "100.00"),
+            (
+                "I-PER I-PER O I-LOC",
+                "B-PER I-PER O B-LOC",
+                (2, 2, 2),
+                "100.00",
+            ),
             ("I-PER B-PER O", "I-PER B-PER O", (2, 2, 2), "100.00"),
-            ("B-PER I-PER O O", "B-PER I-PER I-LOC I-LOC", (1, 2, 1), " 66.67"),
+            (
+                "B-PER I-PER O O",
+                "B-PER I-PER I-LOC I-LOC",
+                (1, 2, 1),
+                " 66.67",
+            ),
             ("B-PER B-PER O", "B-PER I-PER O", (2, 1, 0), "  0.00"),
             ("B-PER / I-PER", "B-PER / I-PER", (2, 2, 2), "100.00"),
         ];
         for (gold, predicted, (g, f, c), f1) in cases {
             let report = score(gold, predicted);
-            assert_eq!(report.overall, ChunkCounts { gold: g, found: f, correct: c }, "{gold} | {predicted}");
+            assert_eq!(
+                report.overall,
+                ChunkCounts {
+                    gold: g,
+                    found: f,
+                    correct: c
+                },
+                "{gold} | {predicted}"
+            );
             assert_eq!(percent(report.f1()), f1, "{gold} | {predicted}");
         }
     }
@@ -275,7 +360,14 @@ mod tests {
     #[test]
     fn iobes_is_read_as_iob2() {
         let report = score("S-PER B-LOC E-LOC", "B-PER B-LOC I-LOC");
-        assert_eq!(report.overall, ChunkCounts { gold: 2, found: 2, correct: 2 });
+        assert_eq!(
+            report.overall,
+            ChunkCounts {
+                gold: 2,
+                found: 2,
+                correct: 2
+            }
+        );
     }
 
     #[test]

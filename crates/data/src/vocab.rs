@@ -20,7 +20,11 @@ pub struct Vocab {
 
 impl From<Vec<String>> for Vocab {
     fn from(items: Vec<String>) -> Self {
-        let ids = items.iter().enumerate().map(|(id, item)| (item.clone(), id)).collect();
+        let ids = items
+            .iter()
+            .enumerate()
+            .map(|(id, item)| (item.clone(), id))
+            .collect();
         Self { items, ids }
     }
 }
@@ -42,10 +46,14 @@ impl Vocab {
         for item in items {
             *counts.entry(item).or_default() += 1;
         }
-        let mut kept: Vec<(&str, usize)> =
-            counts.into_iter().filter(|&(item, count)| count >= min_count && item != PAD && item != UNK).collect();
+        let mut kept: Vec<(&str, usize)> = counts
+            .into_iter()
+            .filter(|&(item, count)| count >= min_count && item != PAD && item != UNK)
+            .collect();
         kept.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
-        let items = [PAD, UNK].into_iter().chain(kept.into_iter().map(|(item, _)| item));
+        let items = [PAD, UNK]
+            .into_iter()
+            .chain(kept.into_iter().map(|(item, _)| item));
         Self::from(items.map(String::from).collect::<Vec<_>>())
     }
 
@@ -89,7 +97,11 @@ impl TextNormalization {
     pub fn apply(&self, word: &str) -> String {
         let mut normalized = String::with_capacity(word.len());
         for c in word.chars() {
-            let c = if self.digits_to_zero && c.is_ascii_digit() { '0' } else { c };
+            let c = if self.digits_to_zero && c.is_ascii_digit() {
+                '0'
+            } else {
+                c
+            };
             if self.lowercase {
                 normalized.extend(c.to_lowercase());
             } else {
@@ -111,18 +123,38 @@ pub struct Vocabularies {
 
 impl Vocabularies {
     /// Builds the vocabularies of a training set whose tags are already in the training scheme.
-    pub fn build(sentences: &[Sentence], normalization: TextNormalization, min_word_count: usize) -> Self {
-        let normalized: Vec<String> =
-            sentences.iter().flat_map(|s| &s.words).map(|w| normalization.apply(w)).collect();
+    pub fn build(
+        sentences: &[Sentence],
+        normalization: TextNormalization,
+        min_word_count: usize,
+    ) -> Self {
+        let normalized: Vec<String> = sentences
+            .iter()
+            .flat_map(|s| &s.words)
+            .map(|w| normalization.apply(w))
+            .collect();
         let words = Vocab::with_specials(normalized.iter().map(String::as_str), min_word_count);
-        let chars: Vec<String> = sentences.iter().flat_map(|s| &s.words).flat_map(|w| w.chars()).map(String::from).collect();
+        let chars: Vec<String> = sentences
+            .iter()
+            .flat_map(|s| &s.words)
+            .flat_map(|w| w.chars())
+            .map(String::from)
+            .collect();
         let chars = Vocab::with_specials(chars.iter().map(String::as_str), 1);
-        let mut tags: Vec<String> = sentences.iter().flat_map(|s| s.tags.iter().cloned()).collect();
+        let mut tags: Vec<String> = sentences
+            .iter()
+            .flat_map(|s| s.tags.iter().cloned())
+            .collect();
         tags.sort();
         tags.dedup();
         // `O` first keeps the tag table readable; the order is otherwise immaterial.
         tags.sort_by_key(|tag| tag != "O");
-        Self { normalization, words, chars, tags: Vocab::from(tags) }
+        Self {
+            normalization,
+            words,
+            chars,
+            tags: Vocab::from(tags),
+        }
     }
 
     pub fn word_id(&self, word: &str) -> usize {
@@ -130,7 +162,9 @@ impl Vocabularies {
     }
 
     pub fn char_ids(&self, word: &str) -> Vec<usize> {
-        word.chars().map(|c| self.chars.id_or_unk(c.encode_utf8(&mut [0; 4]))).collect()
+        word.chars()
+            .map(|c| self.chars.id_or_unk(c.encode_utf8(&mut [0; 4])))
+            .collect()
     }
 
     /// Ids of an untagged sentence.
@@ -143,7 +177,11 @@ impl Vocabularies {
     }
 
     /// Ids of a tagged sentence of `corpus`; a tag outside the vocabulary is an error at its line.
-    pub fn encode_tagged(&self, corpus: &Corpus, sentence: &Sentence) -> Result<Encoded, DataError> {
+    pub fn encode_tagged(
+        &self,
+        corpus: &Corpus,
+        sentence: &Sentence,
+    ) -> Result<Encoded, DataError> {
         let tags = sentence
             .tags
             .iter()
@@ -158,7 +196,10 @@ impl Vocabularies {
                 })
             })
             .collect::<Result<_, _>>()?;
-        Ok(Encoded { tags, ..self.encode_words(&sentence.words) })
+        Ok(Encoded {
+            tags,
+            ..self.encode_words(&sentence.words)
+        })
     }
 }
 
@@ -194,7 +235,10 @@ mod tests {
 
     #[test]
     fn builds_with_specials_and_min_count() {
-        let data = [sentence("the cat the Dog", "O B-X O B-Y"), sentence("the 1996", "O O")];
+        let data = [
+            sentence("the cat the Dog", "O B-X O B-Y"),
+            sentence("the 1996", "O O"),
+        ];
         let vocab = Vocabularies::build(&data, TextNormalization::default(), 2);
         assert_eq!(vocab.words.items(), ["<pad>", "<unk>", "the"]);
         assert_eq!(vocab.word_id("cat"), Vocab::UNK_ID);
@@ -204,7 +248,10 @@ mod tests {
 
     #[test]
     fn normalization_applies_to_lookups() {
-        let norm = TextNormalization { lowercase: true, digits_to_zero: true };
+        let norm = TextNormalization {
+            lowercase: true,
+            digits_to_zero: true,
+        };
         assert_eq!(norm.apply("Born1996İ"), "born0000i̇");
         let data = [sentence("Paris 1996", "B-LOC O")];
         let vocab = Vocabularies::build(&data, norm, 1);

@@ -28,8 +28,13 @@ impl BiLstmConfig {
         let uniform = Distribution::Uniform(-bound, bound);
         let mut input = LinearConfig::new(self.d_input, 8 * h).init(device);
         input.weight = Param::from_tensor(Tensor::random([self.d_input, 8 * h], uniform, device));
-        let bias: Vec<f32> = (0..8 * h).map(|i| if (i % (4 * h)) / h == 1 { 1.0 } else { 0.0 }).collect();
-        input.bias = Some(Param::from_tensor(Tensor::from_data(TensorData::new(bias, [8 * h]), device)));
+        let bias: Vec<f32> = (0..8 * h)
+            .map(|i| if (i % (4 * h)) / h == 1 { 1.0 } else { 0.0 })
+            .collect();
+        input.bias = Some(Param::from_tensor(Tensor::from_data(
+            TensorData::new(bias, [8 * h]),
+            device,
+        )));
         BiLstm {
             input,
             recurrent: Param::from_tensor(Tensor::random([2, h, 4 * h], uniform, device)),
@@ -61,10 +66,15 @@ impl BiLstm {
 
         let gates = self.input.forward(x).reshape([batch * time, 8 * h]);
         let forward_gates = gates.clone().slice([0..batch * time, 0..4 * h]);
-        let backward_gates = gates.slice([0..batch * time, 4 * h..8 * h]).select(0, reverse.clone());
+        let backward_gates = gates
+            .slice([0..batch * time, 4 * h..8 * h])
+            .select(0, reverse.clone());
         let time_major = |g: Tensor<2>| g.reshape([batch, time, 4 * h]).swap_dims(0, 1);
         // [time, direction, batch, 4h]
-        let gates = Tensor::stack::<4>(vec![time_major(forward_gates), time_major(backward_gates)], 1);
+        let gates = Tensor::stack::<4>(
+            vec![time_major(forward_gates), time_major(backward_gates)],
+            1,
+        );
 
         let recurrent = self.recurrent.val();
         let mut hidden = Tensor::<3>::zeros([2, batch, h], &device);
@@ -81,10 +91,17 @@ impl BiLstm {
         // [time, direction, batch, h] → one [batch, time, h] per direction.
         let outputs = Tensor::stack::<4>(outputs, 0);
         let direction = |d: usize| {
-            outputs.clone().slice([0..time, d..d + 1, 0..batch, 0..h]).reshape([time, batch, h]).swap_dims(0, 1)
+            outputs
+                .clone()
+                .slice([0..time, d..d + 1, 0..batch, 0..h])
+                .reshape([time, batch, h])
+                .swap_dims(0, 1)
         };
         let forward = direction(0);
-        let backward = direction(1).reshape([batch * time, h]).select(0, reverse).reshape([batch, time, h]);
+        let backward = direction(1)
+            .reshape([batch * time, h])
+            .select(0, reverse)
+            .reshape([batch, time, h]);
         Tensor::cat(vec![forward, backward], 2)
     }
 }
@@ -95,7 +112,9 @@ fn reversal_index(lengths: &[usize], time: usize, device: &Device) -> Tensor<1, 
     let index: Vec<i64> = lengths
         .iter()
         .enumerate()
-        .flat_map(|(b, &len)| (0..time).map(move |t| (b * time + if t < len { len - 1 - t } else { t }) as i64))
+        .flat_map(|(b, &len)| {
+            (0..time).map(move |t| (b * time + if t < len { len - 1 - t } else { t }) as i64)
+        })
         .collect();
     Tensor::from_data(TensorData::new(index, [lengths.len() * time]), device)
 }

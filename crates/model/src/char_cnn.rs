@@ -25,7 +25,10 @@ impl CharCnnConfig {
         let pad = self.kernel / 2;
         CharCnn {
             embedding: EmbeddingConfig::new(self.n_chars, self.char_dim)
-                .with_initializer(Initializer::Uniform { min: -bound, max: bound })
+                .with_initializer(Initializer::Uniform {
+                    min: -bound,
+                    max: bound,
+                })
                 .init(device),
             conv: Conv1dConfig::new(self.char_dim, self.filters, self.kernel)
                 .with_padding(PaddingConfig1d::Explicit(pad, self.kernel - 1 - pad))
@@ -53,7 +56,9 @@ impl CharCnn {
         let features = self.conv.forward(embedded.swap_dims(1, 2)); // [words, filters, len]
         // Padding positions can never win the max; a word slot with no characters gets zeros.
         let blocked = (present.clone().neg() + 1.0).unsqueeze_dim::<3>(1) * -1e4;
-        let pooled = (features + blocked).max_dim(2).reshape([words, self.d_output()]);
+        let pooled = (features + blocked)
+            .max_dim(2)
+            .reshape([words, self.d_output()]);
         let has_chars = present.max_dim(1);
         pooled * has_chars
     }

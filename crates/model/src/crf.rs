@@ -58,7 +58,10 @@ pub fn log_sum_exp<const D: usize>(x: Tensor<D>, dim: usize) -> Tensor<D> {
 /// Per-step views of a `[batch, time, ...]` tensor as `[batch, ...]` tensors.
 fn time_steps(x: Tensor<3>) -> Vec<Tensor<2>> {
     let [batch, _, k] = x.dims();
-    x.swap_dims(0, 1).iter_dim(0).map(|step| step.reshape([batch, k])).collect()
+    x.swap_dims(0, 1)
+        .iter_dim(0)
+        .map(|step| step.reshape([batch, k]))
+        .collect()
 }
 
 /// Blends `next` where `mask` is 1 and keeps `previous` where it is 0.
@@ -82,7 +85,9 @@ impl Crf {
         let first = steps.next().expect("a sequence has at least one token");
         let mut alpha = self.start.val().unsqueeze_dim(0) + first;
         for (emission, mask) in steps.zip(masks.into_iter().skip(1)) {
-            let scores = alpha.clone().unsqueeze_dim::<3>(2) + transitions.clone() + emission.unsqueeze_dim(1);
+            let scores = alpha.clone().unsqueeze_dim::<3>(2)
+                + transitions.clone()
+                + emission.unsqueeze_dim(1);
             let next = log_sum_exp(scores, 1).reshape([batch, k]);
             alpha = advance(alpha, next, mask);
         }
@@ -90,10 +95,18 @@ impl Crf {
     }
 
     /// The score of the given tag paths. `tags`: `[batch, time]`, any value at padding.
-    pub fn path_score(&self, emissions: Tensor<3>, tags: Tensor<2, Int>, mask: Tensor<2>, lengths: &[usize]) -> Tensor<1> {
+    pub fn path_score(
+        &self,
+        emissions: Tensor<3>,
+        tags: Tensor<2, Int>,
+        mask: Tensor<2>,
+        lengths: &[usize],
+    ) -> Tensor<1> {
         let [batch, time, k] = emissions.dims();
         let device = emissions.device();
-        let emitted = emissions.gather(2, tags.clone().unsqueeze_dim(2)).reshape([batch, time]);
+        let emitted = emissions
+            .gather(2, tags.clone().unsqueeze_dim(2))
+            .reshape([batch, time]);
         let mut score = (emitted * mask.clone()).sum_dim(1).reshape([batch]);
 
         let first = tags.clone().slice([0..batch, 0..1]).reshape([batch]);
@@ -102,17 +115,33 @@ impl Crf {
             let from = tags.clone().slice([0..batch, 0..time - 1]);
             let to = tags.clone().slice([0..batch, 1..time]);
             let pair = (from * k as i64 + to).reshape([batch * (time - 1)]);
-            let moved = self.transitions.val().reshape([k * k]).select(0, pair).reshape([batch, time - 1]);
-            score = score + (moved * mask.slice([0..batch, 1..time])).sum_dim(1).reshape([batch]);
+            let moved = self
+                .transitions
+                .val()
+                .reshape([k * k])
+                .select(0, pair)
+                .reshape([batch, time - 1]);
+            score = score
+                + (moved * mask.slice([0..batch, 1..time]))
+                    .sum_dim(1)
+                    .reshape([batch]);
         }
         let last_index: Vec<i64> = lengths.iter().map(|&len| len as i64 - 1).collect();
-        let last_index = Tensor::<2, Int>::from_data(TensorData::new(last_index, [batch, 1]), &device);
+        let last_index =
+            Tensor::<2, Int>::from_data(TensorData::new(last_index, [batch, 1]), &device);
         let last = tags.gather(1, last_index).reshape([batch]);
         score + self.end.val().select(0, last)
     }
 
     /// Negative log-likelihood of the gold tags.
-    pub fn nll(&self, emissions: Tensor<3>, tags: Tensor<2, Int>, mask: Tensor<2>, lengths: &[usize], reduction: Reduction) -> Tensor<1> {
+    pub fn nll(
+        &self,
+        emissions: Tensor<3>,
+        tags: Tensor<2, Int>,
+        mask: Tensor<2>,
+        lengths: &[usize],
+        reduction: Reduction,
+    ) -> Tensor<1> {
         let log_z = self.log_partition(emissions.clone(), mask.clone());
         let nll = log_z - self.path_score(emissions, tags, mask, lengths);
         match reduction {
@@ -124,7 +153,12 @@ impl Crf {
 
     /// The best path of every sequence and its score, by batched max-product; the backpointers
     /// come to the host once and each path is read back from them.
-    pub fn viterbi(&self, emissions: Tensor<3>, mask: Tensor<2>, lengths: &[usize]) -> Vec<(Vec<usize>, f32)> {
+    pub fn viterbi(
+        &self,
+        emissions: Tensor<3>,
+        mask: Tensor<2>,
+        lengths: &[usize],
+    ) -> Vec<(Vec<usize>, f32)> {
         let [batch, time, k] = emissions.dims();
         let transitions = self.transitions.val().unsqueeze_dim::<3>(0);
         let mut steps = time_steps(emissions).into_iter();
@@ -138,11 +172,17 @@ impl Crf {
             score = advance(score, best.reshape([batch, k]) + emission, mask);
             backpointers.push(from.reshape([batch, k]));
         }
-        let final_scores: Vec<f32> = (score + self.end.val().unsqueeze_dim(0)).into_data().iter::<f32>().collect();
+        let final_scores: Vec<f32> = (score + self.end.val().unsqueeze_dim(0))
+            .into_data()
+            .iter::<f32>()
+            .collect();
         let backpointers: Vec<i64> = if backpointers.is_empty() {
             Vec::new()
         } else {
-            Tensor::stack::<3>(backpointers, 0).into_data().iter::<i64>().collect()
+            Tensor::stack::<3>(backpointers, 0)
+                .into_data()
+                .iter::<i64>()
+                .collect()
         };
 
         (0..batch)

@@ -18,7 +18,9 @@ pub struct BatchTensors {
 impl BatchTensors {
     pub fn new(batch: &Batch, device: &Device) -> Self {
         let shape = [batch.size(), batch.max_len];
-        let ints = |ids: &[i64], shape: [usize; 2]| Tensor::<2, Int>::from_data(TensorData::new(ids.to_vec(), shape), device);
+        let ints = |ids: &[i64], shape: [usize; 2]| {
+            Tensor::<2, Int>::from_data(TensorData::new(ids.to_vec(), shape), device)
+        };
         let mask: Vec<f32> = batch
             .lengths
             .iter()
@@ -26,7 +28,10 @@ impl BatchTensors {
             .collect();
         Self {
             words: ints(&batch.words, shape),
-            chars: ints(&batch.chars.ids, [batch.size() * batch.max_len, batch.chars.max_word_len]),
+            chars: ints(
+                &batch.chars.ids,
+                [batch.size() * batch.max_len, batch.chars.max_word_len],
+            ),
             tags: (!batch.tags.is_empty()).then(|| ints(&batch.tags, shape)),
             mask: Tensor::from_data(TensorData::new(mask, shape), device),
             lengths: batch.lengths.clone(),

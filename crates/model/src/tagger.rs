@@ -1,10 +1,14 @@
 use burn::config::Config;
 use burn::module::Module;
-use burn::nn::{Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig};
+use burn::nn::{
+    Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig,
+};
 use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
-use crate::{BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, Crf, CrfConfig, Reduction};
+use crate::{
+    BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, Crf, CrfConfig, Reduction,
+};
 
 /// Which character features each word gets besides its embedding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,7 +60,10 @@ impl TaggerConfig {
         let d_input = self.word_dim + chars.as_ref().map_or(0, CharCnn::d_output);
         Tagger {
             words: EmbeddingConfig::new(sizes.words, self.word_dim)
-                .with_initializer(Initializer::Uniform { min: -bound, max: bound })
+                .with_initializer(Initializer::Uniform {
+                    min: -bound,
+                    max: bound,
+                })
                 .init(device),
             chars,
             encoder: BiLstmConfig::new(d_input, self.hidden).init(device),
@@ -88,18 +95,27 @@ impl Tagger {
             let d = features.dims()[1];
             x = Tensor::cat(vec![x, features.reshape([batch, time, d])], 2);
         }
-        let h = self.encoder.forward(self.dropout.forward(x), &inputs.lengths);
+        let h = self
+            .encoder
+            .forward(self.dropout.forward(x), &inputs.lengths);
         self.emissions.forward(self.dropout.forward(h))
     }
 
     /// The CRF negative log-likelihood of the batch's gold tags.
     pub fn loss(&self, inputs: &BatchTensors, reduction: Reduction) -> Tensor<1> {
         let tags = inputs.tags.clone().expect("a training batch carries tags");
-        self.crf.nll(self.emissions(inputs), tags, inputs.mask.clone(), &inputs.lengths, reduction)
+        self.crf.nll(
+            self.emissions(inputs),
+            tags,
+            inputs.mask.clone(),
+            &inputs.lengths,
+            reduction,
+        )
     }
 
     /// The best tag path of every sentence, with its score.
     pub fn decode(&self, inputs: &BatchTensors) -> Vec<(Vec<usize>, f32)> {
-        self.crf.viterbi(self.emissions(inputs), inputs.mask.clone(), &inputs.lengths)
+        self.crf
+            .viterbi(self.emissions(inputs), inputs.mask.clone(), &inputs.lengths)
     }
 }

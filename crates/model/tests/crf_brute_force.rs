@@ -25,13 +25,28 @@ impl Problem {
         let batch = rng.random_range(1..=4);
         let lengths: Vec<usize> = (0..batch).map(|_| rng.random_range(1..=5)).collect();
         let time = *lengths.iter().max().unwrap();
-        let mut normal = |n: usize| (0..n).map(|_| rng.random_range(-2.0..2.0)).collect::<Vec<f64>>();
+        let mut normal = |n: usize| {
+            (0..n)
+                .map(|_| rng.random_range(-2.0..2.0))
+                .collect::<Vec<f64>>()
+        };
         let emissions = normal(batch * time * k);
         let transitions = normal(k * k);
         let start = normal(k);
         let end = normal(k);
-        let tags = (0..batch * time).map(|_| rng.random_range(0..k) as i64).collect();
-        Self { k, lengths, time, emissions, transitions, start, end, tags }
+        let tags = (0..batch * time)
+            .map(|_| rng.random_range(0..k) as i64)
+            .collect();
+        Self {
+            k,
+            lengths,
+            time,
+            emissions,
+            transitions,
+            start,
+            end,
+            tags,
+        }
     }
 
     fn batch(&self) -> usize {
@@ -62,42 +77,68 @@ impl Problem {
     }
 
     fn log_z(&self, b: usize) -> f64 {
-        let scores: Vec<f64> = self.paths(self.lengths[b]).iter().map(|p| self.score(b, p)).collect();
+        let scores: Vec<f64> = self
+            .paths(self.lengths[b])
+            .iter()
+            .map(|p| self.score(b, p))
+            .collect();
         let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         max + scores.iter().map(|s| (s - max).exp()).sum::<f64>().ln()
     }
 
     fn gold(&self, b: usize) -> Vec<usize> {
-        (0..self.lengths[b]).map(|t| self.tags[b * self.time + t] as usize).collect()
+        (0..self.lengths[b])
+            .map(|t| self.tags[b * self.time + t] as usize)
+            .collect()
     }
 
     /// Summed NLL of the gold paths, the quantity whose gradient is checked.
     fn nll(&self) -> f64 {
-        (0..self.batch()).map(|b| self.log_z(b) - self.score(b, &self.gold(b))).sum()
+        (0..self.batch())
+            .map(|b| self.log_z(b) - self.score(b, &self.gold(b)))
+            .sum()
     }
 
     fn crf(&self, device: &Device) -> Crf {
         let f = |v: &[f64]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
         let mut crf = CrfConfig::new(self.k).init(device);
-        crf.transitions = Param::from_tensor(Tensor::from_data(TensorData::new(f(&self.transitions), [self.k, self.k]), device));
-        crf.start = Param::from_tensor(Tensor::from_data(TensorData::new(f(&self.start), [self.k]), device));
-        crf.end = Param::from_tensor(Tensor::from_data(TensorData::new(f(&self.end), [self.k]), device));
+        crf.transitions = Param::from_tensor(Tensor::from_data(
+            TensorData::new(f(&self.transitions), [self.k, self.k]),
+            device,
+        ));
+        crf.start = Param::from_tensor(Tensor::from_data(
+            TensorData::new(f(&self.start), [self.k]),
+            device,
+        ));
+        crf.end = Param::from_tensor(Tensor::from_data(
+            TensorData::new(f(&self.end), [self.k]),
+            device,
+        ));
         crf
     }
 
     fn emissions_tensor(&self, device: &Device) -> Tensor<3> {
         let data: Vec<f32> = self.emissions.iter().map(|&x| x as f32).collect();
-        Tensor::from_data(TensorData::new(data, [self.batch(), self.time, self.k]), device)
+        Tensor::from_data(
+            TensorData::new(data, [self.batch(), self.time, self.k]),
+            device,
+        )
     }
 
     fn mask(&self, device: &Device) -> Tensor<2> {
-        let mask: Vec<f32> =
-            self.lengths.iter().flat_map(|&l| (0..self.time).map(move |t| if t < l { 1.0 } else { 0.0 })).collect();
+        let mask: Vec<f32> = self
+            .lengths
+            .iter()
+            .flat_map(|&l| (0..self.time).map(move |t| if t < l { 1.0 } else { 0.0 }))
+            .collect();
         Tensor::from_data(TensorData::new(mask, [self.batch(), self.time]), device)
     }
 
     fn tags_tensor(&self, device: &Device) -> Tensor<2, Int> {
-        Tensor::from_data(TensorData::new(self.tags.clone(), [self.batch(), self.time]), device)
+        Tensor::from_data(
+            TensorData::new(self.tags.clone(), [self.batch(), self.time]),
+            device,
+        )
     }
 }
 
@@ -114,10 +155,19 @@ fn values<const D: usize>(t: Tensor<D>) -> Vec<f64> {
 fn log_partition_equals_log_sum_exp_over_all_paths() {
     let device = Device::default();
     for p in problems(1, 60) {
-        let got = values(p.crf(&device).log_partition(p.emissions_tensor(&device), p.mask(&device)));
+        let got = values(
+            p.crf(&device)
+                .log_partition(p.emissions_tensor(&device), p.mask(&device)),
+        );
         for b in 0..p.batch() {
             let want = p.log_z(b);
-            assert!((got[b] - want).abs() < 1e-4 * want.abs().max(1.0), "k={} lengths={:?}: {} vs {want}", p.k, p.lengths, got[b]);
+            assert!(
+                (got[b] - want).abs() < 1e-4 * want.abs().max(1.0),
+                "k={} lengths={:?}: {} vs {want}",
+                p.k,
+                p.lengths,
+                got[b]
+            );
         }
     }
 }
@@ -127,10 +177,19 @@ fn path_score_equals_the_sum_along_the_path() {
     let device = Device::default();
     for p in problems(2, 60) {
         let crf = p.crf(&device);
-        let got = values(crf.path_score(p.emissions_tensor(&device), p.tags_tensor(&device), p.mask(&device), &p.lengths));
+        let got = values(crf.path_score(
+            p.emissions_tensor(&device),
+            p.tags_tensor(&device),
+            p.mask(&device),
+            &p.lengths,
+        ));
         for b in 0..p.batch() {
             let want = p.score(b, &p.gold(b));
-            assert!((got[b] - want).abs() < 1e-4 * want.abs().max(1.0), "{} vs {want}", got[b]);
+            assert!(
+                (got[b] - want).abs() < 1e-4 * want.abs().max(1.0),
+                "{} vs {want}",
+                got[b]
+            );
         }
     }
 }
@@ -139,12 +198,21 @@ fn path_score_equals_the_sum_along_the_path() {
 fn viterbi_returns_the_enumerated_argmax() {
     let device = Device::default();
     for p in problems(3, 60) {
-        let decoded = p.crf(&device).viterbi(p.emissions_tensor(&device), p.mask(&device), &p.lengths);
+        let decoded =
+            p.crf(&device)
+                .viterbi(p.emissions_tensor(&device), p.mask(&device), &p.lengths);
         for (b, (path, score)) in decoded.iter().enumerate() {
             let paths = p.paths(p.lengths[b]);
-            let best = paths.iter().map(|q| p.score(b, q)).fold(f64::NEG_INFINITY, f64::max);
+            let best = paths
+                .iter()
+                .map(|q| p.score(b, q))
+                .fold(f64::NEG_INFINITY, f64::max);
             assert_eq!(path.len(), p.lengths[b]);
-            assert!((p.score(b, path) - best).abs() < 1e-4, "path {path:?} scores {} < best {best}", p.score(b, path));
+            assert!(
+                (p.score(b, path) - best).abs() < 1e-4,
+                "path {path:?} scores {} < best {best}",
+                p.score(b, path)
+            );
             assert!((*score as f64 - best).abs() < 1e-4 * best.abs().max(1.0));
         }
     }
@@ -156,10 +224,21 @@ fn autodiff_gradients_match_finite_differences() {
     for mut p in problems(4, 12) {
         let crf = p.crf(&device);
         let emissions = p.emissions_tensor(&device).require_grad();
-        let loss = crf.nll(emissions.clone(), p.tags_tensor(&device), p.mask(&device), &p.lengths, Reduction::Sum);
+        let loss = crf.nll(
+            emissions.clone(),
+            p.tags_tensor(&device),
+            p.mask(&device),
+            &p.lengths,
+            Reduction::Sum,
+        );
         let grads = loss.backward();
         let emission_grad = values(emissions.grad(&grads).expect("emission gradient"));
-        let transition_grad = values(crf.transitions.val().grad(&grads).expect("transition gradient"));
+        let transition_grad = values(
+            crf.transitions
+                .val()
+                .grad(&grads)
+                .expect("transition gradient"),
+        );
 
         let h = 1e-5;
         let mut central = |get: fn(&mut Problem) -> &mut Vec<f64>, i: usize| {
@@ -176,7 +255,10 @@ fn autodiff_gradients_match_finite_differences() {
         }
         for (i, &g) in transition_grad.iter().enumerate() {
             let want = central(|p| &mut p.transitions, i);
-            assert!((g - want).abs() < 1e-3, "d/d transition[{i}]: {g} vs {want}");
+            assert!(
+                (g - want).abs() < 1e-3,
+                "d/d transition[{i}]: {g} vs {want}"
+            );
         }
     }
 }
@@ -186,7 +268,15 @@ fn reductions() {
     let device = Device::default();
     let p = problems(5, 1).next().unwrap();
     let crf = p.crf(&device);
-    let nll = |r| values(crf.nll(p.emissions_tensor(&device), p.tags_tensor(&device), p.mask(&device), &p.lengths, r))[0];
+    let nll = |r| {
+        values(crf.nll(
+            p.emissions_tensor(&device),
+            p.tags_tensor(&device),
+            p.mask(&device),
+            &p.lengths,
+            r,
+        ))[0]
+    };
     let sum = p.nll();
     let tokens: usize = p.lengths.iter().sum();
     assert!((nll(Reduction::Sum) - sum).abs() < 1e-3);

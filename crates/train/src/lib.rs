@@ -1,1 +1,19 @@
+//! Training and running taggers: the experiment configuration, the fit loop (SGD with momentum,
+//! global-norm clipping, learning-rate decay, early stopping on dev span F1, checkpoints and
+//! resume), the on-disk model directory, and prediction with a trained model.
 
+mod clip;
+pub mod config;
+mod fit;
+mod model_dir;
+mod predict;
+mod progress;
+
+pub use config::{DataConfig, Experiment, TrainConfig};
+pub use fit::{EpochMetrics, FitOptions, FitOutcome, fit, read_tagged};
+pub use model_dir::{ModelDir, ModelMeta};
+pub use predict::{Prediction, Predictor, score_corpus};
+
+/// Any failure of training or running a model, as a message meant for the user.
+pub type Error = Box<dyn std::error::Error + Send + Sync>;
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,124 @@
+use std::io::Write;
+use std::path::PathBuf;
+
+use burn::tensor::Device;
+use clap::Args;
+use nertrain_data::{ColumnSpec, Corpus, read_conll};
+use nertrain_train::{Predictor, Result, score_corpus};
+
+#[derive(Args)]
+pub struct EvalArgs {
+    /// A model directory written by `nertrain fit`.
+    #[arg(long, requires = "data", conflicts_with = "predicted")]
+    model: Option<PathBuf>,
+    /// A tagged CoNLL file to predict and score (read with the model's columns).
+    #[arg(long)]
+    data: Option<PathBuf>,
+    /// Score a file whose last two columns are the gold and predicted tags, as conlleval does.
+    #[arg(long, required_unless_present = "model")]
+    predicted: Option<PathBuf>,
+    /// Write `word gold predicted` lines here.
+    #[arg(long)]
+    output: Option<PathBuf>,
+    /// Print the scores as JSON instead of conlleval's report.
+    #[arg(long)]
+    json: bool,
+    #[arg(long, default_value_t = 100)]
+    batch_size: usize,
+}
+
+pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
+    let (gold, predicted) = match (&args.model, &args.data, &args.predicted) {
+        (_, _, Some(path)) => read_predicted(path)?,
+        (Some(model), Some(data), None) => {
+            let predictor = Predictor::load(model, device)?;
+            let gold = nertrain_train::read_tagged(data, predictor.meta.columns)?;
+            let unseen = unseen_tags(&gold, &predictor);
+            if !unseen.is_empty() {
+                eprintln!(
+                    "warning: {}: tags the model never saw in training (it cannot predict them): {}",
+                    data.display(),
+                    unseen.join(", ")
+                );
+            }
+            let words: Vec<Vec<String>> = gold.sentences.iter().map(|s| s.words.clone()).collect();
+            let predicted = predictor
+                .predict(&words, args.batch_size)
+                .into_iter()
+                .map(|p| p.tags)
+                .collect();
+            (gold, predicted)
+        }
+        _ => return Err("give --model DIR --data FILE, or --predicted FILE".into()),
+    };
+
+    if let Some(path) = &args.output {
+        write_columns(path, &gold, &predicted)?;
+    }
+    let report = score_corpus(&gold, &predicted);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&report.to_json())?)?;
+    } else {
+        write!(out, "{report}")?;
+    }
+    Ok(())
+}
+
+/// The gold and predicted tag columns of a conlleval-style file, checked to line up.
+fn read_predicted(path: &std::path::Path) -> Result<(Corpus, Vec<Vec<String>>)> {
+    let gold = nertrain_train::read_tagged(
+        path,
+        ColumnSpec {
+            word_column: 0,
+            tag_column: -2,
+        },
+    )?;
+    let predicted = read_conll(
+        path,
+        ColumnSpec {
+            word_column: 0,
+            tag_column: -1,
+        },
+    )?;
+    for sentence in &predicted.sentences {
+        for (i, tag) in sentence.tags.iter().enumerate() {
+            nertrain_data::check_tag(tag).map_err(|m| predicted.error_at(sentence, i, m))?;
+        }
+    }
+    Ok((
+        gold,
+        predicted.sentences.into_iter().map(|s| s.tags).collect(),
+    ))
+}
+
+fn unseen_tags(gold: &Corpus, predictor: &Predictor) -> Vec<String> {
+    let known: std::collections::HashSet<String> = predictor
+        .vocab
+        .tags
+        .items()
+        .iter()
+        .flat_map(|t| nertrain_data::parse_tag(t).map(|(_, label)| label.to_string()))
+        .collect();
+    let mut unseen: Vec<String> = gold
+        .sentences
+        .iter()
+        .flat_map(|s| &s.tags)
+        .filter_map(|t| nertrain_data::parse_tag(t).map(|(_, label)| label.to_string()))
+        .filter(|label| !known.contains(label))
+        .collect();
+    unseen.sort();
+    unseen.dedup();
+    unseen
+}
+
+fn write_columns(path: &std::path::Path, gold: &Corpus, predicted: &[Vec<String>]) -> Result<()> {
+    let mut text = String::new();
+    for (sentence, tags) in gold.sentences.iter().zip(predicted) {
+        for ((word, gold), predicted) in sentence.words.iter().zip(&sentence.tags).zip(tags) {
+            text.push_str(&format!("{word} {gold} {predicted}\n"));
+        }
+        text.push('\n');
+    }
+    std::fs::write(path, text).map_err(|e| format!("{}: cannot write: {e}", path.display()).into())
+}

@@ -1,0 +1,428 @@
+//! The `nertrain` binary end to end on the shipped sample: fit, resume, eval, tag, and the errors
+//! users get for bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nertrain-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn nertrain(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nertrain"))
+        .args(args)
+        .current_dir(workspace())
+        .output()
+        .unwrap()
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Small enough to train in seconds, good enough to find the sample's entities.
+const QUICK: [&str; 8] = [
+    "--set",
+    "model.word_dim=30",
+    "--set",
+    "model.hidden=30",
+    "--set",
+    "train.epochs=3",
+    "--set",
+    "model.char_filters=20",
+];
+
+fn fit(output: &Path, extra: &[&str]) -> Output {
+    let out = format!("train.output={}", output.display());
+    let mut args = vec!["fit", "--config", "configs/sample.toml", "--set", &out];
+    args.extend(QUICK);
+    args.extend(extra);
+    nertrain(&args)
+}
+
+/// One model trained on the sample, shared by the tests that only read it.
+fn model() -> &'static Path {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        let dir = scratch("model").join("run");
+        let output = fit(&dir, &[]);
+        assert!(output.status.success(), "fit failed: {}", stderr(&output));
+        dir
+    })
+}
+
+#[test]
+fn fit_writes_a_complete_model_directory() {
+    let dir = model();
+    for file in [
+        "model.json",
+        "vocab.json",
+        "model.bpk",
+        "config.toml",
+        "metrics.jsonl",
+        "checkpoint/state.json",
+        "test.json",
+    ] {
+        assert!(dir.join(file).exists(), "{file} missing");
+    }
+    let metrics = std::fs::read_to_string(dir.join("metrics.jsonl")).unwrap();
+    assert_eq!(metrics.lines().count(), 3);
+    let last: serde_json::Value = serde_json::from_str(metrics.lines().last().unwrap()).unwrap();
+    assert!(
+        last["dev_f1"].as_f64().unwrap() > 50.0,
+        "the sample is learnable: {last}"
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().contains("partial"))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+/// Each epoch's training loss and dev F1: equal only if every step was the same.
+fn learning_curve(dir: &Path) -> Vec<(f64, f64)> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|m| (m["loss"].as_f64().unwrap(), m["dev_f1"].as_f64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn refuses_to_overwrite_a_run_or_resume_a_different_one() {
+    let dir = scratch("refuse").join("run");
+    assert!(fit(&dir, &["--set", "train.epochs=1"]).status.success());
+    let again = fit(&dir, &["--set", "train.epochs=1"]);
+    assert_eq!(again.status.code(), Some(1));
+    assert!(stderr(&again).contains("--resume"), "{}", stderr(&again));
+    let changed = fit(
+        &dir,
+        &[
+            "--set",
+            "train.epochs=1",
+            "--set",
+            "train.lr=0.5",
+            "--resume",
+        ],
+    );
+    assert_eq!(changed.status.code(), Some(1));
+    assert!(stderr(&changed).contains("differs"), "{}", stderr(&changed));
+}
+
+#[test]
+fn resumed_training_matches_an_uninterrupted_run() {
+    let whole = scratch("whole").join("run");
+    assert!(fit(&whole, &["--set", "train.epochs=3"]).status.success());
+    // Stopped after one epoch, then continued to three.
+    let split = scratch("split").join("run");
+    assert!(fit(&split, &["--set", "train.epochs=1"]).status.success());
+    let resumed = fit(&split, &["--set", "train.epochs=3", "--resume"]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert!(
+        stdout(&resumed).contains("resuming"),
+        "{}",
+        stdout(&resumed)
+    );
+    assert_eq!(learning_curve(&split).len(), 3);
+    assert_eq!(
+        learning_curve(&whole),
+        learning_curve(&split),
+        "same seed, same run"
+    );
+    let tagged = |dir: &Path| {
+        stdout(&nertrain(&[
+            "tag",
+            "--model",
+            dir.to_str().unwrap(),
+            "--format",
+            "conll",
+            "--input",
+            "data/sample/dev.txt",
+        ]))
+    };
+    assert_eq!(
+        tagged(&whole),
+        tagged(&split),
+        "the best models predict alike"
+    );
+}
+
+#[test]
+fn eval_prints_conlleval_report_and_writes_predictions() {
+    let dir = scratch("eval");
+    let output_file = dir.join("pred.txt");
+    let out = nertrain(&[
+        "eval",
+        "--model",
+        model().to_str().unwrap(),
+        "--data",
+        "data/sample/test.txt",
+        "--output",
+        output_file.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = stdout(&out);
+    assert!(
+        report.starts_with("processed 1618 tokens with 333 phrases; found: "),
+        "{report}"
+    );
+    assert!(
+        report.contains("              PER: precision: "),
+        "{report}"
+    );
+
+    // The written predictions score the same with --predicted, as conlleval would.
+    let again = nertrain(&["eval", "--predicted", output_file.to_str().unwrap()]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(stdout(&again), report);
+
+    let json = nertrain(&[
+        "eval",
+        "--predicted",
+        output_file.to_str().unwrap(),
+        "--json",
+    ]);
+    let value: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(value["tokens"], 1618);
+    assert!(value["types"]["LOC"]["f1"].as_f64().is_some());
+}
+
+#[test]
+fn eval_predicted_scores_the_spec_cases() {
+    let dir = scratch("spec");
+    let file = dir.join("cases.txt");
+    // Gold / predicted from specs/span-f1.md, one sentence each: 1+see the table.
+    let cases = [
+        ("B-PER I-PER O", "I-PER I-PER O"),
+        ("B-LOC I-LOC O O", "B-LOC I-LOC O I-LOC"),
+        ("B-ORG I-ORG O", "B-ORG I-PER O"),
+        ("B-PER O", "B-PER I-LOC"),
+        ("I-PER I-PER O I-LOC", "B-PER I-PER O B-LOC"),
+        ("I-PER B-PER O", "I-PER B-PER O"),
+        ("B-PER I-PER O O", "B-PER I-PER I-LOC I-LOC"),
+        ("B-PER B-PER O", "B-PER I-PER O"),
+        ("B-PER", "B-PER"),
+        ("I-PER", "I-PER"),
+    ];
+    let mut text = String::new();
+    for (gold, predicted) in cases {
+        for (g, p) in gold.split(' ').zip(predicted.split(' ')) {
+            text.push_str(&format!("w {g} {p}\n"));
+        }
+        text.push('\n');
+    }
+    std::fs::write(&file, text).unwrap();
+    let out = nertrain(&["eval", "--predicted", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The sums of the spec's per-case counts: gold 13, found 16, correct 10.
+    assert!(
+        stdout(&out)
+            .starts_with("processed 28 tokens with 13 phrases; found: 16 phrases; correct: 10.\n"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn tag_outputs_text_conll_and_json_with_offsets() {
+    let model = model().to_str().unwrap();
+    let text = "Peter Schmidt was born in Berlin .";
+    let out = nertrain(&["tag", "--model", model, text]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out).trim(),
+        "[Peter Schmidt]PER was born in [Berlin]LOC ."
+    );
+
+    let out = nertrain(&[
+        "tag",
+        "--model",
+        model,
+        "--format",
+        "json",
+        "Anna Novak visited Lisbon.",
+    ]);
+    let value: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let entities = value["entities"].as_array().unwrap();
+    let lisbon = entities
+        .iter()
+        .find(|e| e["text"] == "Lisbon")
+        .expect("Lisbon found");
+    assert_eq!(
+        (lisbon["start"].as_u64(), lisbon["end"].as_u64()),
+        (Some(19), Some(25))
+    );
+    assert!(["PER", "LOC", "ORG", "MISC"].contains(&lisbon["label"].as_str().unwrap()));
+
+    let out = nertrain(&["tag", "--model", model, "--format", "conll", "Hello there"]);
+    let conll = stdout(&out);
+    let lines: Vec<&str> = conll.split('\n').collect();
+    assert_eq!(lines.len(), 4, "two words, a blank line: {conll:?}");
+    assert!(
+        lines[0].starts_with("Hello ") && lines[1].starts_with("there ") && lines[2].is_empty()
+    );
+}
+
+#[test]
+fn tag_reads_lines_from_a_file_and_keeps_empty_lines() {
+    let dir = scratch("tag-input");
+    let input = dir.join("in.txt");
+    std::fs::write(&input, "Maria Rossi lives in Paris .\n\nToyota said so .\n").unwrap();
+    let out = nertrain(&[
+        "tag",
+        "--model",
+        model().to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let lines: Vec<&str> = std::str::from_utf8(&out.stdout).unwrap().lines().collect();
+    assert_eq!(lines.len(), 3);
+    assert!(lines[1].contains("\"entities\":[]"));
+}
+
+#[test]
+fn malformed_inputs_are_clear_errors() {
+    let dir = scratch("bad");
+    let model = model().to_str().unwrap();
+    let write = |name: &str, bytes: &[u8]| {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let cases = [
+        (
+            write("ragged.txt", b"Peter B-PER\nlives in O\n"),
+            "ragged.txt:2: expected 2 columns (as on line 1), found 3",
+        ),
+        (write("empty.txt", b""), "empty.txt: no sentences"),
+        (
+            write("utf8.txt", b"Peter B-PER\nBer\xfflin B-LOC\n"),
+            "utf8.txt:2: invalid UTF-8",
+        ),
+        (
+            write("badtag.txt", b"Peter PERSON\n"),
+            "badtag.txt:1: expected a tag O, B-TYPE",
+        ),
+    ];
+    for (file, expected) in &cases {
+        let out = nertrain(&["eval", "--model", model, "--data", file]);
+        assert_eq!(out.status.code(), Some(1), "{file}");
+        assert!(stderr(&out).contains(expected), "{file}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"));
+    }
+    let missing = nertrain(&[
+        "eval",
+        "--model",
+        dir.join("nope").to_str().unwrap(),
+        "--data",
+        &cases[0].0,
+    ]);
+    assert!(
+        stderr(&missing).contains("no such model directory"),
+        "{}",
+        stderr(&missing)
+    );
+    let not_model = nertrain(&[
+        "eval",
+        "--model",
+        dir.to_str().unwrap(),
+        "--data",
+        &cases[0].0,
+    ]);
+    assert!(
+        stderr(&not_model).contains("not a nertrain model directory"),
+        "{}",
+        stderr(&not_model)
+    );
+    let usage = nertrain(&["eval"]);
+    assert_eq!(usage.status.code(), Some(2));
+}
+
+#[test]
+fn unseen_tags_and_very_long_sentences_are_handled() {
+    let dir = scratch("handled");
+    let path = dir.join("unseen.txt");
+    std::fs::write(&path, "Peter B-PER\nvisited O\nMars B-PLANET\n").unwrap();
+    let out = nertrain(&[
+        "eval",
+        "--model",
+        model().to_str().unwrap(),
+        "--data",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("never saw in training") && stderr(&out).contains("PLANET"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("PLANET: precision:   0.00%"));
+
+    let long: String = (0..5000)
+        .map(|i| {
+            if i % 7 == 0 {
+                "Berlin B-LOC\n".to_string()
+            } else {
+                "and O\n".to_string()
+            }
+        })
+        .collect();
+    let path = dir.join("long.txt");
+    std::fs::write(&path, long).unwrap();
+    let out = nertrain(&[
+        "eval",
+        "--model",
+        model().to_str().unwrap(),
+        "--data",
+        path.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("processed 5000 tokens with 715 phrases;"),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn config_errors_name_the_key() {
+    let out = nertrain(&[
+        "fit",
+        "--config",
+        "configs/sample.toml",
+        "--set",
+        "model.hiden=3",
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("unknown key `model.hiden`; did you mean `model.hidden`?"),
+        "{}",
+        stderr(&out)
+    );
+    let out = nertrain(&["fit", "--config", "configs/missing.toml"]);
+    assert!(
+        stderr(&out).contains("configs/missing.toml: cannot read"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,0 +1,291 @@
+//! The experiment file (TOML): `[data]`, `[model]`, `[train]`. Unknown keys are errors that name
+//! the closest known key; `--set section.key=value` overrides are checked the same way.
+
+use std::path::{Path, PathBuf};
+
+use burn::config::Config;
+use nertrain_data::{ColumnSpec, TagScheme, TextNormalization};
+use nertrain_model::{Reduction, TaggerConfig};
+use serde::{Deserialize, Serialize};
+
+#[derive(Config, Debug)]
+pub struct DataConfig {
+    pub train: PathBuf,
+    pub dev: PathBuf,
+    /// Scored with the best model when training ends.
+    pub test: Option<PathBuf>,
+    #[config(default = 0)]
+    pub word_column: isize,
+    /// Negative counts from the end: -1 is the last column.
+    #[config(default = -1)]
+    pub tag_column: isize,
+    /// The files' tag scheme; detected from the training file when absent.
+    pub scheme: Option<TagScheme>,
+    /// The scheme the model learns; predictions are converted back to the files' scheme.
+    #[config(default = "TagScheme::Iob2")]
+    pub train_scheme: TagScheme,
+    #[config(default = false)]
+    pub lowercase: bool,
+    #[config(default = true)]
+    pub digits_to_zero: bool,
+    /// Training words seen fewer times than this are `<unk>`.
+    #[config(default = 1)]
+    pub min_word_count: usize,
+    /// Longer words keep their first characters for character features.
+    #[config(default = 25)]
+    pub max_word_len: usize,
+}
+
+impl DataConfig {
+    pub fn columns(&self) -> ColumnSpec {
+        ColumnSpec {
+            word_column: self.word_column,
+            tag_column: self.tag_column,
+        }
+    }
+
+    pub fn normalization(&self) -> TextNormalization {
+        TextNormalization {
+            lowercase: self.lowercase,
+            digits_to_zero: self.digits_to_zero,
+        }
+    }
+}
+
+#[derive(Config, Debug)]
+pub struct TrainConfig {
+    #[config(default = 50)]
+    pub epochs: usize,
+    #[config(default = 10)]
+    pub batch_size: usize,
+    #[config(default = 100)]
+    pub eval_batch_size: usize,
+    #[config(default = 0.015)]
+    pub lr: f64,
+    /// Epoch `e` (from 0) trains at `lr / (1 + lr_decay * e)`.
+    #[config(default = 0.05)]
+    pub lr_decay: f64,
+    #[config(default = 0.9)]
+    pub momentum: f64,
+    /// Maximum L2 norm of all gradients together (as PyTorch's `clip_grad_norm_`); 0 turns it off.
+    #[config(default = 5.0)]
+    pub clip_norm: f64,
+    #[config(default = "Reduction::Sum")]
+    pub reduction: Reduction,
+    /// Stop after this many epochs without a better dev F1.
+    #[config(default = 8)]
+    pub patience: usize,
+    #[config(default = 42)]
+    pub seed: u64,
+    /// Where the run directory goes.
+    #[config(default = "PathBuf::from(\"runs/default\")")]
+    pub output: PathBuf,
+}
+
+/// A whole experiment, as read from TOML.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Experiment {
+    pub data: DataConfig,
+    pub model: TaggerConfig,
+    pub train: TrainConfig,
+}
+
+impl Experiment {
+    /// Reads an experiment file and applies `key=value` overrides.
+    pub fn load(path: &Path, overrides: &[String]) -> crate::Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        Self::parse(&text, overrides).map_err(|e| format!("{}: {e}", path.display()).into())
+    }
+
+    pub fn parse(text: &str, overrides: &[String]) -> crate::Result<Self> {
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
+        for item in overrides {
+            apply_override(&mut table, item)?;
+        }
+        let given = serde_json::to_value(&table)?;
+        // Burn's configs need every field, so the user's keys go over a serialised template.
+        let mut merged = serde_json::to_value(Self::template())?;
+        check_keys(&given, &merged, "")?;
+        if let Some(data) = merged.get_mut("data").and_then(|d| d.as_object_mut()) {
+            data.remove("train");
+            data.remove("dev");
+        }
+        merge(&mut merged, given);
+        serde_path_to_error::deserialize(merged)
+            .map_err(|e| format!("{}: {}", e.path(), e.inner()).into())
+    }
+
+    /// Every setting at its default, with empty paths where the user must give one.
+    fn template() -> Self {
+        Self {
+            data: DataConfig::new(PathBuf::new(), PathBuf::new()),
+            model: TaggerConfig::new(),
+            train: TrainConfig::new(),
+        }
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).expect("an experiment serialises")
+    }
+}
+
+/// `a.b.c=value`: the value is read as TOML (`0.5`, `true`, `"iob2"`), or else as a bare string.
+fn apply_override(table: &mut toml::Table, item: &str) -> crate::Result<()> {
+    let (key, raw) = item
+        .split_once('=')
+        .ok_or_else(|| format!("--set {item:?}: expected section.key=value"))?;
+    let value = format!("v = {raw}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_string()));
+    let mut parts: Vec<&str> = key.trim().split('.').collect();
+    let last = parts
+        .pop()
+        .filter(|k| !k.is_empty())
+        .ok_or_else(|| format!("--set {item:?}: empty key"))?;
+    let mut node = table;
+    for part in parts {
+        node = node
+            .entry(part)
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+            .as_table_mut()
+            .ok_or_else(|| format!("--set {item:?}: {part} is not a section"))?;
+    }
+    node.insert(last.to_string(), value);
+    Ok(())
+}
+
+/// Overlays `given` on `base`, table by table.
+fn merge(base: &mut serde_json::Value, given: serde_json::Value) {
+    match (base, given) {
+        (serde_json::Value::Object(base), serde_json::Value::Object(given)) => {
+            for (key, value) in given {
+                match base.get_mut(&key) {
+                    Some(slot) => merge(slot, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (slot, value) => *slot = value,
+    }
+}
+
+/// Every key the user wrote must be one the experiment knows.
+fn check_keys(
+    given: &serde_json::Value,
+    known: &serde_json::Value,
+    prefix: &str,
+) -> crate::Result<()> {
+    let (Some(given), Some(known)) = (given.as_object(), known.as_object()) else {
+        return Ok(());
+    };
+    for (key, value) in given {
+        let path = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match known.get(key) {
+            Some(known_value) => check_keys(value, known_value, &path)?,
+            None => {
+                let closest = known.keys().min_by_key(|k| edit_distance(k, key));
+                let hint = match closest {
+                    Some(k) if edit_distance(k, key) <= 3.max(key.len() / 3) => {
+                        let full = if prefix.is_empty() {
+                            k.clone()
+                        } else {
+                            format!("{prefix}.{k}")
+                        };
+                        format!("; did you mean `{full}`?")
+                    }
+                    _ => format!(
+                        "; known keys here: {}",
+                        known.keys().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                };
+                return Err(format!("unknown key `{path}`{hint}").into());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, &cb) in b.iter().enumerate() {
+            let substitution = previous + usize::from(ca != cb);
+            previous = row[j + 1];
+            row[j + 1] = substitution.min(row[j] + 1).min(previous + 1);
+        }
+    }
+    row[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "[data]\ntrain = \"a.txt\"\ndev = \"b.txt\"\n";
+
+    #[test]
+    fn defaults_fill_what_is_not_given() {
+        let e = Experiment::parse(MINIMAL, &[]).unwrap();
+        assert_eq!(e.train.batch_size, 10);
+        assert_eq!(e.model.hidden, 100);
+        assert_eq!(e.data.tag_column, -1);
+        assert_eq!(e.data.scheme, None);
+    }
+
+    #[test]
+    fn unknown_keys_suggest_the_closest() {
+        let err = Experiment::parse(&format!("{MINIMAL}[model]\nhiden = 3\n"), &[]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "unknown key `model.hiden`; did you mean `model.hidden`?"
+        );
+        let err = Experiment::parse(&format!("{MINIMAL}[trian]\n"), &[]).unwrap_err();
+        assert!(err.to_string().contains("did you mean `train`?"), "{err}");
+    }
+
+    #[test]
+    fn wrong_types_are_errors() {
+        let err =
+            Experiment::parse(&format!("{MINIMAL}[train]\nepochs = \"many\"\n"), &[]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "train.epochs: invalid type: string \"many\", expected usize"
+        );
+        let err = Experiment::parse("[data]\ntrain = \"a\"\n", &[]).unwrap_err();
+        assert!(err.to_string().contains("missing field `dev`"), "{err}");
+    }
+
+    #[test]
+    fn overrides_are_applied_and_checked() {
+        let e = Experiment::parse(MINIMAL, &["train.lr=0.1".into(), "data.scheme=iob1".into()])
+            .unwrap();
+        assert_eq!(e.train.lr, 0.1);
+        assert_eq!(e.data.scheme, Some(TagScheme::Iob1));
+        let err = Experiment::parse(MINIMAL, &["train.lrr=0.1".into()]).unwrap_err();
+        assert!(
+            err.to_string().contains("did you mean `train.lr`?"),
+            "{err}"
+        );
+        assert!(Experiment::parse(MINIMAL, &["train.epochs=x".into()]).is_err());
+        assert!(Experiment::parse(MINIMAL, &["novalue".into()]).is_err());
+    }
+
+    #[test]
+    fn resolved_config_round_trips() {
+        let e = Experiment::parse(MINIMAL, &["model.dropout=0.25".into()]).unwrap();
+        let again = Experiment::parse(&e.to_toml(), &[]).unwrap();
+        assert_eq!(again.to_toml(), e.to_toml());
+    }
+}

@@ -1,0 +1,442 @@
+//! The training loop.
+
+use std::path::Path;
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{GradientsParams, SgdConfig};
+use burn::tensor::Device;
+use nertrain_data::{
+    Batch, BatchPlan, ColumnSpec, Corpus, Encoded, Report, TagScheme, Vocabularies, check_tag,
+    convert_tags, read_conll,
+};
+use nertrain_model::{BatchTensors, Tagger, VocabSizes};
+use serde::{Deserialize, Serialize};
+
+use crate::clip::clip_global_norm;
+use crate::model_dir::{
+    FORMAT_VERSION, ModelDir, ModelMeta, load_module, save_module, write_atomic,
+};
+use crate::predict::{decode, score_corpus};
+use crate::progress::EpochProgress;
+use crate::{Experiment, Result};
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FitOptions {
+    /// Continue the run in `train.output` from its last checkpoint.
+    pub resume: bool,
+}
+
+/// One line of `metrics.jsonl`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct EpochMetrics {
+    pub epoch: usize,
+    pub lr: f64,
+    /// Mean negative log-likelihood per sentence.
+    pub loss: f64,
+    pub train_seconds: f64,
+    pub sentences_per_second: f64,
+    pub tokens_per_second: f64,
+    pub dev_precision: f64,
+    pub dev_recall: f64,
+    pub dev_f1: f64,
+    pub eval_seconds: f64,
+    pub best: bool,
+}
+
+/// What `checkpoint/state.json` holds besides the weights and optimiser state.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct LoopState {
+    epochs_done: usize,
+    best_f1: f64,
+    best_epoch: usize,
+    history: Vec<EpochMetrics>,
+}
+
+/// The outcome of a training run.
+#[derive(Debug, Clone)]
+pub struct FitOutcome {
+    pub best_epoch: usize,
+    pub best_dev_f1: f64,
+    pub history: Vec<EpochMetrics>,
+    pub test: Option<Report>,
+}
+
+/// Reads a tagged corpus and checks every tag's shape, naming the line of a bad one.
+pub fn read_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus> {
+    let corpus = read_conll(path, columns)?;
+    for sentence in &corpus.sentences {
+        for (i, tag) in sentence.tags.iter().enumerate() {
+            check_tag(tag).map_err(|message| corpus.error_at(sentence, i, message))?;
+        }
+    }
+    Ok(corpus)
+}
+
+fn with_scheme(corpus: &Corpus, scheme: TagScheme) -> Corpus {
+    let mut converted = corpus.clone();
+    for sentence in &mut converted.sentences {
+        sentence.tags = convert_tags(&sentence.tags, scheme);
+    }
+    converted
+}
+
+pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Result<FitOutcome> {
+    let data = &experiment.data;
+    let train_config = &experiment.train;
+    let run = ModelDir::new(&train_config.output);
+    let config_toml = experiment.to_toml();
+
+    let train = read_tagged(&data.train, data.columns())?;
+    let dev = read_tagged(&data.dev, data.columns())?;
+    let test = data
+        .test
+        .as_deref()
+        .map(|path| read_tagged(path, data.columns()))
+        .transpose()?;
+    let file_scheme = data
+        .scheme
+        .unwrap_or_else(|| TagScheme::detect(train.sentences.iter().map(|s| s.tags.as_slice())));
+    let train = with_scheme(&train, data.train_scheme);
+
+    let (meta, vocab, state) = if options.resume {
+        let meta = run.read_meta()?;
+        let vocab = run.read_vocab(&meta)?;
+        let recorded = Experiment::load(&run.config_file(), &[])?;
+        if !same_run(&recorded, experiment) {
+            return Err(format!(
+                "{}: cannot resume: the experiment differs from the one this run was started with ({}); \
+                 only train.epochs and train.patience may change",
+                run.path.display(),
+                run.config_file().display()
+            )
+            .into());
+        }
+        write_atomic(&run.config_file(), config_toml.as_bytes())?;
+        let state = read_state(&run)?;
+        (meta, vocab, Some(state))
+    } else {
+        if run.meta_file().exists() {
+            return Err(format!(
+                "{}: a run is already there; continue it with --resume, or choose another train.output",
+                run.path.display()
+            )
+            .into());
+        }
+        let vocab =
+            Vocabularies::build(&train.sentences, data.normalization(), data.min_word_count);
+        let meta = ModelMeta {
+            format: FORMAT_VERSION,
+            nertrain_version: env!("CARGO_PKG_VERSION").to_string(),
+            model: experiment.model.clone(),
+            sizes: VocabSizes {
+                words: vocab.words.len(),
+                chars: vocab.chars.len(),
+                tags: vocab.tags.len(),
+            },
+            file_scheme,
+            train_scheme: data.train_scheme,
+            columns: data.columns(),
+            max_word_len: data.max_word_len,
+        };
+        run.write_description(&meta, &vocab, &config_toml)?;
+        (meta, vocab, None)
+    };
+
+    let encoded: Vec<Encoded> = train
+        .sentences
+        .iter()
+        .map(|s| vocab.encode_tagged(&train, s))
+        .collect::<std::result::Result<_, _>>()?;
+    let dev_encoded: Vec<Encoded> = dev
+        .sentences
+        .iter()
+        .map(|s| vocab.encode_words(&s.words))
+        .collect();
+    let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
+    let train_tokens: usize = lengths.iter().sum();
+    let dev_unknown_tags = unknown_tags(&dev, &vocab, data.train_scheme);
+    if !dev_unknown_tags.is_empty() {
+        eprintln!(
+            "warning: {}: tags never seen in training, which the model cannot predict: {}",
+            dev.path.display(),
+            dev_unknown_tags.join(", ")
+        );
+    }
+
+    let train_device = device.clone().autodiff();
+    train_device.seed(train_config.seed);
+    let mut model = meta.model.init(meta.sizes, &train_device);
+    let optimizer_config = SgdConfig::new().with_momentum(Some(
+        MomentumConfig::new()
+            .with_momentum(train_config.momentum)
+            .with_dampening(0.0),
+    ));
+    let mut optimizer = optimizer_config.init();
+    let mut state = state.unwrap_or(LoopState {
+        epochs_done: 0,
+        best_f1: -1.0,
+        best_epoch: 0,
+        history: Vec::new(),
+    });
+    if options.resume {
+        let checkpoint = checkpoint_dir(&run)?;
+        model = load_module(model, &checkpoint.join("model.bpk"))?;
+        optimizer = optimizer
+            .load(checkpoint.join("optimizer.bpk"))
+            .map_err(|e| {
+                format!(
+                    "{}: cannot load optimiser state: {e:?}",
+                    checkpoint.display()
+                )
+            })?;
+        println!(
+            "resuming {} after epoch {}",
+            run.path.display(),
+            state.epochs_done
+        );
+    }
+
+    println!(
+        "train {}: {} sentences, {} tokens; dev {}: {} sentences; {} words, {} chars, {} tags ({} scheme, trained as {})",
+        train.path.display(),
+        train.sentences.len(),
+        train_tokens,
+        dev.path.display(),
+        dev.sentences.len(),
+        vocab.words.len(),
+        vocab.chars.len(),
+        vocab.tags.len(),
+        meta.file_scheme,
+        meta.train_scheme
+    );
+
+    let epochs_since_best = |state: &LoopState| state.epochs_done - state.best_epoch;
+    while state.epochs_done < train_config.epochs
+        && (state.epochs_done == 0 || epochs_since_best(&state) < train_config.patience)
+    {
+        let epoch = state.epochs_done;
+        let lr = train_config.lr / (1.0 + train_config.lr_decay * epoch as f64);
+        // Seeding per epoch makes a resumed run draw the same batches and dropout masks.
+        let epoch_seed = train_config.seed.wrapping_add(epoch as u64 * 1_000_003);
+        train_device.seed(epoch_seed);
+        let plan = BatchPlan::shuffled(&lengths, train_config.batch_size, epoch_seed);
+
+        let started = Instant::now();
+        let mut progress = EpochProgress::new(epoch + 1, train_config.epochs, encoded.len());
+        let mut loss_sum = 0.0;
+        for (batch_number, indices) in plan.batches.into_iter().enumerate() {
+            let batch = Batch::new(&encoded, indices, meta.max_word_len);
+            let inputs = BatchTensors::new(&batch, &train_device);
+            let loss = model.loss(&inputs, train_config.reduction);
+            let value: f64 = loss.clone().into_scalar::<f64>();
+            if !value.is_finite() {
+                progress.finish();
+                return Err(format!(
+                    "the loss became {value} in epoch {} at batch {}; the best model so far (epoch {}) is kept in {}",
+                    epoch + 1,
+                    batch_number + 1,
+                    state.best_epoch,
+                    run.path.display()
+                )
+                .into());
+            }
+            let mut grads = GradientsParams::from_grads(loss.backward(), &model);
+            clip_global_norm(&model, &mut grads, train_config.clip_norm);
+            model = optimizer.step(lr, model, grads);
+            let sentence_loss = match train_config.reduction {
+                nertrain_model::Reduction::Sum => value,
+                nertrain_model::Reduction::Mean => value * batch.size() as f64,
+                nertrain_model::Reduction::TokenMean => value * batch.token_count() as f64,
+            };
+            loss_sum += sentence_loss;
+            progress.advance(batch.size(), sentence_loss);
+        }
+        progress.finish();
+        let train_seconds = started.elapsed().as_secs_f64();
+
+        let eval_started = Instant::now();
+        let valid = model.valid();
+        let predictions = decode(
+            &valid,
+            &vocab,
+            &dev_encoded,
+            meta.file_scheme,
+            100,
+            meta.max_word_len,
+            device,
+        );
+        let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
+        let report = score_corpus(&dev, &predicted);
+        let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
+        let eval_seconds = eval_started.elapsed().as_secs_f64();
+
+        let best = dev_f1 > state.best_f1;
+        if best {
+            run.save_weights(&valid)?;
+            state.best_f1 = dev_f1;
+            state.best_epoch = epoch + 1;
+        }
+        let metrics = EpochMetrics {
+            epoch: epoch + 1,
+            lr,
+            loss: loss_sum / encoded.len() as f64,
+            train_seconds,
+            sentences_per_second: encoded.len() as f64 / train_seconds,
+            tokens_per_second: train_tokens as f64 / train_seconds,
+            dev_precision,
+            dev_recall,
+            dev_f1,
+            eval_seconds,
+            best,
+        };
+        println!(
+            "epoch {:>3}: loss {:.4}  dev P {:.2} R {:.2} F1 {:.2}{}  {:.0} sent/s  {:.1}s train, {:.1}s dev  lr {:.5}",
+            metrics.epoch,
+            metrics.loss,
+            dev_precision,
+            dev_recall,
+            dev_f1,
+            if best { " *" } else { "" },
+            metrics.sentences_per_second,
+            train_seconds,
+            eval_seconds,
+            lr
+        );
+        state.history.push(metrics);
+        state.epochs_done += 1;
+        save_checkpoint(&run, &model, &optimizer, &state)?;
+    }
+    if state.epochs_done < train_config.epochs {
+        println!(
+            "early stop: no better dev F1 in {} epochs",
+            train_config.patience
+        );
+    }
+    println!(
+        "best dev F1 {:.2} at epoch {} → {}",
+        state.best_f1,
+        state.best_epoch,
+        run.weights_file().display()
+    );
+
+    let test_report = match &test {
+        Some(test) => {
+            let best = load_module(meta.model.init(meta.sizes, device), &run.weights_file())?;
+            let encoded: Vec<Encoded> = test
+                .sentences
+                .iter()
+                .map(|s| vocab.encode_words(&s.words))
+                .collect();
+            let predictions = decode(
+                &best,
+                &vocab,
+                &encoded,
+                meta.file_scheme,
+                100,
+                meta.max_word_len,
+                device,
+            );
+            let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
+            let report = score_corpus(test, &predicted);
+            println!(
+                "test {}: F1 {:.2}\n{report}",
+                test.path.display(),
+                report.f1()
+            );
+            write_atomic(
+                &run.path.join("test.json"),
+                serde_json::to_string_pretty(&report.to_json())?.as_bytes(),
+            )?;
+            Some(report)
+        }
+        None => None,
+    };
+    Ok(FitOutcome {
+        best_epoch: state.best_epoch,
+        best_dev_f1: state.best_f1,
+        history: state.history,
+        test: test_report,
+    })
+}
+
+/// Whether two experiments describe the same run, allowing it to be extended or cut short.
+fn same_run(recorded: &Experiment, requested: &Experiment) -> bool {
+    let mut recorded = recorded.clone();
+    recorded.train.epochs = requested.train.epochs;
+    recorded.train.patience = requested.train.patience;
+    recorded.to_toml() == requested.to_toml()
+}
+
+/// Tags of `corpus` (converted to `scheme`) that the tag vocabulary lacks.
+fn unknown_tags(corpus: &Corpus, vocab: &Vocabularies, scheme: TagScheme) -> Vec<String> {
+    let mut unknown: Vec<String> = corpus
+        .sentences
+        .iter()
+        .flat_map(|s| convert_tags(&s.tags, scheme))
+        .filter(|tag| vocab.tags.id(tag).is_none())
+        .collect();
+    unknown.sort();
+    unknown.dedup();
+    unknown
+}
+
+/// The checkpoint directory to resume from: `checkpoint/`, or `checkpoint.old/` when a crash
+/// came between the two renames that replace it.
+fn checkpoint_dir(run: &ModelDir) -> Result<std::path::PathBuf> {
+    let current = run.checkpoint_dir();
+    let old = current.with_extension("old");
+    match (
+        current.join("state.json").exists(),
+        old.join("state.json").exists(),
+    ) {
+        (true, _) => Ok(current),
+        (false, true) => Ok(old),
+        _ => Err(format!("{}: no checkpoint to resume from", run.path.display()).into()),
+    }
+}
+
+fn read_state(run: &ModelDir) -> Result<LoopState> {
+    let path = checkpoint_dir(run)?.join("state.json");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    Ok(serde_json::from_str(&text)
+        .map_err(|e| format!("{}: not a checkpoint state: {e}", path.display()))?)
+}
+
+/// Writes the checkpoint into a fresh directory and swaps it in, then rewrites the metrics file.
+fn save_checkpoint(
+    run: &ModelDir,
+    model: &Tagger,
+    optimizer: &burn::optim::ModuleOptimizer,
+    state: &LoopState,
+) -> Result<()> {
+    let current = run.checkpoint_dir();
+    let partial = current.with_extension("partial");
+    let old = current.with_extension("old");
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial).map_err(|e| format!("{}: {e}", partial.display()))?;
+    save_module(model, &partial.join("model.bpk"))?;
+    optimizer
+        .save(partial.join("optimizer.bpk"))
+        .map_err(|e| format!("{}: cannot save optimiser state: {e:?}", partial.display()))?;
+    write_atomic(
+        &partial.join("state.json"),
+        serde_json::to_string(state)?.as_bytes(),
+    )?;
+    let io = |e: std::io::Error| format!("{}: cannot replace checkpoint: {e}", current.display());
+    let _ = std::fs::remove_dir_all(&old);
+    if current.exists() {
+        std::fs::rename(&current, &old).map_err(io)?;
+    }
+    std::fs::rename(&partial, &current).map_err(io)?;
+    let _ = std::fs::remove_dir_all(&old);
+
+    let lines: String = state
+        .history
+        .iter()
+        .map(|m| serde_json::to_string(m).map(|l| l + "\n"))
+        .collect::<std::result::Result<_, _>>()?;
+    write_atomic(&run.metrics_file(), lines.as_bytes())
+}
