@@ -159,14 +159,13 @@ fn log_partition_equals_log_sum_exp_over_all_paths() {
             p.crf(&device)
                 .log_partition(p.emissions_tensor(&device), p.mask(&device)),
         );
-        for b in 0..p.batch() {
+        for (b, &got) in got.iter().enumerate() {
             let want = p.log_z(b);
             assert!(
-                (got[b] - want).abs() < 1e-4 * want.abs().max(1.0),
-                "k={} lengths={:?}: {} vs {want}",
+                (got - want).abs() < 1e-4 * want.abs().max(1.0),
+                "k={} lengths={:?}: {got} vs {want}",
                 p.k,
                 p.lengths,
-                got[b]
             );
         }
     }
@@ -183,12 +182,11 @@ fn path_score_equals_the_sum_along_the_path() {
             p.mask(&device),
             &p.lengths,
         ));
-        for b in 0..p.batch() {
+        for (b, &got) in got.iter().enumerate() {
             let want = p.score(b, &p.gold(b));
             assert!(
-                (got[b] - want).abs() < 1e-4 * want.abs().max(1.0),
-                "{} vs {want}",
-                got[b]
+                (got - want).abs() < 1e-4 * want.abs().max(1.0),
+                "{got} vs {want}"
             );
         }
     }
