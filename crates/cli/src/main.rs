@@ -35,8 +35,11 @@ enum Command {
         #[arg(long = "set", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
         /// Continue the run in train.output from its last completed epoch.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "overwrite")]
         resume: bool,
+        /// Delete a previous run in train.output first.
+        #[arg(long)]
+        overwrite: bool,
     },
     /// Score predictions with conlleval's rules: a model on a tagged file, or a file of predictions.
     Eval(eval::EvalArgs),

@@ -68,6 +68,17 @@ impl ModelDir {
         self.path.join("checkpoint")
     }
 
+    /// Deletes a previous run here; refuses a directory that is not one.
+    pub fn remove(&self) -> Result<()> {
+        if !self.path.exists() {
+            return Ok(());
+        }
+        if !self.meta_file().exists() {
+            return Err(format!("{}: not a nertrain run directory; not deleting it", self.path.display()).into());
+        }
+        std::fs::remove_dir_all(&self.path).map_err(|e| format!("{}: cannot delete: {e}", self.path.display()).into())
+    }
+
     pub fn write_description(
         &self,
         meta: &ModelMeta,
