@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use burn::tensor::Device;
 use clap::Args;
 use nertrain_data::{ColumnSpec, Corpus, read_conll};
-use nertrain_train::{Predictor, Result, score_corpus};
+use nertrain_train::{
+    CalibrationBin, PredictOptions, Predictor, Result, calibration, score_corpus,
+};
 
 #[derive(Args)]
 pub struct EvalArgs {
@@ -23,11 +25,19 @@ pub struct EvalArgs {
     /// Print the scores as JSON instead of conlleval's report.
     #[arg(long)]
     json: bool,
+    /// Print a reliability table: predicted entities binned by confidence, with their precision
+    /// (always included with --json when a model is given).
+    #[arg(long, conflicts_with = "predicted")]
+    calibration: bool,
+    /// Decode without the tag scheme's constraints.
+    #[arg(long)]
+    unconstrained: bool,
     #[arg(long, default_value_t = 100)]
     batch_size: usize,
 }
 
 pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
+    let mut bins: Option<Vec<CalibrationBin>> = None;
     let (gold, predicted) = match (&args.model, &args.data, &args.predicted) {
         (_, _, Some(path)) => read_predicted(path)?,
         (Some(model), Some(data), None) => {
@@ -42,12 +52,17 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
                 );
             }
             let words: Vec<Vec<String>> = gold.sentences.iter().map(|s| s.words.clone()).collect();
-            let predicted = predictor
-                .predict(&words, args.batch_size)
-                .into_iter()
-                .map(|p| p.tags)
-                .collect();
-            (gold, predicted)
+            let options = PredictOptions {
+                constrained: predictor.meta.crf.constrained_decoding && !args.unconstrained,
+                confidence: args.calibration || args.json,
+                batch_size: args.batch_size,
+                ..PredictOptions::default()
+            };
+            let predictions = predictor.predict(&words, options);
+            if options.confidence {
+                bins = Some(calibration(&gold, &predictions));
+            }
+            (gold, predictions.into_iter().map(|p| p.tags).collect())
         }
         _ => return Err("give --model DIR --data FILE, or --predicted FILE".into()),
     };
@@ -58,9 +73,23 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
     let report = score_corpus(&gold, &predicted);
     let mut out = std::io::stdout().lock();
     if args.json {
-        writeln!(out, "{}", serde_json::to_string_pretty(&report.to_json())?)?;
+        let mut json = report.to_json();
+        if let Some(bins) = &bins {
+            json["calibration"] = serde_json::to_value(bins)?;
+        }
+        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
     } else {
         write!(out, "{report}")?;
+        if let (true, Some(bins)) = (args.calibration, &bins) {
+            writeln!(out, "\nconfidence    entities  mean conf.  precision")?;
+            for bin in bins {
+                writeln!(
+                    out,
+                    "{:.1}-{:.1}  {:>12}  {:>10.3}  {:>8.2}%",
+                    bin.from, bin.to, bin.entities, bin.mean_confidence, bin.precision
+                )?;
+            }
+        }
     }
     Ok(())
 }

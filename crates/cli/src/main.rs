@@ -10,7 +10,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use burn::tensor::Device;
+use std::io::Write;
+
 use clap::{Parser, Subcommand};
+use nertrain_data::{ColumnSpec, TagScheme, convert_tag_column};
 use nertrain_train::{Experiment, FitOptions, Result};
 
 #[derive(Parser)]
@@ -45,6 +48,21 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Tag raw text with a trained model.
     Tag(tag::TagArgs),
+    /// Rewrite the tag column of a CoNLL file in another tag scheme; other columns stay as they are.
+    Convert {
+        /// The file's scheme; its tags must be well formed in it.
+        #[arg(long)]
+        from: Option<TagScheme>,
+        #[arg(long)]
+        to: TagScheme,
+        /// The tag column (negative counts from the end).
+        #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
+        tag_column: isize,
+        file: PathBuf,
+        /// Write here instead of stdout.
+        #[arg(long)]
+        output: Option<PathBuf>,
+    },
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -54,14 +72,40 @@ fn run(cli: Cli) -> Result<()> {
             config,
             overrides,
             resume,
+            overwrite,
         } => {
             let experiment = Experiment::load(&config, &overrides)?;
             eprintln!("{}", experiment.to_toml());
+            if overwrite {
+                nertrain_train::ModelDir::new(&experiment.train.output).remove()?;
+            }
             nertrain_train::fit(&experiment, FitOptions { resume }, &device)?;
             Ok(())
         }
         Command::Eval(args) => eval::run(args, &device),
         Command::Tag(args) => tag::run(args, &device),
+        Command::Convert {
+            from,
+            to,
+            tag_column,
+            file,
+            output,
+        } => {
+            let text = std::fs::read(&file)
+                .map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
+            let text = String::from_utf8(text)
+                .map_err(|_| format!("{}: invalid UTF-8", file.display()))?;
+            let columns = ColumnSpec {
+                word_column: 0,
+                tag_column,
+            };
+            let converted = convert_tag_column(&text, &file, columns, from, to)?;
+            match output {
+                Some(path) => nertrain_train::write_atomic(&path, converted.as_bytes())?,
+                None => std::io::stdout().lock().write_all(converted.as_bytes())?,
+            }
+            Ok(())
+        }
     }
 }
 

@@ -164,6 +164,88 @@ pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpu
     })
 }
 
+/// Rewrites the tag column of CoNLL text into `to`, keeping every other byte of every line.
+/// With `from`, the tags must first be well formed in that scheme; the first malformed tag is an
+/// error at its line.
+pub fn convert_tag_column(
+    text: &str,
+    path: &Path,
+    columns: ColumnSpec,
+    from: Option<crate::TagScheme>,
+    to: crate::TagScheme,
+) -> Result<String, DataError> {
+    let corpus = parse_conll(text, path, columns)?;
+    let mut replacements = std::collections::HashMap::new();
+    for sentence in &corpus.sentences {
+        for (i, tag) in sentence.tags.iter().enumerate() {
+            crate::check_tag(tag).map_err(|m| corpus.error_at(sentence, i, m))?;
+        }
+        if let Some(from) = from {
+            let previous =
+                std::iter::once(None).chain(sentence.tags.iter().map(|t| Some(t.as_str())));
+            let next = sentence
+                .tags
+                .iter()
+                .map(|t| Some(t.as_str()))
+                .chain(std::iter::once(None));
+            if let Some(i) = previous
+                .zip(next)
+                .position(|(p, n)| !crate::transition_allowed(from, p, n))
+            {
+                let at = i.min(sentence.len() - 1);
+                return Err(corpus.error_at(
+                    sentence,
+                    at,
+                    format!("{:?} is not well formed {from} here", sentence.tags[at]),
+                ));
+            }
+        }
+        for (i, tag) in crate::convert_tags(&sentence.tags, to)
+            .into_iter()
+            .enumerate()
+        {
+            replacements.insert(sentence.first_line + i, tag);
+        }
+    }
+    let mut out = String::with_capacity(text.len());
+    for (index, line) in text.split_inclusive('\n').enumerate() {
+        match replacements.get(&(index + 1)) {
+            Some(tag) => {
+                let fields = field_ranges(line);
+                let column = ColumnSpec::resolve(columns.tag_column, fields.len())
+                    .expect("checked on reading");
+                let range = fields[column].clone();
+                out.push_str(&line[..range.start]);
+                out.push_str(tag);
+                out.push_str(&line[range.end..]);
+            }
+            None => out.push_str(line),
+        }
+    }
+    Ok(out)
+}
+
+/// Byte ranges of a line's space- or TAB-separated fields (a line end is not part of one).
+fn field_ranges(line: &str) -> Vec<std::ops::Range<usize>> {
+    let mut ranges = Vec::new();
+    let mut start = None;
+    for (i, c) in line.char_indices() {
+        let separator = matches!(c, ' ' | '\t' | '\r' | '\n');
+        match (separator, start) {
+            (false, None) => start = Some(i),
+            (true, Some(s)) => {
+                ranges.push(s..i);
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        ranges.push(s..line.len());
+    }
+    ranges
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,6 +337,40 @@ mod tests {
         assert!(err.message.contains("invalid UTF-8"));
         let missing = read_conll(&dir.join("missing.txt"), ColumnSpec::default()).unwrap_err();
         assert!(missing.message.starts_with("cannot read"));
+    }
+
+    #[test]
+    fn converts_the_tag_column_and_keeps_everything_else() {
+        let text = "\u{feff}-DOCSTART- -X- O\r\n\r\nAcme NNP I-ORG\r\nzorbs\tVBZ O\r\nDutch JJ I-MISC\r\nMerkel NNP I-PER\r\nSchmidt NNP B-PER";
+        let converted = convert_tag_column(
+            text,
+            Path::new("t"),
+            ColumnSpec::default(),
+            Some(crate::TagScheme::Iob1),
+            crate::TagScheme::Iobes,
+        )
+        .unwrap();
+        assert_eq!(
+            converted,
+            "\u{feff}-DOCSTART- -X- O\r\n\r\nAcme NNP S-ORG\r\nzorbs\tVBZ O\r\nDutch JJ S-MISC\r\nMerkel NNP S-PER\r\nSchmidt NNP S-PER"
+        );
+    }
+
+    #[test]
+    fn conversion_checks_the_source_scheme() {
+        let err = convert_tag_column(
+            "a B-PER\n",
+            Path::new("t"),
+            ColumnSpec::default(),
+            Some(crate::TagScheme::Iob1),
+            crate::TagScheme::Iob2,
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("t:1: \"B-PER\" is not well formed iob1"),
+            "{err}"
+        );
     }
 
     #[test]

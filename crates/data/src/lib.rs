@@ -11,8 +11,10 @@ mod score;
 mod vocab;
 
 pub use batch::{Batch, BatchPlan, CharIds};
-pub use conll::{ColumnSpec, Corpus, Sentence, parse_conll, read_conll};
+pub use conll::{ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, read_conll};
 pub use error::DataError;
-pub use scheme::{Span, TagScheme, check_tag, convert_tags, parse_tag, render_spans, spans};
+pub use scheme::{
+    Span, TagScheme, check_tag, convert_tags, parse_tag, render_spans, spans, transition_allowed,
+};
 pub use score::{ChunkCounts, Report, Scorer, TypeScore};
 pub use vocab::{Encoded, PAD, TextNormalization, UNK, Vocab, Vocabularies};

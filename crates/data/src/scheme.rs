@@ -95,6 +95,32 @@ pub fn check_tag(tag: &str) -> Result<(), String> {
     }
 }
 
+/// Whether `next` may follow `previous` in a well-formed tag sequence of `scheme`. `None` as
+/// `previous` is the sentence start, as `next` the sentence end.
+///
+/// IOB2: `I-X` only after `B-X` or `I-X`. IOB1: `B-X` only after `B-X` or `I-X` (it separates two
+/// chunks of one type). IOBES: `I-X`/`E-X` only after `B-X`/`I-X`; `B-`, `S-`, `O` and the end only
+/// after `O`, `E-`, `S-` or the start.
+pub fn transition_allowed(scheme: TagScheme, previous: Option<&str>, next: Option<&str>) -> bool {
+    let previous = previous.map(|tag| parse_tag(tag).unwrap_or(('O', "")));
+    let next = next.map(|tag| parse_tag(tag).unwrap_or(('O', "")));
+    let inside_of = |label: &str| matches!(previous, Some(('B' | 'I', l)) if l == label);
+    match scheme {
+        TagScheme::Iob2 => match next {
+            Some(('I', label)) => inside_of(label),
+            _ => true,
+        },
+        TagScheme::Iob1 => match next {
+            Some(('B', label)) => inside_of(label),
+            _ => true,
+        },
+        TagScheme::Iobes => match next {
+            Some(('I' | 'E', label)) => inside_of(label),
+            _ => !matches!(previous, Some(('B' | 'I', _))),
+        },
+    }
+}
+
 /// An entity: tokens `start..end` carry `label`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Span {
@@ -246,6 +272,56 @@ mod tests {
         assert_eq!(detect("I-PER I-PER O"), TagScheme::Iob1);
         assert_eq!(detect("O O"), TagScheme::Iob2);
         assert_eq!(detect("B-PER E-PER O"), TagScheme::Iobes);
+    }
+
+    /// A sequence is well formed when every step, from the start to the end, is allowed.
+    fn well_formed(scheme: TagScheme, tags: &[String]) -> bool {
+        let steps = std::iter::once(None).chain(tags.iter().map(|t| Some(t.as_str())));
+        let nexts = tags
+            .iter()
+            .map(|t| Some(t.as_str()))
+            .chain(std::iter::once(None));
+        steps
+            .zip(nexts)
+            .all(|(p, n)| transition_allowed(scheme, p, n))
+    }
+
+    #[test]
+    fn transition_rules_accept_each_schemes_own_output() {
+        let cases = [
+            (TagScheme::Iob2, "B-PER I-PER B-PER O B-LOC I-LOC"),
+            (TagScheme::Iob1, "I-PER I-PER B-PER O I-LOC I-ORG"),
+            (TagScheme::Iobes, "B-PER E-PER S-PER O B-LOC I-LOC E-LOC"),
+        ];
+        for (scheme, text) in cases {
+            assert!(well_formed(scheme, &tags(text)), "{scheme}: {text}");
+            // Whatever spans a lenient reading finds, rendering them is well formed.
+            assert!(well_formed(
+                scheme,
+                &convert_tags(&tags("O I-PER I-LOC B-ORG I-PER"), scheme)
+            ));
+        }
+    }
+
+    #[test]
+    fn transition_rules_reject_malformed_sequences() {
+        let bad = [
+            (TagScheme::Iob2, "I-PER"),
+            (TagScheme::Iob2, "O I-PER"),
+            (TagScheme::Iob2, "B-PER I-LOC"),
+            (TagScheme::Iob1, "B-PER"),
+            (TagScheme::Iob1, "O B-PER"),
+            (TagScheme::Iob1, "I-LOC B-PER"),
+            (TagScheme::Iobes, "B-PER"),
+            (TagScheme::Iobes, "B-PER O"),
+            (TagScheme::Iobes, "E-PER"),
+            (TagScheme::Iobes, "S-PER I-PER E-PER"),
+            (TagScheme::Iobes, "B-PER E-LOC"),
+            (TagScheme::Iobes, "B-PER I-PER S-PER"),
+        ];
+        for (scheme, text) in bad {
+            assert!(!well_formed(scheme, &tags(text)), "{scheme}: {text}");
+        }
     }
 
     #[test]

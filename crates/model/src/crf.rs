@@ -4,11 +4,21 @@
 //! Every operation runs on the whole batch as tensors; a sequence of length `L` in a batch
 //! padded to `T` stops changing after step `L-1` (the mask blends the old state through), so
 //! padding never enters its scores. Every sequence must have at least one token.
+//!
+//! [`Potentials`] are the scores an algorithm runs on: the learned parameters plus, when the tag
+//! scheme is enforced, a large negative penalty on forbidden moves ([`Constraints`]). The penalty
+//! is finite, never −∞, so log-sum-exp and its gradient stay free of NaN. [`host`] holds the same
+//! forward-backward in plain Rust for per-sentence questions (entity confidence), tested against
+//! the tensor version.
 
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+use nertrain_data::{TagScheme, transition_allowed};
 use serde::{Deserialize, Serialize};
+
+/// The score added to a forbidden move: far below any real path, yet finite.
+pub const FORBIDDEN: f32 = -10_000.0;
 
 #[derive(Config, Debug)]
 pub struct CrfConfig {
@@ -74,24 +84,128 @@ impl Crf {
         self.start.dims()[0]
     }
 
-    /// `log Z(x)` for each sequence by the forward algorithm in log space.
-    ///
-    /// `emissions`: `[batch, time, tags]`; `mask`: `[batch, time]` with 1.0 at real tokens.
-    pub fn log_partition(&self, emissions: Tensor<3>, mask: Tensor<2>) -> Tensor<1> {
+    /// The parameters as tensors, with the constraints' penalties added when given.
+    pub fn potentials(&self, constraints: Option<&Constraints>) -> Potentials {
+        let (start, transitions, end) = (self.start.val(), self.transitions.val(), self.end.val());
+        match constraints {
+            None => Potentials {
+                start,
+                transitions,
+                end,
+            },
+            Some(c) => {
+                let device = start.device();
+                let k = self.num_tags();
+                let tensor1 =
+                    |v: &[f32]| Tensor::<1>::from_data(TensorData::new(v.to_vec(), [k]), &device);
+                let penalty =
+                    Tensor::<2>::from_data(TensorData::new(c.transitions.clone(), [k, k]), &device);
+                Potentials {
+                    start: start + tensor1(&c.start),
+                    transitions: transitions + penalty,
+                    end: end + tensor1(&c.end),
+                }
+            }
+        }
+    }
+
+    /// The parameters on the host, `(start, transitions, end)`, with penalties when given.
+    pub fn host_potentials(&self, constraints: Option<&Constraints>) -> host::Potentials {
+        let p = self.potentials(constraints);
+        let values = |t: Tensor<1>| {
+            t.into_data()
+                .iter::<f32>()
+                .map(f64::from)
+                .collect::<Vec<f64>>()
+        };
+        host::Potentials {
+            k: self.num_tags(),
+            start: values(p.start),
+            transitions: values(p.transitions.reshape([self.num_tags() * self.num_tags()])),
+            end: values(p.end),
+        }
+    }
+}
+
+/// Penalties that keep decoding (and, optionally, training) to well-formed tag sequences: 0 where a
+/// move is allowed, [`FORBIDDEN`] where it is not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Constraints {
+    pub start: Vec<f32>,
+    /// `[from * k + to]`
+    pub transitions: Vec<f32>,
+    pub end: Vec<f32>,
+}
+
+impl Constraints {
+    /// The moves `scheme` forbids among `tags` (the tag vocabulary, in id order).
+    pub fn for_scheme(tags: &[String], scheme: TagScheme) -> Self {
+        let penalty = |allowed: bool| if allowed { 0.0 } else { FORBIDDEN };
+        Self {
+            start: tags
+                .iter()
+                .map(|t| penalty(transition_allowed(scheme, None, Some(t))))
+                .collect(),
+            transitions: tags
+                .iter()
+                .flat_map(|from| {
+                    tags.iter()
+                        .map(move |to| penalty(transition_allowed(scheme, Some(from), Some(to))))
+                })
+                .collect(),
+            end: tags
+                .iter()
+                .map(|t| penalty(transition_allowed(scheme, Some(t), None)))
+                .collect(),
+        }
+    }
+}
+
+/// Start, transition and end scores as tensors: what every algorithm below runs on.
+#[derive(Debug, Clone)]
+pub struct Potentials {
+    pub start: Tensor<1>,
+    /// `[from, to]`
+    pub transitions: Tensor<2>,
+    pub end: Tensor<1>,
+}
+
+/// Per-token and pairwise tag marginals.
+#[derive(Debug, Clone)]
+pub struct Marginals {
+    /// `[batch, time, tags]`: p(y_t = k | x); zero at padding.
+    pub unary: Tensor<3>,
+    /// `[batch, time - 1, tags, tags]`: p(y_t = i, y_{t+1} = j | x); zero where t + 1 is padding.
+    pub pairwise: Tensor<4>,
+}
+
+impl Potentials {
+    /// Forward log-scores α_t (`[batch, k]` per step), blended through padding, and log Z.
+    fn forward(&self, emissions: Tensor<3>, mask: Tensor<2>) -> (Vec<Tensor<2>>, Tensor<1>) {
         let [batch, _, k] = emissions.dims();
-        let transitions = self.transitions.val().unsqueeze_dim::<3>(0);
+        let transitions = self.transitions.clone().unsqueeze_dim::<3>(0);
         let mut steps = time_steps(emissions).into_iter();
         let masks = time_steps(mask.unsqueeze_dim(2));
         let first = steps.next().expect("a sequence has at least one token");
-        let mut alpha = self.start.val().unsqueeze_dim(0) + first;
+        let mut alphas = vec![self.start.clone().unsqueeze_dim(0) + first];
         for (emission, mask) in steps.zip(masks.into_iter().skip(1)) {
+            let alpha = alphas.last().expect("the first step").clone();
             let scores = alpha.clone().unsqueeze_dim::<3>(2)
                 + transitions.clone()
                 + emission.unsqueeze_dim(1);
             let next = log_sum_exp(scores, 1).reshape([batch, k]);
-            alpha = advance(alpha, next, mask);
+            alphas.push(advance(alpha, next, mask));
         }
-        log_sum_exp(alpha + self.end.val().unsqueeze_dim(0), 1).reshape([batch])
+        let last = alphas.last().expect("the first step").clone();
+        let log_z = log_sum_exp(last + self.end.clone().unsqueeze_dim(0), 1).reshape([batch]);
+        (alphas, log_z)
+    }
+
+    /// `log Z(x)` for each sequence by the forward algorithm in log space.
+    ///
+    /// `emissions`: `[batch, time, tags]`; `mask`: `[batch, time]` with 1.0 at real tokens.
+    pub fn log_partition(&self, emissions: Tensor<3>, mask: Tensor<2>) -> Tensor<1> {
+        self.forward(emissions, mask).1
     }
 
     /// The score of the given tag paths. `tags`: `[batch, time]`, any value at padding.
@@ -110,14 +224,14 @@ impl Crf {
         let mut score = (emitted * mask.clone()).sum_dim(1).reshape([batch]);
 
         let first = tags.clone().slice([0..batch, 0..1]).reshape([batch]);
-        score = score + self.start.val().select(0, first);
+        score = score + self.start.clone().select(0, first);
         if time > 1 {
             let from = tags.clone().slice([0..batch, 0..time - 1]);
             let to = tags.clone().slice([0..batch, 1..time]);
             let pair = (from * k as i64 + to).reshape([batch * (time - 1)]);
             let moved = self
                 .transitions
-                .val()
+                .clone()
                 .reshape([k * k])
                 .select(0, pair)
                 .reshape([batch, time - 1]);
@@ -130,7 +244,7 @@ impl Crf {
         let last_index =
             Tensor::<2, Int>::from_data(TensorData::new(last_index, [batch, 1]), &device);
         let last = tags.gather(1, last_index).reshape([batch]);
-        score + self.end.val().select(0, last)
+        score + self.end.clone().select(0, last)
     }
 
     /// Negative log-likelihood of the gold tags.
@@ -151,6 +265,49 @@ impl Crf {
         }
     }
 
+    /// Token and pairwise marginals by forward-backward in log space, for the whole batch.
+    pub fn marginals(&self, emissions: Tensor<3>, mask: Tensor<2>) -> Marginals {
+        let [batch, time, k] = emissions.dims();
+        let (alphas, log_z) = self.forward(emissions.clone(), mask.clone());
+        let transitions = self.transitions.clone().unsqueeze_dim::<3>(0);
+        let emissions = time_steps(emissions);
+        let masks = time_steps(mask.clone().unsqueeze_dim(2));
+        // β_t[i]: log-score of every continuation after step t from tag i. Past a sequence's end
+        // β stays at the end scores, so β at its last token is exactly `end`.
+        let end = self.end.clone().unsqueeze_dim::<2>(0).expand([batch, k]);
+        let mut betas = vec![end.clone(); time];
+        for t in (0..time.saturating_sub(1)).rev() {
+            let after = (emissions[t + 1].clone() + betas[t + 1].clone()).unsqueeze_dim::<3>(1);
+            let next = log_sum_exp(transitions.clone() + after, 2).reshape([batch, k]);
+            betas[t] = advance(end.clone(), next, masks[t + 1].clone());
+        }
+        let log_z2 = log_z.reshape([batch, 1]);
+        let unary: Vec<Tensor<2>> = (0..time)
+            .map(|t| {
+                (alphas[t].clone() + betas[t].clone() - log_z2.clone()).exp() * masks[t].clone()
+            })
+            .collect();
+        let log_z3 = log_z2.clone().unsqueeze_dim::<3>(2);
+        let pairwise: Vec<Tensor<3>> = (1..time)
+            .map(|t| {
+                let scores = alphas[t - 1].clone().unsqueeze_dim::<3>(2)
+                    + transitions.clone()
+                    + (emissions[t].clone() + betas[t].clone()).unsqueeze_dim(1)
+                    - log_z3.clone();
+                scores.exp() * masks[t].clone().unsqueeze_dim(2)
+            })
+            .collect();
+        let pairwise = if pairwise.is_empty() {
+            Tensor::zeros([batch, 0, k, k], &mask.device())
+        } else {
+            Tensor::stack(pairwise, 1)
+        };
+        Marginals {
+            unary: Tensor::stack(unary, 1),
+            pairwise,
+        }
+    }
+
     /// The best path of every sequence and its score, by batched max-product; the backpointers
     /// come to the host once and each path is read back from them.
     pub fn viterbi(
@@ -159,50 +316,198 @@ impl Crf {
         mask: Tensor<2>,
         lengths: &[usize],
     ) -> Vec<(Vec<usize>, f32)> {
+        self.nbest(emissions, mask, lengths, 1)
+            .into_iter()
+            .map(|mut paths| paths.remove(0))
+            .collect()
+    }
+
+    /// The `n` best paths of every sequence with their scores, best first (fewer when a sequence
+    /// has fewer than `n` paths). Each step keeps, for every tag, the `n` best partial paths that
+    /// end in it: `[batch, n, k]` scores, chosen among `n * k` candidates by `topk`.
+    pub fn nbest(
+        &self,
+        emissions: Tensor<3>,
+        mask: Tensor<2>,
+        lengths: &[usize],
+        n: usize,
+    ) -> Vec<Vec<(Vec<usize>, f32)>> {
+        assert!(n >= 1, "at least one path");
         let [batch, time, k] = emissions.dims();
-        let transitions = self.transitions.val().unsqueeze_dim::<3>(0);
+        let device = emissions.device();
+        let transitions = self.transitions.clone().unsqueeze_dim::<3>(0); // [1, from, to]
         let mut steps = time_steps(emissions).into_iter();
         let masks = time_steps(mask.unsqueeze_dim(2));
         let first = steps.next().expect("a sequence has at least one token");
-        let mut score = self.start.val().unsqueeze_dim(0) + first;
+        // Rank 0 holds the one real path into each tag; the other ranks start out of reach.
+        let first = (self.start.clone().unsqueeze_dim(0) + first).unsqueeze_dim::<3>(1);
+        let unreachable =
+            Tensor::<3>::full([batch, n - 1, k], 2.0 * FORBIDDEN * time as f32, &device);
+        let mut score = if n > 1 {
+            Tensor::cat(vec![first, unreachable], 1)
+        } else {
+            first
+        }; // [b, n, k]
         let mut backpointers = Vec::with_capacity(time.saturating_sub(1));
         for (emission, mask) in steps.zip(masks.into_iter().skip(1)) {
-            let scores = score.clone().unsqueeze_dim::<3>(2) + transitions.clone();
-            let (best, from) = scores.max_dim_with_indices(1);
-            score = advance(score, best.reshape([batch, k]) + emission, mask);
-            backpointers.push(from.reshape([batch, k]));
+            // candidates[b, from * n + rank, to]
+            let candidates = (score.clone().swap_dims(1, 2).unsqueeze_dim::<4>(3)
+                + transitions.clone().unsqueeze_dim(2))
+            .reshape([batch, k * n, k]);
+            let (best, from) = candidates.topk_with_indices(n, 1); // [b, n, k]
+            let next = best + emission.unsqueeze_dim(1);
+            score =
+                next * mask.clone().unsqueeze_dim(2) + score * (mask.neg() + 1.0).unsqueeze_dim(2);
+            backpointers.push(from);
         }
-        let final_scores: Vec<f32> = (score + self.end.val().unsqueeze_dim(0))
-            .into_data()
-            .iter::<f32>()
-            .collect();
+        let finals = (score + self.end.clone().unsqueeze_dim::<2>(0).unsqueeze_dim(0))
+            .swap_dims(1, 2)
+            .reshape([batch, k * n]);
+        let (final_scores, final_index) = finals.topk_with_indices(n, 1);
+        let final_scores: Vec<f32> = final_scores.into_data().iter::<f32>().collect();
+        let final_index: Vec<i64> = final_index.into_data().iter::<i64>().collect();
         let backpointers: Vec<i64> = if backpointers.is_empty() {
             Vec::new()
         } else {
-            Tensor::stack::<3>(backpointers, 0)
+            Tensor::stack::<4>(backpointers, 0)
                 .into_data()
                 .iter::<i64>()
                 .collect()
         };
+        // A path through an unreachable start scores below this.
+        let reachable = FORBIDDEN * time as f32;
 
         (0..batch)
             .map(|b| {
-                let row = &final_scores[b * k..(b + 1) * k];
-                let (mut tag, &best) = row
-                    .iter()
-                    .enumerate()
-                    .max_by(|x, y| x.1.total_cmp(y.1))
-                    .expect("at least one tag");
                 let len = lengths[b];
-                let mut path = vec![0; len];
-                path[len - 1] = tag;
-                // backpointers[t - 1] leads from step t back to step t - 1.
-                for t in (1..len).rev() {
-                    tag = backpointers[((t - 1) * batch + b) * k + tag] as usize;
-                    path[t - 1] = tag;
-                }
-                (path, best)
+                (0..n)
+                    .filter(|&r| final_scores[b * n + r] > reachable)
+                    .map(|r| {
+                        // Candidate index c = tag * n + rank, at every step.
+                        let mut c = final_index[b * n + r] as usize;
+                        let mut path = vec![0; len];
+                        for t in (0..len).rev() {
+                            let (tag, rank) = (c / n, c % n);
+                            path[t] = tag;
+                            if t > 0 {
+                                c = backpointers[(((t - 1) * batch + b) * n + rank) * k + tag]
+                                    as usize;
+                            }
+                        }
+                        (path, final_scores[b * n + r])
+                    })
+                    .collect()
             })
             .collect()
+    }
+}
+
+/// The same forward-backward in plain Rust (f64), one sentence at a time.
+pub mod host {
+    /// Start, transition (`[from * k + to]`) and end scores.
+    #[derive(Debug, Clone)]
+    pub struct Potentials {
+        pub k: usize,
+        pub start: Vec<f64>,
+        pub transitions: Vec<f64>,
+        pub end: Vec<f64>,
+    }
+
+    fn log_sum_exp(values: impl Iterator<Item = f64> + Clone) -> f64 {
+        let max = values.clone().fold(f64::NEG_INFINITY, f64::max);
+        if max == f64::NEG_INFINITY {
+            return max;
+        }
+        max + values.map(|v| (v - max).exp()).sum::<f64>().ln()
+    }
+
+    /// Forward and backward log-scores of one sentence, `[t * k + tag]`.
+    #[derive(Debug, Clone)]
+    pub struct ForwardBackward {
+        pub k: usize,
+        pub alpha: Vec<f64>,
+        pub beta: Vec<f64>,
+        pub log_z: f64,
+    }
+
+    impl ForwardBackward {
+        /// `emissions`: `[len * k]` for one sentence of at least one token.
+        pub fn new(p: &Potentials, emissions: &[f64]) -> Self {
+            let k = p.k;
+            let len = emissions.len() / k;
+            let mut alpha = vec![0.0; len * k];
+            let mut beta = vec![0.0; len * k];
+            for j in 0..k {
+                alpha[j] = p.start[j] + emissions[j];
+                beta[(len - 1) * k + j] = p.end[j];
+            }
+            for t in 1..len {
+                for j in 0..k {
+                    let incoming =
+                        (0..k).map(|i| alpha[(t - 1) * k + i] + p.transitions[i * k + j]);
+                    alpha[t * k + j] = log_sum_exp(incoming) + emissions[t * k + j];
+                }
+            }
+            for t in (0..len - 1).rev() {
+                for i in 0..k {
+                    let outgoing = (0..k).map(|j| {
+                        p.transitions[i * k + j]
+                            + emissions[(t + 1) * k + j]
+                            + beta[(t + 1) * k + j]
+                    });
+                    beta[t * k + i] = log_sum_exp(outgoing);
+                }
+            }
+            let log_z = log_sum_exp((0..k).map(|j| alpha[(len - 1) * k + j] + p.end[j]));
+            Self {
+                k,
+                alpha,
+                beta,
+                log_z,
+            }
+        }
+
+        pub fn len(&self) -> usize {
+            self.alpha.len() / self.k
+        }
+
+        pub fn is_empty(&self) -> bool {
+            self.alpha.is_empty()
+        }
+
+        /// p(y_t = tag | x).
+        pub fn marginal(&self, t: usize, tag: usize) -> f64 {
+            (self.alpha[t * self.k + tag] + self.beta[t * self.k + tag] - self.log_z).exp()
+        }
+
+        /// The probability that tokens `start..start + segment.len()` carry exactly `segment`'s
+        /// tags and that the token after them (if any) takes a tag `may_follow` accepts.
+        pub fn segment_probability(
+            &self,
+            p: &Potentials,
+            emissions: &[f64],
+            start: usize,
+            segment: &[usize],
+            may_follow: impl Fn(usize) -> bool,
+        ) -> f64 {
+            let k = self.k;
+            let mut score = self.alpha[start * k + segment[0]];
+            for (offset, pair) in segment.windows(2).enumerate() {
+                let t = start + offset + 1;
+                score += p.transitions[pair[0] * k + pair[1]] + emissions[t * k + pair[1]];
+            }
+            let last = *segment.last().expect("a non-empty segment");
+            let after = start + segment.len();
+            let rest = if after == self.len() {
+                p.end[last]
+            } else {
+                log_sum_exp((0..k).filter(|&j| may_follow(j)).map(|j| {
+                    p.transitions[last * k + j]
+                        + emissions[after * k + j]
+                        + self.beta[after * k + j]
+                }))
+            };
+            (score + rest - self.log_z).exp()
+        }
     }
 }

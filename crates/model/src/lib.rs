@@ -11,6 +11,6 @@ mod tagger;
 
 pub use bilstm::{BiLstm, BiLstmConfig};
 pub use char_cnn::{CharCnn, CharCnnConfig};
-pub use crf::{Crf, CrfConfig, Reduction};
+pub use crf::{Constraints, Crf, CrfConfig, Marginals, Potentials, Reduction};
 pub use inputs::BatchTensors;
 pub use tagger::{CharFeatures, Tagger, TaggerConfig, VocabSizes};

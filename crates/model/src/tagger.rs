@@ -7,7 +7,8 @@ use burn::tensor::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, Crf, CrfConfig, Reduction,
+    BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, Constraints, Crf, CrfConfig,
+    Reduction,
 };
 
 /// Which character features each word gets besides its embedding.
@@ -102,20 +103,19 @@ impl Tagger {
     }
 
     /// The CRF negative log-likelihood of the batch's gold tags.
-    pub fn loss(&self, inputs: &BatchTensors, reduction: Reduction) -> Tensor<1> {
+    pub fn loss(
+        &self,
+        inputs: &BatchTensors,
+        reduction: Reduction,
+        constraints: Option<&Constraints>,
+    ) -> Tensor<1> {
         let tags = inputs.tags.clone().expect("a training batch carries tags");
-        self.crf.nll(
+        self.crf.potentials(constraints).nll(
             self.emissions(inputs),
             tags,
             inputs.mask.clone(),
             &inputs.lengths,
             reduction,
         )
-    }
-
-    /// The best tag path of every sentence, with its score.
-    pub fn decode(&self, inputs: &BatchTensors) -> Vec<(Vec<usize>, f32)> {
-        self.crf
-            .viterbi(self.emissions(inputs), inputs.mask.clone(), &inputs.lengths)
     }
 }

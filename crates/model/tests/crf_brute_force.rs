@@ -3,7 +3,9 @@
 
 use burn::module::Param;
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use nertrain_model::{Crf, CrfConfig, Reduction};
+use nertrain_data::{TagScheme, transition_allowed};
+use nertrain_model::crf::{FORBIDDEN, host};
+use nertrain_model::{Constraints, Crf, CrfConfig, Reduction};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -22,6 +24,10 @@ struct Problem {
 impl Problem {
     fn random(rng: &mut StdRng) -> Self {
         let k = rng.random_range(1..=4);
+        Self::with_tags(rng, k)
+    }
+
+    fn with_tags(rng: &mut StdRng, k: usize) -> Self {
         let batch = rng.random_range(1..=4);
         let lengths: Vec<usize> = (0..batch).map(|_| rng.random_range(1..=5)).collect();
         let time = *lengths.iter().max().unwrap();
@@ -74,6 +80,32 @@ impl Problem {
                     .collect()
             })
             .collect()
+    }
+
+    /// Every path of sequence `b` with its probability.
+    fn distribution(&self, b: usize) -> Vec<(Vec<usize>, f64)> {
+        let log_z = self.log_z(b);
+        self.paths(self.lengths[b])
+            .into_iter()
+            .map(|path| {
+                let probability = (self.score(b, &path) - log_z).exp();
+                (path, probability)
+            })
+            .collect()
+    }
+
+    fn emissions_of(&self, b: usize) -> Vec<f64> {
+        let start = b * self.time * self.k;
+        self.emissions[start..start + self.lengths[b] * self.k].to_vec()
+    }
+
+    fn host(&self) -> host::Potentials {
+        host::Potentials {
+            k: self.k,
+            start: self.start.clone(),
+            transitions: self.transitions.clone(),
+            end: self.end.clone(),
+        }
     }
 
     fn log_z(&self, b: usize) -> f64 {
@@ -157,6 +189,7 @@ fn log_partition_equals_log_sum_exp_over_all_paths() {
     for p in problems(1, 60) {
         let got = values(
             p.crf(&device)
+                .potentials(None)
                 .log_partition(p.emissions_tensor(&device), p.mask(&device)),
         );
         for (b, &got) in got.iter().enumerate() {
@@ -176,7 +209,7 @@ fn path_score_equals_the_sum_along_the_path() {
     let device = Device::default();
     for p in problems(2, 60) {
         let crf = p.crf(&device);
-        let got = values(crf.path_score(
+        let got = values(crf.potentials(None).path_score(
             p.emissions_tensor(&device),
             p.tags_tensor(&device),
             p.mask(&device),
@@ -196,9 +229,11 @@ fn path_score_equals_the_sum_along_the_path() {
 fn viterbi_returns_the_enumerated_argmax() {
     let device = Device::default();
     for p in problems(3, 60) {
-        let decoded =
-            p.crf(&device)
-                .viterbi(p.emissions_tensor(&device), p.mask(&device), &p.lengths);
+        let decoded = p.crf(&device).potentials(None).viterbi(
+            p.emissions_tensor(&device),
+            p.mask(&device),
+            &p.lengths,
+        );
         for (b, (path, score)) in decoded.iter().enumerate() {
             let paths = p.paths(p.lengths[b]);
             let best = paths
@@ -222,7 +257,7 @@ fn autodiff_gradients_match_finite_differences() {
     for mut p in problems(4, 12) {
         let crf = p.crf(&device);
         let emissions = p.emissions_tensor(&device).require_grad();
-        let loss = crf.nll(
+        let loss = crf.potentials(None).nll(
             emissions.clone(),
             p.tags_tensor(&device),
             p.mask(&device),
@@ -267,7 +302,7 @@ fn reductions() {
     let p = problems(5, 1).next().unwrap();
     let crf = p.crf(&device);
     let nll = |r| {
-        values(crf.nll(
+        values(crf.potentials(None).nll(
             p.emissions_tensor(&device),
             p.tags_tensor(&device),
             p.mask(&device),
@@ -280,4 +315,225 @@ fn reductions() {
     assert!((nll(Reduction::Sum) - sum).abs() < 1e-3);
     assert!((nll(Reduction::Mean) - sum / p.batch() as f64).abs() < 1e-3);
     assert!((nll(Reduction::TokenMean) - sum / tokens as f64).abs() < 1e-3);
+}
+
+/// Tag sets of five tags in each scheme, small enough to enumerate.
+fn scheme_tags(scheme: TagScheme) -> Vec<String> {
+    let tags = match scheme {
+        TagScheme::Iob2 => "O B-A I-A B-B I-B",
+        TagScheme::Iob1 => "O I-A B-A I-B B-B",
+        TagScheme::Iobes => "O B-A I-A E-A S-A",
+    };
+    tags.split(' ').map(String::from).collect()
+}
+
+fn well_formed(scheme: TagScheme, tags: &[String], path: &[usize]) -> bool {
+    let named: Vec<Option<&str>> = path.iter().map(|&i| Some(tags[i].as_str())).collect();
+    let previous = std::iter::once(None).chain(named.iter().copied());
+    let next = named.iter().copied().chain(std::iter::once(None));
+    previous
+        .zip(next)
+        .all(|(p, n)| transition_allowed(scheme, p, n))
+}
+
+#[test]
+fn constrained_viterbi_returns_the_best_well_formed_path() {
+    let device = Device::default();
+    let mut rng = StdRng::seed_from_u64(6);
+    for round in 0..90 {
+        let scheme = TagScheme::ALL[round % 3];
+        let tags = scheme_tags(scheme);
+        let mut p = Problem::with_tags(&mut rng, tags.len());
+        // Trained-looking: strong transitions, many of them into forbidden moves.
+        for t in &mut p.transitions {
+            *t *= 3.0;
+        }
+        let constraints = Constraints::for_scheme(&tags, scheme);
+        let decoded = p.crf(&device).potentials(Some(&constraints)).viterbi(
+            p.emissions_tensor(&device),
+            p.mask(&device),
+            &p.lengths,
+        );
+        for (b, (path, _)) in decoded.iter().enumerate() {
+            assert!(well_formed(scheme, &tags, path), "{scheme}: {path:?}");
+            let best = p
+                .paths(p.lengths[b])
+                .into_iter()
+                .filter(|q| well_formed(scheme, &tags, q))
+                .map(|q| p.score(b, &q))
+                .fold(f64::NEG_INFINITY, f64::max);
+            assert!(
+                (p.score(b, path) - best).abs() < 1e-4,
+                "{scheme}: not the best valid path"
+            );
+        }
+    }
+}
+
+#[test]
+fn constraints_forbid_exactly_what_the_scheme_forbids() {
+    let tags = scheme_tags(TagScheme::Iob2);
+    let c = Constraints::for_scheme(&tags, TagScheme::Iob2);
+    assert_eq!(c.start, vec![0.0, 0.0, FORBIDDEN, 0.0, FORBIDDEN]);
+    // From O (row 0): I-A and I-B forbidden; from B-A (row 1): I-B forbidden.
+    assert_eq!(&c.transitions[0..5], &[0.0, 0.0, FORBIDDEN, 0.0, FORBIDDEN]);
+    assert_eq!(&c.transitions[5..10], &[0.0, 0.0, 0.0, 0.0, FORBIDDEN]);
+    assert!(c.end.iter().all(|&e| e == 0.0));
+}
+
+#[test]
+fn marginals_match_enumeration_and_sum_to_one() {
+    let device = Device::default();
+    for p in problems(7, 40) {
+        let m = p
+            .crf(&device)
+            .potentials(None)
+            .marginals(p.emissions_tensor(&device), p.mask(&device));
+        let unary = values(m.unary);
+        let pairwise = values(m.pairwise);
+        let (k, time) = (p.k, p.time);
+        for b in 0..p.batch() {
+            let distribution = p.distribution(b);
+            for t in 0..time {
+                let row = &unary[(b * time + t) * k..(b * time + t + 1) * k];
+                if t >= p.lengths[b] {
+                    assert!(row.iter().all(|&x| x == 0.0), "padding has no mass");
+                    continue;
+                }
+                assert!((row.iter().sum::<f64>() - 1.0).abs() < 1e-4);
+                for (tag, &got) in row.iter().enumerate() {
+                    let want: f64 = distribution
+                        .iter()
+                        .filter(|(q, _)| q[t] == tag)
+                        .map(|(_, pr)| pr)
+                        .sum();
+                    assert!(
+                        (got - want).abs() < 1e-4,
+                        "unary b={b} t={t} tag={tag}: {got} vs {want}"
+                    );
+                }
+            }
+            for t in 1..p.lengths[b] {
+                for i in 0..k {
+                    for j in 0..k {
+                        let got = pairwise[(((b * (time - 1)) + t - 1) * k + i) * k + j];
+                        let want: f64 = distribution
+                            .iter()
+                            .filter(|(q, _)| q[t - 1] == i && q[t] == j)
+                            .map(|(_, pr)| pr)
+                            .sum();
+                        assert!((got - want).abs() < 1e-4, "pairwise {got} vs {want}");
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn marginals_are_the_gradient_of_log_z() {
+    let device = Device::default().autodiff();
+    for p in problems(8, 10) {
+        let potentials = p.crf(&device).potentials(None);
+        let emissions = p.emissions_tensor(&device).require_grad();
+        let grads = potentials
+            .log_partition(emissions.clone(), p.mask(&device))
+            .sum()
+            .backward();
+        let gradient = values(emissions.grad(&grads).expect("emission gradient"));
+        let marginals = values(
+            potentials
+                .marginals(p.emissions_tensor(&device), p.mask(&device))
+                .unary,
+        );
+        for (g, m) in gradient.iter().zip(&marginals) {
+            assert!((g - m).abs() < 1e-4, "{g} vs {m}");
+        }
+    }
+}
+
+#[test]
+fn nbest_returns_the_enumerated_top_paths() {
+    let device = Device::default();
+    let mut rng = StdRng::seed_from_u64(9);
+    for p in problems(9, 40) {
+        let n = rng.random_range(1..=6);
+        let decoded = p.crf(&device).potentials(None).nbest(
+            p.emissions_tensor(&device),
+            p.mask(&device),
+            &p.lengths,
+            n,
+        );
+        for (b, paths) in decoded.iter().enumerate() {
+            let mut all: Vec<f64> = p
+                .paths(p.lengths[b])
+                .iter()
+                .map(|q| p.score(b, q))
+                .collect();
+            all.sort_by(|x, y| y.total_cmp(x));
+            assert_eq!(
+                paths.len(),
+                n.min(all.len()),
+                "k={} len={}",
+                p.k,
+                p.lengths[b]
+            );
+            for (rank, (path, score)) in paths.iter().enumerate() {
+                assert!(
+                    (p.score(b, path) - *score as f64).abs() < 1e-3,
+                    "reported score is the path's"
+                );
+                assert!(
+                    (all[rank] - *score as f64).abs() < 1e-3,
+                    "rank {rank}: {score} vs {}",
+                    all[rank]
+                );
+            }
+            let mut distinct: Vec<&Vec<usize>> = paths.iter().map(|(q, _)| q).collect();
+            distinct.sort();
+            distinct.dedup();
+            assert_eq!(distinct.len(), paths.len(), "no path twice");
+        }
+    }
+}
+
+#[test]
+fn host_forward_backward_matches_the_tensor_version_and_enumeration() {
+    let device = Device::default();
+    for p in problems(10, 40) {
+        let crf = p.crf(&device);
+        let potentials = crf.potentials(None);
+        let log_z = values(potentials.log_partition(p.emissions_tensor(&device), p.mask(&device)));
+        let unary = values(
+            potentials
+                .marginals(p.emissions_tensor(&device), p.mask(&device))
+                .unary,
+        );
+        let host_potentials = crf.host_potentials(None);
+        for b in 0..p.batch() {
+            let emissions = p.emissions_of(b);
+            let fb = host::ForwardBackward::new(&host_potentials, &emissions);
+            assert!((fb.log_z - log_z[b]).abs() < 1e-3 * log_z[b].abs().max(1.0));
+            for t in 0..p.lengths[b] {
+                for tag in 0..p.k {
+                    let tensor = unary[(b * p.time + t) * p.k + tag];
+                    assert!((fb.marginal(t, tag) - tensor).abs() < 1e-4);
+                }
+            }
+            // A segment's probability, with "the next tag is not 0" as the end condition.
+            let exact = host::ForwardBackward::new(&p.host(), &emissions);
+            let len = p.lengths[b];
+            let start = len / 2;
+            let segment: Vec<usize> = p.gold(b)[start..].iter().copied().take(2).collect();
+            let after = start + segment.len();
+            let want: f64 = p
+                .distribution(b)
+                .iter()
+                .filter(|(q, _)| q[start..after] == segment[..] && (after == len || q[after] != 0))
+                .map(|(_, pr)| pr)
+                .sum();
+            let got = exact.segment_probability(&p.host(), &emissions, start, &segment, |j| j != 0);
+            assert!((got - want).abs() < 1e-9, "segment {got} vs {want}");
+        }
+    }
 }

@@ -31,6 +31,10 @@ pub struct DataConfig {
     /// Training words seen fewer times than this are `<unk>`.
     #[config(default = 1)]
     pub min_word_count: usize,
+    /// During training, each occurrence of a word seen once in the training set becomes `<unk>`
+    /// with this probability, so `<unk>` learns what unseen words look like (Lample et al., 2016).
+    #[config(default = 0.0)]
+    pub singleton_unk: f64,
     /// Longer words keep their first characters for character features.
     #[config(default = 25)]
     pub max_word_len: usize,
@@ -82,11 +86,23 @@ pub struct TrainConfig {
     pub output: PathBuf,
 }
 
+/// How the tag scheme's rules are enforced (see `nertrain_model::Constraints`).
+#[derive(Config, Debug, PartialEq)]
+pub struct CrfOptions {
+    /// Decode only well-formed sequences of the training scheme (`eval` and `tag` can turn it off).
+    #[config(default = true)]
+    pub constrained_decoding: bool,
+    /// Also apply the constraints in the training loss.
+    #[config(default = false)]
+    pub constrained_training: bool,
+}
+
 /// A whole experiment, as read from TOML.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Experiment {
     pub data: DataConfig,
     pub model: TaggerConfig,
+    pub crf: CrfOptions,
     pub train: TrainConfig,
 }
 
@@ -121,6 +137,7 @@ impl Experiment {
         Self {
             data: DataConfig::new(PathBuf::new(), PathBuf::new()),
             model: TaggerConfig::new(),
+            crf: CrfOptions::new(),
             train: TrainConfig::new(),
         }
     }

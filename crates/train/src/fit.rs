@@ -8,17 +8,19 @@ use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::Device;
 use nertrain_data::{
-    Batch, BatchPlan, ColumnSpec, Corpus, Encoded, Report, TagScheme, Vocabularies, check_tag,
+    Batch, BatchPlan, ColumnSpec, Corpus, Encoded, Report, TagScheme, Vocab, Vocabularies, check_tag,
     convert_tags, read_conll,
 };
-use nertrain_model::{BatchTensors, Tagger, VocabSizes};
+use nertrain_model::{BatchTensors, Constraints, Tagger, VocabSizes};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
 use crate::clip::clip_global_norm;
 use crate::model_dir::{
     FORMAT_VERSION, ModelDir, ModelMeta, load_module, save_module, write_atomic,
 };
-use crate::predict::{decode, score_corpus};
+use crate::predict::{Decoder, PredictOptions, score_corpus};
 use crate::progress::EpochProgress;
 use crate::{Experiment, Result};
 
@@ -130,6 +132,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             format: FORMAT_VERSION,
             nertrain_version: env!("CARGO_PKG_VERSION").to_string(),
             model: experiment.model.clone(),
+            crf: experiment.crf.clone(),
             sizes: VocabSizes {
                 words: vocab.words.len(),
                 chars: vocab.chars.len(),
@@ -156,6 +159,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         .collect();
     let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
     let train_tokens: usize = lengths.iter().sum();
+    let singletons = singleton_words(&encoded, vocab.words.len());
     let dev_unknown_tags = unknown_tags(&dev, &vocab, data.train_scheme);
     if !dev_unknown_tags.is_empty() {
         eprintln!(
@@ -165,6 +169,14 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         );
     }
 
+    let training_constraints = experiment
+        .crf
+        .constrained_training
+        .then(|| Constraints::for_scheme(vocab.tags.items(), meta.train_scheme));
+    let decode_options = PredictOptions {
+        constrained: meta.crf.constrained_decoding,
+        ..PredictOptions::default()
+    };
     let train_device = device.clone().autodiff();
     train_device.seed(train_config.seed);
     let mut model = meta.model.init(meta.sizes, &train_device);
@@ -222,14 +234,26 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         let epoch_seed = train_config.seed.wrapping_add(epoch as u64 * 1_000_003);
         train_device.seed(epoch_seed);
         let plan = BatchPlan::shuffled(&lengths, train_config.batch_size, epoch_seed);
+        let mut word_dropout = StdRng::seed_from_u64(epoch_seed ^ 0x5eed);
 
         let started = Instant::now();
         let mut progress = EpochProgress::new(epoch + 1, train_config.epochs, encoded.len());
         let mut loss_sum = 0.0;
         for (batch_number, indices) in plan.batches.into_iter().enumerate() {
-            let batch = Batch::new(&encoded, indices, meta.max_word_len);
+            let mut batch = Batch::new(&encoded, indices, meta.max_word_len);
+            if data.singleton_unk > 0.0 {
+                for word in &mut batch.words {
+                    if singletons[*word as usize] && word_dropout.random::<f64>() < data.singleton_unk {
+                        *word = Vocab::UNK_ID as i64;
+                    }
+                }
+            }
             let inputs = BatchTensors::new(&batch, &train_device);
-            let loss = model.loss(&inputs, train_config.reduction);
+            let loss = model.loss(
+                &inputs,
+                train_config.reduction,
+                training_constraints.as_ref(),
+            );
             let value: f64 = loss.clone().into_scalar::<f64>();
             if !value.is_finite() {
                 progress.finish();
@@ -258,15 +282,8 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
 
         let eval_started = Instant::now();
         let valid = model.valid();
-        let predictions = decode(
-            &valid,
-            &vocab,
-            &dev_encoded,
-            meta.file_scheme,
-            100,
-            meta.max_word_len,
-            device,
-        );
+        let predictions =
+            Decoder::new(&valid, &vocab, &meta, device).decode(&dev_encoded, decode_options);
         let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
         let report = score_corpus(&dev, &predicted);
         let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
@@ -329,15 +346,8 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
                 .iter()
                 .map(|s| vocab.encode_words(&s.words))
                 .collect();
-            let predictions = decode(
-                &best,
-                &vocab,
-                &encoded,
-                meta.file_scheme,
-                100,
-                meta.max_word_len,
-                device,
-            );
+            let predictions =
+                Decoder::new(&best, &vocab, &meta, device).decode(&encoded, decode_options);
             let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
             let report = score_corpus(test, &predicted);
             println!(
@@ -367,6 +377,15 @@ fn same_run(recorded: &Experiment, requested: &Experiment) -> bool {
     recorded.train.epochs = requested.train.epochs;
     recorded.train.patience = requested.train.patience;
     recorded.to_toml() == requested.to_toml()
+}
+
+/// Which word ids occur exactly once in the training sentences.
+fn singleton_words(sentences: &[Encoded], vocab_size: usize) -> Vec<bool> {
+    let mut counts = vec![0usize; vocab_size];
+    for id in sentences.iter().flat_map(|s| &s.words) {
+        counts[*id] += 1;
+    }
+    counts.into_iter().enumerate().map(|(id, n)| n == 1 && id != Vocab::UNK_ID).collect()
 }
 
 /// Tags of `corpus` (converted to `scheme`) that the tag vocabulary lacks.

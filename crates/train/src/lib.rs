@@ -9,10 +9,12 @@ mod model_dir;
 mod predict;
 mod progress;
 
-pub use config::{DataConfig, Experiment, TrainConfig};
+pub use config::{CrfOptions, DataConfig, Experiment, TrainConfig};
 pub use fit::{EpochMetrics, FitOptions, FitOutcome, fit, read_tagged};
-pub use model_dir::{ModelDir, ModelMeta};
-pub use predict::{Prediction, Predictor, score_corpus};
+pub use model_dir::{ModelDir, ModelMeta, write_atomic};
+pub use predict::{
+    CalibrationBin, PredictOptions, Prediction, Predictor, calibration, entity_types, score_corpus,
+};
 
 /// Any failure of training or running a model, as a message meant for the user.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;

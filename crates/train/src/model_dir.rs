@@ -19,7 +19,7 @@ use nertrain_data::{ColumnSpec, TagScheme, Vocabularies};
 use nertrain_model::{Tagger, TaggerConfig, VocabSizes};
 use serde::{Deserialize, Serialize};
 
-use crate::Result;
+use crate::{CrfOptions, Result};
 
 /// Bumped whenever the directory's layout or a file's meaning changes.
 pub const FORMAT_VERSION: u32 = 1;
@@ -30,6 +30,7 @@ pub struct ModelMeta {
     pub format: u32,
     pub nertrain_version: String,
     pub model: TaggerConfig,
+    pub crf: CrfOptions,
     pub sizes: VocabSizes,
     /// The scheme of the training files; predictions are written in it.
     pub file_scheme: TagScheme,
@@ -74,9 +75,14 @@ impl ModelDir {
             return Ok(());
         }
         if !self.meta_file().exists() {
-            return Err(format!("{}: not a nertrain run directory; not deleting it", self.path.display()).into());
+            return Err(format!(
+                "{}: not a nertrain run directory; not deleting it",
+                self.path.display()
+            )
+            .into());
         }
-        std::fs::remove_dir_all(&self.path).map_err(|e| format!("{}: cannot delete: {e}", self.path.display()).into())
+        std::fs::remove_dir_all(&self.path)
+            .map_err(|e| format!("{}: cannot delete: {e}", self.path.display()).into())
     }
 
     pub fn write_description(
