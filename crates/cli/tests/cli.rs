@@ -426,3 +426,201 @@ fn config_errors_name_the_key() {
         stderr(&out)
     );
 }
+
+#[test]
+fn tag_json_gives_confidences_marginals_and_nbest() {
+    let model = model().to_str().unwrap();
+    let out = nertrain(&[
+        "tag",
+        "--model",
+        model,
+        "--format",
+        "json",
+        "--probs",
+        "--nbest",
+        "3",
+        "Peter Schmidt was born in Berlin .",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let entities = value["entities"].as_array().unwrap();
+    assert!(!entities.is_empty());
+    for entity in entities {
+        let confidence = entity["confidence"].as_f64().unwrap();
+        assert!(confidence > 0.0 && confidence <= 1.0 + 1e-9, "{entity}");
+    }
+    let tokens = value["tokens"].as_array().unwrap();
+    assert_eq!(tokens.len(), 7);
+    for token in tokens {
+        let probs = token["probs"].as_object().unwrap();
+        let total: f64 = probs.values().map(|p| p.as_f64().unwrap()).sum();
+        assert!((total - 1.0).abs() < 1e-6, "{token}");
+        // The decoded tag is a tag of the model.
+        assert!(probs.contains_key(token["tag"].as_str().unwrap()));
+    }
+    let nbest = value["nbest"].as_array().unwrap();
+    assert_eq!(nbest.len(), 3);
+    let probabilities: Vec<f64> = nbest
+        .iter()
+        .map(|a| a["probability"].as_f64().unwrap())
+        .collect();
+    assert!(
+        probabilities.windows(2).all(|w| w[0] >= w[1])
+            && probabilities.iter().sum::<f64>() <= 1.0 + 1e-9
+    );
+    let strip = |es: &serde_json::Value| -> Vec<(String, u64, u64)> {
+        es.as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["label"].to_string(),
+                    e["start"].as_u64().unwrap(),
+                    e["end"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        strip(&nbest[0]["entities"]),
+        strip(&value["entities"]),
+        "the first of the n best is the best path"
+    );
+
+    let text = nertrain(&["tag", "--model", model, "--nbest", "2", "Peter was here ."]);
+    let lines: Vec<String> = stdout(&text).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert!(lines[1].starts_with("  #1 p=") && lines[2].starts_with("  #2 p="));
+}
+
+#[test]
+fn eval_reports_calibration() {
+    let model = model().to_str().unwrap();
+    let out = nertrain(&[
+        "eval",
+        "--model",
+        model,
+        "--data",
+        "data/sample/dev.txt",
+        "--calibration",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = stdout(&out);
+    assert!(
+        report.contains("confidence    entities  mean conf.  precision"),
+        "{report}"
+    );
+    let json = nertrain(&[
+        "eval",
+        "--model",
+        model,
+        "--data",
+        "data/sample/dev.txt",
+        "--json",
+    ]);
+    let value: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    let bins = value["calibration"].as_array().unwrap();
+    assert_eq!(bins.len(), 10);
+    let binned: u64 = bins.iter().map(|b| b["entities"].as_u64().unwrap()).sum();
+    assert_eq!(
+        binned,
+        value["overall"]["found"].as_u64().unwrap(),
+        "every predicted entity is binned"
+    );
+    let unconstrained = nertrain(&[
+        "eval",
+        "--model",
+        model,
+        "--data",
+        "data/sample/dev.txt",
+        "--unconstrained",
+    ]);
+    assert!(unconstrained.status.success());
+}
+
+#[test]
+fn convert_rewrites_the_tag_column() {
+    let dir = scratch("convert");
+    let input = dir.join("iob1.txt");
+    std::fs::write(&input, "Acme NNP I-ORG\nzorbs VBZ O\nDutch JJ I-MISC\nplan NN O\n\nPeter NNP I-PER\nHolm NNP B-PER\n").unwrap();
+    let out = nertrain(&[
+        "convert",
+        "--from",
+        "iob1",
+        "--to",
+        "iob2",
+        input.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "Acme NNP B-ORG\nzorbs VBZ O\nDutch JJ B-MISC\nplan NN O\n\nPeter NNP B-PER\nHolm NNP B-PER\n"
+    );
+    let output = dir.join("iobes.txt");
+    let out = nertrain(&[
+        "convert",
+        "--to",
+        "iobes",
+        input.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    assert!(out.status.success());
+    assert_eq!(
+        std::fs::read_to_string(&output).unwrap(),
+        "Acme NNP S-ORG\nzorbs VBZ O\nDutch JJ S-MISC\nplan NN O\n\nPeter NNP S-PER\nHolm NNP S-PER\n"
+    );
+    let wrong = nertrain(&[
+        "convert",
+        "--from",
+        "iob2",
+        "--to",
+        "iobes",
+        input.to_str().unwrap(),
+    ]);
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(
+        stderr(&wrong).contains("iob1.txt:1: \"I-ORG\" is not well formed iob2"),
+        "{}",
+        stderr(&wrong)
+    );
+}
+
+#[test]
+fn iobes_training_writes_the_files_scheme() {
+    let dir = scratch("iobes").join("run");
+    let out = fit(
+        &dir,
+        &[
+            "--set",
+            "data.train_scheme=iobes",
+            "--set",
+            "train.epochs=2",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("model.json")).unwrap()).unwrap();
+    assert_eq!(meta["train_scheme"], "iobes");
+    assert_eq!(meta["file_scheme"], "iob2");
+    let out = nertrain(&[
+        "tag",
+        "--model",
+        dir.to_str().unwrap(),
+        "--format",
+        "conll",
+        "--input",
+        "data/sample/dev.txt",
+    ]);
+    let tags: Vec<&str> = std::str::from_utf8(&out.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split(' ').nth(1))
+        .collect();
+    assert!(!tags.is_empty());
+    assert!(
+        tags.iter()
+            .all(|t| !t.starts_with("E-") && !t.starts_with("S-")),
+        "output is IOB2"
+    );
+}

@@ -8,8 +8,8 @@ use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::Device;
 use nertrain_data::{
-    Batch, BatchPlan, ColumnSpec, Corpus, Encoded, Report, TagScheme, Vocab, Vocabularies, check_tag,
-    convert_tags, read_conll,
+    Batch, BatchPlan, ColumnSpec, Corpus, Encoded, Report, TagScheme, Vocab, Vocabularies,
+    check_tag, convert_tags, read_conll,
 };
 use nertrain_model::{BatchTensors, Constraints, Tagger, VocabSizes};
 use rand::rngs::StdRng;
@@ -243,7 +243,9 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             let mut batch = Batch::new(&encoded, indices, meta.max_word_len);
             if data.singleton_unk > 0.0 {
                 for word in &mut batch.words {
-                    if singletons[*word as usize] && word_dropout.random::<f64>() < data.singleton_unk {
+                    if singletons[*word as usize]
+                        && word_dropout.random::<f64>() < data.singleton_unk
+                    {
                         *word = Vocab::UNK_ID as i64;
                     }
                 }
@@ -385,7 +387,11 @@ fn singleton_words(sentences: &[Encoded], vocab_size: usize) -> Vec<bool> {
     for id in sentences.iter().flat_map(|s| &s.words) {
         counts[*id] += 1;
     }
-    counts.into_iter().enumerate().map(|(id, n)| n == 1 && id != Vocab::UNK_ID).collect()
+    counts
+        .into_iter()
+        .enumerate()
+        .map(|(id, n)| n == 1 && id != Vocab::UNK_ID)
+        .collect()
 }
 
 /// Tags of `corpus` (converted to `scheme`) that the tag vocabulary lacks.
