@@ -11,6 +11,8 @@ use std::process::ExitCode;
 
 use burn::tensor::Device;
 use std::io::Write;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand};
 use nertrain_data::{ColumnSpec, TagScheme, convert_tag_column};
@@ -79,7 +81,28 @@ fn run(cli: Cli) -> Result<()> {
             if overwrite {
                 nertrain_train::ModelDir::new(&experiment.train.output).remove()?;
             }
-            nertrain_train::fit(&experiment, FitOptions { resume }, &device)?;
+            let interrupt = Arc::new(AtomicBool::new(false));
+            let flag = interrupt.clone();
+            ctrlc::set_handler(move || {
+                if flag.swap(true, Ordering::SeqCst) {
+                    // A second Ctrl-C: the user does not want to wait for the save.
+                    std::process::exit(130);
+                }
+                eprintln!(
+                    "\ninterrupt: finishing the current batch and saving (Ctrl-C again to quit now)"
+                );
+            })?;
+            let outcome = nertrain_train::fit(
+                &experiment,
+                FitOptions {
+                    resume,
+                    interrupt: Some(interrupt),
+                },
+                &device,
+            )?;
+            if outcome.interrupted {
+                std::process::exit(130);
+            }
             Ok(())
         }
         Command::Eval(args) => eval::run(args, &device),

@@ -624,3 +624,66 @@ fn iobes_training_writes_the_files_scheme() {
         "output is IOB2"
     );
 }
+
+/// Kills a training run at several points with SIGINT or SIGKILL, resumes it until it finishes,
+/// and expects the same learning curve and predictions as a run never interrupted.
+#[test]
+fn interrupted_runs_resume_to_the_same_result() {
+    let long = ["--set", "train.epochs=5", "--set", "train.patience=5"];
+    let whole = scratch("uninterrupted").join("run");
+    assert!(fit(&whole, &long).status.success());
+    let predictions = |dir: &Path| {
+        stdout(&nertrain(&[
+            "tag",
+            "--model",
+            dir.to_str().unwrap(),
+            "--format",
+            "conll",
+            "--input",
+            "data/sample/dev.txt",
+        ]))
+    };
+    for (name, signal, delay_ms) in [
+        ("int-a", "-INT", 700),
+        ("int-b", "-INT", 1500),
+        ("kill-a", "-KILL", 500),
+        ("kill-b", "-KILL", 1100),
+        ("kill-c", "-KILL", 1800),
+    ] {
+        let dir = scratch(name).join("run");
+        let out = format!("train.output={}", dir.display());
+        let mut args = vec!["fit", "--config", "configs/sample.toml", "--set", &out];
+        args.extend(QUICK);
+        args.extend(long);
+        let mut child = Command::new(env!("CARGO_BIN_EXE_nertrain"))
+            .args(&args)
+            .current_dir(workspace())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+        Command::new("kill")
+            .args([signal, &child.id().to_string()])
+            .status()
+            .unwrap();
+        let status = child.wait().unwrap();
+        if signal == "-INT" && !status.success() {
+            assert_eq!(
+                status.code(),
+                Some(130),
+                "{name}: Ctrl-C saves and exits with 130"
+            );
+        }
+        if dir.join("model.json").exists() {
+            let mut resume = args.clone();
+            resume.push("--resume");
+            let resumed = nertrain(&resume);
+            assert!(resumed.status.success(), "{name}: {}", stderr(&resumed));
+        } else {
+            assert!(fit(&dir, &long).status.success());
+        }
+        assert_eq!(learning_curve(&dir), learning_curve(&whole), "{name}");
+        assert_eq!(predictions(&dir), predictions(&whole), "{name}");
+    }
+}

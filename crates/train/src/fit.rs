@@ -1,6 +1,8 @@
 //! The training loop.
 
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use burn::module::Module;
@@ -24,10 +26,13 @@ use crate::predict::{Decoder, PredictOptions, score_corpus};
 use crate::progress::EpochProgress;
 use crate::{Experiment, Result};
 
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct FitOptions {
     /// Continue the run in `train.output` from its last checkpoint.
     pub resume: bool,
+    /// When this becomes true, training stops after the current batch and saves a checkpoint
+    /// that `resume` continues from (set by Ctrl-C in the CLI).
+    pub interrupt: Option<Arc<AtomicBool>>,
 }
 
 /// One line of `metrics.jsonl`.
@@ -54,6 +59,10 @@ struct LoopState {
     best_f1: f64,
     best_epoch: usize,
     history: Vec<EpochMetrics>,
+    /// Progress inside the current epoch when the run was interrupted between batches.
+    batches_done: usize,
+    epoch_loss: f64,
+    epoch_seconds: f64,
 }
 
 /// The outcome of a training run.
@@ -63,6 +72,8 @@ pub struct FitOutcome {
     pub best_dev_f1: f64,
     pub history: Vec<EpochMetrics>,
     pub test: Option<Report>,
+    /// Stopped by `FitOptions::interrupt`; the checkpoint holds the position.
+    pub interrupted: bool,
 }
 
 /// Reads a tagged corpus and checks every tag's shape, naming the line of a bad one.
@@ -116,8 +127,18 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             .into());
         }
         write_atomic(&run.config_file(), config_toml.as_bytes())?;
-        let state = read_state(&run)?;
-        (meta, vocab, Some(state))
+        // A run stopped before its first checkpoint resumes from the beginning.
+        let state = match checkpoint_dir(&run) {
+            Ok(_) => Some(read_state(&run)?),
+            Err(_) => {
+                println!(
+                    "{}: no checkpoint yet; training from the beginning",
+                    run.path.display()
+                );
+                None
+            }
+        };
+        (meta, vocab, state)
     } else {
         if run.meta_file().exists() {
             return Err(format!(
@@ -186,13 +207,17 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             .with_dampening(0.0),
     ));
     let mut optimizer = optimizer_config.init();
+    let resuming = state.is_some();
     let mut state = state.unwrap_or(LoopState {
         epochs_done: 0,
         best_f1: -1.0,
         best_epoch: 0,
         history: Vec::new(),
+        batches_done: 0,
+        epoch_loss: 0.0,
+        epoch_seconds: 0.0,
     });
-    if options.resume {
+    if resuming {
         let checkpoint = checkpoint_dir(&run)?;
         model = load_module(model, &checkpoint.join("model.bpk"))?;
         optimizer = optimizer
@@ -203,8 +228,13 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
                     checkpoint.display()
                 )
             })?;
+        let within = if state.batches_done > 0 {
+            format!(" and batch {} of the next", state.batches_done)
+        } else {
+            String::new()
+        };
         println!(
-            "resuming {} after epoch {}",
+            "resuming {} after epoch {}{within}",
             run.path.display(),
             state.epochs_done
         );
@@ -230,16 +260,27 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
     {
         let epoch = state.epochs_done;
         let lr = train_config.lr / (1.0 + train_config.lr_decay * epoch as f64);
-        // Seeding per epoch makes a resumed run draw the same batches and dropout masks.
+        // Batches come from the epoch's seed and every random draw of a step from the batch's,
+        // so a run resumed at any batch boundary continues exactly as it would have.
         let epoch_seed = train_config.seed.wrapping_add(epoch as u64 * 1_000_003);
-        train_device.seed(epoch_seed);
         let plan = BatchPlan::shuffled(&lengths, train_config.batch_size, epoch_seed);
-        let mut word_dropout = StdRng::seed_from_u64(epoch_seed ^ 0x5eed);
 
         let started = Instant::now();
         let mut progress = EpochProgress::new(epoch + 1, train_config.epochs, encoded.len());
-        let mut loss_sum = 0.0;
-        for (batch_number, indices) in plan.batches.into_iter().enumerate() {
+        let mut loss_sum = state.epoch_loss;
+        if state.batches_done > 0 {
+            let done: usize = plan.batches[..state.batches_done]
+                .iter()
+                .map(Vec::len)
+                .sum();
+            progress.advance(done, loss_sum);
+        }
+        let skip = state.batches_done;
+        for (batch_number, indices) in plan.batches.into_iter().enumerate().skip(skip) {
+            let batch_seed =
+                epoch_seed ^ (batch_number as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            train_device.seed(batch_seed);
+            let mut word_dropout = StdRng::seed_from_u64(batch_seed);
             let mut batch = Batch::new(&encoded, indices, meta.max_word_len);
             if data.singleton_unk > 0.0 {
                 for word in &mut batch.words {
@@ -278,9 +319,35 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             };
             loss_sum += sentence_loss;
             progress.advance(batch.size(), sentence_loss);
+            if options
+                .interrupt
+                .as_ref()
+                .is_some_and(|flag| flag.load(Ordering::SeqCst))
+            {
+                progress.finish();
+                state.batches_done = batch_number + 1;
+                state.epoch_loss = loss_sum;
+                state.epoch_seconds += started.elapsed().as_secs_f64();
+                save_checkpoint(&run, &model, &optimizer, &state)?;
+                println!(
+                    "interrupted: saved after batch {} of epoch {}; continue with --resume",
+                    batch_number + 1,
+                    epoch + 1
+                );
+                return Ok(FitOutcome {
+                    best_epoch: state.best_epoch,
+                    best_dev_f1: state.best_f1,
+                    history: state.history,
+                    test: None,
+                    interrupted: true,
+                });
+            }
         }
         progress.finish();
-        let train_seconds = started.elapsed().as_secs_f64();
+        let train_seconds = state.epoch_seconds + started.elapsed().as_secs_f64();
+        state.batches_done = 0;
+        state.epoch_loss = 0.0;
+        state.epoch_seconds = 0.0;
 
         let eval_started = Instant::now();
         let valid = model.valid();
@@ -370,6 +437,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         best_dev_f1: state.best_f1,
         history: state.history,
         test: test_report,
+        interrupted: false,
     })
 }
 
