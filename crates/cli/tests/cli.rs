@@ -251,25 +251,33 @@ fn tag_outputs_text_conll_and_json_with_offsets() {
         "[Peter Schmidt]PER was born in [Berlin]LOC ."
     );
 
-    let out = nertrain(&[
-        "tag",
-        "--model",
-        model,
-        "--format",
-        "json",
-        "Anna Novak visited Lisbon.",
-    ]);
-    let value: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    let json = |text: &str| -> serde_json::Value {
+        let out = nertrain(&["tag", "--model", model, "--format", "json", text]);
+        serde_json::from_str(stdout(&out).trim()).unwrap()
+    };
+    let value = json("Peter Schmidt was born in Berlin.");
     let entities = value["entities"].as_array().unwrap();
-    let lisbon = entities
+    let berlin = entities
         .iter()
-        .find(|e| e["text"] == "Lisbon")
-        .expect("Lisbon found");
+        .find(|e| e["text"] == "Berlin")
+        .expect("Berlin found");
     assert_eq!(
-        (lisbon["start"].as_u64(), lisbon["end"].as_u64()),
-        (Some(19), Some(25))
+        (berlin["start"].as_u64(), berlin["end"].as_u64()),
+        (Some(26), Some(32))
     );
-    assert!(["PER", "LOC", "ORG", "MISC"].contains(&lisbon["label"].as_str().unwrap()));
+    // Offsets count characters, not bytes: every entity's text is its character range.
+    let text = "Çağlar Öztürk flew from Zürich to Berlin with Toyota «today».";
+    let chars: Vec<char> = text.chars().collect();
+    for entity in json(text)["entities"].as_array().unwrap() {
+        let (start, end) = (
+            entity["start"].as_u64().unwrap() as usize,
+            entity["end"].as_u64().unwrap() as usize,
+        );
+        assert_eq!(
+            chars[start..end].iter().collect::<String>(),
+            entity["text"].as_str().unwrap()
+        );
+    }
 
     let out = nertrain(&["tag", "--model", model, "--format", "conll", "Hello there"]);
     let conll = stdout(&out);
@@ -685,5 +693,81 @@ fn interrupted_runs_resume_to_the_same_result() {
         }
         assert_eq!(learning_curve(&dir), learning_curve(&whole), "{name}");
         assert_eq!(predictions(&dir), predictions(&whole), "{name}");
+    }
+}
+
+#[test]
+fn a_diverging_loss_stops_training_with_its_epoch_and_batch() {
+    let dir = scratch("nan").join("run");
+    let out = fit(
+        &dir,
+        &["--set", "train.lr=1e20", "--set", "train.clip_norm=0"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.contains("error: the loss became NaN in epoch 1 at batch"),
+        "{err}"
+    );
+    assert!(err.contains("no model was saved"), "{err}");
+    assert!(!dir.join("model.bpk").exists());
+}
+
+#[test]
+fn damaged_model_directories_are_explained() {
+    let dir = scratch("damaged").join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    let copy = |name: &str| std::fs::copy(model().join(name), dir.join(name)).unwrap();
+    for name in ["model.json", "vocab.json", "model.bpk", "config.toml"] {
+        copy(name);
+    }
+    let tag = || nertrain(&["tag", "--model", dir.to_str().unwrap(), "Peter"]);
+    assert!(tag().status.success(), "an intact copy works");
+
+    let meta = std::fs::read_to_string(model().join("model.json")).unwrap();
+    std::fs::write(
+        dir.join("model.json"),
+        meta.replace("\"hidden\": 30", "\"hidden\": 31"),
+    )
+    .unwrap();
+    assert!(
+        stderr(&tag()).contains("model.bpk: weights do not fit this model"),
+        "{}",
+        stderr(&tag())
+    );
+    copy("model.json");
+
+    let weights = std::fs::read(model().join("model.bpk")).unwrap();
+    std::fs::write(dir.join("model.bpk"), &weights[..weights.len() / 2]).unwrap();
+    assert!(stderr(&tag()).contains("truncated"), "{}", stderr(&tag()));
+    copy("model.bpk");
+
+    std::fs::write(dir.join("vocab.json"), "{\"normalization\":{\"lowercase\":false,\"digits_to_zero\":true},\"words\":[],\"chars\":[],\"tags\":[]}").unwrap();
+    assert!(
+        stderr(&tag()).contains("vocab.json: vocabulary sizes"),
+        "{}",
+        stderr(&tag())
+    );
+    std::fs::remove_file(dir.join("vocab.json")).unwrap();
+    assert!(
+        stderr(&tag()).contains("not a nertrain model directory"),
+        "{}",
+        stderr(&tag())
+    );
+    copy("vocab.json");
+
+    std::fs::write(
+        dir.join("model.json"),
+        meta.replace("\"format\": 1", "\"format\": 99"),
+    )
+    .unwrap();
+    assert!(
+        stderr(&tag()).contains("model format 99"),
+        "{}",
+        stderr(&tag())
+    );
+    for out in [tag()] {
+        assert_eq!(out.status.code(), Some(1));
+        assert!(!stderr(&out).contains("panicked"));
     }
 }

@@ -128,8 +128,77 @@ impl Experiment {
             data.remove("dev");
         }
         merge(&mut merged, given);
-        serde_path_to_error::deserialize(merged)
-            .map_err(|e| format!("{}: {}", e.path(), e.inner()).into())
+        let experiment: Self = serde_path_to_error::deserialize(merged)
+            .map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
+        experiment.validate()?;
+        Ok(experiment)
+    }
+
+    /// Values that parse but make no sense are errors naming the key and the range expected.
+    fn validate(&self) -> crate::Result<()> {
+        let (d, m, t) = (&self.data, &self.model, &self.train);
+        let checks: [(bool, &str, &str); 16] = [
+            (
+                d.train_scheme != TagScheme::Iob1,
+                "data.train_scheme",
+                "iob2 or iobes (iob1 files are converted on reading)",
+            ),
+            (d.min_word_count >= 1, "data.min_word_count", "at least 1"),
+            (
+                (0.0..=1.0).contains(&d.singleton_unk),
+                "data.singleton_unk",
+                "a probability in [0, 1]",
+            ),
+            (d.max_word_len >= 1, "data.max_word_len", "at least 1"),
+            (m.word_dim >= 1, "model.word_dim", "at least 1"),
+            (m.hidden >= 1, "model.hidden", "at least 1"),
+            (
+                m.char_dim >= 1 && m.char_filters >= 1,
+                "model.char_dim and model.char_filters",
+                "at least 1",
+            ),
+            (
+                (0.0..1.0).contains(&m.dropout),
+                "model.dropout",
+                "a probability in [0, 1)",
+            ),
+            (t.epochs >= 1, "train.epochs", "at least 1"),
+            (t.batch_size >= 1, "train.batch_size", "at least 1"),
+            (
+                t.eval_batch_size >= 1,
+                "train.eval_batch_size",
+                "at least 1",
+            ),
+            (
+                t.lr > 0.0 && t.lr.is_finite(),
+                "train.lr",
+                "a positive number",
+            ),
+            (
+                t.lr_decay >= 0.0 && t.lr_decay.is_finite(),
+                "train.lr_decay",
+                "zero or positive",
+            ),
+            (
+                (0.0..1.0).contains(&t.momentum),
+                "train.momentum",
+                "a number in [0, 1)",
+            ),
+            (
+                t.clip_norm >= 0.0,
+                "train.clip_norm",
+                "zero (off) or positive",
+            ),
+            (
+                !t.output.as_os_str().is_empty(),
+                "train.output",
+                "a directory path",
+            ),
+        ];
+        match checks.iter().find(|(ok, _, _)| !ok) {
+            Some((_, key, expected)) => Err(format!("{key}: expected {expected}").into()),
+            None => Ok(()),
+        }
     }
 
     /// Every setting at its default, with empty paths where the user must give one.
@@ -297,6 +366,35 @@ mod tests {
         );
         assert!(Experiment::parse(MINIMAL, &["train.epochs=x".into()]).is_err());
         assert!(Experiment::parse(MINIMAL, &["novalue".into()]).is_err());
+    }
+
+    #[test]
+    fn out_of_range_values_name_the_key() {
+        let cases = [
+            ("train.lr=0", "train.lr: expected a positive number"),
+            (
+                "train.lr_decay=-1",
+                "train.lr_decay: expected zero or positive",
+            ),
+            (
+                "model.dropout=1.0",
+                "model.dropout: expected a probability in [0, 1)",
+            ),
+            (
+                "train.batch_size=0",
+                "train.batch_size: expected at least 1",
+            ),
+            (
+                "data.train_scheme=iob1",
+                "data.train_scheme: expected iob2 or iobes",
+            ),
+        ];
+        for (set, expected) in cases {
+            let err = Experiment::parse(MINIMAL, &[set.into()])
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(expected), "{set}: {err}");
+        }
     }
 
     #[test]

@@ -300,12 +300,19 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             let value: f64 = loss.clone().into_scalar::<f64>();
             if !value.is_finite() {
                 progress.finish();
+                let kept = if state.best_epoch > 0 {
+                    format!(
+                        "the best model so far (epoch {}) is kept in {}",
+                        state.best_epoch,
+                        run.path.display()
+                    )
+                } else {
+                    "no epoch had completed, so no model was saved".to_string()
+                };
                 return Err(format!(
-                    "the loss became {value} in epoch {} at batch {}; the best model so far (epoch {}) is kept in {}",
+                    "the loss became {value} in epoch {} at batch {}; {kept}",
                     epoch + 1,
-                    batch_number + 1,
-                    state.best_epoch,
-                    run.path.display()
+                    batch_number + 1
                 )
                 .into());
             }
