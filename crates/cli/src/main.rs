@@ -50,6 +50,21 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Tag raw text with a trained model.
     Tag(tag::TagArgs),
+    /// Measure training and tagging speed (JSON on stdout), as the PyTorch reference's --bench.
+    Bench {
+        #[arg(long)]
+        train: PathBuf,
+        #[arg(long)]
+        dev: PathBuf,
+        #[arg(long, default_value_t = 32)]
+        batch_size: usize,
+        #[arg(long, default_value_t = 200)]
+        steps: usize,
+        #[arg(long, default_value_t = 10)]
+        warmup: usize,
+        #[arg(long, default_value_t = 100)]
+        eval_batch_size: usize,
+    },
     /// Rewrite the tag column of a CoNLL file in another tag scheme; other columns stay as they are.
     Convert {
         /// The file's scheme; its tags must be well formed in it.
@@ -107,6 +122,27 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Eval(args) => eval::run(args, &device),
         Command::Tag(args) => tag::run(args, &device),
+        Command::Bench {
+            train,
+            dev,
+            batch_size,
+            steps,
+            warmup,
+            eval_batch_size,
+        } => {
+            let options = nertrain_train::BenchOptions {
+                train,
+                dev,
+                batch_size,
+                steps,
+                warmup,
+                eval_batch_size,
+                seed: 1,
+            };
+            let result = nertrain_train::bench(&options, &device)?;
+            println!("{}", serde_json::to_string(&result)?);
+            Ok(())
+        }
         Command::Convert {
             from,
             to,

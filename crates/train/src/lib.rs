@@ -2,6 +2,7 @@
 //! global-norm clipping, learning-rate decay, early stopping on dev span F1, checkpoints and
 //! resume), the on-disk model directory, and prediction with a trained model.
 
+mod bench;
 mod clip;
 pub mod config;
 mod fit;
@@ -9,6 +10,7 @@ mod model_dir;
 mod predict;
 mod progress;
 
+pub use bench::{BenchOptions, bench};
 pub use config::{CrfOptions, DataConfig, Experiment, TrainConfig};
 pub use fit::{EpochMetrics, FitOptions, FitOutcome, fit, read_tagged};
 pub use model_dir::{ModelDir, ModelMeta, write_atomic};

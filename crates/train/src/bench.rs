@@ -1,0 +1,160 @@
+//! `nertrain bench`: the speed of the pieces users wait for, measured the way the PyTorch
+//! reference (`shared/ref/bilstm_crf_torch.py --bench`) measures itself, with the same model
+//! sizes (word embeddings 100, BiLSTM 2×100, no character features, no dropout).
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{GradientsParams, SgdConfig};
+use burn::tensor::Device;
+use nertrain_data::{
+    Batch, BatchPlan, ColumnSpec, Encoded, TagScheme, TextNormalization, Vocabularies, read_conll,
+};
+use nertrain_model::{BatchTensors, CharFeatures, Reduction, TaggerConfig, VocabSizes};
+
+use crate::Result;
+use crate::clip::clip_global_norm;
+use crate::predict::{Decoder, PredictOptions};
+
+#[derive(Debug, Clone)]
+pub struct BenchOptions {
+    pub train: PathBuf,
+    pub dev: PathBuf,
+    pub batch_size: usize,
+    pub steps: usize,
+    pub warmup: usize,
+    pub eval_batch_size: usize,
+    pub seed: u64,
+}
+
+/// Runs the benchmark and returns its measurements as JSON.
+pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Value> {
+    let train = read_conll(&options.train, ColumnSpec::default())?;
+    let dev = read_conll(&options.dev, ColumnSpec::default())?;
+    let vocab = Vocabularies::build(&train.sentences, TextNormalization::default(), 1);
+    let encoded: Vec<Encoded> = train
+        .sentences
+        .iter()
+        .map(|s| vocab.encode_tagged(&train, s))
+        .collect::<std::result::Result<_, _>>()?;
+    let dev_encoded: Vec<Encoded> = dev
+        .sentences
+        .iter()
+        .map(|s| vocab.encode_words(&s.words))
+        .collect();
+    let sizes = VocabSizes {
+        words: vocab.words.len(),
+        chars: vocab.chars.len(),
+        tags: vocab.tags.len(),
+    };
+    let config = TaggerConfig::new()
+        .with_char_features(CharFeatures::None)
+        .with_dropout(0.0);
+
+    // Training: whole steps (forward, backward, clipping, optimiser) at steady state.
+    let train_device = device.clone().autodiff();
+    train_device.seed(options.seed);
+    let mut model = config.init(sizes, &train_device);
+    let mut optimizer = SgdConfig::new()
+        .with_momentum(Some(
+            MomentumConfig::new().with_momentum(0.9).with_dampening(0.0),
+        ))
+        .init();
+    let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
+    let mut batches = std::iter::successors(Some(0u64), |e| Some(e + 1)).flat_map(|epoch| {
+        BatchPlan::shuffled(&lengths, options.batch_size, options.seed + epoch).batches
+    });
+    let (mut sentences, mut tokens) = (0, 0);
+    let mut started = Instant::now();
+    for step in 0..options.warmup + options.steps {
+        if step == options.warmup {
+            started = Instant::now();
+        }
+        let batch = Batch::new(&encoded, batches.next().expect("endless batches"), 25);
+        if step >= options.warmup {
+            sentences += batch.size();
+            tokens += batch.token_count();
+        }
+        let loss = model.loss(
+            &BatchTensors::new(&batch, &train_device),
+            Reduction::Sum,
+            None,
+        );
+        let mut grads = GradientsParams::from_grads(loss.backward(), &model);
+        clip_global_norm(&model, &mut grads, 5.0);
+        model = optimizer.step(0.015, model, grads);
+    }
+    let train_seconds = started.elapsed().as_secs_f64();
+
+    // Decoding the dev set as `eval` does (length-sorted batches), without constraints as the
+    // reference decodes.
+    let model = model.valid();
+    let decoder = Decoder {
+        model: &model,
+        vocab: &vocab,
+        train_scheme: TagScheme::Iob2,
+        output_scheme: TagScheme::Iob2,
+        max_word_len: 25,
+        device,
+    };
+    let dev_tokens: usize = dev_encoded.iter().map(Encoded::len).sum();
+    let decode_options = PredictOptions {
+        constrained: false,
+        batch_size: options.eval_batch_size,
+        ..PredictOptions::default()
+    };
+    let started = Instant::now();
+    decoder.decode(&dev_encoded, decode_options);
+    let decode_seconds = started.elapsed().as_secs_f64();
+
+    // The CRF alone, on the emissions of dev batches in file order (as the reference does).
+    let order: Vec<usize> = (0..dev_encoded.len()).collect();
+    let prepared: Vec<(BatchTensors, _)> = order
+        .chunks(options.eval_batch_size)
+        .map(|chunk| {
+            let inputs = BatchTensors::new(&Batch::new(&dev_encoded, chunk.to_vec(), 25), device);
+            let emissions = model.emissions(&inputs);
+            (inputs, emissions)
+        })
+        .collect();
+    let potentials = model.crf.potentials(None);
+    let started = Instant::now();
+    for (inputs, emissions) in &prepared {
+        potentials
+            .log_partition(emissions.clone(), inputs.mask.clone())
+            .into_data();
+    }
+    let forward_seconds = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    for (inputs, emissions) in &prepared {
+        potentials.viterbi(emissions.clone(), inputs.mask.clone(), &inputs.lengths);
+    }
+    let viterbi_seconds = started.elapsed().as_secs_f64();
+
+    Ok(serde_json::json!({
+        "threads": std::env::var("RAYON_NUM_THREADS").ok(),
+        "batch_size": options.batch_size,
+        "train_steps": options.steps,
+        "train_s": train_seconds,
+        "ms_per_step": 1000.0 * train_seconds / options.steps as f64,
+        "train_sents_per_s": sentences as f64 / train_seconds,
+        "train_tokens_per_s": tokens as f64 / train_seconds,
+        "decode_tokens": dev_tokens,
+        "decode_batch": options.eval_batch_size,
+        "decode_s": decode_seconds,
+        "decode_tokens_per_s": dev_tokens as f64 / decode_seconds,
+        "crf_forward_tokens_per_s": dev_tokens as f64 / forward_seconds,
+        "viterbi_tokens_per_s": dev_tokens as f64 / viterbi_seconds,
+        "peak_rss_mb": peak_rss_mb(),
+    }))
+}
+
+/// This process's peak resident set size (Linux), in MiB.
+fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
