@@ -29,6 +29,9 @@ pub struct EvalArgs {
     /// (always included with --json when a model is given).
     #[arg(long, conflicts_with = "predicted")]
     calibration: bool,
+    /// Print a confusion table of entity types, with missed and spurious entities.
+    #[arg(long)]
+    confusion: bool,
     /// Decode without the tag scheme's constraints.
     #[arg(long)]
     unconstrained: bool,
@@ -80,6 +83,13 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
         writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
     } else {
         write!(out, "{report}")?;
+        if args.confusion {
+            let mut confusion = nertrain_data::Confusion::default();
+            for (sentence, tags) in gold.sentences.iter().zip(&predicted) {
+                confusion.add_sentence(&sentence.tags, tags);
+            }
+            write!(out, "\n{}", confusion.table())?;
+        }
         if let (true, Some(bins)) = (args.calibration, &bins) {
             writeln!(out, "\nconfidence    entities  mean conf.  precision")?;
             for bin in bins {

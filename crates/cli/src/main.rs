@@ -50,6 +50,11 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Tag raw text with a trained model.
     Tag(tag::TagArgs),
+    /// Print a run's per-epoch metrics and the best epoch's per-type dev scores.
+    Report {
+        /// A run directory written by `nertrain fit`.
+        dir: PathBuf,
+    },
     /// Measure training and tagging speed (JSON on stdout), as the PyTorch reference's --bench.
     Bench {
         #[arg(long)]
@@ -122,6 +127,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Eval(args) => eval::run(args, &device),
         Command::Tag(args) => tag::run(args, &device),
+        Command::Report { dir } => report(&dir),
         Command::Bench {
             train,
             dev,
@@ -166,6 +172,58 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn report(dir: &std::path::Path) -> Result<()> {
+    let run = nertrain_train::ModelDir::new(dir);
+    let metrics = run.read_metrics()?;
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "epoch      loss        lr   dev P   dev R  dev F1   sent/s  train s"
+    )?;
+    for m in &metrics {
+        writeln!(
+            out,
+            "{:>5} {:>9.4} {:>9.5} {:>7.2} {:>7.2} {:>7.2}{} {:>7.0} {:>8.1}",
+            m.epoch,
+            m.loss,
+            m.lr,
+            m.dev_precision,
+            m.dev_recall,
+            m.dev_f1,
+            if m.best { "*" } else { " " },
+            m.sentences_per_second,
+            m.train_seconds
+        )?;
+    }
+    let Some(best) = metrics.iter().filter(|m| m.best).next_back() else {
+        return Ok(());
+    };
+    writeln!(
+        out,
+        "\nbest epoch {}: dev F1 {:.2}",
+        best.epoch, best.dev_f1
+    )?;
+    let path = run.dev_report_file();
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let dev: serde_json::Value = serde_json::from_str(&text)?;
+    if let Some(types) = dev["types"].as_object() {
+        writeln!(out, "{:>17}  precision  recall     F1  gold  found", "type")?;
+        for (label, s) in types {
+            writeln!(
+                out,
+                "{label:>17}  {:>9.2} {:>7.2} {:>6.2} {:>5} {:>6}",
+                s["precision"].as_f64().unwrap_or(0.0),
+                s["recall"].as_f64().unwrap_or(0.0),
+                s["f1"].as_f64().unwrap_or(0.0),
+                s["gold"],
+                s["found"]
+            )?;
+        }
+    }
+    Ok(())
 }
 
 fn main() -> ExitCode {

@@ -770,3 +770,45 @@ fn damaged_model_directories_are_explained() {
     assert_eq!(out.status.code(), Some(1));
     assert!(!stderr(&out).contains("panicked"));
 }
+
+#[test]
+fn report_confusion_and_curves() {
+    let dir = model();
+    let svg = std::fs::read_to_string(dir.join("curves.svg")).unwrap();
+    assert!(svg.starts_with("<svg") && svg.contains("dev span F1"));
+    let out = nertrain(&["report", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report = stdout(&out);
+    assert_eq!(
+        report
+            .lines()
+            .filter(|l| l.trim_start().starts_with(|c: char| c.is_ascii_digit()))
+            .count(),
+        3,
+        "a line per epoch: {report}"
+    );
+    assert!(
+        report.contains("best epoch") && report.contains("              PER "),
+        "{report}"
+    );
+
+    let out = nertrain(&[
+        "eval",
+        "--model",
+        dir.to_str().unwrap(),
+        "--data",
+        "data/sample/test.txt",
+        "--confusion",
+    ]);
+    let text = stdout(&out);
+    let table: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.contains("gold \\ predicted"))
+        .collect();
+    assert_eq!(table.len(), 6, "header, four types, spurious: {text}");
+    let widths: Vec<usize> = table.iter().map(|l| l.len()).collect();
+    assert!(
+        widths.iter().all(|&w| w == widths[0]),
+        "aligned columns: {table:?}"
+    );
+}

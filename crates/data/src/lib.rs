@@ -16,5 +16,5 @@ pub use error::DataError;
 pub use scheme::{
     Span, TagScheme, check_tag, convert_tags, parse_tag, render_spans, spans, transition_allowed,
 };
-pub use score::{ChunkCounts, Report, Scorer, TypeScore};
+pub use score::{ChunkCounts, Confusion, Report, Scorer, TypeScore};
 pub use vocab::{Encoded, PAD, TextNormalization, UNK, Vocab, Vocabularies};

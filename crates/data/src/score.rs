@@ -287,6 +287,86 @@ impl fmt::Display for Report {
     }
 }
 
+/// Entity types confused with each other: gold spans against predicted spans with the same
+/// boundaries. A gold entity with no predicted span of its boundaries is *missed*; a predicted
+/// one with no gold span of its boundaries is *spurious* (a boundary error counts as both).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Confusion {
+    /// `(gold type, predicted type)`; `None` for missed or spurious.
+    pub counts: BTreeMap<(Option<String>, Option<String>), usize>,
+}
+
+impl Confusion {
+    pub fn add_sentence<S: AsRef<str>, T: AsRef<str>>(&mut self, gold: &[S], predicted: &[T]) {
+        let gold = crate::spans(gold);
+        let predicted = crate::spans(predicted);
+        let same_place = |a: &crate::Span, b: &crate::Span| a.start == b.start && a.end == b.end;
+        for g in &gold {
+            let p = predicted
+                .iter()
+                .find(|p| same_place(g, p))
+                .map(|p| p.label.clone());
+            *self.counts.entry((Some(g.label.clone()), p)).or_default() += 1;
+        }
+        for p in predicted
+            .iter()
+            .filter(|p| !gold.iter().any(|g| same_place(g, p)))
+        {
+            *self
+                .counts
+                .entry((None, Some(p.label.clone())))
+                .or_default() += 1;
+        }
+    }
+
+    /// Rows are gold types (then spurious), columns predicted types (then missed).
+    pub fn table(&self) -> String {
+        let mut labels: Vec<&String> = self
+            .counts
+            .keys()
+            .flat_map(|(g, p)| g.iter().chain(p.iter()))
+            .collect();
+        labels.sort();
+        labels.dedup();
+        let width = labels
+            .iter()
+            .map(|l| l.len())
+            .max()
+            .unwrap_or(0)
+            .max("(spurious)".len());
+        let first = "gold \\ predicted".len().max(width);
+        let mut out = format!("{:>first$}", "gold \\ predicted");
+        for label in &labels {
+            out.push_str(&format!(" {label:>width$}"));
+        }
+        out.push_str(&format!(" {:>width$}\n", "(missed)"));
+        let rows = labels
+            .iter()
+            .map(|l| Some((*l).clone()))
+            .chain(std::iter::once(None));
+        for gold in rows {
+            out.push_str(&format!(
+                "{:>first$}",
+                gold.as_deref().unwrap_or("(spurious)")
+            ));
+            let columns = labels
+                .iter()
+                .map(|l| Some((*l).clone()))
+                .chain(std::iter::once(None));
+            for predicted in columns {
+                let count = self
+                    .counts
+                    .get(&(gold.clone(), predicted))
+                    .copied()
+                    .unwrap_or(0);
+                out.push_str(&format!(" {count:>width$}"));
+            }
+            out.push('\n');
+        }
+        out
+    }
+}
+
 /// `printf("%6.2f")`: Rust's formatting rounds the exact binary value half-to-even, as glibc does.
 fn percent(value: f64) -> String {
     format!("{value:6.2}")
@@ -388,6 +468,37 @@ accuracy:  80.00%; precision:  66.67%; recall:  66.67%; FB1:  66.67
         // 100 * 97 / 800 = 12.125 exactly; glibc's printf("%.2f") gives 12.12.
         assert_eq!(percent(100.0 * 97.0 / 800.0), " 12.12");
         assert_eq!(percent(100.0 * 99.0 / 800.0), " 12.38");
+    }
+
+    #[test]
+    fn confusion_counts_type_errors_misses_and_spurious_entities() {
+        let mut confusion = Confusion::default();
+        confusion.add_sentence(
+            &["B-PER", "I-PER", "O", "B-LOC", "O", "B-ORG", "I-ORG"],
+            &["B-PER", "I-PER", "O", "B-ORG", "B-MISC", "B-ORG", "O"],
+        );
+        let count = |g: Option<&str>, p: Option<&str>| {
+            confusion
+                .counts
+                .get(&(g.map(String::from), p.map(String::from)))
+                .copied()
+                .unwrap_or(0)
+        };
+        assert_eq!(count(Some("PER"), Some("PER")), 1);
+        assert_eq!(count(Some("LOC"), Some("ORG")), 1);
+        assert_eq!(count(Some("ORG"), None), 1, "boundary error: missed...");
+        assert_eq!(count(None, Some("ORG")), 1, "...and spurious");
+        assert_eq!(count(None, Some("MISC")), 1);
+        let table = confusion.table();
+        assert!(
+            table.lines().next().unwrap().ends_with("(missed)"),
+            "{table}"
+        );
+        assert_eq!(
+            table.lines().count(),
+            6,
+            "a header, four types, spurious: {table}"
+        );
     }
 
     #[test]

@@ -368,6 +368,10 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         let best = dev_f1 > state.best_f1;
         if best {
             run.save_weights(&valid)?;
+            write_atomic(
+                &run.dev_report_file(),
+                serde_json::to_string_pretty(&report.to_json())?.as_bytes(),
+            )?;
             state.best_f1 = dev_f1;
             state.best_epoch = epoch + 1;
         }
@@ -538,5 +542,9 @@ fn save_checkpoint(
         .iter()
         .map(|m| serde_json::to_string(m).map(|l| l + "\n"))
         .collect::<std::result::Result<_, _>>()?;
-    write_atomic(&run.metrics_file(), lines.as_bytes())
+    write_atomic(&run.metrics_file(), lines.as_bytes())?;
+    write_atomic(
+        &run.path.join("curves.svg"),
+        crate::curves::render(&state.history).as_bytes(),
+    )
 }

@@ -5,6 +5,7 @@
 mod bench;
 mod clip;
 pub mod config;
+mod curves;
 mod fit;
 mod model_dir;
 mod predict;

@@ -6,6 +6,8 @@
 //! model.bpk      weights of the best epoch (Burn's burnpack format)
 //! config.toml    the resolved experiment
 //! metrics.jsonl  one JSON object per epoch
+//! curves.svg     loss, dev F1 and learning rate per epoch
+//! dev.json       the best epoch's dev scores, overall and per type
 //! checkpoint/    last epoch's weights, optimiser state and loop state, for `fit --resume`
 //! ```
 //! Every file is written to a temporary name and renamed into place, so a crash leaves either
@@ -65,8 +67,25 @@ impl ModelDir {
     pub fn metrics_file(&self) -> PathBuf {
         self.path.join("metrics.jsonl")
     }
+    pub fn dev_report_file(&self) -> PathBuf {
+        self.path.join("dev.json")
+    }
     pub fn checkpoint_dir(&self) -> PathBuf {
         self.path.join("checkpoint")
+    }
+
+    /// The epochs recorded so far.
+    pub fn read_metrics(&self) -> Result<Vec<crate::EpochMetrics>> {
+        let path = self.metrics_file();
+        let text = std::fs::read_to_string(&path).map_err(|e| missing_or(&self.path, &path, e))?;
+        text.lines()
+            .enumerate()
+            .map(|(i, line)| {
+                serde_json::from_str(line).map_err(|e| {
+                    format!("{}:{}: not an epoch record: {e}", path.display(), i + 1).into()
+                })
+            })
+            .collect()
     }
 
     /// Deletes a previous run here; refuses a directory that is not one.
