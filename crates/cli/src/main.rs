@@ -197,7 +197,7 @@ fn report(dir: &std::path::Path) -> Result<()> {
             m.train_seconds
         )?;
     }
-    let Some(best) = metrics.iter().filter(|m| m.best).next_back() else {
+    let Some(best) = metrics.iter().rfind(|m| m.best) else {
         return Ok(());
     };
     writeln!(
