@@ -169,6 +169,7 @@ mod tests {
             dev_f1,
             eval_seconds: 0.1,
             best,
+            test_f1: None,
         }
     }
 

@@ -49,6 +49,10 @@ pub struct EpochMetrics {
     pub dev_recall: f64,
     pub dev_f1: f64,
     pub eval_seconds: f64,
+    /// Test span F1 of this epoch's model, when the experiment names a test set. Only reported:
+    /// the best epoch is chosen on dev.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_f1: Option<f64>,
     pub best: bool,
 }
 
@@ -178,6 +182,10 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         .iter()
         .map(|s| vocab.encode_words(&s.words))
         .collect();
+    let test_set: Option<(Corpus, Vec<Encoded>)> = test.map(|corpus| {
+        let encoded = corpus.sentences.iter().map(|s| vocab.encode_words(&s.words)).collect();
+        (corpus, encoded)
+    });
     let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
     let train_tokens: usize = lengths.iter().sum();
     let singletons = singleton_words(&encoded, vocab.words.len());
@@ -364,6 +372,11 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         let report = score_corpus(&dev, &predicted);
         let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
         let eval_seconds = eval_started.elapsed().as_secs_f64();
+        let test_f1 = test_set.as_ref().map(|(corpus, encoded)| {
+            let predictions = Decoder::new(&valid, &vocab, &meta, device).decode(encoded, decode_options);
+            let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
+            score_corpus(corpus, &predicted).f1()
+        });
 
         let best = dev_f1 > state.best_f1;
         if best {
@@ -387,15 +400,17 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             dev_f1,
             eval_seconds,
             best,
+            test_f1,
         };
         println!(
-            "epoch {:>3}: loss {:.4}  dev P {:.2} R {:.2} F1 {:.2}{}  {:.0} sent/s  {:.1}s train, {:.1}s dev  lr {:.5}",
+            "epoch {:>3}: loss {:.4}  dev P {:.2} R {:.2} F1 {:.2}{}{}  {:.0} sent/s  {:.1}s train, {:.1}s dev  lr {:.5}",
             metrics.epoch,
             metrics.loss,
             dev_precision,
             dev_recall,
             dev_f1,
             if best { " *" } else { "" },
+            test_f1.map(|f| format!("  test F1 {f:.2}")).unwrap_or_default(),
             metrics.sentences_per_second,
             train_seconds,
             eval_seconds,
@@ -418,16 +433,11 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         run.weights_file().display()
     );
 
-    let test_report = match &test {
-        Some(test) => {
+    let test_report = match &test_set {
+        Some((test, encoded)) => {
             let best = load_module(meta.model.init(meta.sizes, device), &run.weights_file())?;
-            let encoded: Vec<Encoded> = test
-                .sentences
-                .iter()
-                .map(|s| vocab.encode_words(&s.words))
-                .collect();
             let predictions =
-                Decoder::new(&best, &vocab, &meta, device).decode(&encoded, decode_options);
+                Decoder::new(&best, &vocab, &meta, device).decode(encoded, decode_options);
             let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
             let report = score_corpus(test, &predicted);
             println!(
