@@ -176,6 +176,24 @@ impl Vocabularies {
         }
     }
 
+    /// Ids of every sentence of a tagged corpus; a tag outside the vocabulary is an error at its line.
+    pub fn encode_corpus(&self, corpus: &Corpus) -> Result<Vec<Encoded>, DataError> {
+        corpus
+            .sentences
+            .iter()
+            .map(|s| self.encode_tagged(corpus, s))
+            .collect()
+    }
+
+    /// Ids of every sentence's words, tags left out.
+    pub fn encode_corpus_words(&self, corpus: &Corpus) -> Vec<Encoded> {
+        corpus
+            .sentences
+            .iter()
+            .map(|s| self.encode_words(&s.words))
+            .collect()
+    }
+
     /// Ids of a tagged sentence of `corpus`; a tag outside the vocabulary is an error at its line.
     pub fn encode_tagged(
         &self,

@@ -46,6 +46,16 @@ pub struct VocabSizes {
     pub tags: usize,
 }
 
+impl From<&nertrain_data::Vocabularies> for VocabSizes {
+    fn from(vocab: &nertrain_data::Vocabularies) -> Self {
+        Self {
+            words: vocab.words.len(),
+            chars: vocab.chars.len(),
+            tags: vocab.tags.len(),
+        }
+    }
+}
+
 impl TaggerConfig {
     pub fn init(&self, sizes: VocabSizes, device: &Device) -> Tagger {
         let bound = (3.0 / self.word_dim as f64).sqrt();

@@ -34,21 +34,9 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
     let train = read_conll(&options.train, ColumnSpec::default())?;
     let dev = read_conll(&options.dev, ColumnSpec::default())?;
     let vocab = Vocabularies::build(&train.sentences, TextNormalization::default(), 1);
-    let encoded: Vec<Encoded> = train
-        .sentences
-        .iter()
-        .map(|s| vocab.encode_tagged(&train, s))
-        .collect::<std::result::Result<_, _>>()?;
-    let dev_encoded: Vec<Encoded> = dev
-        .sentences
-        .iter()
-        .map(|s| vocab.encode_words(&s.words))
-        .collect();
-    let sizes = VocabSizes {
-        words: vocab.words.len(),
-        chars: vocab.chars.len(),
-        tags: vocab.tags.len(),
-    };
+    let encoded = vocab.encode_corpus(&train)?;
+    let dev_encoded = vocab.encode_corpus_words(&dev);
+    let sizes = VocabSizes::from(&vocab);
     let config = TaggerConfig::new()
         .with_char_features(CharFeatures::None)
         .with_dropout(0.0);

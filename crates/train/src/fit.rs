@@ -158,11 +158,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             nertrain_version: env!("CARGO_PKG_VERSION").to_string(),
             model: experiment.model.clone(),
             crf: experiment.crf.clone(),
-            sizes: VocabSizes {
-                words: vocab.words.len(),
-                chars: vocab.chars.len(),
-                tags: vocab.tags.len(),
-            },
+            sizes: VocabSizes::from(&vocab),
             file_scheme,
             train_scheme: data.train_scheme,
             columns: data.columns(),
@@ -172,18 +168,10 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         (meta, vocab, None)
     };
 
-    let encoded: Vec<Encoded> = train
-        .sentences
-        .iter()
-        .map(|s| vocab.encode_tagged(&train, s))
-        .collect::<std::result::Result<_, _>>()?;
-    let dev_encoded: Vec<Encoded> = dev
-        .sentences
-        .iter()
-        .map(|s| vocab.encode_words(&s.words))
-        .collect();
+    let encoded = vocab.encode_corpus(&train)?;
+    let dev_encoded = vocab.encode_corpus_words(&dev);
     let test_set: Option<(Corpus, Vec<Encoded>)> = test.map(|corpus| {
-        let encoded = corpus.sentences.iter().map(|s| vocab.encode_words(&s.words)).collect();
+        let encoded = vocab.encode_corpus_words(&corpus);
         (corpus, encoded)
     });
     let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
@@ -373,7 +361,8 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
         let eval_seconds = eval_started.elapsed().as_secs_f64();
         let test_f1 = test_set.as_ref().map(|(corpus, encoded)| {
-            let predictions = Decoder::new(&valid, &vocab, &meta, device).decode(encoded, decode_options);
+            let predictions =
+                Decoder::new(&valid, &vocab, &meta, device).decode(encoded, decode_options);
             let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
             score_corpus(corpus, &predicted).f1()
         });
@@ -410,7 +399,9 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             dev_recall,
             dev_f1,
             if best { " *" } else { "" },
-            test_f1.map(|f| format!("  test F1 {f:.2}")).unwrap_or_default(),
+            test_f1
+                .map(|f| format!("  test F1 {f:.2}"))
+                .unwrap_or_default(),
             metrics.sentences_per_second,
             train_seconds,
             eval_seconds,

@@ -145,11 +145,7 @@ impl ModelDir {
         let text = std::fs::read_to_string(&path).map_err(|e| missing_or(&self.path, &path, e))?;
         let vocab: Vocabularies = serde_json::from_str(&text)
             .map_err(|e| format!("{}: not a vocabulary file: {e}", path.display()))?;
-        let sizes = VocabSizes {
-            words: vocab.words.len(),
-            chars: vocab.chars.len(),
-            tags: vocab.tags.len(),
-        };
+        let sizes = VocabSizes::from(&vocab);
         if sizes != meta.sizes {
             return Err(format!(
                 "{}: vocabulary sizes {sizes:?} do not match model.json's {:?}",
