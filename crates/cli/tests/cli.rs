@@ -812,3 +812,39 @@ fn report_confusion_and_curves() {
         "aligned columns: {table:?}"
     );
 }
+
+#[test]
+fn tag_stops_quietly_when_its_reader_goes_away() {
+    use std::io::{BufRead, BufReader, Write};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nertrain"))
+        .args(["tag", "--model", model().to_str().unwrap(), "--input", "-"])
+        .current_dir(workspace())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        // Far more output than a pipe buffers, so writes go on after the reader has gone.
+        for _ in 0..20_000 {
+            if writeln!(stdin, "Peter Schmidt was born in Berlin .").is_err() {
+                break;
+            }
+        }
+    });
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.contains("[Berlin]"), "{first}");
+    // The reader is dropped here, like `| head -1`.
+    let output = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    assert!(output.status.success(), "exit {:?}", output.status.code());
+    assert!(
+        output.stderr.is_empty(),
+        "quiet: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
