@@ -192,6 +192,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         .then(|| Constraints::for_scheme(vocab.tags.items(), meta.train_scheme));
     let decode_options = PredictOptions {
         constrained: meta.crf.constrained_decoding,
+        batch_size: train_config.eval_batch_size,
         ..PredictOptions::default()
     };
     let train_device = device.clone().autodiff();
