@@ -848,3 +848,66 @@ fn tag_stops_quietly_when_its_reader_goes_away() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn pretrained_vectors_start_the_embeddings_and_extend_the_vocabulary() {
+    let dir = scratch("vectors");
+    // Vectors for every word of the sample's dev set (which has names train never uses), dim 30.
+    let dev = std::fs::read_to_string(workspace().join("data/sample/dev.txt")).unwrap();
+    let mut words: Vec<&str> = dev
+        .lines()
+        .filter_map(|l| l.split(' ').next())
+        .filter(|w| !w.is_empty() && *w != "-DOCSTART-")
+        .collect();
+    words.sort();
+    words.dedup();
+    let vectors: String = words
+        .iter()
+        .enumerate()
+        .map(|(i, w)| {
+            format!(
+                "{} {}\n",
+                w.to_lowercase(),
+                (0..30)
+                    .map(|d| format!("{:.3}", ((i * 31 + d) % 17) as f64 / 17.0 - 0.5))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            )
+        })
+        .collect();
+    let path = dir.join("vectors.txt");
+    std::fs::write(&path, format!("{} 30\n{vectors}", words.len())).unwrap();
+    let vectors_set = format!("data.vectors={}", path.display());
+
+    let out = fit(
+        &dir.join("run"),
+        &["--set", &vectors_set, "--set", "train.epochs=1"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = stdout(&out);
+    let added: usize = log
+        .split(" words added")
+        .next()
+        .unwrap()
+        .rsplit("; ")
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(added > 0, "dev-only names join the vocabulary: {log}");
+    assert!(
+        log.contains("word embeddings start from pretrained vectors"),
+        "{log}"
+    );
+
+    let wrong = fit(
+        &dir.join("wrong"),
+        &["--set", &vectors_set, "--set", "model.word_dim=20"],
+    );
+    assert_eq!(wrong.status.code(), Some(1));
+    assert!(
+        stderr(&wrong).contains("model.word_dim is 20 but the vectors in"),
+        "{}",
+        stderr(&wrong)
+    );
+}

@@ -1,5 +1,6 @@
 //! Labelled sequences on the host: reading CoNLL column files, tag schemes and their conversion,
-//! entity spans and conlleval-exact scoring, vocabularies, and padded, length-bucketed batches.
+//! entity spans and conlleval-exact scoring, vocabularies, pretrained word vectors, and padded,
+//! length-bucketed batches.
 //!
 //! Nothing here knows about tensors: the model crate turns a [`Batch`] into them.
 
@@ -8,6 +9,7 @@ mod conll;
 mod error;
 mod scheme;
 mod score;
+mod vectors;
 mod vocab;
 
 pub use batch::{Batch, BatchPlan, CharIds};
@@ -17,4 +19,5 @@ pub use scheme::{
     Span, TagScheme, check_tag, convert_tags, parse_tag, render_spans, spans, transition_allowed,
 };
 pub use score::{ChunkCounts, Confusion, Report, Scorer, TypeScore};
+pub use vectors::{Vectors, parse_vectors, read_vectors};
 pub use vocab::{Encoded, PAD, TextNormalization, UNK, Vocab, Vocabularies};

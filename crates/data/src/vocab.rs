@@ -61,6 +61,16 @@ impl Vocab {
         self.items.len()
     }
 
+    /// Adds `item` at the end unless it is there already; returns its id.
+    pub fn insert(&mut self, item: &str) -> usize {
+        if let Some(id) = self.id(item) {
+            return id;
+        }
+        self.ids.insert(item.to_string(), self.items.len());
+        self.items.push(item.to_string());
+        self.items.len() - 1
+    }
+
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
@@ -155,6 +165,22 @@ impl Vocabularies {
             chars,
             tags: Vocab::from(tags),
         }
+    }
+
+    /// Adds the words of `corpora` that `vectors` knows (so they are not `<unk>` though training
+    /// never saw them); returns how many were added.
+    pub fn extend_with_vectors(&mut self, corpora: &[&Corpus], vectors: &crate::Vectors) -> usize {
+        let before = self.words.len();
+        for word in corpora
+            .iter()
+            .flat_map(|c| &c.sentences)
+            .flat_map(|s| &s.words)
+        {
+            if vectors.get(word).is_some() {
+                self.words.insert(&self.normalization.apply(word));
+            }
+        }
+        self.words.len() - before
     }
 
     pub fn word_id(&self, word: &str) -> usize {

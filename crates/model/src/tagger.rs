@@ -1,9 +1,11 @@
 use burn::config::Config;
 use burn::module::Module;
+use burn::module::Param;
 use burn::nn::{
     Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig,
 };
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, Tensor, TensorData};
+use nertrain_data::{Vectors, Vocab};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -110,6 +112,27 @@ impl Tagger {
             .encoder
             .forward(self.dropout.forward(x), &inputs.lengths);
         self.emissions.forward(self.dropout.forward(h))
+    }
+
+    /// Sets the embedding of every vocabulary word that has a pretrained vector (looked up as the
+    /// vocabulary holds it, then lowercased); returns how many did.
+    pub fn with_word_vectors(mut self, words: &Vocab, vectors: &Vectors) -> (Self, usize) {
+        let [n, dim] = self.words.weight.dims();
+        assert_eq!(dim, vectors.dim, "embedding and vector dimensions agree");
+        let device = self.words.weight.device();
+        let mut weights: Vec<f32> = self.words.weight.val().into_data().iter::<f32>().collect();
+        let mut found = 0;
+        for (id, word) in words.items().iter().enumerate().skip(2) {
+            if let Some(vector) = vectors.get(word) {
+                weights[id * dim..(id + 1) * dim].copy_from_slice(vector);
+                found += 1;
+            }
+        }
+        self.words.weight = Param::from_tensor(Tensor::from_data(
+            TensorData::new(weights, [n, dim]),
+            &device,
+        ));
+        (self, found)
     }
 
     /// The CRF negative log-likelihood of the batch's gold tags.

@@ -35,6 +35,10 @@ pub struct DataConfig {
     /// with this probability, so `<unk>` learns what unseen words look like (Lample et al., 2016).
     #[config(default = 0.0)]
     pub singleton_unk: f64,
+    /// Pretrained word vectors (GloVe or word2vec text, optionally gzipped) to start the word
+    /// embeddings from; their dimension must be `model.word_dim`. Words of the train, dev and
+    /// test files that have a vector join the vocabulary.
+    pub vectors: Option<PathBuf>,
     /// Longer words keep their first characters for character features.
     #[config(default = 25)]
     pub max_word_len: usize,

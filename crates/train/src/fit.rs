@@ -11,7 +11,7 @@ use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::Device;
 use nertrain_data::{
     Batch, BatchPlan, ColumnSpec, Corpus, Encoded, Report, TagScheme, Vocab, Vocabularies,
-    check_tag, convert_tags, read_conll,
+    check_tag, convert_tags, read_conll, read_vectors,
 };
 use nertrain_model::{BatchTensors, Constraints, Tagger, VocabSizes};
 use rand::rngs::StdRng;
@@ -117,7 +117,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         .unwrap_or_else(|| TagScheme::detect(train.sentences.iter().map(|s| s.tags.as_slice())));
     let train = with_scheme(&train, data.train_scheme);
 
-    let (meta, vocab, state) = if options.resume {
+    let (meta, vocab, state, vectors) = if options.resume {
         let meta = run.read_meta()?;
         let vocab = run.read_vocab(&meta)?;
         let recorded = Experiment::load(&run.config_file(), &[])?;
@@ -142,7 +142,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
                 None
             }
         };
-        (meta, vocab, state)
+        (meta, vocab, state, None)
     } else {
         if run.meta_file().exists() {
             return Err(format!(
@@ -151,8 +151,40 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             )
             .into());
         }
-        let vocab =
+        let mut vocab =
             Vocabularies::build(&train.sentences, data.normalization(), data.min_word_count);
+        let vectors = data.vectors.as_deref().map(read_vectors).transpose()?;
+        if let Some(vectors) = &vectors {
+            if vectors.dim != experiment.model.word_dim {
+                return Err(format!(
+                    "model.word_dim is {} but the vectors in {} have {} dimensions",
+                    experiment.model.word_dim,
+                    data.vectors.as_deref().unwrap_or(Path::new("")).display(),
+                    vectors.dim
+                )
+                .into());
+            }
+            let corpora: Vec<&Corpus> = [Some(&train), Some(&dev), test.as_ref()]
+                .into_iter()
+                .flatten()
+                .collect();
+            let added = vocab.extend_with_vectors(&corpora, vectors);
+            let coverage = |corpus: &Corpus| {
+                let words = corpus.sentences.iter().flat_map(|s| &s.words);
+                let found = words.clone().filter(|w| vectors.get(w).is_some()).count();
+                100.0 * found as f64 / words.count().max(1) as f64
+            };
+            println!(
+                "vectors: {} words of {} dimensions; {:.1}% of train and {:.1}% of dev tokens have one \
+                 (OOV {:.1}% / {:.1}%); {added} words added to the vocabulary",
+                vectors.len(),
+                vectors.dim,
+                coverage(&train),
+                coverage(&dev),
+                100.0 - coverage(&train),
+                100.0 - coverage(&dev)
+            );
+        }
         let meta = ModelMeta {
             format: FORMAT_VERSION,
             nertrain_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -165,7 +197,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             max_word_len: data.max_word_len,
         };
         run.write_description(&meta, &vocab, &config_toml)?;
-        (meta, vocab, None)
+        (meta, vocab, None, vectors)
     };
 
     let encoded = vocab.encode_corpus(&train)?;
@@ -198,6 +230,14 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
     let train_device = device.clone().autodiff();
     train_device.seed(train_config.seed);
     let mut model = meta.model.init(meta.sizes, &train_device);
+    if let Some(vectors) = &vectors {
+        let (with_vectors, found) = model.with_word_vectors(&vocab.words, vectors);
+        model = with_vectors;
+        println!(
+            "{found} of {} word embeddings start from pretrained vectors",
+            vocab.words.len()
+        );
+    }
     let optimizer_config = SgdConfig::new().with_momentum(Some(
         MomentumConfig::new()
             .with_momentum(train_config.momentum)
