@@ -105,7 +105,10 @@ pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpu
 
     for (index, line) in text.lines().enumerate() {
         let line_number = index + 1;
-        let fields: Vec<&str> = line.split([' ', '\t']).filter(|f| !f.is_empty()).collect();
+        let fields: Vec<&str> = field_ranges(line)
+            .into_iter()
+            .map(|range| &line[range])
+            .collect();
         if fields.is_empty() || fields[0] == DOCSTART {
             sentences.extend(current.take());
             continue;
@@ -212,8 +215,14 @@ pub fn convert_tag_column(
         match replacements.get(&(index + 1)) {
             Some(tag) => {
                 let fields = field_ranges(line);
-                let column = ColumnSpec::resolve(columns.tag_column, fields.len())
-                    .expect("checked on reading");
+                let column =
+                    ColumnSpec::resolve(columns.tag_column, fields.len()).ok_or_else(|| {
+                        DataError::at(
+                            path,
+                            index + 1,
+                            "the tag column moved between reading and writing",
+                        )
+                    })?;
                 let range = fields[column].clone();
                 out.push_str(&line[..range.start]);
                 out.push_str(tag);
@@ -225,13 +234,16 @@ pub fn convert_tag_column(
     Ok(out)
 }
 
-/// Byte ranges of a line's space- or TAB-separated fields (a line end is not part of one).
+/// Byte ranges of a line's fields: runs of anything but spaces and TABs. A line end (`\n`, with a
+/// `\r` before it, or a `\r` ending the text) belongs to no field. Reading and rewriting both split
+/// lines here, so they always agree on the columns.
 fn field_ranges(line: &str) -> Vec<std::ops::Range<usize>> {
+    let content = line.strip_suffix('\n').unwrap_or(line);
+    let content = content.strip_suffix('\r').unwrap_or(content);
     let mut ranges = Vec::new();
     let mut start = None;
-    for (i, c) in line.char_indices() {
-        let separator = matches!(c, ' ' | '\t' | '\r' | '\n');
-        match (separator, start) {
+    for (i, c) in content.char_indices() {
+        match (c == ' ' || c == '\t', start) {
             (false, None) => start = Some(i),
             (true, Some(s)) => {
                 ranges.push(s..i);
@@ -241,7 +253,7 @@ fn field_ranges(line: &str) -> Vec<std::ops::Range<usize>> {
         }
     }
     if let Some(s) = start {
-        ranges.push(s..line.len());
+        ranges.push(s..content.len());
     }
     ranges
 }
@@ -354,6 +366,43 @@ mod tests {
             converted,
             "\u{feff}-DOCSTART- -X- O\r\n\r\nAcme NNP S-ORG\r\nzorbs\tVBZ O\r\nDutch JJ S-MISC\r\nMerkel NNP S-PER\r\nSchmidt NNP S-PER"
         );
+    }
+
+    /// Found by fuzzing: a `\r` ending the text (no `\n` after it) once counted as a field when
+    /// reading but as a separator when rewriting.
+    #[test]
+    fn a_final_carriage_return_is_a_line_end_everywhere() {
+        let spec = ColumnSpec {
+            word_column: 1,
+            tag_column: -2,
+        };
+        let text = "\tE-B9O\t\r";
+        assert!(
+            parse_conll(text, Path::new("t"), spec).is_err(),
+            "one field: no word and tag"
+        );
+        let corpus = parse_conll("a B-X\r", Path::new("t"), ColumnSpec::default()).unwrap();
+        assert_eq!(corpus.sentences[0].tags, vec!["B-X"]);
+        assert_eq!(
+            convert_tag_column(
+                "a B-X\r",
+                Path::new("t"),
+                ColumnSpec::default(),
+                None,
+                crate::TagScheme::Iobes
+            )
+            .unwrap(),
+            "a S-X\r"
+        );
+        for scheme in crate::TagScheme::ALL {
+            let _ = convert_tag_column(
+                text,
+                Path::new("t"),
+                spec,
+                Some(scheme),
+                crate::TagScheme::Iobes,
+            );
+        }
     }
 
     #[test]
