@@ -10,7 +10,7 @@ use burn::optim::momentum::MomentumConfig;
 use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::Device;
 use nertrain_data::{
-    Batch, BatchPlan, ColumnSpec, Corpus, Encoded, Report, TagScheme, Vocab, Vocabularies,
+    Batch, BatchPlan, ColumnSpec, Corpus, Encoded, Report, TagScheme, Vectors, Vocab, Vocabularies,
     check_tag, convert_tags, read_conll, read_vectors,
 };
 use nertrain_model::{BatchTensors, Constraints, Tagger, VocabSizes};
@@ -22,7 +22,7 @@ use crate::clip::clip_global_norm;
 use crate::model_dir::{
     FORMAT_VERSION, ModelDir, ModelMeta, load_module, save_module, write_atomic,
 };
-use crate::predict::{Decoder, PredictOptions, score_corpus};
+use crate::predict::{Decoder, PredictOptions};
 use crate::progress::EpochProgress;
 use crate::{Experiment, Result};
 
@@ -118,85 +118,16 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
     let train = with_scheme(&train, data.train_scheme);
 
     let (meta, vocab, state, vectors) = if options.resume {
-        let meta = run.read_meta()?;
-        let vocab = run.read_vocab(&meta)?;
-        let recorded = Experiment::load(&run.config_file(), &[])?;
-        if !same_run(&recorded, experiment) {
-            return Err(format!(
-                "{}: cannot resume: the experiment differs from the one this run was started with ({}); \
-                 only train.epochs and train.patience may change",
-                run.path.display(),
-                run.config_file().display()
-            )
-            .into());
-        }
-        write_atomic(&run.config_file(), config_toml.as_bytes())?;
-        // A run stopped before its first checkpoint resumes from the beginning.
-        let state = match checkpoint_dir(&run) {
-            Ok(_) => Some(read_state(&run)?),
-            Err(_) => {
-                println!(
-                    "{}: no checkpoint yet; training from the beginning",
-                    run.path.display()
-                );
-                None
-            }
-        };
+        let (meta, vocab, state) = reopen_run(&run, experiment, &config_toml)?;
         (meta, vocab, state, None)
     } else {
-        if run.meta_file().exists() {
-            return Err(format!(
-                "{}: a run is already there; continue it with --resume, or choose another train.output",
-                run.path.display()
-            )
-            .into());
-        }
-        let mut vocab =
-            Vocabularies::build(&train.sentences, data.normalization(), data.min_word_count);
-        let vectors = data.vectors.as_deref().map(read_vectors).transpose()?;
-        if let Some(vectors) = &vectors {
-            if vectors.dim != experiment.model.word_dim {
-                return Err(format!(
-                    "model.word_dim is {} but the vectors in {} have {} dimensions",
-                    experiment.model.word_dim,
-                    data.vectors.as_deref().unwrap_or(Path::new("")).display(),
-                    vectors.dim
-                )
-                .into());
-            }
-            let corpora: Vec<&Corpus> = [Some(&train), Some(&dev), test.as_ref()]
-                .into_iter()
-                .flatten()
-                .collect();
-            let added = vocab.extend_with_vectors(&corpora, vectors);
-            let coverage = |corpus: &Corpus| {
-                let words = corpus.sentences.iter().flat_map(|s| &s.words);
-                let found = words.clone().filter(|w| vectors.get(w).is_some()).count();
-                100.0 * found as f64 / words.count().max(1) as f64
-            };
-            println!(
-                "vectors: {} words of {} dimensions; {:.1}% of train and {:.1}% of dev tokens have one \
-                 (OOV {:.1}% / {:.1}%); {added} words added to the vocabulary",
-                vectors.len(),
-                vectors.dim,
-                coverage(&train),
-                coverage(&dev),
-                100.0 - coverage(&train),
-                100.0 - coverage(&dev)
-            );
-        }
-        let meta = ModelMeta {
-            format: FORMAT_VERSION,
-            nertrain_version: env!("CARGO_PKG_VERSION").to_string(),
-            model: experiment.model.clone(),
-            crf: experiment.crf.clone(),
-            sizes: VocabSizes::from(&vocab),
-            file_scheme,
-            train_scheme: data.train_scheme,
-            columns: data.columns(),
-            max_word_len: data.max_word_len,
+        let corpora = Corpora {
+            train: &train,
+            dev: &dev,
+            test: test.as_ref(),
         };
-        run.write_description(&meta, &vocab, &config_toml)?;
+        let (meta, vocab, vectors) =
+            start_run(&run, experiment, &corpora, file_scheme, &config_toml)?;
         (meta, vocab, None, vectors)
     };
 
@@ -395,18 +326,13 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
 
         let eval_started = Instant::now();
         let valid = model.valid();
-        let predictions =
-            Decoder::new(&valid, &vocab, &meta, device).decode(&dev_encoded, decode_options);
-        let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
-        let report = score_corpus(&dev, &predicted);
+        let decoder = Decoder::new(&valid, &vocab, &meta, device);
+        let report = decoder.score(&dev, &dev_encoded, decode_options);
         let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
         let eval_seconds = eval_started.elapsed().as_secs_f64();
-        let test_f1 = test_set.as_ref().map(|(corpus, encoded)| {
-            let predictions =
-                Decoder::new(&valid, &vocab, &meta, device).decode(encoded, decode_options);
-            let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
-            score_corpus(corpus, &predicted).f1()
-        });
+        let test_f1 = test_set
+            .as_ref()
+            .map(|(corpus, encoded)| decoder.score(corpus, encoded, decode_options).f1());
 
         let best = dev_f1 > state.best_f1;
         if best {
@@ -468,10 +394,8 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
     let test_report = match &test_set {
         Some((test, encoded)) => {
             let best = load_module(meta.model.init(meta.sizes, device), &run.weights_file())?;
-            let predictions =
-                Decoder::new(&best, &vocab, &meta, device).decode(encoded, decode_options);
-            let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
-            let report = score_corpus(test, &predicted);
+            let report =
+                Decoder::new(&best, &vocab, &meta, device).score(test, encoded, decode_options);
             println!(
                 "test {}: F1 {:.2}\n{report}",
                 test.path.display(),
@@ -492,6 +416,114 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         test: test_report,
         interrupted: false,
     })
+}
+
+/// Reads back a run to resume: its description, vocabularies and loop state (none when it
+/// stopped before its first checkpoint, and starts over).
+fn reopen_run(
+    run: &ModelDir,
+    experiment: &Experiment,
+    config_toml: &str,
+) -> Result<(ModelMeta, Vocabularies, Option<LoopState>)> {
+    let meta = run.read_meta()?;
+    let vocab = run.read_vocab(&meta)?;
+    let recorded = Experiment::load(&run.config_file(), &[])?;
+    if !same_run(&recorded, experiment) {
+        return Err(format!(
+                "{}: cannot resume: the experiment differs from the one this run was started with ({}); \
+                 only train.epochs and train.patience may change",
+                run.path.display(),
+                run.config_file().display()
+            )
+            .into());
+    }
+    write_atomic(&run.config_file(), config_toml.as_bytes())?;
+    // A run stopped before its first checkpoint resumes from the beginning.
+    let state = match checkpoint_dir(run) {
+        Ok(_) => Some(read_state(run)?),
+        Err(_) => {
+            println!(
+                "{}: no checkpoint yet; training from the beginning",
+                run.path.display()
+            );
+            None
+        }
+    };
+    Ok((meta, vocab, state))
+}
+
+/// The corpora of an experiment, as read.
+struct Corpora<'a> {
+    train: &'a Corpus,
+    dev: &'a Corpus,
+    test: Option<&'a Corpus>,
+}
+
+/// Describes a new run: vocabularies from the training set (extended by pretrained vectors when
+/// given), written to the run directory with the model description and the experiment.
+fn start_run(
+    run: &ModelDir,
+    experiment: &Experiment,
+    corpora: &Corpora,
+    file_scheme: TagScheme,
+    config_toml: &str,
+) -> Result<(ModelMeta, Vocabularies, Option<Vectors>)> {
+    let data = &experiment.data;
+    let (train, dev) = (corpora.train, corpora.dev);
+    if run.meta_file().exists() {
+        return Err(format!(
+            "{}: a run is already there; continue it with --resume, or choose another train.output",
+            run.path.display()
+        )
+        .into());
+    }
+    let mut vocab =
+        Vocabularies::build(&train.sentences, data.normalization(), data.min_word_count);
+    let vectors = data.vectors.as_deref().map(read_vectors).transpose()?;
+    if let Some(vectors) = &vectors {
+        if vectors.dim != experiment.model.word_dim {
+            return Err(format!(
+                "model.word_dim is {} but the vectors in {} have {} dimensions",
+                experiment.model.word_dim,
+                data.vectors.as_deref().unwrap_or(Path::new("")).display(),
+                vectors.dim
+            )
+            .into());
+        }
+        let corpora: Vec<&Corpus> = [Some(train), Some(dev), corpora.test]
+            .into_iter()
+            .flatten()
+            .collect();
+        let added = vocab.extend_with_vectors(&corpora, vectors);
+        let coverage = |corpus: &Corpus| {
+            let words = corpus.sentences.iter().flat_map(|s| &s.words);
+            let found = words.clone().filter(|w| vectors.get(w).is_some()).count();
+            100.0 * found as f64 / words.count().max(1) as f64
+        };
+        println!(
+            "vectors: {} words of {} dimensions; {:.1}% of train and {:.1}% of dev tokens have one \
+                 (OOV {:.1}% / {:.1}%); {added} words added to the vocabulary",
+            vectors.len(),
+            vectors.dim,
+            coverage(train),
+            coverage(dev),
+            100.0 - coverage(train),
+            100.0 - coverage(dev)
+        );
+    }
+    let meta = ModelMeta {
+        format: FORMAT_VERSION,
+        nertrain_version: env!("CARGO_PKG_VERSION").to_string(),
+        model: experiment.model.clone(),
+        crf: experiment.crf.clone(),
+        sizes: VocabSizes::from(&vocab),
+        file_scheme,
+        train_scheme: data.train_scheme,
+        columns: data.columns(),
+        max_word_len: data.max_word_len,
+    };
+    run.write_description(&meta, &vocab, config_toml)?;
+    Ok((meta, vocab, vectors))
 }
 
 /// Whether two experiments describe the same run, allowing it to be extended or cut short.

@@ -172,6 +172,16 @@ impl<'a> Decoder<'a> {
         predictions
     }
 
+    /// Decodes a tagged corpus and scores the predictions against its gold tags.
+    pub fn score(&self, gold: &Corpus, encoded: &[Encoded], options: PredictOptions) -> Report {
+        let predicted: Vec<Vec<String>> = self
+            .decode(encoded, options)
+            .into_iter()
+            .map(|p| p.tags)
+            .collect();
+        score_corpus(gold, &predicted)
+    }
+
     fn tags_of(&self, path: &[usize]) -> Vec<String> {
         path.iter()
             .map(|&id| self.vocab.tags.item(id).to_string())
