@@ -5,7 +5,7 @@ use burn::tensor::Device;
 use clap::Args;
 use nertrain_data::{ColumnSpec, Corpus, read_conll};
 use nertrain_train::{
-    CalibrationBin, PredictOptions, Predictor, Result, calibration, score_corpus,
+    CalibrationBin, PredictOptions, Predictor, Result, calibration, entity_types, score_corpus,
 };
 
 #[derive(Args)]
@@ -131,24 +131,18 @@ fn read_predicted(path: &std::path::Path) -> Result<(Corpus, Vec<Vec<String>>)> 
     ))
 }
 
+/// Entity types of the gold tags that the model never saw in training.
 fn unseen_tags(gold: &Corpus, predictor: &Predictor) -> Vec<String> {
-    let known: std::collections::HashSet<String> = predictor
-        .vocab
-        .tags
-        .items()
-        .iter()
-        .flat_map(|t| nertrain_data::parse_tag(t).map(|(_, label)| label.to_string()))
-        .collect();
-    let mut unseen: Vec<String> = gold
+    let known = entity_types(predictor.vocab.tags.items());
+    let gold_tags: Vec<String> = gold
         .sentences
         .iter()
-        .flat_map(|s| &s.tags)
-        .filter_map(|t| nertrain_data::parse_tag(t).map(|(_, label)| label.to_string()))
-        .filter(|label| !known.contains(label))
+        .flat_map(|s| s.tags.iter().cloned())
         .collect();
-    unseen.sort();
-    unseen.dedup();
-    unseen
+    entity_types(&gold_tags)
+        .into_iter()
+        .filter(|label| !known.contains(label))
+        .collect()
 }
 
 fn write_columns(path: &std::path::Path, gold: &Corpus, predicted: &[Vec<String>]) -> Result<()> {
