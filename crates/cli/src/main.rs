@@ -9,14 +9,13 @@ mod tag;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use burn::tensor::Device;
 use std::io::Write;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand};
 use nertrain_data::{ColumnSpec, TagScheme, convert_tag_column};
-use nertrain_train::{Experiment, FitOptions, Result};
+use nertrain_train::{Backend, Experiment, FitOptions, Result};
 
 #[derive(Parser)]
 #[command(
@@ -25,6 +24,10 @@ use nertrain_train::{Experiment, FitOptions, Result};
     about = "Train, evaluate and run BiLSTM-CRF named-entity taggers"
 )]
 struct Cli {
+    /// The tensor backend: flex (CPU, the default), or ndarray / wgpu when built with that
+    /// feature. For `fit` it overrides `train.backend`.
+    #[arg(long, global = true)]
+    backend: Option<Backend>,
     #[command(subcommand)]
     command: Command,
 }
@@ -88,7 +91,8 @@ enum Command {
 }
 
 fn run(cli: Cli) -> Result<()> {
-    let device = Device::default();
+    let backend = cli.backend;
+    let device = || backend.unwrap_or_default().device();
     match cli.command {
         Command::Fit {
             config,
@@ -96,7 +100,11 @@ fn run(cli: Cli) -> Result<()> {
             resume,
             overwrite,
         } => {
-            let experiment = Experiment::load(&config, &overrides)?;
+            let mut experiment = Experiment::load(&config, &overrides)?;
+            if let Some(backend) = backend {
+                experiment.train.backend = backend;
+            }
+            let device = experiment.train.backend.device()?;
             eprintln!("{}", experiment.to_toml());
             if overwrite {
                 nertrain_train::ModelDir::new(&experiment.train.output).remove()?;
@@ -125,8 +133,8 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Eval(args) => eval::run(args, &device),
-        Command::Tag(args) => tag::run(args, &device),
+        Command::Eval(args) => eval::run(args, &device()?),
+        Command::Tag(args) => tag::run(args, &device()?),
         Command::Report { dir } => report(&dir),
         Command::Bench {
             train,
@@ -145,7 +153,7 @@ fn run(cli: Cli) -> Result<()> {
                 eval_batch_size,
                 seed: 1,
             };
-            let result = nertrain_train::bench(&options, &device)?;
+            let result = nertrain_train::bench(&options, &device()?)?;
             println!("{}", serde_json::to_string(&result)?);
             Ok(())
         }

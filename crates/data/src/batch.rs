@@ -12,6 +12,8 @@ use crate::{Encoded, Vocab};
 pub struct CharIds {
     pub ids: Vec<i64>,
     pub max_word_len: usize,
+    /// Characters in each word slot (after cutting to `max_word_len`), 0 for padding slots.
+    pub lengths: Vec<usize>,
 }
 
 /// Sentences as padded id matrices. Matrices are `[batch, max_len]`, row-major; positions at or
@@ -48,6 +50,7 @@ impl Batch {
         let mut words = vec![Vocab::PAD_ID as i64; slots];
         let mut tags = if tagged { vec![0; slots] } else { Vec::new() };
         let mut chars = vec![Vocab::PAD_ID as i64; slots * word_len];
+        let mut char_lengths = vec![0; slots];
         for (row, &i) in indices.iter().enumerate() {
             let sentence = &sentences[i];
             for t in 0..sentence.len() {
@@ -59,6 +62,7 @@ impl Batch {
                 for (c, &id) in sentence.chars[t].iter().take(word_len).enumerate() {
                     chars[slot * word_len + c] = id as i64;
                 }
+                char_lengths[slot] = sentence.chars[t].len().min(word_len);
             }
         }
         Self {
@@ -69,6 +73,7 @@ impl Batch {
             chars: CharIds {
                 ids: chars,
                 max_word_len: word_len,
+                lengths: char_lengths,
             },
             tags,
         }
@@ -147,6 +152,7 @@ mod tests {
             batch.chars.ids,
             vec![14, 14, 14, 0, 0, 0, 12, 12, 0, 13, 13, 13]
         );
+        assert_eq!(batch.chars.lengths, vec![3, 0, 2, 3]);
     }
 
     #[test]

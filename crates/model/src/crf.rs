@@ -421,6 +421,35 @@ pub mod host {
         max + values.map(|v| (v - max).exp()).sum::<f64>().ln()
     }
 
+    /// The best path of one sentence (`emissions`: `[len * k]`, at least one token) and its
+    /// score. Ties go to the lowest tag id, as in the tensor Viterbi.
+    pub fn viterbi(p: &Potentials, emissions: &[f64]) -> (Vec<usize>, f64) {
+        let k = p.k;
+        let len = emissions.len() / k;
+        let mut score: Vec<f64> = (0..k).map(|j| p.start[j] + emissions[j]).collect();
+        let mut next = vec![0.0; k];
+        let mut backpointers = vec![0usize; len * k];
+        for t in 1..len {
+            for j in 0..k {
+                let (best, from) = (0..k)
+                    .map(|i| (score[i] + p.transitions[i * k + j], i))
+                    .fold((f64::NEG_INFINITY, 0), |a, b| if b.0 > a.0 { b } else { a });
+                next[j] = best + emissions[t * k + j];
+                backpointers[t * k + j] = from;
+            }
+            std::mem::swap(&mut score, &mut next);
+        }
+        let (best, mut tag) = (0..k)
+            .map(|j| (score[j] + p.end[j], j))
+            .fold((f64::NEG_INFINITY, 0), |a, b| if b.0 > a.0 { b } else { a });
+        let mut path = vec![0; len];
+        for t in (0..len).rev() {
+            path[t] = tag;
+            tag = backpointers[t * k + tag];
+        }
+        (path, best)
+    }
+
     /// Forward and backward log-scores of one sentence, `[t * k + tag]`.
     #[derive(Debug, Clone)]
     pub struct ForwardBackward {

@@ -13,6 +13,8 @@ pub struct BatchTensors {
     /// `[batch, max_len]`, 1.0 at real tokens and 0.0 at padding.
     pub mask: Tensor<2>,
     pub lengths: Vec<usize>,
+    /// Characters in each word slot, `[batch * max_len]`.
+    pub char_lengths: Vec<usize>,
 }
 
 impl BatchTensors {
@@ -35,6 +37,7 @@ impl BatchTensors {
             tags: (!batch.tags.is_empty()).then(|| ints(&batch.tags, shape)),
             mask: Tensor::from_data(TensorData::new(mask, shape), device),
             lengths: batch.lengths.clone(),
+            char_lengths: batch.chars.lengths.clone(),
         }
     }
 }

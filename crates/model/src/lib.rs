@@ -5,12 +5,14 @@
 
 mod bilstm;
 mod char_cnn;
+mod char_lstm;
 pub mod crf;
 mod inputs;
 mod tagger;
 
 pub use bilstm::{BiLstm, BiLstmConfig};
 pub use char_cnn::{CharCnn, CharCnnConfig};
+pub use char_lstm::{CharLstm, CharLstmConfig};
 pub use crf::{Constraints, Crf, CrfConfig, Marginals, Potentials, Reduction};
 pub use inputs::BatchTensors;
 pub use tagger::{CharFeatures, Tagger, TaggerConfig, VocabSizes};

@@ -9,8 +9,8 @@ use nertrain_data::{Vectors, Vocab};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, Constraints, Crf, CrfConfig,
-    Reduction,
+    BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, CharLstm, CharLstmConfig,
+    Constraints, Crf, CrfConfig, Reduction,
 };
 
 /// Which character features each word gets besides its embedding.
@@ -20,6 +20,8 @@ pub enum CharFeatures {
     None,
     /// A convolution over the word's characters, max-pooled (Ma & Hovy).
     Cnn,
+    /// A bidirectional LSTM over the word's characters, its two final states (Lample et al.).
+    Lstm,
 }
 
 /// The architecture's hyper-parameters; vocabulary sizes come from the data ([`VocabSizes`]).
@@ -31,8 +33,12 @@ pub struct TaggerConfig {
     pub char_features: CharFeatures,
     #[config(default = 30)]
     pub char_dim: usize,
+    /// Convolution filters of the char-CNN.
     #[config(default = 50)]
     pub char_filters: usize,
+    /// Hidden size of each direction of the char-LSTM.
+    #[config(default = 25)]
+    pub char_hidden: usize,
     /// Hidden size of each LSTM direction.
     #[config(default = 100)]
     pub hidden: usize,
@@ -61,16 +67,21 @@ impl From<&nertrain_data::Vocabularies> for VocabSizes {
 impl TaggerConfig {
     pub fn init(&self, sizes: VocabSizes, device: &Device) -> Tagger {
         let bound = (3.0 / self.word_dim as f64).sqrt();
-        let chars = match self.char_features {
-            CharFeatures::None => None,
-            CharFeatures::Cnn => Some(
-                CharCnnConfig::new(sizes.chars)
-                    .with_char_dim(self.char_dim)
-                    .with_filters(self.char_filters)
-                    .init(device),
-            ),
-        };
-        let d_input = self.word_dim + chars.as_ref().map_or(0, CharCnn::d_output);
+        let chars = (self.char_features == CharFeatures::Cnn).then(|| {
+            CharCnnConfig::new(sizes.chars)
+                .with_char_dim(self.char_dim)
+                .with_filters(self.char_filters)
+                .init(device)
+        });
+        let char_lstm = (self.char_features == CharFeatures::Lstm).then(|| {
+            CharLstmConfig::new(sizes.chars)
+                .with_char_dim(self.char_dim)
+                .with_hidden(self.char_hidden)
+                .init(device)
+        });
+        let d_input = self.word_dim
+            + chars.as_ref().map_or(0, CharCnn::d_output)
+            + char_lstm.as_ref().map_or(0, CharLstm::d_output);
         Tagger {
             words: EmbeddingConfig::new(sizes.words, self.word_dim)
                 .with_initializer(Initializer::Uniform {
@@ -79,6 +90,7 @@ impl TaggerConfig {
                 })
                 .init(device),
             chars,
+            char_lstm,
             encoder: BiLstmConfig::new(d_input, self.hidden).init(device),
             dropout: DropoutConfig::new(self.dropout).init(),
             emissions: LinearConfig::new(2 * self.hidden, sizes.tags).init(device),
@@ -91,7 +103,10 @@ impl TaggerConfig {
 #[derive(Module, Debug)]
 pub struct Tagger {
     pub words: Embedding,
+    /// The char-CNN, when `char_features = "cnn"` (the field keeps its first name so that saved
+    /// models still load).
     pub chars: Option<CharCnn>,
+    pub char_lstm: Option<CharLstm>,
     pub encoder: BiLstm,
     pub dropout: Dropout,
     pub emissions: Linear,
@@ -105,6 +120,11 @@ impl Tagger {
         let mut x = self.words.forward(inputs.words.clone());
         if let Some(chars) = &self.chars {
             let features = chars.forward(inputs.chars.clone());
+            let d = features.dims()[1];
+            x = Tensor::cat(vec![x, features.reshape([batch, time, d])], 2);
+        }
+        if let Some(char_lstm) = &self.char_lstm {
+            let features = char_lstm.forward(inputs.chars.clone(), &inputs.char_lengths);
             let d = features.dims()[1];
             x = Tensor::cat(vec![x, features.reshape([batch, time, d])], 2);
         }

@@ -229,12 +229,17 @@ fn path_score_equals_the_sum_along_the_path() {
 fn viterbi_returns_the_enumerated_argmax() {
     let device = Device::default();
     for p in problems(3, 60) {
-        let decoded = p.crf(&device).potentials(None).viterbi(
-            p.emissions_tensor(&device),
-            p.mask(&device),
-            &p.lengths,
-        );
+        let crf = p.crf(&device);
+        let decoded =
+            crf.potentials(None)
+                .viterbi(p.emissions_tensor(&device), p.mask(&device), &p.lengths);
+        let host_potentials = crf.host_potentials(None);
         for (b, (path, score)) in decoded.iter().enumerate() {
+            let (host_path, host_score) = host::viterbi(&host_potentials, &p.emissions_of(b));
+            assert_eq!(&host_path, path, "host and tensor Viterbi agree");
+            assert!((host_score - *score as f64).abs() < 1e-4 * host_score.abs().max(1.0));
+            let (exact_path, exact_score) = host::viterbi(&p.host(), &p.emissions_of(b));
+            assert!((p.score(b, &exact_path) - exact_score).abs() < 1e-9);
             let paths = p.paths(p.lengths[b]);
             let best = paths
                 .iter()
@@ -247,6 +252,10 @@ fn viterbi_returns_the_enumerated_argmax() {
                 p.score(b, path)
             );
             assert!((*score as f64 - best).abs() < 1e-4 * best.abs().max(1.0));
+            assert!(
+                (exact_score - best).abs() < 1e-9,
+                "host Viterbi finds the argmax"
+            );
         }
     }
 }
@@ -349,13 +358,17 @@ fn constrained_viterbi_returns_the_best_well_formed_path() {
             *t *= 3.0;
         }
         let constraints = Constraints::for_scheme(&tags, scheme);
-        let decoded = p.crf(&device).potentials(Some(&constraints)).viterbi(
+        let crf = p.crf(&device);
+        let decoded = crf.potentials(Some(&constraints)).viterbi(
             p.emissions_tensor(&device),
             p.mask(&device),
             &p.lengths,
         );
+        let host_potentials = crf.host_potentials(Some(&constraints));
         for (b, (path, _)) in decoded.iter().enumerate() {
             assert!(well_formed(scheme, &tags, path), "{scheme}: {path:?}");
+            let (host_path, _) = host::viterbi(&host_potentials, &p.emissions_of(b));
+            assert_eq!(&host_path, path, "{scheme}: host and tensor Viterbi agree");
             let best = p
                 .paths(p.lengths[b])
                 .into_iter()

@@ -8,6 +8,8 @@ use nertrain_data::{ColumnSpec, TagScheme, TextNormalization};
 use nertrain_model::{Reduction, TaggerConfig};
 use serde::{Deserialize, Serialize};
 
+use crate::Backend;
+
 #[derive(Config, Debug)]
 pub struct DataConfig {
     pub train: PathBuf,
@@ -85,6 +87,9 @@ pub struct TrainConfig {
     pub patience: usize,
     #[config(default = 42)]
     pub seed: u64,
+    /// The backend that trains (`--backend` on the command line overrides it).
+    #[config(default = "Backend::Flex")]
+    pub backend: Backend,
     /// Where the run directory goes.
     #[config(default = "PathBuf::from(\"runs/default\")")]
     pub output: PathBuf,

@@ -2,6 +2,7 @@
 //! global-norm clipping, learning-rate decay, early stopping on dev span F1, checkpoints and
 //! resume), the on-disk model directory, and prediction with a trained model.
 
+mod backend;
 mod bench;
 mod clip;
 pub mod config;
@@ -11,6 +12,7 @@ mod model_dir;
 mod predict;
 mod progress;
 
+pub use backend::Backend;
 pub use bench::{BenchOptions, bench};
 pub use config::{CrfOptions, DataConfig, Experiment, TrainConfig};
 pub use fit::{EpochMetrics, FitOptions, FitOutcome, fit, read_tagged};

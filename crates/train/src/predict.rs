@@ -89,9 +89,9 @@ impl<'a> Decoder<'a> {
             .constrained
             .then(|| Constraints::for_scheme(self.vocab.tags.items(), self.train_scheme));
         let potentials = self.model.crf.potentials(constraints.as_ref());
-        let needs_host = options.confidence || options.marginals || options.nbest > 1;
-        let host_potentials =
-            needs_host.then(|| self.model.crf.host_potentials(constraints.as_ref()));
+        // The best path alone is decoded on the host: at 9 tags it is cheaper than even one step
+        // of the tensor recursion, whatever the backend. n-best paths come from the tensor version.
+        let host_potentials = self.model.crf.host_potentials(constraints.as_ref());
         let k = self.vocab.tags.len();
 
         let lengths: Vec<usize> = sentences.iter().map(Encoded::len).collect();
@@ -104,33 +104,32 @@ impl<'a> Decoder<'a> {
             let batch = Batch::new(sentences, nonempty, self.max_word_len);
             let inputs = BatchTensors::new(&batch, self.device);
             let emissions = self.model.emissions(&inputs);
-            let host_emissions: Vec<f64> = if needs_host {
-                emissions
-                    .clone()
-                    .into_data()
-                    .iter::<f32>()
-                    .map(f64::from)
-                    .collect()
-            } else {
-                Vec::new()
-            };
-            let decoded = potentials.nbest(
-                emissions,
-                inputs.mask.clone(),
-                &inputs.lengths,
-                options.nbest.max(1),
-            );
-            for (row, (&i, paths)) in batch.indices.iter().zip(decoded).enumerate() {
-                let (best_path, score) = paths[0].clone();
+            let host_emissions: Vec<f64> = emissions
+                .clone()
+                .into_data()
+                .iter::<f32>()
+                .map(f64::from)
+                .collect();
+            let nbest = (options.nbest > 1).then(|| {
+                potentials.nbest(
+                    emissions,
+                    inputs.mask.clone(),
+                    &inputs.lengths,
+                    options.nbest,
+                )
+            });
+            let p = &host_potentials;
+            for (row, &i) in batch.indices.iter().enumerate() {
+                let start = row * batch.max_len * k;
+                let emissions = &host_emissions[start..start + lengths[i] * k];
+                let (best_path, score) = host::viterbi(p, emissions);
                 let tags = self.tags_of(&best_path);
                 let mut prediction = Prediction {
                     tags: convert_tags(&tags, self.output_scheme),
-                    score,
+                    score: score as f32,
                     ..Default::default()
                 };
-                if let Some(p) = &host_potentials {
-                    let start = row * batch.max_len * k;
-                    let emissions = &host_emissions[start..start + lengths[i] * k];
+                if options.confidence || options.marginals || nbest.is_some() {
                     let fb = host::ForwardBackward::new(p, emissions);
                     if options.confidence {
                         prediction.confidences = spans(&tags)
@@ -156,8 +155,8 @@ impl<'a> Decoder<'a> {
                             .map(|t| (0..k).map(|tag| fb.marginal(t, tag)).collect())
                             .collect();
                     }
-                    if options.nbest > 1 {
-                        prediction.nbest = paths
+                    if let Some(nbest) = &nbest {
+                        prediction.nbest = nbest[row]
                             .iter()
                             .map(|(path, score)| {
                                 let tags = convert_tags(&self.tags_of(path), self.output_scheme);

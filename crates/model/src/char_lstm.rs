@@ -1,0 +1,79 @@
+//! Character features of each word: embedded characters read by a bidirectional LSTM, the last
+//! forward state and the last backward state concatenated (Lample et al., 2016). Each word is
+//! read within its own length, so padding characters never reach its features.
+
+use burn::config::Config;
+use burn::module::Module;
+use burn::nn::{Embedding, EmbeddingConfig, Initializer};
+use burn::tensor::{Int, Tensor, TensorData};
+
+use crate::{BiLstm, BiLstmConfig};
+
+#[derive(Config, Debug)]
+pub struct CharLstmConfig {
+    pub n_chars: usize,
+    #[config(default = 25)]
+    pub char_dim: usize,
+    /// Hidden size of each direction; a word's features have twice this.
+    #[config(default = 25)]
+    pub hidden: usize,
+}
+
+impl CharLstmConfig {
+    pub fn init(&self, device: &burn::tensor::Device) -> CharLstm {
+        let bound = (3.0 / self.char_dim as f64).sqrt();
+        CharLstm {
+            embedding: EmbeddingConfig::new(self.n_chars, self.char_dim)
+                .with_initializer(Initializer::Uniform {
+                    min: -bound,
+                    max: bound,
+                })
+                .init(device),
+            lstm: BiLstmConfig::new(self.char_dim, self.hidden).init(device),
+        }
+    }
+}
+
+#[derive(Module, Debug)]
+pub struct CharLstm {
+    pub embedding: Embedding,
+    pub lstm: BiLstm,
+}
+
+impl CharLstm {
+    pub fn d_output(&self) -> usize {
+        2 * self.lstm.d_hidden()
+    }
+
+    /// `chars`: `[words, max_word_len]` ids, 0 for padding; `lengths`: characters per word →
+    /// `[words, 2 * hidden]`, zeros for words of no characters.
+    pub fn forward(&self, chars: Tensor<2, Int>, lengths: &[usize]) -> Tensor<2> {
+        let [words, word_len] = chars.dims();
+        let h = self.lstm.d_hidden();
+        let device = chars.device();
+        let states = self
+            .lstm
+            .forward(self.embedding.forward(chars), lengths)
+            .reshape([words * word_len, 2 * h]);
+        // The forward direction has read the word at its last character, the backward one at its
+        // first. An empty word reads row 0 of its slot and is zeroed below.
+        let rows = |last: bool| {
+            let index: Vec<i64> = lengths
+                .iter()
+                .enumerate()
+                .map(|(w, &len)| (w * word_len + if last { len.max(1) - 1 } else { 0 }) as i64)
+                .collect();
+            Tensor::<1, Int>::from_data(TensorData::new(index, [words]), &device)
+        };
+        let forward = states
+            .clone()
+            .slice([0..words * word_len, 0..h])
+            .select(0, rows(true));
+        let backward = states
+            .slice([0..words * word_len, h..2 * h])
+            .select(0, rows(false));
+        let present: Vec<f32> = lengths.iter().map(|&len| f32::from(len > 0)).collect();
+        let present = Tensor::<1>::from_data(TensorData::new(present, [words]), &device);
+        Tensor::cat(vec![forward, backward], 1) * present.unsqueeze_dim(1)
+    }
+}

@@ -1,0 +1,97 @@
+//! Which Burn backend runs the tensors. Flex is always built; ndarray and wgpu are cargo features
+//! (`--features ndarray`, `--features wgpu`) because each adds minutes of release build time.
+
+use std::fmt;
+use std::str::FromStr;
+
+use burn::tensor::Device;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// burn-flex, Burn's pure-Rust CPU backend.
+    #[default]
+    Flex,
+    /// burn-ndarray, the older CPU backend (deprecated by Burn in favour of flex).
+    Ndarray,
+    /// burn-wgpu: Vulkan, Metal or DX12 GPUs, or a software Vulkan driver such as lavapipe.
+    Wgpu,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 3] = [Backend::Flex, Backend::Ndarray, Backend::Wgpu];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Flex => "flex",
+            Backend::Ndarray => "ndarray",
+            Backend::Wgpu => "wgpu",
+        }
+    }
+
+    /// The device, or an error saying which cargo feature the binary lacks. Picked explicitly
+    /// rather than by `Device::default()`, which prefers wgpu whenever it is compiled in.
+    pub fn device(self) -> crate::Result<Device> {
+        match self {
+            Backend::Flex => Ok(Device::flex()),
+            #[cfg(feature = "ndarray")]
+            #[allow(deprecated)]
+            // Kept selectable to measure against flex, as the README shows.
+            Backend::Ndarray => Ok(Device::ndarray()),
+            #[cfg(feature = "wgpu")]
+            Backend::Wgpu => Ok(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice)),
+            #[allow(unreachable_patterns)]
+            other => Err(format!(
+                "this nertrain was built without the `{0}` backend; rebuild with \
+                 `cargo build --release --features {0}`",
+                other.name()
+            )
+            .into()),
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Backend {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Backend::ALL
+            .into_iter()
+            .find(|backend| backend.name() == s)
+            .ok_or_else(|| format!("unknown backend `{s}`: expected flex, ndarray or wgpu"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for backend in Backend::ALL {
+            assert_eq!(backend.name().parse::<Backend>(), Ok(backend));
+        }
+        assert!(
+            "cuda"
+                .parse::<Backend>()
+                .unwrap_err()
+                .contains("flex, ndarray or wgpu")
+        );
+    }
+
+    #[test]
+    fn missing_backends_say_which_feature() {
+        if !cfg!(feature = "wgpu") {
+            let err = Backend::Wgpu.device().unwrap_err().to_string();
+            assert!(err.contains("--features wgpu"), "{err}");
+        }
+        assert!(Backend::Flex.device().is_ok());
+    }
+}
