@@ -80,8 +80,8 @@ impl BiLstm {
         let mut hidden = Tensor::<3>::zeros([2, batch, h], &device);
         let mut cell = Tensor::<3>::zeros([2, batch, h], &device);
         let mut outputs = Vec::with_capacity(time);
-        for step in time_steps(gates) {
-            let step = step + hidden.matmul(recurrent.clone());
+        for step in gates.iter_dim(0) {
+            let step = step.reshape([2, batch, 4 * h]) + hidden.matmul(recurrent.clone());
             let [i, f, g, o]: [Tensor<3>; 4] = step.chunk(4, 2).try_into().expect("four gates");
             cell = sigmoid(f) * cell + sigmoid(i) * tanh(g);
             hidden = sigmoid(o) * tanh(cell.clone());
@@ -104,20 +104,6 @@ impl BiLstm {
             .reshape([batch, time, h]);
         Tensor::cat(vec![forward, backward], 2)
     }
-}
-
-/// `[time, ...]` → one `[...]` tensor per step. The backward of a slice writes its gradient into
-/// zeros the size of the whole input, so slicing each step off directly costs O(time²); halving
-/// recursively costs O(time · log time).
-fn time_steps(x: Tensor<4>) -> Vec<Tensor<3>> {
-    let [time, a, b, c] = x.dims();
-    if time == 1 {
-        return vec![x.reshape([a, b, c])];
-    }
-    let half = time / 2;
-    let mut steps = time_steps(x.clone().narrow(0, 0, half));
-    steps.extend(time_steps(x.narrow(0, half, time - half)));
-    steps
 }
 
 /// Row indices into a flattened `[batch * time]` layout that reverse each sequence within its
