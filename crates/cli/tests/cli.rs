@@ -911,3 +911,85 @@ fn pretrained_vectors_start_the_embeddings_and_extend_the_vocabulary() {
         stderr(&wrong)
     );
 }
+
+/// The sample rewritten as another corpus might come: two TAB-separated columns, no
+/// `-DOCSTART-`, and another tag set (three types, one of the sample's four dropped).
+fn write_two_column_corpus(dir: &Path) {
+    let rename = |tag: &str| -> String {
+        match tag.split_once('-') {
+            Some((prefix, "PER")) => format!("{prefix}-GENE"),
+            Some((prefix, "LOC")) => format!("{prefix}-CELL_LINE"),
+            Some((prefix, "ORG")) => format!("{prefix}-PROTEIN"),
+            _ => "O".to_string(),
+        }
+    };
+    for split in ["train", "dev", "test"] {
+        let text =
+            std::fs::read_to_string(workspace().join(format!("data/sample/{split}.txt"))).unwrap();
+        let mut out = String::new();
+        for line in text.lines() {
+            if line.starts_with("-DOCSTART-") {
+                continue;
+            }
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            match (fields.first(), fields.last()) {
+                (Some(word), Some(tag)) => {
+                    out.push_str(&format!("{word}\t{}\n", rename(tag)));
+                }
+                _ => out.push('\n'),
+            }
+        }
+        std::fs::write(dir.join(format!("{split}.tsv")), out).unwrap();
+    }
+}
+
+/// The CoNLL-2003 experiment files train on a corpus of another layout when only the paths and
+/// columns change (and the epochs, to keep the test short).
+#[test]
+fn conll_configs_train_on_another_layout_by_changing_paths_and_columns() {
+    let dir = scratch("layout");
+    write_two_column_corpus(&dir);
+    let path = |split: &str| dir.join(format!("{split}.tsv")).display().to_string();
+    for config in [
+        "configs/conll.toml",
+        "configs/conll-word.toml",
+        "configs/conll-charlstm.toml",
+    ] {
+        let run = dir.join(
+            config
+                .trim_start_matches("configs/")
+                .trim_end_matches(".toml"),
+        );
+        let settings = [
+            format!("data.train={}", path("train")),
+            format!("data.dev={}", path("dev")),
+            format!("data.test={}", path("test")),
+            "data.word_column=0".to_string(),
+            "data.tag_column=1".to_string(),
+            format!("train.output={}", run.display()),
+            "train.epochs=4".to_string(),
+        ];
+        let mut args = vec!["fit", "--config", config];
+        for setting in &settings {
+            args.extend(["--set", setting]);
+        }
+        let out = nertrain(&args);
+        assert!(out.status.success(), "{config}: {}", stderr(&out));
+
+        let out = nertrain(&[
+            "eval",
+            "--model",
+            run.to_str().unwrap(),
+            "--data",
+            &path("test"),
+            "--json",
+        ]);
+        assert!(out.status.success(), "{config}: {}", stderr(&out));
+        let report: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        let types: Vec<&String> = report["types"].as_object().unwrap().keys().collect();
+        assert_eq!(types, ["CELL_LINE", "GENE", "PROTEIN"], "{config}");
+        let f1 = report["overall"]["f1"].as_f64().unwrap();
+        eprintln!("{config} on the two-column corpus: test F1 {f1:.2}");
+        assert!(f1 > 70.0, "{config}: test F1 {f1} after 4 epochs");
+    }
+}
