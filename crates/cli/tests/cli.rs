@@ -756,6 +756,16 @@ fn damaged_model_directories_are_explained() {
     );
     copy("vocab.json");
 
+    // A model saved before a setting existed loads with the setting's default.
+    let without_char_hidden: String = meta
+        .lines()
+        .filter(|line| !line.contains("\"char_hidden\""))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert_ne!(without_char_hidden.len(), meta.len());
+    std::fs::write(dir.join("model.json"), without_char_hidden).unwrap();
+    assert!(tag().status.success(), "{}", stderr(&tag()));
+
     std::fs::write(
         dir.join("model.json"),
         meta.replace("\"format\": 1", "\"format\": 99"),

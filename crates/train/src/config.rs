@@ -253,7 +253,7 @@ fn apply_override(table: &mut toml::Table, item: &str) -> crate::Result<()> {
 }
 
 /// Overlays `given` on `base`, table by table.
-fn merge(base: &mut serde_json::Value, given: serde_json::Value) {
+pub(crate) fn merge(base: &mut serde_json::Value, given: serde_json::Value) {
     match (base, given) {
         (serde_json::Value::Object(base), serde_json::Value::Object(given)) => {
             for (key, value) in given {

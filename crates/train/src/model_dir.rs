@@ -21,6 +21,7 @@ use nertrain_data::{ColumnSpec, TagScheme, Vocabularies};
 use nertrain_model::{Tagger, TaggerConfig, VocabSizes};
 use serde::{Deserialize, Serialize};
 
+use crate::config::merge;
 use crate::{CrfOptions, Result};
 
 /// Bumped whenever the directory's layout or a file's meaning changes.
@@ -127,8 +128,23 @@ impl ModelDir {
     pub fn read_meta(&self) -> Result<ModelMeta> {
         let path = self.meta_file();
         let text = std::fs::read_to_string(&path).map_err(|e| missing_or(&self.path, &path, e))?;
-        let meta: ModelMeta = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not a nertrain model description: {e}", path.display()))?;
+        let not_a_model = |e: serde_json::Error| {
+            format!("{}: not a nertrain model description: {e}", path.display())
+        };
+        let mut given: serde_json::Value = serde_json::from_str(&text).map_err(not_a_model)?;
+        // Settings added after a model was saved take their defaults, which is what the model was
+        // trained with.
+        for (section, defaults) in [
+            ("model", serde_json::to_value(TaggerConfig::new())?),
+            ("crf", serde_json::to_value(CrfOptions::new())?),
+        ] {
+            if let Some(stored) = given.get_mut(section) {
+                let mut filled = defaults;
+                merge(&mut filled, stored.take());
+                *stored = filled;
+            }
+        }
+        let meta: ModelMeta = serde_json::from_value(given).map_err(not_a_model)?;
         if meta.format != FORMAT_VERSION {
             return Err(format!(
                 "{}: model format {} but this nertrain reads format {FORMAT_VERSION}",
