@@ -9,8 +9,9 @@
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig};
-use burn::tensor::activation::{sigmoid, tanh};
 use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+
+use crate::recurrence;
 
 #[derive(Config, Debug)]
 pub struct BiLstmConfig {
@@ -76,20 +77,9 @@ impl BiLstm {
             1,
         );
 
-        let recurrent = self.recurrent.val();
-        let mut hidden = Tensor::<3>::zeros([2, batch, h], &device);
-        let mut cell = Tensor::<3>::zeros([2, batch, h], &device);
-        let mut outputs = Vec::with_capacity(time);
-        for step in gates.iter_dim(0) {
-            let step = step.reshape([2, batch, 4 * h]) + hidden.matmul(recurrent.clone());
-            let [i, f, g, o]: [Tensor<3>; 4] = step.chunk(4, 2).try_into().expect("four gates");
-            cell = sigmoid(f) * cell + sigmoid(i) * tanh(g);
-            hidden = sigmoid(o) * tanh(cell.clone());
-            outputs.push(hidden.clone());
-        }
+        let outputs = recurrence::run(gates, self.recurrent.val());
 
         // [time, direction, batch, h] → one [batch, time, h] per direction.
-        let outputs = Tensor::stack::<4>(outputs, 0);
         let direction = |d: usize| {
             outputs
                 .clone()

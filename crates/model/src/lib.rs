@@ -8,6 +8,7 @@ mod char_cnn;
 mod char_lstm;
 pub mod crf;
 mod inputs;
+pub mod recurrence;
 mod tagger;
 
 pub use bilstm::{BiLstm, BiLstmConfig};
