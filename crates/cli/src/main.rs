@@ -3,6 +3,11 @@
 //! Results go to stdout, progress and errors to stderr. Exit codes: 0 success, 1 a runtime
 //! error (bad input, missing files, a failed run), 2 a usage error.
 
+/// Training and tagging allocate and free large buffers every step; the system allocator returns
+/// them to the kernel and page-faults them back in each time.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod eval;
 mod tag;
 
