@@ -214,23 +214,27 @@ impl Forward {
             }
             let hidden = &mut forward.hidden[t * step_states..(t + 1) * step_states];
             for row in 0..directions * batch {
-                let (i, rest) = step[row * width..(row + 1) * width].split_at_mut(h);
-                let (f, rest) = rest.split_at_mut(h);
+                // Simple passes over contiguous slices, so that each one vectorises.
+                let (input_forget, rest) = step[row * width..(row + 1) * width].split_at_mut(2 * h);
                 let (g, o) = rest.split_at_mut(h);
+                input_forget.iter_mut().for_each(|x| *x = sigmoid_f32(*x));
+                g.iter_mut().for_each(|x| *x = tanh_f32(*x));
+                o.iter_mut().for_each(|x| *x = sigmoid_f32(*x));
+                let (i, f) = input_forget.split_at(h);
                 let cell = &mut cells[row * h..(row + 1) * h];
-                let hidden = &mut hidden[row * h..(row + 1) * h];
                 let previous_cell = if t > 0 {
                     &previous_cells[row * h..(row + 1) * h]
                 } else {
                     &zeros[..]
                 };
-                for j in 0..h {
-                    i[j] = sigmoid_f32(i[j]);
-                    f[j] = sigmoid_f32(f[j]);
-                    g[j] = tanh_f32(g[j]);
-                    o[j] = sigmoid_f32(o[j]);
-                    cell[j] = f[j] * previous_cell[j] + i[j] * g[j];
-                    hidden[j] = o[j] * tanh_f32(cell[j]);
+                for ((((c, &p), &i), &f), &g) in
+                    cell.iter_mut().zip(previous_cell).zip(i).zip(f).zip(&*g)
+                {
+                    *c = f * p + i * g;
+                }
+                let hidden = &mut hidden[row * h..(row + 1) * h];
+                for ((out, &c), &o) in hidden.iter_mut().zip(&*cell).zip(&*o) {
+                    *out = o * tanh_f32(c);
                 }
             }
         }
@@ -257,8 +261,8 @@ impl Forward {
         let mut d_gates = vec![0.0; time * step_gates];
         let mut d_h_next = vec![0.0; step_states];
         let mut d_c_next = vec![0.0; step_states];
+        let zeros = vec![0.0; h];
         for t in (0..time).rev() {
-            let zeros = vec![0.0; h];
             for row in 0..directions * batch {
                 let state = t * step_states + row * h;
                 let a = t * step_gates + row * width;
@@ -266,14 +270,16 @@ impl Forward {
                 let (i, rest) = activations.split_at(h);
                 let (f, rest) = rest.split_at(h);
                 let (g, o) = rest.split_at(h);
+                let o = &o[..h];
                 let (di, rest) = d_gates[a..a + width].split_at_mut(h);
                 let (df, rest) = rest.split_at_mut(h);
                 let (dg, d_o) = rest.split_at_mut(h);
+                let d_o = &mut d_o[..h];
                 let cell = &self.cells[state..state + h];
                 let previous_cell = if t > 0 {
                     &self.cells[state - step_states..state - step_states + h]
                 } else {
-                    &zeros[..]
+                    &zeros[..h]
                 };
                 let d_out = &d_hidden[state..state + h];
                 let d_h_next = &d_h_next[row * h..(row + 1) * h];
