@@ -9,7 +9,7 @@
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::nn::{Linear, LinearConfig};
-use burn::tensor::{Device, Distribution, Int, Tensor, TensorData};
+use burn::tensor::{Device, Distribution, Tensor, TensorData};
 
 use crate::recurrence;
 
@@ -60,51 +60,6 @@ impl BiLstm {
     /// `x`: `[batch, time, d_input]` → `[batch, time, 2 * hidden]`, forward state first. Outputs at
     /// padded positions are unspecified.
     pub fn forward(&self, x: Tensor<3>, lengths: &[usize]) -> Tensor<3> {
-        let [batch, time, _] = x.dims();
-        let h = self.d_hidden();
-        let device = x.device();
-        let reverse = reversal_index(lengths, time, &device);
-
-        let gates = self.input.forward(x).reshape([batch * time, 8 * h]);
-        let forward_gates = gates.clone().slice([0..batch * time, 0..4 * h]);
-        let backward_gates = gates
-            .slice([0..batch * time, 4 * h..8 * h])
-            .select(0, reverse.clone());
-        let time_major = |g: Tensor<2>| g.reshape([batch, time, 4 * h]).swap_dims(0, 1);
-        // [time, direction, batch, 4h]
-        let gates = Tensor::stack::<4>(
-            vec![time_major(forward_gates), time_major(backward_gates)],
-            1,
-        );
-
-        let outputs = recurrence::run(gates, self.recurrent.val());
-
-        // [time, direction, batch, h] → one [batch, time, h] per direction.
-        let direction = |d: usize| {
-            outputs
-                .clone()
-                .slice([0..time, d..d + 1, 0..batch, 0..h])
-                .reshape([time, batch, h])
-                .swap_dims(0, 1)
-        };
-        let forward = direction(0);
-        let backward = direction(1)
-            .reshape([batch * time, h])
-            .select(0, reverse)
-            .reshape([batch, time, h]);
-        Tensor::cat(vec![forward, backward], 2)
+        recurrence::run(self.input.forward(x), self.recurrent.val(), lengths)
     }
-}
-
-/// Row indices into a flattened `[batch * time]` layout that reverse each sequence within its
-/// length and leave its padding in place. Reversal is its own inverse.
-fn reversal_index(lengths: &[usize], time: usize, device: &Device) -> Tensor<1, Int> {
-    let index: Vec<i64> = lengths
-        .iter()
-        .enumerate()
-        .flat_map(|(b, &len)| {
-            (0..time).map(move |t| (b * time + if t < len { len - 1 - t } else { t }) as i64)
-        })
-        .collect();
-    Tensor::from_data(TensorData::new(index, [lengths.len() * time]), device)
 }

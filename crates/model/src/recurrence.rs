@@ -1,13 +1,16 @@
-//! The LSTM recurrence of both directions at once: `[time, direction, batch, 4 * hidden]` input
-//! projections (gates in the order input, forget, cell, output) and `[direction, hidden,
-//! 4 * hidden]` recurrent weights → `[time, direction, batch, hidden]` hidden states.
+//! The recurrence of a bidirectional LSTM: input projections `[batch, time, 8 * hidden]` (the
+//! forward direction's four gates, then the backward direction's, each in the order input,
+//! forget, cell, output) and recurrent weights `[direction, hidden, 4 * hidden]` → hidden states
+//! `[batch, time, 2 * hidden]`, forward direction first. The backward direction reads each
+//! sentence reversed within its own length, so padding (which follows the real tokens in both
+//! directions) never reaches a real token's state. States at padded positions are unspecified.
 //!
 //! Two implementations compute the same function. [`tensor_ops`] is a loop of ordinary tensor
 //! operations and runs on every backend (it is what runs on a GPU). [`fused`] is one operation
 //! with a hand-written backward (backpropagation through time) for the flex CPU backend: a step
-//! of the tensor version is about fifteen operations, each allocating and each recorded by
-//! autodiff, and on a CPU that overhead, not arithmetic, is most of the time. [`run`] picks
-//! `fused` on flex.
+//! of the tensor version is about fifteen operations plus the reordering around the loop, each
+//! allocating and each recorded by autodiff, and on a CPU that overhead, not arithmetic, was most
+//! of the time. [`run`] picks `fused` on flex.
 
 use std::sync::Arc;
 
@@ -21,53 +24,106 @@ use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, Dispatch, Flex, backend_extension};
 use burn::tensor::activation::{sigmoid, tanh};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 /// The recurrence with whichever implementation suits the tensors' device.
-pub fn run(gates: Tensor<4>, recurrent: Tensor<3>) -> Tensor<4> {
+pub fn run(gates: Tensor<3>, recurrent: Tensor<3>, lengths: &[usize]) -> Tensor<3> {
     // Device equality compares hardware and ignores autodiff, so this holds for training too.
     if gates.device() == Device::flex() {
-        fused(gates, recurrent)
+        fused(gates, recurrent, lengths)
     } else {
-        tensor_ops(gates, recurrent)
+        tensor_ops(gates, recurrent, lengths)
     }
 }
 
 /// One step at a time in tensor operations; any backend.
-pub fn tensor_ops(gates: Tensor<4>, recurrent: Tensor<3>) -> Tensor<4> {
-    let [_, directions, batch, gates_width] = gates.dims();
-    let h = gates_width / 4;
+pub fn tensor_ops(gates: Tensor<3>, recurrent: Tensor<3>, lengths: &[usize]) -> Tensor<3> {
+    let [batch, time, _] = gates.dims();
+    let h = recurrent.dims()[1];
     let device = gates.device();
-    let mut hidden = Tensor::<3>::zeros([directions, batch, h], &device);
-    let mut cell = Tensor::<3>::zeros([directions, batch, h], &device);
-    let mut outputs = Vec::new();
+    let reverse = reversal_index(lengths, time, &device);
+
+    let gates = gates.reshape([batch * time, 8 * h]);
+    let forward_gates = gates.clone().slice([0..batch * time, 0..4 * h]);
+    let backward_gates = gates
+        .slice([0..batch * time, 4 * h..8 * h])
+        .select(0, reverse.clone());
+    let time_major = |g: Tensor<2>| g.reshape([batch, time, 4 * h]).swap_dims(0, 1);
+    // [time, direction, batch, 4h]
+    let gates = Tensor::stack::<4>(
+        vec![time_major(forward_gates), time_major(backward_gates)],
+        1,
+    );
+
+    let mut hidden = Tensor::<3>::zeros([2, batch, h], &device);
+    let mut cell = Tensor::<3>::zeros([2, batch, h], &device);
+    let mut outputs = Vec::with_capacity(time);
     for step in gates.iter_dim(0) {
-        let step = step.reshape([directions, batch, 4 * h]) + hidden.matmul(recurrent.clone());
+        let step = step.reshape([2, batch, 4 * h]) + hidden.matmul(recurrent.clone());
         let [i, f, g, o]: [Tensor<3>; 4] = step.chunk(4, 2).try_into().expect("four gates");
         cell = sigmoid(f) * cell + sigmoid(i) * tanh(g);
         hidden = sigmoid(o) * tanh(cell.clone());
         outputs.push(hidden.clone());
     }
-    Tensor::stack(outputs, 0)
+
+    // [time, direction, batch, h] → one [batch, time, h] per direction.
+    let outputs = Tensor::stack::<4>(outputs, 0);
+    let direction = |d: usize| {
+        outputs
+            .clone()
+            .slice([0..time, d..d + 1, 0..batch, 0..h])
+            .reshape([time, batch, h])
+            .swap_dims(0, 1)
+    };
+    let forward = direction(0);
+    let backward = direction(1)
+        .reshape([batch * time, h])
+        .select(0, reverse)
+        .reshape([batch, time, h]);
+    Tensor::cat(vec![forward, backward], 2)
+}
+
+/// Where the backward direction's step `t` is in a sentence of `length` tokens: reversed within
+/// the length, padding in place. Reversal is its own inverse.
+fn reversed_position(length: usize, t: usize) -> usize {
+    if t < length { length - 1 - t } else { t }
+}
+
+/// [`reversed_position`] as row indices into a flattened `[batch * time]` layout.
+fn reversal_index(lengths: &[usize], time: usize, device: &Device) -> Tensor<1, Int> {
+    let index: Vec<i64> = lengths
+        .iter()
+        .enumerate()
+        .flat_map(|(b, &len)| (0..time).map(move |t| (b * time + reversed_position(len, t)) as i64))
+        .collect();
+    Tensor::from_data(TensorData::new(index, [lengths.len() * time]), device)
 }
 
 /// The fused operation; the tensors must be on flex (with or without autodiff).
-pub fn fused(gates: Tensor<4>, recurrent: Tensor<3>) -> Tensor<4> {
+pub fn fused(gates: Tensor<3>, recurrent: Tensor<3>, lengths: &[usize]) -> Tensor<3> {
     Tensor::from_dispatch(<Dispatch as FusedLstm>::lstm_recurrence(
         gates.into_dispatch(),
         recurrent.into_dispatch(),
+        lengths.to_vec(),
     ))
 }
 
 #[backend_extension(Flex, Autodiff)]
 pub trait FusedLstm: Backend {
-    fn lstm_recurrence(gates: FloatTensor<Self>, recurrent: FloatTensor<Self>)
-    -> FloatTensor<Self>;
+    fn lstm_recurrence(
+        gates: FloatTensor<Self>,
+        recurrent: FloatTensor<Self>,
+        lengths: Vec<usize>,
+    ) -> FloatTensor<Self>;
 }
 
 impl FusedLstm for Flex {
-    fn lstm_recurrence(gates: FlexTensor, recurrent: FlexTensor) -> FlexTensor {
-        Forward::run(&gates, &recurrent).hidden_tensor()
+    fn lstm_recurrence(
+        gates: FlexTensor,
+        recurrent: FlexTensor,
+        lengths: Vec<usize>,
+    ) -> FlexTensor {
+        Forward::run(&gates, &recurrent, lengths).hidden_tensor()
     }
 }
 
@@ -75,6 +131,7 @@ impl<C: CheckpointStrategy> FusedLstm for Autodiff<Flex, C> {
     fn lstm_recurrence(
         gates: FloatTensor<Self>,
         recurrent: FloatTensor<Self>,
+        lengths: Vec<usize>,
     ) -> FloatTensor<Self> {
         match RecurrenceBackward
             .prepare::<C>([gates.node(), recurrent.node()])
@@ -82,7 +139,7 @@ impl<C: CheckpointStrategy> FusedLstm for Autodiff<Flex, C> {
             .stateful()
         {
             OpsKind::Tracked(prep) => {
-                let forward = Forward::run(gates.primitive(), recurrent.primitive());
+                let forward = Forward::run(gates.primitive(), recurrent.primitive(), lengths);
                 let output = forward.hidden_tensor();
                 let state = Saved {
                     forward: Arc::new(forward),
@@ -90,9 +147,9 @@ impl<C: CheckpointStrategy> FusedLstm for Autodiff<Flex, C> {
                 };
                 prep.finish(state, output)
             }
-            OpsKind::UnTracked(prep) => {
-                prep.finish(Forward::run(gates.primitive(), recurrent.primitive()).hidden_tensor())
-            }
+            OpsKind::UnTracked(prep) => prep.finish(
+                Forward::run(gates.primitive(), recurrent.primitive(), lengths).hidden_tensor(),
+            ),
         }
     }
 }
@@ -169,6 +226,7 @@ fn sigmoid_f32(x: f32) -> f32 {
 /// What the forward pass keeps for the backward one, all row-major.
 #[derive(Debug)]
 struct Forward {
+    lengths: Vec<usize>,
     time: usize,
     directions: usize,
     batch: usize,
@@ -182,13 +240,31 @@ struct Forward {
 }
 
 impl Forward {
-    fn run(gates: &FlexTensor, recurrent: &FlexTensor) -> Self {
-        let [time, directions, batch, width] = gates.layout().shape().dims::<4>();
+    fn run(gates: &FlexTensor, recurrent: &FlexTensor, lengths: Vec<usize>) -> Self {
+        let [batch, time, both_widths] = gates.layout().shape().dims::<3>();
+        let (directions, width) = (2, both_widths / 2);
         let h = width / 4;
         let step_gates = directions * batch * width;
         let step_states = directions * batch * h;
-        let gates = values(gates);
+        // Time-major, the backward direction reversed: `[time, direction, batch, 4h]`.
+        let natural = values(gates);
+        let mut gates = vec![0.0; time * step_gates];
+        for (b, &length) in lengths.iter().enumerate() {
+            for t in 0..time {
+                for d in 0..directions {
+                    let position = if d == 0 {
+                        t
+                    } else {
+                        reversed_position(length, t)
+                    };
+                    let from = (b * time + position) * both_widths + d * width;
+                    let to = ((t * directions + d) * batch + b) * width;
+                    gates[to..to + width].copy_from_slice(&natural[from..from + width]);
+                }
+            }
+        }
         let mut forward = Forward {
+            lengths,
             time,
             directions,
             batch,
@@ -241,11 +317,30 @@ impl Forward {
         forward
     }
 
+    /// Where direction `d`'s step `t` of sentence `b` is in the sentence.
+    fn position(&self, b: usize, d: usize, t: usize) -> usize {
+        if d == 0 {
+            t
+        } else {
+            reversed_position(self.lengths[b], t)
+        }
+    }
+
+    /// The hidden states in the caller's layout, `[batch, time, 2h]`.
     fn hidden_tensor(&self) -> FlexTensor {
-        FlexTensor::from_data(TensorData::new(
-            self.hidden.clone(),
-            [self.time, self.directions, self.batch, self.hidden_size],
-        ))
+        let (time, directions, batch, h) =
+            (self.time, self.directions, self.batch, self.hidden_size);
+        let mut natural = vec![0.0; batch * time * directions * h];
+        for t in 0..time {
+            for d in 0..directions {
+                for b in 0..batch {
+                    let from = ((t * directions + d) * batch + b) * h;
+                    let to = ((b * time + self.position(b, d, t)) * directions + d) * h;
+                    natural[to..to + h].copy_from_slice(&self.hidden[from..from + h]);
+                }
+            }
+        }
+        flex(natural, [batch, time, directions * h])
     }
 
     /// Backpropagation through time: the gradients of the gates and the recurrent weights given
@@ -256,7 +351,17 @@ impl Forward {
         let width = 4 * h;
         let step_gates = directions * batch * width;
         let step_states = directions * batch * h;
-        let d_hidden = values(d_hidden);
+        let d_natural = values(d_hidden);
+        let mut d_hidden = vec![0.0; time * step_states];
+        for t in 0..time {
+            for d in 0..directions {
+                for b in 0..batch {
+                    let from = ((b * time + self.position(b, d, t)) * directions + d) * h;
+                    let to = ((t * directions + d) * batch + b) * h;
+                    d_hidden[to..to + h].copy_from_slice(&d_natural[from..from + h]);
+                }
+            }
+        }
         let recurrent_t = Flex::float_swap_dims(recurrent.clone(), 1, 2);
         let mut d_gates = vec![0.0; time * step_gates];
         let mut d_h_next = vec![0.0; step_states];
@@ -330,8 +435,18 @@ impl Forward {
                 &flex(later_gates, [directions, steps * batch, width]),
             ))
         };
+        let mut d_natural = vec![0.0; batch * time * directions * width];
+        for t in 0..time {
+            for d in 0..directions {
+                for b in 0..batch {
+                    let from = ((t * directions + d) * batch + b) * width;
+                    let to = ((b * time + self.position(b, d, t)) * directions + d) * width;
+                    d_natural[to..to + width].copy_from_slice(&d_gates[from..from + width]);
+                }
+            }
+        }
         (
-            FlexTensor::from_data(TensorData::new(d_gates, [time, directions, batch, width])),
+            flex(d_natural, [batch, time, directions * width]),
             flex(d_recurrent, [directions, h, width]),
         )
     }
