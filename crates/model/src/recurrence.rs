@@ -206,8 +206,8 @@ fn matmul(lhs: Vec<f32>, lhs_shape: [usize; 3], rhs: &FlexTensor) -> FlexTensor 
 fn tanh_f32(x: f32) -> f32 {
     let x = x.clamp(-7.905_311, 7.905_311);
     let x2 = x * x;
-    let mut p = x2 * -2.760_768_5e-16 + 2.000_187_9e-13;
-    p = x2 * p + -8.604_671_5e-11;
+    let mut p = x2 * -2.760_768_5e-16 + 2.000_188e-13;
+    p = x2 * p + -8.604_672e-11;
     p = x2 * p + 5.122_297e-8;
     p = x2 * p + 1.485_722_4e-5;
     p = x2 * p + 6.372_619_3e-4;
