@@ -194,9 +194,11 @@ fn flex(values: Vec<f32>, shape: [usize; 3]) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape))
 }
 
-/// Batched `[d, m, k] × [d, k, n]` on flex's matrix multiply.
-fn matmul(lhs: Vec<f32>, lhs_shape: [usize; 3], rhs: &FlexTensor) -> FlexTensor {
-    Flex::float_matmul(flex(lhs, lhs_shape), rhs.clone()).to_contiguous()
+/// `[rows, k] × [k, n]` on flex's matrix multiply.
+fn matmul(lhs: Vec<f32>, rows: usize, rhs: &FlexTensor) -> FlexTensor {
+    let k = rhs.layout().shape().dims::<2>()[0];
+    let lhs = FlexTensor::from_data(TensorData::new(lhs, [rows, k]));
+    Flex::float_matmul(lhs, rhs.clone()).to_contiguous()
 }
 
 /// tanh as Eigen computes it for f32: a 13/6 rational approximation on [-7.9, 7.9] (beyond
@@ -221,6 +223,120 @@ fn tanh_f32(x: f32) -> f32 {
 #[inline(always)]
 fn sigmoid_f32(x: f32) -> f32 {
     0.5 + 0.5 * tanh_f32(0.5 * x)
+}
+
+/// `[direction, h, 4h]` recurrent weights as one `[h, 4h]` matrix per direction (`[4h, h]` when
+/// `transposed`).
+fn by_direction(recurrent: &FlexTensor, transposed: bool) -> [FlexTensor; 2] {
+    let [_, h, width] = recurrent.layout().shape().dims::<3>();
+    let all = values(recurrent);
+    std::array::from_fn(|d| {
+        let matrix = &all[d * h * width..(d + 1) * h * width];
+        if transposed {
+            let mut t = vec![0.0; h * width];
+            for (k, row) in matrix.chunks(width).enumerate() {
+                for (j, &v) in row.iter().enumerate() {
+                    t[j * h + k] = v;
+                }
+            }
+            FlexTensor::from_data(TensorData::new(t, [width, h]))
+        } else {
+            FlexTensor::from_data(TensorData::new(matrix.to_vec(), [h, width]))
+        }
+    })
+}
+
+/// One direction's step forward. `step` holds the gates' input projections `[batch, 4h]` and
+/// receives their activations; `previous` is the hidden and cell state before the step (none at
+/// the first step); `cell` and `hidden` receive the new state.
+fn forward_step(
+    step: &mut [f32],
+    previous: Option<(&[f32], &[f32])>,
+    recurrent: &FlexTensor,
+    cell: &mut [f32],
+    hidden: &mut [f32],
+) {
+    let [h, width] = recurrent.layout().shape().dims::<2>();
+    let batch = cell.len() / h;
+    if let Some((previous_hidden, _)) = previous {
+        let product = matmul(previous_hidden.to_vec(), batch, recurrent);
+        let product = product.as_slice::<f32>().expect("contiguous");
+        for (p, r) in step.iter_mut().zip(product) {
+            *p += r;
+        }
+    }
+    let zeros = vec![0.0; h];
+    for row in 0..batch {
+        // Simple passes over contiguous slices, so that each one vectorises.
+        let (input_forget, rest) = step[row * width..(row + 1) * width].split_at_mut(2 * h);
+        let (g, o) = rest.split_at_mut(h);
+        input_forget.iter_mut().for_each(|x| *x = sigmoid_f32(*x));
+        g.iter_mut().for_each(|x| *x = tanh_f32(*x));
+        o.iter_mut().for_each(|x| *x = sigmoid_f32(*x));
+        let (i, f) = input_forget.split_at(h);
+        let previous_cell = match previous {
+            Some((_, cells)) => &cells[row * h..(row + 1) * h],
+            None => &zeros[..],
+        };
+        let cell = &mut cell[row * h..(row + 1) * h];
+        for ((((c, &p), &i), &f), &g) in cell.iter_mut().zip(previous_cell).zip(i).zip(f).zip(&*g) {
+            *c = f * p + i * g;
+        }
+        let hidden = &mut hidden[row * h..(row + 1) * h];
+        for ((out, &c), &o) in hidden.iter_mut().zip(&*cell).zip(&*o) {
+            *out = o * tanh_f32(c);
+        }
+    }
+}
+
+/// What one direction's step backward reads, `[batch, ...]` each.
+struct BackwardStep<'a> {
+    hidden_size: usize,
+    activations: &'a [f32],
+    cells: &'a [f32],
+    previous_cells: Option<&'a [f32]>,
+    /// The loss's gradient of this step's hidden states.
+    d_out: &'a [f32],
+    /// The gradient reaching this step's hidden states from the next step.
+    d_h_next: &'a [f32],
+}
+
+/// One direction's step backward: writes the gates' gradient into `d_step` and replaces
+/// `d_c_next` with the gradient of the previous cell state.
+fn backward_step(step: BackwardStep, d_step: &mut [f32], d_c_next: &mut [f32]) {
+    let h = step.hidden_size;
+    let batch = d_c_next.len() / h;
+    let zeros = vec![0.0; h];
+    for row in 0..batch {
+        let states = row * h..(row + 1) * h;
+        let activations = &step.activations[row * 4 * h..(row + 1) * 4 * h];
+        let (i, rest) = activations.split_at(h);
+        let (f, rest) = rest.split_at(h);
+        let (g, o) = rest.split_at(h);
+        let o = &o[..h];
+        let (di, rest) = d_step[row * 4 * h..(row + 1) * 4 * h].split_at_mut(h);
+        let (df, rest) = rest.split_at_mut(h);
+        let (dg, d_o) = rest.split_at_mut(h);
+        let d_o = &mut d_o[..h];
+        let cell = &step.cells[states.clone()];
+        let previous_cell = match step.previous_cells {
+            Some(cells) => &cells[states.clone()],
+            None => &zeros[..h],
+        };
+        let d_out = &step.d_out[states.clone()];
+        let d_h_next = &step.d_h_next[states.clone()];
+        let d_c_next = &mut d_c_next[states];
+        for j in 0..h {
+            let cell_tanh = tanh_f32(cell[j]);
+            let dh = d_out[j] + d_h_next[j];
+            let dc = d_c_next[j] + dh * o[j] * (1.0 - cell_tanh * cell_tanh);
+            di[j] = dc * g[j] * i[j] * (1.0 - i[j]);
+            df[j] = dc * previous_cell[j] * f[j] * (1.0 - f[j]);
+            dg[j] = dc * i[j] * (1.0 - g[j] * g[j]);
+            d_o[j] = dh * cell_tanh * o[j] * (1.0 - o[j]);
+            d_c_next[j] = dc * f[j];
+        }
+    }
 }
 
 /// What the forward pass keeps for the backward one, all row-major.
@@ -273,46 +389,49 @@ impl Forward {
             cells: vec![0.0; time * step_states],
             hidden: vec![0.0; time * step_states],
         };
-        let zeros = vec![0.0; h];
+        let recurrent = by_direction(recurrent, false);
+        let (half_gates, half_states) = (batch * width, batch * h);
         for t in 0..time {
-            // Pre-activations go straight into the activations buffer and are replaced there.
             let (earlier_cells, cells) = forward.cells.split_at_mut(t * step_states);
-            let previous_cells = &earlier_cells[earlier_cells.len().saturating_sub(step_states)..];
+            let (earlier_hidden, hidden) = forward.hidden.split_at_mut(t * step_states);
+            let previous = (t > 0).then(|| {
+                (
+                    &earlier_hidden[(t - 1) * step_states..],
+                    &earlier_cells[(t - 1) * step_states..],
+                )
+            });
             let step = &mut forward.activations[t * step_gates..(t + 1) * step_gates];
             step.copy_from_slice(&gates[t * step_gates..(t + 1) * step_gates]);
-            if t > 0 {
-                let previous = forward.hidden[(t - 1) * step_states..t * step_states].to_vec();
-                let recurrent_part = matmul(previous, [directions, batch, h], recurrent);
-                let recurrent_part = recurrent_part.as_slice::<f32>().expect("contiguous");
-                for (p, r) in step.iter_mut().zip(recurrent_part) {
-                    *p += r;
-                }
-            }
-            let hidden = &mut forward.hidden[t * step_states..(t + 1) * step_states];
-            for row in 0..directions * batch {
-                // Simple passes over contiguous slices, so that each one vectorises.
-                let (input_forget, rest) = step[row * width..(row + 1) * width].split_at_mut(2 * h);
-                let (g, o) = rest.split_at_mut(h);
-                input_forget.iter_mut().for_each(|x| *x = sigmoid_f32(*x));
-                g.iter_mut().for_each(|x| *x = tanh_f32(*x));
-                o.iter_mut().for_each(|x| *x = sigmoid_f32(*x));
-                let (i, f) = input_forget.split_at(h);
-                let cell = &mut cells[row * h..(row + 1) * h];
-                let previous_cell = if t > 0 {
-                    &previous_cells[row * h..(row + 1) * h]
-                } else {
-                    &zeros[..]
-                };
-                for ((((c, &p), &i), &f), &g) in
-                    cell.iter_mut().zip(previous_cell).zip(i).zip(f).zip(&*g)
-                {
-                    *c = f * p + i * g;
-                }
-                let hidden = &mut hidden[row * h..(row + 1) * h];
-                for ((out, &c), &o) in hidden.iter_mut().zip(&*cell).zip(&*o) {
-                    *out = o * tanh_f32(c);
-                }
-            }
+            // The two directions are independent: one thread each when rayon has two.
+            let (step_forward, step_backward) = step.split_at_mut(half_gates);
+            let (cells_forward, cells_backward) = cells[..step_states].split_at_mut(half_states);
+            let (hidden_forward, hidden_backward) = hidden[..step_states].split_at_mut(half_states);
+            let half = |d: usize| {
+                previous.map(|(hidden, cells)| {
+                    let range = d * half_states..(d + 1) * half_states;
+                    (&hidden[range.clone()], &cells[range])
+                })
+            };
+            rayon::join(
+                || {
+                    forward_step(
+                        step_forward,
+                        half(0),
+                        &recurrent[0],
+                        cells_forward,
+                        hidden_forward,
+                    )
+                },
+                || {
+                    forward_step(
+                        step_backward,
+                        half(1),
+                        &recurrent[1],
+                        cells_backward,
+                        hidden_backward,
+                    )
+                },
+            );
         }
         forward
     }
@@ -362,47 +481,43 @@ impl Forward {
                 }
             }
         }
-        let recurrent_t = Flex::float_swap_dims(recurrent.clone(), 1, 2);
+        let recurrent_t = by_direction(recurrent, true);
+        let (half_gates, half_states) = (batch * width, batch * h);
         let mut d_gates = vec![0.0; time * step_gates];
         let mut d_h_next = vec![0.0; step_states];
         let mut d_c_next = vec![0.0; step_states];
-        let zeros = vec![0.0; h];
         for t in (0..time).rev() {
-            for row in 0..directions * batch {
-                let state = t * step_states + row * h;
-                let a = t * step_gates + row * width;
-                let activations = &self.activations[a..a + width];
-                let (i, rest) = activations.split_at(h);
-                let (f, rest) = rest.split_at(h);
-                let (g, o) = rest.split_at(h);
-                let o = &o[..h];
-                let (di, rest) = d_gates[a..a + width].split_at_mut(h);
-                let (df, rest) = rest.split_at_mut(h);
-                let (dg, d_o) = rest.split_at_mut(h);
-                let d_o = &mut d_o[..h];
-                let cell = &self.cells[state..state + h];
-                let previous_cell = if t > 0 {
-                    &self.cells[state - step_states..state - step_states + h]
-                } else {
-                    &zeros[..h]
-                };
-                let d_out = &d_hidden[state..state + h];
-                let d_h_next = &d_h_next[row * h..(row + 1) * h];
-                let d_c_next = &mut d_c_next[row * h..(row + 1) * h];
-                for j in 0..h {
-                    let cell_tanh = tanh_f32(cell[j]);
-                    let dh = d_out[j] + d_h_next[j];
-                    let dc = d_c_next[j] + dh * o[j] * (1.0 - cell_tanh * cell_tanh);
-                    di[j] = dc * g[j] * i[j] * (1.0 - i[j]);
-                    df[j] = dc * previous_cell[j] * f[j] * (1.0 - f[j]);
-                    dg[j] = dc * i[j] * (1.0 - g[j] * g[j]);
-                    d_o[j] = dh * cell_tanh * o[j] * (1.0 - o[j]);
-                    d_c_next[j] = dc * f[j];
-                }
-            }
-            if t > 0 {
-                let step = d_gates[t * step_gates..(t + 1) * step_gates].to_vec();
-                d_h_next = values(&matmul(step, [directions, batch, width], &recurrent_t));
+            let states = t * step_states..(t + 1) * step_states;
+            let previous_cells =
+                (t > 0).then(|| &self.cells[(t - 1) * step_states..t * step_states]);
+            let activations = &self.activations[t * step_gates..(t + 1) * step_gates];
+            let (d_step_forward, d_step_backward) =
+                d_gates[t * step_gates..(t + 1) * step_gates].split_at_mut(half_gates);
+            let (d_c_forward, d_c_backward) = d_c_next.split_at_mut(half_states);
+            let direction = |d: usize, d_step: &mut [f32], d_c_next: &mut [f32]| {
+                let gates = d * half_gates..(d + 1) * half_gates;
+                let states = states.start + d * half_states..states.start + (d + 1) * half_states;
+                let local = d * half_states..(d + 1) * half_states;
+                backward_step(
+                    BackwardStep {
+                        hidden_size: h,
+                        activations: &activations[gates],
+                        cells: &self.cells[states.clone()],
+                        previous_cells: previous_cells.map(|cells| &cells[local.clone()]),
+                        d_out: &d_hidden[states],
+                        d_h_next: &d_h_next[local],
+                    },
+                    d_step,
+                    d_c_next,
+                );
+                (t > 0).then(|| values(&matmul(d_step.to_vec(), batch, &recurrent_t[d])))
+            };
+            let (forward, backward) = rayon::join(
+                || direction(0, d_step_forward, d_c_forward),
+                || direction(1, d_step_backward, d_c_backward),
+            );
+            if let (Some(forward), Some(backward)) = (forward, backward) {
+                d_h_next = [forward, backward].concat();
             }
         }
 
@@ -429,10 +544,9 @@ impl Forward {
         let d_recurrent = if steps == 0 {
             vec![0.0; directions * h * width]
         } else {
-            values(&matmul(
-                previous_t,
-                [directions, h, steps * batch],
-                &flex(later_gates, [directions, steps * batch, width]),
+            values(&Flex::float_matmul(
+                flex(previous_t, [directions, h, steps * batch]),
+                flex(later_gates, [directions, steps * batch, width]),
             ))
         };
         let mut d_natural = vec![0.0; batch * time * directions * width];
