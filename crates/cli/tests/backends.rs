@@ -4,10 +4,14 @@
 //! (Debian `mesa-vulkan-drivers`) is one, and `.ci/run` installs it.
 #![cfg(any(feature = "wgpu", feature = "ndarray"))]
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
+
+use common::{scratch, workspace};
 
 use nertrain_data::{Batch, BatchPlan, ColumnSpec};
 use nertrain_model::BatchTensors;
@@ -16,20 +20,6 @@ use nertrain_train::{Backend, Predictor, read_tagged};
 /// Shader compilation on a software driver is slow, but a run that takes longer than this has
 /// hung (a fused kernel once hung for minutes inside lavapipe's LLVM).
 const TIMEOUT: Duration = Duration::from_secs(600);
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nertrain-backends-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 /// Runs the binary, killing it if it outlives [`TIMEOUT`].
 fn nertrain(args: &[&str]) -> Output {
@@ -152,57 +142,36 @@ fn same_weights_give_the_same_log_z_and_viterbi_paths() {
 
 #[test]
 fn fit_eval_and_tag_run_on_each_backend() {
-    let flex_eval = check(nertrain(&[
-        "eval",
-        "--model",
-        model().to_str().unwrap(),
-        "--data",
-        "data/sample/test.txt",
-    ]));
+    let model = model().to_str().unwrap();
+    let on = |backend: Backend, command: &[&str]| {
+        let mut args = vec!["--backend", backend.name()];
+        args.extend(command);
+        check(nertrain(&args))
+    };
+    let eval = ["eval", "--model", model, "--data", "data/sample/test.txt"];
     let sentence = "Maria Keller flew from Oslo to Lima .";
-    let flex_tags = check(nertrain(&[
-        "tag",
-        "--model",
-        model().to_str().unwrap(),
-        "--format",
-        "json",
-        sentence,
-    ]));
+    let tag = ["tag", "--model", model, "--format", "json", sentence];
+    let entities = |json: &str| -> Vec<serde_json::Value> {
+        let value: serde_json::Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+        value["entities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| serde_json::json!([e["text"], e["label"], e["start"], e["end"]]))
+            .collect()
+    };
+    let flex_eval = on(Backend::Flex, &eval);
+    let flex_entities = entities(&on(Backend::Flex, &tag));
     for backend in backends() {
         let name = backend.name();
-        let eval = check(nertrain(&[
-            "--backend",
-            name,
-            "eval",
-            "--model",
-            model().to_str().unwrap(),
-            "--data",
-            "data/sample/test.txt",
-        ]));
-        assert_eq!(eval, flex_eval, "{name}: the same report as flex");
-        let tags = check(nertrain(&[
-            "--backend",
-            name,
-            "tag",
-            "--model",
-            model().to_str().unwrap(),
-            "--format",
-            "json",
-            sentence,
-        ]));
-        let entities = |json: &str| -> Vec<serde_json::Value> {
-            let value: serde_json::Value =
-                serde_json::from_str(json.lines().next().unwrap()).unwrap();
-            value["entities"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|e| serde_json::json!([e["text"], e["label"], e["start"], e["end"]]))
-                .collect()
-        };
         assert_eq!(
-            entities(&tags),
-            entities(&flex_tags),
+            on(backend, &eval),
+            flex_eval,
+            "{name}: the same report as flex"
+        );
+        assert_eq!(
+            entities(&on(backend, &tag)),
+            flex_entities,
             "{name}: same entities"
         );
 

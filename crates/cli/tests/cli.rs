@@ -1,23 +1,13 @@
 //! The `nertrain` binary end to end on the shipped sample: fit, resume, eval, tag, and the errors
 //! users get for bad input.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nertrain-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::{scratch, workspace};
 
 fn nertrain(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nertrain"))

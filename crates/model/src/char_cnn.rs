@@ -5,8 +5,10 @@
 use burn::config::Config;
 use burn::module::Module;
 use burn::nn::conv::{Conv1d, Conv1dConfig};
-use burn::nn::{Embedding, EmbeddingConfig, Initializer, PaddingConfig1d};
+use burn::nn::{Embedding, PaddingConfig1d};
 use burn::tensor::{Int, Tensor};
+
+use crate::uniform_embedding;
 
 #[derive(Config, Debug)]
 pub struct CharCnnConfig {
@@ -21,15 +23,9 @@ pub struct CharCnnConfig {
 
 impl CharCnnConfig {
     pub fn init(&self, device: &burn::tensor::Device) -> CharCnn {
-        let bound = (3.0 / self.char_dim as f64).sqrt();
         let pad = self.kernel / 2;
         CharCnn {
-            embedding: EmbeddingConfig::new(self.n_chars, self.char_dim)
-                .with_initializer(Initializer::Uniform {
-                    min: -bound,
-                    max: bound,
-                })
-                .init(device),
+            embedding: uniform_embedding(self.n_chars, self.char_dim, device),
             conv: Conv1dConfig::new(self.char_dim, self.filters, self.kernel)
                 .with_padding(PaddingConfig1d::Explicit(pad, self.kernel - 1 - pad))
                 .init(device),

@@ -4,10 +4,10 @@
 
 use burn::config::Config;
 use burn::module::Module;
-use burn::nn::{Embedding, EmbeddingConfig, Initializer};
+use burn::nn::Embedding;
 use burn::tensor::{Int, Tensor, TensorData};
 
-use crate::{BiLstm, BiLstmConfig};
+use crate::{BiLstm, BiLstmConfig, uniform_embedding};
 
 #[derive(Config, Debug)]
 pub struct CharLstmConfig {
@@ -21,14 +21,8 @@ pub struct CharLstmConfig {
 
 impl CharLstmConfig {
     pub fn init(&self, device: &burn::tensor::Device) -> CharLstm {
-        let bound = (3.0 / self.char_dim as f64).sqrt();
         CharLstm {
-            embedding: EmbeddingConfig::new(self.n_chars, self.char_dim)
-                .with_initializer(Initializer::Uniform {
-                    min: -bound,
-                    max: bound,
-                })
-                .init(device),
+            embedding: uniform_embedding(self.n_chars, self.char_dim, device),
             lstm: BiLstmConfig::new(self.char_dim, self.hidden).init(device),
         }
     }

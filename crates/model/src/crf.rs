@@ -65,6 +65,17 @@ pub fn log_sum_exp<const D: usize>(x: Tensor<D>, dim: usize) -> Tensor<D> {
     (x - max.clone()).exp().sum_dim(dim).log() + max
 }
 
+/// Each sentence's emissions on the host in f64, `[length * k]`, for the [`host`] routines.
+pub fn host_emissions(emissions: Tensor<3>, lengths: &[usize]) -> Vec<Vec<f64>> {
+    let [_, time, k] = emissions.dims();
+    let values: Vec<f64> = emissions.into_data().iter::<f32>().map(f64::from).collect();
+    lengths
+        .iter()
+        .enumerate()
+        .map(|(b, &length)| values[b * time * k..(b * time + length) * k].to_vec())
+        .collect()
+}
+
 /// Per-step views of a `[batch, time, ...]` tensor as `[batch, ...]` tensors.
 fn time_steps(x: Tensor<3>) -> Vec<Tensor<2>> {
     let [batch, _, k] = x.dims();

@@ -17,3 +17,19 @@ pub use char_lstm::{CharLstm, CharLstmConfig};
 pub use crf::{Constraints, Crf, CrfConfig, Marginals, Potentials, Reduction};
 pub use inputs::BatchTensors;
 pub use tagger::{CharFeatures, Tagger, TaggerConfig, VocabSizes};
+
+/// An embedding table initialised uniformly in ±√(3 / dim), so each entry has variance 1 / dim
+/// (Lample et al.; Ma & Hovy).
+fn uniform_embedding(
+    count: usize,
+    dim: usize,
+    device: &burn::tensor::Device,
+) -> burn::nn::Embedding {
+    let bound = (3.0 / dim as f64).sqrt();
+    burn::nn::EmbeddingConfig::new(count, dim)
+        .with_initializer(burn::nn::Initializer::Uniform {
+            min: -bound,
+            max: bound,
+        })
+        .init(device)
+}

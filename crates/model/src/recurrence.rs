@@ -225,6 +225,52 @@ fn sigmoid_f32(x: f32) -> f32 {
     0.5 + 0.5 * tanh_f32(0.5 * x)
 }
 
+/// `[batch, time, 2 * width]` (both directions side by side, in sentence order) → `[time,
+/// direction, batch, width]` with the backward direction's steps reversed within each sentence.
+fn time_major(natural: &[f32], lengths: &[usize], time: usize, width: usize) -> Vec<f32> {
+    let mut out = vec![0.0; natural.len()];
+    for_each_step(lengths, time, width, |sentence_order, step_order| {
+        out[step_order].copy_from_slice(&natural[sentence_order]);
+    });
+    out
+}
+
+/// The inverse of [`time_major`].
+fn natural(time_major: &[f32], lengths: &[usize], time: usize, width: usize) -> Vec<f32> {
+    let mut out = vec![0.0; time_major.len()];
+    for_each_step(lengths, time, width, |sentence_order, step_order| {
+        out[sentence_order].copy_from_slice(&time_major[step_order]);
+    });
+    out
+}
+
+/// Calls `f` with the ranges one (sentence, direction, step) occupies in the two layouts.
+fn for_each_step(
+    lengths: &[usize],
+    time: usize,
+    width: usize,
+    mut f: impl FnMut(std::ops::Range<usize>, std::ops::Range<usize>),
+) {
+    let batch = lengths.len();
+    for (b, &length) in lengths.iter().enumerate() {
+        for t in 0..time {
+            for d in 0..2 {
+                let position = if d == 0 {
+                    t
+                } else {
+                    reversed_position(length, t)
+                };
+                let sentence_order = ((b * time + position) * 2 + d) * width;
+                let step_order = ((t * 2 + d) * batch + b) * width;
+                f(
+                    sentence_order..sentence_order + width,
+                    step_order..step_order + width,
+                );
+            }
+        }
+    }
+}
+
 /// `[direction, h, 4h]` recurrent weights as one `[h, 4h]` matrix per direction (`[4h, h]` when
 /// `transposed`).
 fn by_direction(recurrent: &FlexTensor, transposed: bool) -> [FlexTensor; 2] {
@@ -362,23 +408,7 @@ impl Forward {
         let h = width / 4;
         let step_gates = directions * batch * width;
         let step_states = directions * batch * h;
-        // Time-major, the backward direction reversed: `[time, direction, batch, 4h]`.
-        let natural = values(gates);
-        let mut gates = vec![0.0; time * step_gates];
-        for (b, &length) in lengths.iter().enumerate() {
-            for t in 0..time {
-                for d in 0..directions {
-                    let position = if d == 0 {
-                        t
-                    } else {
-                        reversed_position(length, t)
-                    };
-                    let from = (b * time + position) * both_widths + d * width;
-                    let to = ((t * directions + d) * batch + b) * width;
-                    gates[to..to + width].copy_from_slice(&natural[from..from + width]);
-                }
-            }
-        }
+        let gates = time_major(&values(gates), &lengths, time, width);
         let mut forward = Forward {
             lengths,
             time,
@@ -436,30 +466,11 @@ impl Forward {
         forward
     }
 
-    /// Where direction `d`'s step `t` of sentence `b` is in the sentence.
-    fn position(&self, b: usize, d: usize, t: usize) -> usize {
-        if d == 0 {
-            t
-        } else {
-            reversed_position(self.lengths[b], t)
-        }
-    }
-
     /// The hidden states in the caller's layout, `[batch, time, 2h]`.
     fn hidden_tensor(&self) -> FlexTensor {
-        let (time, directions, batch, h) =
-            (self.time, self.directions, self.batch, self.hidden_size);
-        let mut natural = vec![0.0; batch * time * directions * h];
-        for t in 0..time {
-            for d in 0..directions {
-                for b in 0..batch {
-                    let from = ((t * directions + d) * batch + b) * h;
-                    let to = ((b * time + self.position(b, d, t)) * directions + d) * h;
-                    natural[to..to + h].copy_from_slice(&self.hidden[from..from + h]);
-                }
-            }
-        }
-        flex(natural, [batch, time, directions * h])
+        let (time, h) = (self.time, self.hidden_size);
+        let hidden = natural(&self.hidden, &self.lengths, time, h);
+        flex(hidden, [self.batch, time, 2 * h])
     }
 
     /// Backpropagation through time: the gradients of the gates and the recurrent weights given
@@ -470,17 +481,7 @@ impl Forward {
         let width = 4 * h;
         let step_gates = directions * batch * width;
         let step_states = directions * batch * h;
-        let d_natural = values(d_hidden);
-        let mut d_hidden = vec![0.0; time * step_states];
-        for t in 0..time {
-            for d in 0..directions {
-                for b in 0..batch {
-                    let from = ((b * time + self.position(b, d, t)) * directions + d) * h;
-                    let to = ((t * directions + d) * batch + b) * h;
-                    d_hidden[to..to + h].copy_from_slice(&d_natural[from..from + h]);
-                }
-            }
-        }
+        let d_hidden = time_major(&values(d_hidden), &self.lengths, time, h);
         let recurrent_t = by_direction(recurrent, true);
         let (half_gates, half_states) = (batch * width, batch * h);
         let mut d_gates = vec![0.0; time * step_gates];
@@ -549,16 +550,7 @@ impl Forward {
                 flex(later_gates, [directions, steps * batch, width]),
             ))
         };
-        let mut d_natural = vec![0.0; batch * time * directions * width];
-        for t in 0..time {
-            for d in 0..directions {
-                for b in 0..batch {
-                    let from = ((t * directions + d) * batch + b) * width;
-                    let to = ((b * time + self.position(b, d, t)) * directions + d) * width;
-                    d_natural[to..to + width].copy_from_slice(&d_gates[from..from + width]);
-                }
-            }
-        }
+        let d_natural = natural(&d_gates, &self.lengths, time, width);
         (
             flex(d_natural, [batch, time, directions * width]),
             flex(d_recurrent, [directions, h, width]),

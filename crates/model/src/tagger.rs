@@ -1,16 +1,14 @@
 use burn::config::Config;
 use burn::module::Module;
 use burn::module::Param;
-use burn::nn::{
-    Dropout, DropoutConfig, Embedding, EmbeddingConfig, Initializer, Linear, LinearConfig,
-};
+use burn::nn::{Dropout, DropoutConfig, Embedding, Linear, LinearConfig};
 use burn::tensor::{Device, Tensor, TensorData};
 use nertrain_data::{Vectors, Vocab};
 use serde::{Deserialize, Serialize};
 
 use crate::{
     BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, CharLstm, CharLstmConfig,
-    Constraints, Crf, CrfConfig, Reduction,
+    Constraints, Crf, CrfConfig, Reduction, uniform_embedding,
 };
 
 /// Which character features each word gets besides its embedding.
@@ -66,7 +64,6 @@ impl From<&nertrain_data::Vocabularies> for VocabSizes {
 
 impl TaggerConfig {
     pub fn init(&self, sizes: VocabSizes, device: &Device) -> Tagger {
-        let bound = (3.0 / self.word_dim as f64).sqrt();
         let chars = (self.char_features == CharFeatures::Cnn).then(|| {
             CharCnnConfig::new(sizes.chars)
                 .with_char_dim(self.char_dim)
@@ -83,12 +80,7 @@ impl TaggerConfig {
             + chars.as_ref().map_or(0, CharCnn::d_output)
             + char_lstm.as_ref().map_or(0, CharLstm::d_output);
         Tagger {
-            words: EmbeddingConfig::new(sizes.words, self.word_dim)
-                .with_initializer(Initializer::Uniform {
-                    min: -bound,
-                    max: bound,
-                })
-                .init(device),
+            words: uniform_embedding(sizes.words, self.word_dim, device),
             chars,
             char_lstm,
             encoder: BiLstmConfig::new(d_input, self.hidden).init(device),

@@ -12,7 +12,7 @@ use burn::tensor::Device;
 use nertrain_data::{
     Batch, BatchPlan, ColumnSpec, Encoded, TagScheme, TextNormalization, Vocabularies, read_conll,
 };
-use nertrain_model::crf::host;
+use nertrain_model::crf::{host, host_emissions};
 use nertrain_model::{BatchTensors, CharFeatures, Reduction, TaggerConfig, VocabSizes};
 
 use crate::Result;
@@ -120,16 +120,8 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
     let host_potentials = model.crf.host_potentials(None);
     let started = Instant::now();
     for (inputs, emissions) in &prepared {
-        let [_, time, k] = emissions.dims();
-        let values: Vec<f64> = emissions
-            .clone()
-            .into_data()
-            .iter::<f32>()
-            .map(f64::from)
-            .collect();
-        for (row, &len) in inputs.lengths.iter().enumerate() {
-            let start = row * time * k;
-            host::viterbi(&host_potentials, &values[start..start + len * k]);
+        for sentence in host_emissions(emissions.clone(), &inputs.lengths) {
+            host::viterbi(&host_potentials, &sentence);
         }
     }
     let viterbi_seconds = started.elapsed().as_secs_f64();

@@ -10,7 +10,7 @@ use nertrain_data::{
     Batch, BatchPlan, Corpus, Encoded, Report, Scorer, TagScheme, Vocabularies, convert_tags,
     parse_tag, spans,
 };
-use nertrain_model::crf::host;
+use nertrain_model::crf::{host, host_emissions};
 use nertrain_model::{BatchTensors, Constraints, Tagger};
 
 use crate::{ModelDir, ModelMeta, Result};
@@ -104,12 +104,7 @@ impl<'a> Decoder<'a> {
             let batch = Batch::new(sentences, nonempty, self.max_word_len);
             let inputs = BatchTensors::new(&batch, self.device);
             let emissions = self.model.emissions(&inputs);
-            let host_emissions: Vec<f64> = emissions
-                .clone()
-                .into_data()
-                .iter::<f32>()
-                .map(f64::from)
-                .collect();
+            let host_emissions = host_emissions(emissions.clone(), &inputs.lengths);
             let nbest = (options.nbest > 1).then(|| {
                 potentials.nbest(
                     emissions,
@@ -119,9 +114,7 @@ impl<'a> Decoder<'a> {
                 )
             });
             let p = &host_potentials;
-            for (row, &i) in batch.indices.iter().enumerate() {
-                let start = row * batch.max_len * k;
-                let emissions = &host_emissions[start..start + lengths[i] * k];
+            for (row, (&i, emissions)) in batch.indices.iter().zip(&host_emissions).enumerate() {
                 let (best_path, score) = host::viterbi(p, emissions);
                 let tags = self.tags_of(&best_path);
                 let mut prediction = Prediction {
