@@ -179,15 +179,9 @@ impl Backward<Flex, 2> for RecurrenceBackward {
     }
 }
 
-fn values(t: &FlexTensor) -> Vec<f32> {
-    match t.as_slice::<f32>() {
-        Some(slice) => slice.to_vec(),
-        None => t
-            .to_contiguous()
-            .as_slice::<f32>()
-            .expect("contiguous")
-            .to_vec(),
-    }
+/// The values of a contiguous tensor (see [`FlexTensor::to_contiguous`], free when it already is).
+fn f32s(t: &FlexTensor) -> &[f32] {
+    t.as_slice::<f32>().expect("a contiguous f32 tensor")
 }
 
 fn flex(values: Vec<f32>, shape: [usize; 3]) -> FlexTensor {
@@ -275,7 +269,8 @@ fn for_each_step(
 /// `transposed`).
 fn by_direction(recurrent: &FlexTensor, transposed: bool) -> [FlexTensor; 2] {
     let [_, h, width] = recurrent.layout().shape().dims::<3>();
-    let all = values(recurrent);
+    let recurrent = recurrent.to_contiguous();
+    let all = f32s(&recurrent);
     std::array::from_fn(|d| {
         let matrix = &all[d * h * width..(d + 1) * h * width];
         if transposed {
@@ -293,25 +288,24 @@ fn by_direction(recurrent: &FlexTensor, transposed: bool) -> [FlexTensor; 2] {
 }
 
 /// One direction's step forward. `step` holds the gates' input projections `[batch, 4h]` and
-/// receives their activations; `previous` is the hidden and cell state before the step (none at
-/// the first step); `cell` and `hidden` receive the new state.
+/// receives their activations; `previous_hidden` (none at the first step) and `previous_cells`
+/// are the state before the step; `cell` and `hidden` receive the new state.
 fn forward_step(
     step: &mut [f32],
-    previous: Option<(&[f32], &[f32])>,
+    previous_hidden: Option<&[f32]>,
+    previous_cells: &[f32],
     recurrent: &FlexTensor,
     cell: &mut [f32],
     hidden: &mut [f32],
 ) {
     let [h, width] = recurrent.layout().shape().dims::<2>();
     let batch = cell.len() / h;
-    if let Some((previous_hidden, _)) = previous {
+    if let Some(previous_hidden) = previous_hidden {
         let product = matmul(previous_hidden.to_vec(), batch, recurrent);
-        let product = product.as_slice::<f32>().expect("contiguous");
-        for (p, r) in step.iter_mut().zip(product) {
+        for (p, r) in step.iter_mut().zip(f32s(&product)) {
             *p += r;
         }
     }
-    let zeros = vec![0.0; h];
     for row in 0..batch {
         // Simple passes over contiguous slices, so that each one vectorises.
         let (input_forget, rest) = step[row * width..(row + 1) * width].split_at_mut(2 * h);
@@ -320,10 +314,7 @@ fn forward_step(
         g.iter_mut().for_each(|x| *x = tanh_f32(*x));
         o.iter_mut().for_each(|x| *x = sigmoid_f32(*x));
         let (i, f) = input_forget.split_at(h);
-        let previous_cell = match previous {
-            Some((_, cells)) => &cells[row * h..(row + 1) * h],
-            None => &zeros[..],
-        };
+        let previous_cell = &previous_cells[row * h..(row + 1) * h];
         let cell = &mut cell[row * h..(row + 1) * h];
         for ((((c, &p), &i), &f), &g) in cell.iter_mut().zip(previous_cell).zip(i).zip(f).zip(&*g) {
             *c = f * p + i * g;
@@ -340,7 +331,8 @@ struct BackwardStep<'a> {
     hidden_size: usize,
     activations: &'a [f32],
     cells: &'a [f32],
-    previous_cells: Option<&'a [f32]>,
+    /// Zeros at the first step.
+    previous_cells: &'a [f32],
     /// The loss's gradient of this step's hidden states.
     d_out: &'a [f32],
     /// The gradient reaching this step's hidden states from the next step.
@@ -352,7 +344,6 @@ struct BackwardStep<'a> {
 fn backward_step(step: BackwardStep, d_step: &mut [f32], d_c_next: &mut [f32]) {
     let h = step.hidden_size;
     let batch = d_c_next.len() / h;
-    let zeros = vec![0.0; h];
     for row in 0..batch {
         let states = row * h..(row + 1) * h;
         let activations = &step.activations[row * 4 * h..(row + 1) * 4 * h];
@@ -365,10 +356,7 @@ fn backward_step(step: BackwardStep, d_step: &mut [f32], d_c_next: &mut [f32]) {
         let (dg, d_o) = rest.split_at_mut(h);
         let d_o = &mut d_o[..h];
         let cell = &step.cells[states.clone()];
-        let previous_cell = match step.previous_cells {
-            Some(cells) => &cells[states.clone()],
-            None => &zeros[..h],
-        };
+        let previous_cell = &step.previous_cells[states.clone()];
         let d_out = &step.d_out[states.clone()];
         let d_h_next = &step.d_h_next[states.clone()];
         let d_c_next = &mut d_c_next[states];
@@ -385,12 +373,13 @@ fn backward_step(step: BackwardStep, d_step: &mut [f32], d_c_next: &mut [f32]) {
     }
 }
 
+const DIRECTIONS: usize = 2;
+
 /// What the forward pass keeps for the backward one, all row-major.
 #[derive(Debug)]
 struct Forward {
     lengths: Vec<usize>,
     time: usize,
-    directions: usize,
     batch: usize,
     hidden_size: usize,
     /// Gate activations `[time, direction, batch, 4h]`: σ(i), σ(f), tanh(g), σ(o).
@@ -404,15 +393,14 @@ struct Forward {
 impl Forward {
     fn run(gates: &FlexTensor, recurrent: &FlexTensor, lengths: Vec<usize>) -> Self {
         let [batch, time, both_widths] = gates.layout().shape().dims::<3>();
-        let (directions, width) = (2, both_widths / 2);
+        let width = both_widths / 2;
         let h = width / 4;
-        let step_gates = directions * batch * width;
-        let step_states = directions * batch * h;
-        let gates = time_major(&values(gates), &lengths, time, width);
+        let step_gates = DIRECTIONS * batch * width;
+        let step_states = DIRECTIONS * batch * h;
+        let gates = time_major(f32s(&gates.to_contiguous()), &lengths, time, width);
         let mut forward = Forward {
             lengths,
             time,
-            directions,
             batch,
             hidden_size: h,
             activations: vec![0.0; time * step_gates],
@@ -421,15 +409,16 @@ impl Forward {
         };
         let recurrent = by_direction(recurrent, false);
         let (half_gates, half_states) = (batch * width, batch * h);
+        let zeros = vec![0.0; step_states];
         for t in 0..time {
             let (earlier_cells, cells) = forward.cells.split_at_mut(t * step_states);
             let (earlier_hidden, hidden) = forward.hidden.split_at_mut(t * step_states);
-            let previous = (t > 0).then(|| {
-                (
-                    &earlier_hidden[(t - 1) * step_states..],
-                    &earlier_cells[(t - 1) * step_states..],
-                )
-            });
+            let previous_hidden = (t > 0).then(|| &earlier_hidden[(t - 1) * step_states..]);
+            let previous_cells = if t > 0 {
+                &earlier_cells[(t - 1) * step_states..]
+            } else {
+                &zeros[..]
+            };
             let step = &mut forward.activations[t * step_gates..(t + 1) * step_gates];
             step.copy_from_slice(&gates[t * step_gates..(t + 1) * step_gates]);
             // The two directions are independent: one thread each when rayon has two.
@@ -437,25 +426,30 @@ impl Forward {
             let (cells_forward, cells_backward) = cells[..step_states].split_at_mut(half_states);
             let (hidden_forward, hidden_backward) = hidden[..step_states].split_at_mut(half_states);
             let half = |d: usize| {
-                previous.map(|(hidden, cells)| {
-                    let range = d * half_states..(d + 1) * half_states;
-                    (&hidden[range.clone()], &cells[range])
-                })
+                let range = d * half_states..(d + 1) * half_states;
+                (
+                    previous_hidden.map(|hidden| &hidden[range.clone()]),
+                    &previous_cells[range],
+                )
             };
             rayon::join(
                 || {
+                    let (previous_hidden, previous_cells) = half(0);
                     forward_step(
                         step_forward,
-                        half(0),
+                        previous_hidden,
+                        previous_cells,
                         &recurrent[0],
                         cells_forward,
                         hidden_forward,
                     )
                 },
                 || {
+                    let (previous_hidden, previous_cells) = half(1);
                     forward_step(
                         step_backward,
-                        half(1),
+                        previous_hidden,
+                        previous_cells,
                         &recurrent[1],
                         cells_backward,
                         hidden_backward,
@@ -476,21 +470,24 @@ impl Forward {
     /// Backpropagation through time: the gradients of the gates and the recurrent weights given
     /// that of the hidden states.
     fn backward(&self, d_hidden: &FlexTensor, recurrent: &FlexTensor) -> (FlexTensor, FlexTensor) {
-        let (time, directions, batch, h) =
-            (self.time, self.directions, self.batch, self.hidden_size);
+        let (time, batch, h) = (self.time, self.batch, self.hidden_size);
         let width = 4 * h;
-        let step_gates = directions * batch * width;
-        let step_states = directions * batch * h;
-        let d_hidden = time_major(&values(d_hidden), &self.lengths, time, h);
+        let step_gates = DIRECTIONS * batch * width;
+        let step_states = DIRECTIONS * batch * h;
+        let d_hidden = time_major(f32s(&d_hidden.to_contiguous()), &self.lengths, time, h);
         let recurrent_t = by_direction(recurrent, true);
         let (half_gates, half_states) = (batch * width, batch * h);
         let mut d_gates = vec![0.0; time * step_gates];
         let mut d_h_next = vec![0.0; step_states];
         let mut d_c_next = vec![0.0; step_states];
+        let zeros = vec![0.0; step_states];
         for t in (0..time).rev() {
             let states = t * step_states..(t + 1) * step_states;
-            let previous_cells =
-                (t > 0).then(|| &self.cells[(t - 1) * step_states..t * step_states]);
+            let previous_cells = if t > 0 {
+                &self.cells[(t - 1) * step_states..t * step_states]
+            } else {
+                &zeros[..]
+            };
             let activations = &self.activations[t * step_gates..(t + 1) * step_gates];
             let (d_step_forward, d_step_backward) =
                 d_gates[t * step_gates..(t + 1) * step_gates].split_at_mut(half_gates);
@@ -504,56 +501,50 @@ impl Forward {
                         hidden_size: h,
                         activations: &activations[gates],
                         cells: &self.cells[states.clone()],
-                        previous_cells: previous_cells.map(|cells| &cells[local.clone()]),
+                        previous_cells: &previous_cells[local.clone()],
                         d_out: &d_hidden[states],
                         d_h_next: &d_h_next[local],
                     },
                     d_step,
                     d_c_next,
                 );
-                (t > 0).then(|| values(&matmul(d_step.to_vec(), batch, &recurrent_t[d])))
+                (t > 0).then(|| matmul(d_step.to_vec(), batch, &recurrent_t[d]))
             };
             let (forward, backward) = rayon::join(
                 || direction(0, d_step_forward, d_c_forward),
                 || direction(1, d_step_backward, d_c_backward),
             );
             if let (Some(forward), Some(backward)) = (forward, backward) {
-                d_h_next = [forward, backward].concat();
+                let (d_h_forward, d_h_backward) = d_h_next.split_at_mut(half_states);
+                d_h_forward.copy_from_slice(f32s(&forward));
+                d_h_backward.copy_from_slice(f32s(&backward));
             }
         }
 
         // dW[d] = Σ_t h_{t-1}[d]ᵀ · d_gates_t[d], as one matmul over all steps: the previous
-        // states `[direction, h, (time - 1) * batch]` times the gates' gradients
-        // `[direction, (time - 1) * batch, 4h]`.
+        // states `[direction, (time - 1) * batch, h]`, transposed as a view, times the gates'
+        // gradients `[direction, (time - 1) * batch, 4h]`.
         let steps = time - 1;
-        let mut previous_t = vec![0.0; directions * h * steps * batch];
-        let mut later_gates = vec![0.0; directions * steps * batch * width];
+        let mut previous = vec![0.0; steps * step_states];
+        let mut later_gates = vec![0.0; DIRECTIONS * steps * batch * width];
         for t in 1..time {
-            for d in 0..directions {
-                for b in 0..batch {
-                    let column = (t - 1) * batch + b;
-                    let state = (t - 1) * step_states + (d * batch + b) * h;
-                    for j in 0..h {
-                        previous_t[(d * h + j) * steps * batch + column] = self.hidden[state + j];
-                    }
-                    let from = t * step_gates + (d * batch + b) * width;
-                    let to = (d * steps * batch + column) * width;
-                    later_gates[to..to + width].copy_from_slice(&d_gates[from..from + width]);
-                }
+            for d in 0..DIRECTIONS {
+                let to = (d * steps + t - 1) * batch;
+                let from = (t * DIRECTIONS + d) * batch;
+                previous[to * h..(to + batch) * h]
+                    .copy_from_slice(&self.hidden[(from - DIRECTIONS * batch) * h..][..batch * h]);
+                later_gates[to * width..(to + batch) * width]
+                    .copy_from_slice(&d_gates[from * width..(from + batch) * width]);
             }
         }
-        let d_recurrent = if steps == 0 {
-            vec![0.0; directions * h * width]
-        } else {
-            values(&Flex::float_matmul(
-                flex(previous_t, [directions, h, steps * batch]),
-                flex(later_gates, [directions, steps * batch, width]),
-            ))
-        };
+        let d_recurrent = Flex::float_matmul(
+            Flex::float_swap_dims(flex(previous, [DIRECTIONS, steps * batch, h]), 1, 2),
+            flex(later_gates, [DIRECTIONS, steps * batch, width]),
+        );
         let d_natural = natural(&d_gates, &self.lengths, time, width);
         (
-            flex(d_natural, [batch, time, directions * width]),
-            flex(d_recurrent, [directions, h, width]),
+            flex(d_natural, [batch, time, DIRECTIONS * width]),
+            d_recurrent,
         )
     }
 }

@@ -3,7 +3,7 @@
 //! last character beside the backward state after the first.
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use nertrain_model::CharLstmConfig;
+use nertrain_model::{CharLstm, CharLstmConfig};
 
 fn ids(rows: &[&[i64]], width: usize) -> Tensor<2, Int> {
     let mut flat = Vec::new();
@@ -23,13 +23,17 @@ fn rows(t: Tensor<2>) -> Vec<Vec<f32>> {
     (0..n).map(|i| flat[i * d..(i + 1) * d].to_vec()).collect()
 }
 
-#[test]
-fn features_do_not_depend_on_padding_or_batch() {
-    let device = Device::default();
-    let lstm = CharLstmConfig::new(12)
+/// 12 characters, 4-dimensional embeddings, 3 hidden units per direction.
+fn small_char_lstm() -> CharLstm {
+    CharLstmConfig::new(12)
         .with_char_dim(4)
         .with_hidden(3)
-        .init(&device);
+        .init(&Device::default())
+}
+
+#[test]
+fn features_do_not_depend_on_padding_or_batch() {
+    let lstm = small_char_lstm();
     let word: &[i64] = &[3, 7, 5];
     let alone = rows(lstm.forward(ids(&[word], 3), &[3]));
     let batch = rows(lstm.forward(ids(&[&[9, 9, 9, 9, 9, 9], word, &[]], 6), &[6, 3, 0]));
@@ -45,11 +49,7 @@ fn features_do_not_depend_on_padding_or_batch() {
 
 #[test]
 fn features_are_the_forward_state_at_the_last_character_and_the_backward_state_at_the_first() {
-    let device = Device::default();
-    let lstm = CharLstmConfig::new(12)
-        .with_char_dim(4)
-        .with_hidden(3)
-        .init(&device);
+    let lstm = small_char_lstm();
     let word = ids(&[&[3, 7, 5, 2]], 4);
     let features = rows(lstm.forward(word.clone(), &[4]))[0].clone();
     let states = rows(
