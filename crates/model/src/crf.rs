@@ -119,23 +119,6 @@ impl Crf {
             }
         }
     }
-
-    /// The parameters on the host, `(start, transitions, end)`, with penalties when given.
-    pub fn host_potentials(&self, constraints: Option<&Constraints>) -> host::Potentials {
-        let p = self.potentials(constraints);
-        let values = |t: Tensor<1>| {
-            t.into_data()
-                .iter::<f32>()
-                .map(f64::from)
-                .collect::<Vec<f64>>()
-        };
-        host::Potentials {
-            k: self.num_tags(),
-            start: values(p.start),
-            transitions: values(p.transitions.reshape([self.num_tags() * self.num_tags()])),
-            end: values(p.end),
-        }
-    }
 }
 
 /// Penalties that keep decoding (and, optionally, training) to well-formed tag sequences: 0 where a
@@ -191,6 +174,18 @@ pub struct Marginals {
 }
 
 impl Potentials {
+    /// The same potentials on the host in f64, for the [`host`] routines.
+    pub fn to_host(&self) -> host::Potentials {
+        let values = |t: Tensor<1>| t.into_data().iter::<f32>().map(f64::from).collect();
+        let k = self.start.dims()[0];
+        host::Potentials {
+            k,
+            start: values(self.start.clone()),
+            transitions: values(self.transitions.clone().reshape([k * k])),
+            end: values(self.end.clone()),
+        }
+    }
+
     /// Forward log-scores α_t (`[batch, k]` per step), blended through padding, and log Z.
     fn forward(&self, emissions: Tensor<3>, mask: Tensor<2>) -> (Vec<Tensor<2>>, Tensor<1>) {
         let [batch, _, k] = emissions.dims();

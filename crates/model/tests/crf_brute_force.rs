@@ -233,7 +233,7 @@ fn viterbi_returns_the_enumerated_argmax() {
         let decoded =
             crf.potentials(None)
                 .viterbi(p.emissions_tensor(&device), p.mask(&device), &p.lengths);
-        let host_potentials = crf.host_potentials(None);
+        let host_potentials = crf.potentials(None).to_host();
         for (b, (path, score)) in decoded.iter().enumerate() {
             let (host_path, host_score) = host::viterbi(&host_potentials, &p.emissions_of(b));
             assert_eq!(&host_path, path, "host and tensor Viterbi agree");
@@ -364,7 +364,7 @@ fn constrained_viterbi_returns_the_best_well_formed_path() {
             p.mask(&device),
             &p.lengths,
         );
-        let host_potentials = crf.host_potentials(Some(&constraints));
+        let host_potentials = crf.potentials(Some(&constraints)).to_host();
         for (b, (path, _)) in decoded.iter().enumerate() {
             assert!(well_formed(scheme, &tags, path), "{scheme}: {path:?}");
             let (host_path, _) = host::viterbi(&host_potentials, &p.emissions_of(b));
@@ -522,7 +522,7 @@ fn host_forward_backward_matches_the_tensor_version_and_enumeration() {
                 .marginals(p.emissions_tensor(&device), p.mask(&device))
                 .unary,
         );
-        let host_potentials = crf.host_potentials(None);
+        let host_potentials = crf.potentials(None).to_host();
         for b in 0..p.batch() {
             let emissions = p.emissions_of(b);
             let fb = host::ForwardBackward::new(&host_potentials, &emissions);

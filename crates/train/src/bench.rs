@@ -117,7 +117,7 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
     }
     let forward_seconds = started.elapsed().as_secs_f64();
     // Best paths as tagging finds them: emissions to the host, Viterbi in plain Rust.
-    let host_potentials = model.crf.host_potentials(None);
+    let host_potentials = potentials.to_host();
     let started = Instant::now();
     for (inputs, emissions) in &prepared {
         for sentence in host_emissions(emissions.clone(), &inputs.lengths) {

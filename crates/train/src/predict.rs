@@ -91,7 +91,7 @@ impl<'a> Decoder<'a> {
         let potentials = self.model.crf.potentials(constraints.as_ref());
         // The best path alone is decoded on the host: at 9 tags it is cheaper than even one step
         // of the tensor recursion, whatever the backend. n-best paths come from the tensor version.
-        let host_potentials = self.model.crf.host_potentials(constraints.as_ref());
+        let host_potentials = potentials.to_host();
         let k = self.vocab.tags.len();
 
         let lengths: Vec<usize> = sentences.iter().map(Encoded::len).collect();
