@@ -954,6 +954,7 @@ fn conll_configs_train_on_another_layout_by_changing_paths_and_columns() {
         "configs/conll.toml",
         "configs/conll-word.toml",
         "configs/conll-charlstm.toml",
+        "configs/conll-lm.toml",
     ] {
         let run = dir.join(
             config

@@ -16,6 +16,62 @@ pub struct CharIds {
     pub lengths: Vec<usize>,
 }
 
+/// Each sentence's characters as one sequence, for a character-level language model over the
+/// whole sentence (Liu et al., 2018): a separator (`<pad>`'s id, which no word contains) before
+/// every word and after the last, so a sentence of `n` words and `c` characters is `c + n + 1`
+/// long. Rows are `[batch, max_chars]`, padded with `<pad>` past each row's length.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SentenceChars {
+    pub ids: Vec<i64>,
+    pub max_chars: usize,
+    pub lengths: Vec<usize>,
+    /// `[batch, max_len]`: where the separator after each word is, 0 for padding slots.
+    pub word_ends: Vec<i64>,
+    /// `[batch, max_len]`: where the separator before each word is, 0 for padding slots.
+    pub word_starts: Vec<i64>,
+}
+
+impl SentenceChars {
+    /// Words longer than `max_word_len` characters keep their first `max_word_len`, as in
+    /// [`CharIds`].
+    fn new(sentences: &[&Encoded], max_len: usize, max_word_len: usize) -> Self {
+        const SEPARATOR: i64 = Vocab::PAD_ID as i64;
+        let rows: Vec<Vec<i64>> = sentences
+            .iter()
+            .map(|sentence| {
+                let mut row = vec![SEPARATOR];
+                for word in &sentence.chars {
+                    row.extend(word.iter().take(max_word_len).map(|&c| c as i64));
+                    row.push(SEPARATOR);
+                }
+                row
+            })
+            .collect();
+        let lengths: Vec<usize> = rows.iter().map(Vec::len).collect();
+        let max_chars = lengths.iter().copied().max().unwrap_or(0);
+        let mut ids = vec![SEPARATOR; sentences.len() * max_chars];
+        let mut word_ends = vec![0; sentences.len() * max_len];
+        let mut word_starts = vec![0; sentences.len() * max_len];
+        for (b, (row, sentence)) in rows.iter().zip(sentences).enumerate() {
+            ids[b * max_chars..b * max_chars + row.len()].copy_from_slice(row);
+            let mut start = 0;
+            for (t, word) in sentence.chars.iter().enumerate() {
+                let end = start + word.len().min(max_word_len) + 1;
+                word_starts[b * max_len + t] = start as i64;
+                word_ends[b * max_len + t] = end as i64;
+                start = end;
+            }
+        }
+        Self {
+            ids,
+            max_chars,
+            lengths,
+            word_ends,
+            word_starts,
+        }
+    }
+}
+
 /// Sentences as padded id matrices. Matrices are `[batch, max_len]`, row-major; positions at or
 /// beyond a sentence's length hold `<pad>` (words) or 0 (tags) and are masked everywhere.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,6 +82,7 @@ pub struct Batch {
     pub max_len: usize,
     pub words: Vec<i64>,
     pub chars: CharIds,
+    pub sentence_chars: SentenceChars,
     /// Empty when the sentences are untagged.
     pub tags: Vec<i64>,
 }
@@ -65,6 +122,8 @@ impl Batch {
                 char_lengths[slot] = sentence.chars[t].len().min(word_len);
             }
         }
+        let members: Vec<&Encoded> = indices.iter().map(|&i| &sentences[i]).collect();
+        let sentence_chars = SentenceChars::new(&members, max_len, word_len);
         Self {
             indices,
             lengths,
@@ -75,6 +134,7 @@ impl Batch {
                 max_word_len: word_len,
                 lengths: char_lengths,
             },
+            sentence_chars,
             tags,
         }
     }
@@ -153,6 +213,22 @@ mod tests {
             vec![14, 14, 14, 0, 0, 0, 12, 12, 0, 13, 13, 13]
         );
         assert_eq!(batch.chars.lengths, vec![3, 0, 2, 3]);
+    }
+
+    #[test]
+    fn lays_out_sentence_characters_with_separators() {
+        let sentences = [encoded(&[2, 3], &[1, 2]), encoded(&[4], &[3])];
+        let batch = Batch::new(&sentences, vec![1, 0], 3);
+        let chars = &batch.sentence_chars;
+        // Row 0: | 14 14 14 |, the 4-character word cut to 3; row 1: | 12 12 | 13 13 13 |.
+        assert_eq!(chars.max_chars, 8);
+        assert_eq!(chars.lengths, vec![5, 8]);
+        assert_eq!(
+            chars.ids,
+            vec![0, 14, 14, 14, 0, 0, 0, 0, 0, 12, 12, 0, 13, 13, 13, 0]
+        );
+        assert_eq!(chars.word_starts, vec![0, 0, 0, 3]);
+        assert_eq!(chars.word_ends, vec![4, 0, 3, 7]);
     }
 
     #[test]

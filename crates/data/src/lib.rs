@@ -12,7 +12,7 @@ mod score;
 mod vectors;
 mod vocab;
 
-pub use batch::{Batch, BatchPlan, CharIds};
+pub use batch::{Batch, BatchPlan, CharIds, SentenceChars};
 pub use conll::{ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, read_conll};
 pub use error::DataError;
 pub use scheme::{

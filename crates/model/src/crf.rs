@@ -58,6 +58,17 @@ pub enum Reduction {
     TokenMean,
 }
 
+impl Reduction {
+    /// Reduces per-sentence losses `[batch]` of sentences of `lengths` tokens to one.
+    pub fn apply(self, per_sentence: Tensor<1>, lengths: &[usize]) -> Tensor<1> {
+        match self {
+            Reduction::Sum => per_sentence.sum(),
+            Reduction::Mean => per_sentence.mean(),
+            Reduction::TokenMean => per_sentence.sum() / lengths.iter().sum::<usize>() as f64,
+        }
+    }
+}
+
 /// `log Σ exp(x)` along `dim`, kept as a size-1 dimension. The max is detached: it cancels out of
 /// the value and the gradient alike, and detaching saves its backward.
 pub fn log_sum_exp<const D: usize>(x: Tensor<D>, dim: usize) -> Tensor<D> {
@@ -264,11 +275,7 @@ impl Potentials {
     ) -> Tensor<1> {
         let log_z = self.log_partition(emissions.clone(), mask.clone());
         let nll = log_z - self.path_score(emissions, tags, mask, lengths);
-        match reduction {
-            Reduction::Sum => nll.sum(),
-            Reduction::Mean => nll.mean(),
-            Reduction::TokenMean => nll.sum() / lengths.iter().sum::<usize>() as f64,
-        }
+        reduction.apply(nll, lengths)
     }
 
     /// Token and pairwise marginals by forward-backward in log space, for the whole batch.

@@ -15,6 +15,14 @@ pub struct BatchTensors {
     pub lengths: Vec<usize>,
     /// Characters in each word slot, `[batch * max_len]`.
     pub char_lengths: Vec<usize>,
+    /// Each sentence's characters as one sequence, `[batch, max_chars]` (see
+    /// [`nertrain_data::SentenceChars`]).
+    pub sentence_chars: Tensor<2, Int>,
+    pub sentence_char_lengths: Vec<usize>,
+    /// `[batch, max_len]`: where in `sentence_chars` the separator after each word is.
+    pub word_ends: Tensor<2, Int>,
+    /// `[batch, max_len]`: where in `sentence_chars` the separator before each word is.
+    pub word_starts: Tensor<2, Int>,
 }
 
 impl BatchTensors {
@@ -38,6 +46,13 @@ impl BatchTensors {
             mask: Tensor::from_data(TensorData::new(mask, shape), device),
             lengths: batch.lengths.clone(),
             char_lengths: batch.chars.lengths.clone(),
+            sentence_chars: ints(
+                &batch.sentence_chars.ids,
+                [batch.size(), batch.sentence_chars.max_chars],
+            ),
+            sentence_char_lengths: batch.sentence_chars.lengths.clone(),
+            word_ends: ints(&batch.sentence_chars.word_ends, shape),
+            word_starts: ints(&batch.sentence_chars.word_starts, shape),
         }
     }
 }

@@ -5,6 +5,7 @@
 
 mod bilstm;
 mod char_cnn;
+mod char_lm;
 mod char_lstm;
 pub mod crf;
 mod inputs;
@@ -13,6 +14,7 @@ mod tagger;
 
 pub use bilstm::{BiLstm, BiLstmConfig};
 pub use char_cnn::{CharCnn, CharCnnConfig};
+pub use char_lm::{CharLm, CharLmConfig, Highway, WordStates};
 pub use char_lstm::{CharLstm, CharLstmConfig};
 pub use crf::{Constraints, Crf, CrfConfig, Marginals, Potentials, Reduction};
 pub use inputs::BatchTensors;

@@ -7,8 +7,8 @@ use nertrain_data::{Vectors, Vocab};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, CharLstm, CharLstmConfig,
-    Constraints, Crf, CrfConfig, Reduction, uniform_embedding,
+    BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, CharLm, CharLmConfig, CharLstm,
+    CharLstmConfig, Constraints, Crf, CrfConfig, Reduction, WordStates, uniform_embedding,
 };
 
 /// Which character features each word gets besides its embedding.
@@ -43,6 +43,16 @@ pub struct TaggerConfig {
     /// Dropout on the LSTM's input and output.
     #[config(default = 0.5)]
     pub dropout: f64,
+    /// LM-LSTM-CRF: a character LSTM over the whole sentence gives every word features, and is
+    /// co-trained to predict the next and the previous word (Liu et al., 2018).
+    #[config(default = false)]
+    pub char_lm: bool,
+    /// Hidden size of each direction of the sentence-level character LSTM.
+    #[config(default = 100)]
+    pub char_lm_hidden: usize,
+    /// Weight of the language-model losses beside the CRF's.
+    #[config(default = 1.0)]
+    pub lm_weight: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +60,9 @@ pub struct VocabSizes {
     pub words: usize,
     pub chars: usize,
     pub tags: usize,
+    /// Words the language-model heads predict (`char_lm`): the most frequent ids, below this.
+    #[serde(default)]
+    pub lm_words: usize,
 }
 
 impl From<&nertrain_data::Vocabularies> for VocabSizes {
@@ -58,6 +71,7 @@ impl From<&nertrain_data::Vocabularies> for VocabSizes {
             words: vocab.words.len(),
             chars: vocab.chars.len(),
             tags: vocab.tags.len(),
+            lm_words: 0,
         }
     }
 }
@@ -76,13 +90,23 @@ impl TaggerConfig {
                 .with_hidden(self.char_hidden)
                 .init(device)
         });
+        let char_lm = self.char_lm.then(|| {
+            CharLmConfig::new(sizes.chars, sizes.lm_words)
+                .with_char_dim(self.char_dim)
+                .with_hidden(self.char_lm_hidden)
+                .with_dropout(self.dropout)
+                .init(device)
+        });
         let d_input = self.word_dim
             + chars.as_ref().map_or(0, CharCnn::d_output)
-            + char_lstm.as_ref().map_or(0, CharLstm::d_output);
+            + char_lstm.as_ref().map_or(0, CharLstm::d_output)
+            + char_lm.as_ref().map_or(0, CharLm::d_output);
         Tagger {
             words: uniform_embedding(sizes.words, self.word_dim, device),
             chars,
             char_lstm,
+            char_lm,
+            lm_weight: self.lm_weight,
             encoder: BiLstmConfig::new(d_input, self.hidden).init(device),
             dropout: DropoutConfig::new(self.dropout).init(),
             emissions: LinearConfig::new(2 * self.hidden, sizes.tags).init(device),
@@ -99,6 +123,8 @@ pub struct Tagger {
     /// models still load).
     pub chars: Option<CharCnn>,
     pub char_lstm: Option<CharLstm>,
+    pub char_lm: Option<CharLm>,
+    pub lm_weight: f64,
     pub encoder: BiLstm,
     pub dropout: Dropout,
     pub emissions: Linear,
@@ -108,6 +134,11 @@ pub struct Tagger {
 impl Tagger {
     /// Per-token tag scores, `[batch, max_len, tags]`.
     pub fn emissions(&self, inputs: &BatchTensors) -> Tensor<3> {
+        self.encode(inputs).0
+    }
+
+    /// The emissions, and the character language model's states when there is one.
+    fn encode(&self, inputs: &BatchTensors) -> (Tensor<3>, Option<WordStates>) {
         let [batch, time] = inputs.words.dims();
         let mut x = self.words.forward(inputs.words.clone());
         if let Some(chars) = &self.chars {
@@ -120,10 +151,15 @@ impl Tagger {
             let d = features.dims()[1];
             x = Tensor::cat(vec![x, features.reshape([batch, time, d])], 2);
         }
+        let lm_states = self.char_lm.as_ref().map(|char_lm| {
+            let states = char_lm.word_states(inputs);
+            x = Tensor::cat(vec![x.clone(), char_lm.features(&states)], 2);
+            states
+        });
         let h = self
             .encoder
             .forward(self.dropout.forward(x), &inputs.lengths);
-        self.emissions.forward(self.dropout.forward(h))
+        (self.emissions.forward(self.dropout.forward(h)), lm_states)
     }
 
     /// Sets the embedding of every vocabulary word that has a pretrained vector (looked up as the
@@ -147,7 +183,8 @@ impl Tagger {
         (self, found)
     }
 
-    /// The CRF negative log-likelihood of the batch's gold tags.
+    /// The CRF negative log-likelihood of the batch's gold tags, plus the weighted
+    /// language-model losses when there is a character language model.
     pub fn loss(
         &self,
         inputs: &BatchTensors,
@@ -155,12 +192,20 @@ impl Tagger {
         constraints: Option<&Constraints>,
     ) -> Tensor<1> {
         let tags = inputs.tags.clone().expect("a training batch carries tags");
-        self.crf.potentials(constraints).nll(
-            self.emissions(inputs),
+        let (emissions, lm_states) = self.encode(inputs);
+        let crf_nll = self.crf.potentials(constraints).nll(
+            emissions,
             tags,
             inputs.mask.clone(),
             &inputs.lengths,
             reduction,
-        )
+        );
+        match (&self.char_lm, lm_states) {
+            (Some(char_lm), Some(states)) => {
+                let lm_nll = char_lm.nll(states, inputs.words.clone(), inputs.mask.clone());
+                crf_nll + reduction.apply(lm_nll, &inputs.lengths) * self.lm_weight
+            }
+            _ => crf_nll,
+        }
     }
 }

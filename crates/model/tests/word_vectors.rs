@@ -24,6 +24,7 @@ fn embedding_rows_take_the_vectors_of_known_words() {
             words: 5,
             chars: 2,
             tags: 3,
+            lm_words: 0,
         },
         &device,
     );

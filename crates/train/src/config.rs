@@ -44,6 +44,10 @@ pub struct DataConfig {
     /// Longer words keep their first characters for character features.
     #[config(default = 25)]
     pub max_word_len: usize,
+    /// With `model.char_lm`, the language model predicts the training words seen at least this
+    /// often, and every other word as `<unk>`.
+    #[config(default = 5)]
+    pub lm_min_count: usize,
 }
 
 impl DataConfig {
@@ -146,7 +150,7 @@ impl Experiment {
     /// Values that parse but make no sense are errors naming the key and the range expected.
     fn validate(&self) -> crate::Result<()> {
         let (d, m, t) = (&self.data, &self.model, &self.train);
-        let checks: [(bool, &str, &str); 16] = [
+        let checks: [(bool, &str, &str); 19] = [
             (
                 d.train_scheme != TagScheme::Iob1,
                 "data.train_scheme",
@@ -159,12 +163,23 @@ impl Experiment {
                 "a probability in [0, 1]",
             ),
             (d.max_word_len >= 1, "data.max_word_len", "at least 1"),
+            (d.lm_min_count >= 1, "data.lm_min_count", "at least 1"),
             (m.word_dim >= 1, "model.word_dim", "at least 1"),
             (m.hidden >= 1, "model.hidden", "at least 1"),
             (
                 m.char_dim >= 1 && m.char_filters >= 1,
                 "model.char_dim and model.char_filters",
                 "at least 1",
+            ),
+            (
+                m.char_hidden >= 1 && m.char_lm_hidden >= 1,
+                "model.char_hidden and model.char_lm_hidden",
+                "at least 1",
+            ),
+            (
+                m.lm_weight >= 0.0 && m.lm_weight.is_finite(),
+                "model.lm_weight",
+                "zero or positive",
             ),
             (
                 (0.0..1.0).contains(&m.dropout),

@@ -511,12 +511,34 @@ fn start_run(
             100.0 - coverage(dev)
         );
     }
+    let mut sizes = VocabSizes::from(&vocab);
+    if experiment.model.char_lm {
+        sizes.lm_words = lm_vocabulary_size(&vocab, train, data.lm_min_count);
+        let covered: usize = train
+            .sentences
+            .iter()
+            .flat_map(|s| &s.words)
+            .filter(|w| (2..sizes.lm_words).contains(&vocab.word_id(w)))
+            .count();
+        println!(
+            "language model: predicts the {} words seen at least {} times ({:.1}% of training tokens), the rest as <unk>",
+            sizes.lm_words - 2,
+            data.lm_min_count,
+            100.0 * covered as f64
+                / train
+                    .sentences
+                    .iter()
+                    .map(|s| s.words.len())
+                    .sum::<usize>()
+                    .max(1) as f64
+        );
+    }
     let meta = ModelMeta {
         format: FORMAT_VERSION,
         nertrain_version: env!("CARGO_PKG_VERSION").to_string(),
         model: experiment.model.clone(),
         crf: experiment.crf.clone(),
-        sizes: VocabSizes::from(&vocab),
+        sizes,
         file_scheme,
         train_scheme: data.train_scheme,
         columns: data.columns(),
@@ -532,6 +554,16 @@ fn same_run(recorded: &Experiment, requested: &Experiment) -> bool {
     recorded.train.epochs = requested.train.epochs;
     recorded.train.patience = requested.train.patience;
     recorded.to_toml() == requested.to_toml()
+}
+
+/// How many of the most frequent word ids the language model predicts (with `<pad>` and `<unk>`):
+/// the vocabulary orders training words by count, so those seen `min_count` times are a prefix.
+fn lm_vocabulary_size(vocab: &Vocabularies, train: &Corpus, min_count: usize) -> usize {
+    let mut counts = vec![0usize; vocab.words.len()];
+    for word in train.sentences.iter().flat_map(|s| &s.words) {
+        counts[vocab.word_id(word)] += 1;
+    }
+    2 + counts[2..].iter().take_while(|&&n| n >= min_count).count()
 }
 
 /// Which word ids occur exactly once in the training sentences.

@@ -161,7 +161,11 @@ impl ModelDir {
         let text = std::fs::read_to_string(&path).map_err(|e| missing_or(&self.path, &path, e))?;
         let vocab: Vocabularies = serde_json::from_str(&text)
             .map_err(|e| format!("{}: not a vocabulary file: {e}", path.display()))?;
-        let sizes = VocabSizes::from(&vocab);
+        // The language model's share of the words is the model's, not the vocabulary's.
+        let sizes = VocabSizes {
+            lm_words: meta.sizes.lm_words.min(vocab.words.len()),
+            ..VocabSizes::from(&vocab)
+        };
         if sizes != meta.sizes {
             return Err(format!(
                 "{}: vocabulary sizes {sizes:?} do not match model.json's {:?}",
