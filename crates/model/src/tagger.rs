@@ -134,13 +134,19 @@ pub struct Tagger {
 impl Tagger {
     /// Per-token tag scores, `[batch, max_len, tags]`.
     pub fn emissions(&self, inputs: &BatchTensors) -> Tensor<3> {
-        self.encode(inputs).0
+        self.encode(inputs, self.words.forward(inputs.words.clone()))
+            .0
     }
 
     /// The emissions, and the character language model's states when there is one.
-    fn encode(&self, inputs: &BatchTensors) -> (Tensor<3>, Option<WordStates>) {
+    /// `word_vectors`: the batch's word embeddings, `[batch, max_len, word_dim]`.
+    fn encode(
+        &self,
+        inputs: &BatchTensors,
+        word_vectors: Tensor<3>,
+    ) -> (Tensor<3>, Option<WordStates>) {
         let [batch, time] = inputs.words.dims();
-        let mut x = self.words.forward(inputs.words.clone());
+        let mut x = word_vectors;
         if let Some(chars) = &self.chars {
             let features = chars.forward(inputs.chars.clone());
             let d = features.dims()[1];
@@ -185,14 +191,19 @@ impl Tagger {
 
     /// The CRF negative log-likelihood of the batch's gold tags, plus the weighted
     /// language-model losses when there is a character language model.
+    ///
+    /// `word_vectors` are the batch's word embeddings, `[batch, max_len, word_dim]`: training
+    /// looks them up in its own row-sparse copy of [`Tagger::words`], so that a step costs
+    /// nothing for the rows it does not touch.
     pub fn loss(
         &self,
         inputs: &BatchTensors,
+        word_vectors: Tensor<3>,
         reduction: Reduction,
         constraints: Option<&Constraints>,
     ) -> Tensor<1> {
         let tags = inputs.tags.clone().expect("a training batch carries tags");
-        let (emissions, lm_states) = self.encode(inputs);
+        let (emissions, lm_states) = self.encode(inputs, word_vectors);
         let crf_nll = self.crf.potentials(constraints).nll(
             emissions,
             tags,

@@ -6,8 +6,6 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::optim::momentum::MomentumConfig;
-use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::Device;
 use nertrain_data::{
     Batch, BatchPlan, ColumnSpec, Encoded, TagScheme, TextNormalization, Vocabularies, read_conll,
@@ -16,8 +14,8 @@ use nertrain_model::crf::{host, host_emissions};
 use nertrain_model::{BatchTensors, CharFeatures, Reduction, TaggerConfig, VocabSizes};
 
 use crate::Result;
-use crate::clip::clip_global_norm;
 use crate::predict::{Decoder, PredictOptions};
+use crate::step::Trainer;
 
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
@@ -46,11 +44,7 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
     let train_device = device.clone().autodiff();
     train_device.seed(options.seed);
     let mut model = config.init(sizes, &train_device);
-    let mut optimizer = SgdConfig::new()
-        .with_momentum(Some(
-            MomentumConfig::new().with_momentum(0.9).with_dampening(0.0),
-        ))
-        .init();
+    let mut trainer = Trainer::new(&model, 0.9, 5.0, Reduction::Sum, None);
     let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
     let mut batches = std::iter::successors(Some(0u64), |e| Some(e + 1)).flat_map(|epoch| {
         BatchPlan::shuffled(&lengths, options.batch_size, options.seed + epoch).batches
@@ -66,15 +60,9 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
             sentences += batch.size();
             tokens += batch.token_count();
         }
-        let loss = model.loss(
-            &BatchTensors::new(&batch, &train_device),
-            Reduction::Sum,
-            None,
-        );
-        let mut grads = GradientsParams::from_grads(loss.backward(), &model);
-        clip_global_norm(&model, &mut grads, 5.0);
-        model = optimizer.step(0.015, model, grads);
+        model = trainer.step(model, &batch, 0.015, &train_device).0;
     }
+    let model = trainer.with_trained_words(model);
     let train_seconds = started.elapsed().as_secs_f64();
 
     // Decoding the dev set as `eval` does (length-sorted batches), without constraints as the

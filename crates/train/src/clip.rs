@@ -1,5 +1,6 @@
 //! Global gradient-norm clipping, as PyTorch's `clip_grad_norm_`: Burn's own clipping works per
-//! parameter tensor, which changes the direction of the update.
+//! parameter tensor, which changes the direction of the update. The norm is over the module's
+//! gradients and the word embedding's row-sparse one together.
 
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
@@ -31,16 +32,23 @@ impl ModuleVisitor for Scale<'_> {
     }
 }
 
-/// Scales all gradients so their joint L2 norm is at most `max_norm`; returns the norm before.
-pub fn clip_global_norm<M: Module>(module: &M, grads: &mut GradientsParams, max_norm: f64) -> f64 {
+/// The sum of squares of all of `module`'s gradients.
+pub fn squared_norm<M: Module>(module: &M, grads: &GradientsParams) -> f64 {
     let mut norm = SquaredNorm { grads, total: 0.0 };
     module.visit(&mut norm);
-    let norm = norm.total.sqrt();
+    norm.total
+}
+
+/// What to multiply gradients of joint L2 norm `norm` by so that it is at most `max_norm`
+/// (0: no limit).
+pub fn clip_factor(norm: f64, max_norm: f64) -> f64 {
     if max_norm > 0.0 && norm > max_norm {
-        module.visit(&mut Scale {
-            grads,
-            factor: max_norm / (norm + 1e-6),
-        });
+        max_norm / (norm + 1e-6)
+    } else {
+        1.0
     }
-    norm
+}
+
+pub fn scale<M: Module>(module: &M, grads: &mut GradientsParams, factor: f64) {
+    module.visit(&mut Scale { grads, factor });
 }

@@ -6,24 +6,22 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use burn::module::Module;
-use burn::optim::momentum::MomentumConfig;
-use burn::optim::{GradientsParams, SgdConfig};
 use burn::tensor::Device;
 use nertrain_data::{
     Batch, BatchPlan, ColumnSpec, Corpus, Encoded, Report, TagScheme, Vectors, Vocab, Vocabularies,
     check_tag, convert_tags, read_conll, read_vectors,
 };
-use nertrain_model::{BatchTensors, Constraints, Tagger, VocabSizes};
+use nertrain_model::{Constraints, Tagger, VocabSizes};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::clip::clip_global_norm;
 use crate::model_dir::{
     FORMAT_VERSION, ModelDir, ModelMeta, load_module, save_module, write_atomic,
 };
 use crate::predict::{Decoder, PredictOptions};
 use crate::progress::EpochProgress;
+use crate::step::Trainer;
 use crate::{Experiment, Result};
 
 #[derive(Debug, Clone, Default)]
@@ -169,12 +167,6 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             vocab.words.len()
         );
     }
-    let optimizer_config = SgdConfig::new().with_momentum(Some(
-        MomentumConfig::new()
-            .with_momentum(train_config.momentum)
-            .with_dampening(0.0),
-    ));
-    let mut optimizer = optimizer_config.init();
     let resuming = state.is_some();
     let mut state = state.unwrap_or(LoopState {
         epochs_done: 0,
@@ -186,16 +178,17 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         epoch_seconds: 0.0,
     });
     if resuming {
-        let checkpoint = checkpoint_dir(&run)?;
-        model = load_module(model, &checkpoint.join("model.bpk"))?;
-        optimizer = optimizer
-            .load(checkpoint.join("optimizer.bpk"))
-            .map_err(|e| {
-                format!(
-                    "{}: cannot load optimiser state: {e:?}",
-                    checkpoint.display()
-                )
-            })?;
+        model = load_module(model, &checkpoint_dir(&run)?.join("model.bpk"))?;
+    }
+    let mut trainer = Trainer::new(
+        &model,
+        train_config.momentum,
+        train_config.clip_norm,
+        train_config.reduction,
+        training_constraints,
+    );
+    if resuming {
+        trainer.load(&checkpoint_dir(&run)?)?;
         let within = if state.batches_done > 0 {
             format!(" and batch {} of the next", state.batches_done)
         } else {
@@ -259,13 +252,8 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
                     }
                 }
             }
-            let inputs = BatchTensors::new(&batch, &train_device);
-            let loss = model.loss(
-                &inputs,
-                train_config.reduction,
-                training_constraints.as_ref(),
-            );
-            let value: f64 = loss.clone().into_scalar::<f64>();
+            let (trained, value) = trainer.step(model, &batch, lr, &train_device);
+            model = trained;
             if !value.is_finite() {
                 progress.finish();
                 let kept = if state.best_epoch > 0 {
@@ -284,9 +272,6 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
                 )
                 .into());
             }
-            let mut grads = GradientsParams::from_grads(loss.backward(), &model);
-            clip_global_norm(&model, &mut grads, train_config.clip_norm);
-            model = optimizer.step(lr, model, grads);
             let sentence_loss = match train_config.reduction {
                 nertrain_model::Reduction::Sum => value,
                 nertrain_model::Reduction::Mean => value * batch.size() as f64,
@@ -303,7 +288,8 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
                 state.batches_done = batch_number + 1;
                 state.epoch_loss = loss_sum;
                 state.epoch_seconds += started.elapsed().as_secs_f64();
-                save_checkpoint(&run, &model, &optimizer, &state)?;
+                model = trainer.with_trained_words(model);
+                save_checkpoint(&run, &model, &trainer, &state)?;
                 println!(
                     "interrupted: saved after batch {} of epoch {}; continue with --resume",
                     batch_number + 1,
@@ -325,6 +311,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         state.epoch_seconds = 0.0;
 
         let eval_started = Instant::now();
+        model = trainer.with_trained_words(model);
         let valid = model.valid();
         let decoder = Decoder::new(&valid, &vocab, &meta, device);
         let report = decoder.score(&dev, &dev_encoded, decode_options);
@@ -376,7 +363,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         );
         state.history.push(metrics);
         state.epochs_done += 1;
-        save_checkpoint(&run, &model, &optimizer, &state)?;
+        save_checkpoint(&run, &model, &trainer, &state)?;
     }
     if state.epochs_done < train_config.epochs {
         println!(
@@ -619,7 +606,7 @@ fn read_state(run: &ModelDir) -> Result<LoopState> {
 fn save_checkpoint(
     run: &ModelDir,
     model: &Tagger,
-    optimizer: &burn::optim::ModuleOptimizer,
+    trainer: &Trainer,
     state: &LoopState,
 ) -> Result<()> {
     let current = run.checkpoint_dir();
@@ -628,9 +615,7 @@ fn save_checkpoint(
     let _ = std::fs::remove_dir_all(&partial);
     std::fs::create_dir_all(&partial).map_err(|e| format!("{}: {e}", partial.display()))?;
     save_module(model, &partial.join("model.bpk"))?;
-    optimizer
-        .save(partial.join("optimizer.bpk"))
-        .map_err(|e| format!("{}: cannot save optimiser state: {e:?}", partial.display()))?;
+    trainer.save(&partial)?;
     write_atomic(
         &partial.join("state.json"),
         serde_json::to_string(state)?.as_bytes(),

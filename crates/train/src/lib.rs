@@ -11,6 +11,8 @@ mod fit;
 mod model_dir;
 mod predict;
 mod progress;
+mod sparse_words;
+mod step;
 
 pub use backend::Backend;
 pub use bench::{BenchOptions, bench};

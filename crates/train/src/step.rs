@@ -1,0 +1,226 @@
+//! One training step, the same for `fit` and `bench`: forward, backward, global-norm clipping,
+//! and SGD with momentum: Burn's optimiser for every parameter but the word embedding, whose
+//! update is row-sparse on the host ([`SparseWords`]).
+
+use std::path::Path;
+
+use burn::module::Param;
+use burn::optim::momentum::MomentumConfig;
+use burn::optim::{GradientsParams, ModuleOptimizer, SgdConfig};
+use burn::tensor::{Device, Tensor, TensorData};
+use nertrain_data::Batch;
+use nertrain_model::{BatchTensors, Constraints, Reduction, Tagger};
+
+use crate::Result;
+use crate::clip::{clip_factor, scale, squared_norm};
+use crate::sparse_words::{RowGradient, SparseWords};
+
+pub struct Trainer {
+    optimizer: ModuleOptimizer,
+    words: SparseWords,
+    clip_norm: f64,
+    reduction: Reduction,
+    constraints: Option<Constraints>,
+}
+
+/// Where a checkpoint keeps the word embedding's training state, beside Burn's optimiser's.
+const WORDS_FILE: &str = "words.bin";
+const OPTIMIZER_FILE: &str = "optimizer.bpk";
+
+impl Trainer {
+    /// SGD with `momentum` (no dampening, as PyTorch's), starting from `model`'s word table.
+    pub fn new(
+        model: &Tagger,
+        momentum: f64,
+        clip_norm: f64,
+        reduction: Reduction,
+        constraints: Option<Constraints>,
+    ) -> Self {
+        let optimizer = SgdConfig::new()
+            .with_momentum(Some(
+                MomentumConfig::new()
+                    .with_momentum(momentum)
+                    .with_dampening(0.0),
+            ))
+            .init();
+        let [_, dim] = model.words.weight.dims();
+        let table: Vec<f32> = model.words.weight.val().into_data().iter::<f32>().collect();
+        Self {
+            optimizer,
+            words: SparseWords::new(table, dim, momentum),
+            clip_norm,
+            reduction,
+            constraints,
+        }
+    }
+
+    /// Trains on `batch` at learning rate `lr`, on `device` (an autodiff device); returns the
+    /// model and the loss. A loss that is not finite is returned with the model unchanged.
+    pub fn step(
+        &mut self,
+        model: Tagger,
+        batch: &Batch,
+        lr: f64,
+        device: &Device,
+    ) -> (Tagger, f64) {
+        let inputs = BatchTensors::new(batch, device);
+        let dim = self.words.dim();
+        let word_vectors = Tensor::<3>::from_data(
+            TensorData::new(
+                self.words.lookup(&batch.words, lr),
+                [batch.size(), batch.max_len, dim],
+            ),
+            device,
+        )
+        .require_grad();
+        let loss = model.loss(
+            &inputs,
+            word_vectors.clone(),
+            self.reduction,
+            self.constraints.as_ref(),
+        );
+        let value = loss.clone().into_scalar::<f64>();
+        if !value.is_finite() {
+            return (model, value);
+        }
+        let mut grads = loss.backward();
+        let slot_gradients: Vec<f32> = word_vectors
+            .grad_remove(&mut grads)
+            .expect("the word vectors take part in the loss")
+            .into_data()
+            .iter::<f32>()
+            .collect();
+        let word_gradient = RowGradient::new(&batch.words, &slot_gradients, dim);
+        let mut grads = GradientsParams::from_grads(grads, &model);
+        let norm = (squared_norm(&model, &grads) + word_gradient.squared_norm()).sqrt();
+        let factor = clip_factor(norm, self.clip_norm);
+        if factor < 1.0 {
+            scale(&model, &mut grads, factor);
+        }
+        self.words.step(&word_gradient, factor);
+        (self.optimizer.step(lr, model, grads), value)
+    }
+
+    /// `model` with the word table as trained so far (every row up to date), for evaluating or
+    /// saving it.
+    pub fn with_trained_words(&self, mut model: Tagger) -> Tagger {
+        let [rows, dim] = model.words.weight.dims();
+        let table = TensorData::new(self.words.current().0, [rows, dim]);
+        let device = model.words.weight.device();
+        let id = model.words.weight.id;
+        model.words.weight = Param::initialized(id, Tensor::from_data(table, &device));
+        model
+    }
+
+    /// Writes the optimiser's state into checkpoint directory `dir`.
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        self.optimizer
+            .save(dir.join(OPTIMIZER_FILE))
+            .map_err(|e| format!("{}: cannot save optimiser state: {e:?}", dir.display()))?;
+        self.words.save(&dir.join(WORDS_FILE))
+    }
+
+    /// Reads the optimiser's state back from checkpoint directory `dir`.
+    pub fn load(&mut self, dir: &Path) -> Result<()> {
+        let optimizer = std::mem::replace(&mut self.optimizer, SgdConfig::new().init());
+        self.optimizer = optimizer
+            .load(dir.join(OPTIMIZER_FILE))
+            .map_err(|e| format!("{}: cannot load optimiser state: {e:?}", dir.display()))?;
+        self.words.load(&dir.join(WORDS_FILE))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use nertrain_data::Encoded;
+    use nertrain_model::{CharFeatures, TaggerConfig, VocabSizes};
+
+    use super::*;
+
+    fn sentence(words: &[usize], tags: &[usize]) -> Encoded {
+        Encoded {
+            words: words.to_vec(),
+            chars: words.iter().map(|&w| vec![w % 5; 2]).collect(),
+            tags: tags.to_vec(),
+        }
+    }
+
+    fn values(t: Tensor<2>) -> Vec<f32> {
+        t.into_data().iter::<f32>().collect()
+    }
+
+    /// The row-sparse word update trains the same model as Burn's dense optimiser over all
+    /// parameters, momentum and clipping included.
+    #[test]
+    fn steps_equal_the_dense_optimiser() {
+        let device = Device::default().autodiff();
+        device.seed(3);
+        let sizes = VocabSizes {
+            words: 12,
+            chars: 6,
+            tags: 3,
+            lm_words: 0,
+        };
+        let model = TaggerConfig::new()
+            .with_word_dim(4)
+            .with_hidden(3)
+            .with_char_features(CharFeatures::None)
+            .with_dropout(0.0)
+            .init(sizes, &device);
+        let sentences = [
+            sentence(&[2, 3, 2, 5], &[0, 1, 2, 0]),
+            sentence(&[4, 2], &[1, 0]),
+            sentence(&[7, 8, 9], &[0, 0, 1]),
+            sentence(&[10, 3], &[2, 0]),
+        ];
+        let batches = [vec![0, 1], vec![2, 3], vec![1, 3], vec![0, 2], vec![1, 2]];
+        // A small limit, so that clipping acts.
+        let clip = 0.5;
+        let mut trainer = Trainer::new(&model, 0.9, clip, Reduction::Sum, None);
+        let mut dense_optimizer = SgdConfig::new()
+            .with_momentum(Some(
+                MomentumConfig::new().with_momentum(0.9).with_dampening(0.0),
+            ))
+            .init();
+        let (mut sparse, mut dense) = (model.clone(), model);
+        let mut clipped_steps = 0;
+        for (step, indices) in batches.iter().enumerate() {
+            let lr = if step < 3 { 0.1 } else { 0.05 };
+            let batch = Batch::new(&sentences, indices.clone(), 10);
+            sparse = trainer.step(sparse, &batch, lr, &device).0;
+
+            let inputs = BatchTensors::new(&batch, &device);
+            let loss = dense.loss(
+                &inputs,
+                dense.words.forward(inputs.words.clone()),
+                Reduction::Sum,
+                None,
+            );
+            let mut grads = GradientsParams::from_grads(loss.backward(), &dense);
+            let factor = clip_factor(squared_norm(&dense, &grads).sqrt(), clip);
+            clipped_steps += usize::from(factor < 1.0);
+            scale(&dense, &mut grads, factor);
+            dense = dense_optimizer.step(lr, dense, grads);
+        }
+        assert!(clipped_steps > 0, "clipping acted");
+        let sparse = trainer.with_trained_words(sparse);
+        let batch = Batch::new(&sentences, vec![0, 1, 2, 3], 10);
+        let inputs = BatchTensors::new(&batch, &device);
+        for (name, a, b) in [
+            (
+                "word table",
+                values(sparse.words.weight.val()),
+                values(dense.words.weight.val()),
+            ),
+            (
+                "emissions",
+                values(sparse.emissions(&inputs).reshape([4 * 4, 3])),
+                values(dense.emissions(&inputs).reshape([4 * 4, 3])),
+            ),
+        ] {
+            for (x, y) in a.iter().zip(&b) {
+                assert!((x - y).abs() < 1e-5, "{name}: {a:?} vs {b:?}");
+            }
+        }
+    }
+}
