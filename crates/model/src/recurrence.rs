@@ -123,7 +123,7 @@ impl FusedLstm for Flex {
         recurrent: FlexTensor,
         lengths: Vec<usize>,
     ) -> FlexTensor {
-        Forward::run(&gates, &recurrent, lengths).hidden_tensor()
+        Forward::run(&gates, &recurrent, lengths, Keep::Output).hidden_tensor()
     }
 }
 
@@ -139,7 +139,12 @@ impl<C: CheckpointStrategy> FusedLstm for Autodiff<Flex, C> {
             .stateful()
         {
             OpsKind::Tracked(prep) => {
-                let forward = Forward::run(gates.primitive(), recurrent.primitive(), lengths);
+                let forward = Forward::run(
+                    gates.primitive(),
+                    recurrent.primitive(),
+                    lengths,
+                    Keep::AllSteps,
+                );
                 let output = forward.hidden_tensor();
                 let state = Saved {
                     forward: Arc::new(forward),
@@ -148,7 +153,13 @@ impl<C: CheckpointStrategy> FusedLstm for Autodiff<Flex, C> {
                 prep.finish(state, output)
             }
             OpsKind::UnTracked(prep) => prep.finish(
-                Forward::run(gates.primitive(), recurrent.primitive(), lengths).hidden_tensor(),
+                Forward::run(
+                    gates.primitive(),
+                    recurrent.primitive(),
+                    lengths,
+                    Keep::Output,
+                )
+                .hidden_tensor(),
             ),
         }
     }
@@ -188,11 +199,38 @@ fn flex(values: Vec<f32>, shape: [usize; 3]) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape))
 }
 
-/// `[rows, k] × [k, n]` on flex's matrix multiply.
-fn matmul(lhs: Vec<f32>, rows: usize, rhs: &FlexTensor) -> FlexTensor {
-    let k = rhs.layout().shape().dims::<2>()[0];
-    let lhs = FlexTensor::from_data(TensorData::new(lhs, [rows, k]));
-    Flex::float_matmul(lhs, rhs.clone()).to_contiguous()
+/// `dst ← lhs · rhs`, or `dst ← dst + lhs · rhs` when `accumulate`, all row-major:
+/// `lhs` `[rows, k]`, `rhs` `[k, n]`, `dst` `[rows, n]`. The `gemm` kernels flex's own matmul
+/// uses, called in place: a step's product needs no allocation and no copy.
+fn matmul_into(dst: &mut [f32], accumulate: bool, lhs: &[f32], rhs: &[f32], k: usize) {
+    let n = rhs.len() / k;
+    let rows = lhs.len() / k;
+    assert!(rhs.len() == k * n && lhs.len() == rows * k && dst.len() == rows * n);
+    // SAFETY: the three slices are row-major matrices of the shapes checked above, and `dst`
+    // (borrowed mutably) overlaps neither input.
+    unsafe {
+        gemm::gemm(
+            rows,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            accumulate,
+            lhs.as_ptr(),
+            1,
+            k as isize,
+            rhs.as_ptr(),
+            1,
+            n as isize,
+            1.0,
+            1.0,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
 }
 
 /// tanh as Eigen computes it for f32: a 13/6 rational approximation on [-7.9, 7.9] (beyond
@@ -245,29 +283,46 @@ fn for_each_step(
     width: usize,
     mut f: impl FnMut(std::ops::Range<usize>, std::ops::Range<usize>),
 ) {
+    for t in 0..time {
+        for_each_at_step(lengths, time, width, t, |sentence_order, step_order| {
+            let offset = t * DIRECTIONS * lengths.len() * width;
+            f(
+                sentence_order,
+                offset + step_order.start..offset + step_order.end,
+            )
+        });
+    }
+}
+
+/// [`for_each_step`] for step `t` alone, with ranges into that step's `[direction, batch, width]`.
+fn for_each_at_step(
+    lengths: &[usize],
+    time: usize,
+    width: usize,
+    t: usize,
+    mut f: impl FnMut(std::ops::Range<usize>, std::ops::Range<usize>),
+) {
     let batch = lengths.len();
     for (b, &length) in lengths.iter().enumerate() {
-        for t in 0..time {
-            for d in 0..2 {
-                let position = if d == 0 {
-                    t
-                } else {
-                    reversed_position(length, t)
-                };
-                let sentence_order = ((b * time + position) * 2 + d) * width;
-                let step_order = ((t * 2 + d) * batch + b) * width;
-                f(
-                    sentence_order..sentence_order + width,
-                    step_order..step_order + width,
-                );
-            }
+        for d in 0..DIRECTIONS {
+            let position = if d == 0 {
+                t
+            } else {
+                reversed_position(length, t)
+            };
+            let sentence_order = ((b * time + position) * DIRECTIONS + d) * width;
+            let step_order = (d * batch + b) * width;
+            f(
+                sentence_order..sentence_order + width,
+                step_order..step_order + width,
+            );
         }
     }
 }
 
-/// `[direction, h, 4h]` recurrent weights as one `[h, 4h]` matrix per direction (`[4h, h]` when
-/// `transposed`).
-fn by_direction(recurrent: &FlexTensor, transposed: bool) -> [FlexTensor; 2] {
+/// `[direction, h, 4h]` recurrent weights as one row-major `[h, 4h]` matrix per direction
+/// (`[4h, h]` when `transposed`).
+fn by_direction(recurrent: &FlexTensor, transposed: bool) -> [Vec<f32>; 2] {
     let [_, h, width] = recurrent.layout().shape().dims::<3>();
     let recurrent = recurrent.to_contiguous();
     let all = f32s(&recurrent);
@@ -280,31 +335,29 @@ fn by_direction(recurrent: &FlexTensor, transposed: bool) -> [FlexTensor; 2] {
                     t[j * h + k] = v;
                 }
             }
-            FlexTensor::from_data(TensorData::new(t, [width, h]))
+            t
         } else {
-            FlexTensor::from_data(TensorData::new(matrix.to_vec(), [h, width]))
+            matrix.to_vec()
         }
     })
 }
 
 /// One direction's step forward. `step` holds the gates' input projections `[batch, 4h]` and
 /// receives their activations; `previous_hidden` (none at the first step) and `previous_cells`
-/// are the state before the step; `cell` and `hidden` receive the new state.
+/// are the state before the step; `cell` and `hidden` receive the new state; `recurrent` is
+/// `[h, 4h]`.
 fn forward_step(
+    h: usize,
     step: &mut [f32],
     previous_hidden: Option<&[f32]>,
     previous_cells: &[f32],
-    recurrent: &FlexTensor,
+    recurrent: &[f32],
     cell: &mut [f32],
     hidden: &mut [f32],
 ) {
-    let [h, width] = recurrent.layout().shape().dims::<2>();
-    let batch = cell.len() / h;
+    let (batch, width) = (cell.len() / h, 4 * h);
     if let Some(previous_hidden) = previous_hidden {
-        let product = matmul(previous_hidden.to_vec(), batch, recurrent);
-        for (p, r) in step.iter_mut().zip(f32s(&product)) {
-            *p += r;
-        }
+        matmul_into(step, true, previous_hidden, recurrent, h);
     }
     for row in 0..batch {
         // Simple passes over contiguous slices, so that each one vectorises.
@@ -375,6 +428,14 @@ fn backward_step(step: BackwardStep, d_step: &mut [f32], d_c_next: &mut [f32]) {
 
 const DIRECTIONS: usize = 2;
 
+/// What a forward pass keeps: every step's activations and cells for a backward pass, or only
+/// what the next step reads when none follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Keep {
+    AllSteps,
+    Output,
+}
+
 /// What the forward pass keeps for the backward one, all row-major.
 #[derive(Debug)]
 struct Forward {
@@ -382,45 +443,65 @@ struct Forward {
     time: usize,
     batch: usize,
     hidden_size: usize,
-    /// Gate activations `[time, direction, batch, 4h]`: σ(i), σ(f), tanh(g), σ(o).
+    /// Gate activations `[time, direction, batch, 4h]`: σ(i), σ(f), tanh(g), σ(o). With
+    /// [`Keep::Output`], the last step's only.
     activations: Vec<f32>,
-    /// Cell states `[time, direction, batch, h]`.
+    /// Cell states `[time, direction, batch, h]`. With [`Keep::Output`], the last two steps',
+    /// step `t` in slot `t % 2`.
     cells: Vec<f32>,
     /// Hidden states `[time, direction, batch, h]`, the output.
     hidden: Vec<f32>,
 }
 
 impl Forward {
-    fn run(gates: &FlexTensor, recurrent: &FlexTensor, lengths: Vec<usize>) -> Self {
+    fn run(gates: &FlexTensor, recurrent: &FlexTensor, lengths: Vec<usize>, keep: Keep) -> Self {
         let [batch, time, both_widths] = gates.layout().shape().dims::<3>();
         let width = both_widths / 2;
         let h = width / 4;
         let step_gates = DIRECTIONS * batch * width;
         let step_states = DIRECTIONS * batch * h;
-        let gates = time_major(f32s(&gates.to_contiguous()), &lengths, time, width);
+        let gates = gates.to_contiguous();
+        let gates = f32s(&gates);
+        let (kept_activations, kept_cells) = match keep {
+            Keep::AllSteps => (time, time),
+            Keep::Output => (1, 2),
+        };
         let mut forward = Forward {
             lengths,
             time,
             batch,
             hidden_size: h,
-            activations: vec![0.0; time * step_gates],
-            cells: vec![0.0; time * step_states],
+            activations: vec![0.0; kept_activations * step_gates],
+            cells: vec![0.0; kept_cells * step_states],
             hidden: vec![0.0; time * step_states],
         };
         let recurrent = by_direction(recurrent, false);
         let (half_gates, half_states) = (batch * width, batch * h);
         let zeros = vec![0.0; step_states];
         for t in 0..time {
-            let (earlier_cells, cells) = forward.cells.split_at_mut(t * step_states);
+            let (previous_cells, cells) = match keep {
+                Keep::AllSteps => {
+                    let (earlier, cells) = forward.cells.split_at_mut(t * step_states);
+                    (t.checked_sub(1).map(|p| &earlier[p * step_states..]), cells)
+                }
+                Keep::Output => {
+                    let (slot0, slot1) = forward.cells.split_at_mut(step_states);
+                    let (previous, cells) = if t % 2 == 0 {
+                        (slot1, slot0)
+                    } else {
+                        (slot0, slot1)
+                    };
+                    ((t > 0).then_some(&*previous), cells)
+                }
+            };
+            let previous_cells = previous_cells.unwrap_or(&zeros[..]);
             let (earlier_hidden, hidden) = forward.hidden.split_at_mut(t * step_states);
             let previous_hidden = (t > 0).then(|| &earlier_hidden[(t - 1) * step_states..]);
-            let previous_cells = if t > 0 {
-                &earlier_cells[(t - 1) * step_states..]
-            } else {
-                &zeros[..]
-            };
-            let step = &mut forward.activations[t * step_gates..(t + 1) * step_gates];
-            step.copy_from_slice(&gates[t * step_gates..(t + 1) * step_gates]);
+            let slot = if keep == Keep::AllSteps { t } else { 0 };
+            let step = &mut forward.activations[slot * step_gates..(slot + 1) * step_gates];
+            for_each_at_step(&forward.lengths, time, width, t, |natural, step_order| {
+                step[step_order].copy_from_slice(&gates[natural]);
+            });
             // The two directions are independent: one thread each when rayon has two.
             let (step_forward, step_backward) = step.split_at_mut(half_gates);
             let (cells_forward, cells_backward) = cells[..step_states].split_at_mut(half_states);
@@ -436,6 +517,7 @@ impl Forward {
                 || {
                     let (previous_hidden, previous_cells) = half(0);
                     forward_step(
+                        h,
                         step_forward,
                         previous_hidden,
                         previous_cells,
@@ -447,6 +529,7 @@ impl Forward {
                 || {
                     let (previous_hidden, previous_cells) = half(1);
                     forward_step(
+                        h,
                         step_backward,
                         previous_hidden,
                         previous_cells,
@@ -492,33 +575,33 @@ impl Forward {
             let (d_step_forward, d_step_backward) =
                 d_gates[t * step_gates..(t + 1) * step_gates].split_at_mut(half_gates);
             let (d_c_forward, d_c_backward) = d_c_next.split_at_mut(half_states);
-            let direction = |d: usize, d_step: &mut [f32], d_c_next: &mut [f32]| {
-                let gates = d * half_gates..(d + 1) * half_gates;
-                let states = states.start + d * half_states..states.start + (d + 1) * half_states;
-                let local = d * half_states..(d + 1) * half_states;
-                backward_step(
-                    BackwardStep {
-                        hidden_size: h,
-                        activations: &activations[gates],
-                        cells: &self.cells[states.clone()],
-                        previous_cells: &previous_cells[local.clone()],
-                        d_out: &d_hidden[states],
-                        d_h_next: &d_h_next[local],
-                    },
-                    d_step,
-                    d_c_next,
-                );
-                (t > 0).then(|| matmul(d_step.to_vec(), batch, &recurrent_t[d]))
-            };
-            let (forward, backward) = rayon::join(
-                || direction(0, d_step_forward, d_c_forward),
-                || direction(1, d_step_backward, d_c_backward),
+            let direction =
+                |d: usize, d_step: &mut [f32], d_c_next: &mut [f32], d_h_next: &mut [f32]| {
+                    let gates = d * half_gates..(d + 1) * half_gates;
+                    let states =
+                        states.start + d * half_states..states.start + (d + 1) * half_states;
+                    let local = d * half_states..(d + 1) * half_states;
+                    backward_step(
+                        BackwardStep {
+                            hidden_size: h,
+                            activations: &activations[gates],
+                            cells: &self.cells[states.clone()],
+                            previous_cells: &previous_cells[local],
+                            d_out: &d_hidden[states],
+                            d_h_next,
+                        },
+                        d_step,
+                        d_c_next,
+                    );
+                    if t > 0 {
+                        matmul_into(d_h_next, false, d_step, &recurrent_t[d], width);
+                    }
+                };
+            let (d_h_forward, d_h_backward) = d_h_next.split_at_mut(half_states);
+            rayon::join(
+                || direction(0, d_step_forward, d_c_forward, d_h_forward),
+                || direction(1, d_step_backward, d_c_backward, d_h_backward),
             );
-            if let (Some(forward), Some(backward)) = (forward, backward) {
-                let (d_h_forward, d_h_backward) = d_h_next.split_at_mut(half_states);
-                d_h_forward.copy_from_slice(f32s(&forward));
-                d_h_backward.copy_from_slice(f32s(&backward));
-            }
         }
 
         // dW[d] = Σ_t h_{t-1}[d]ᵀ · d_gates_t[d], as one matmul over all steps: the previous

@@ -76,7 +76,10 @@ impl RowGradient {
 impl SparseWords {
     /// `table`: `[words, dim]` row-major; velocities start at zero, as the dense optimiser's.
     pub fn new(table: Vec<f32>, dim: usize, momentum: f64) -> Self {
-        assert!(dim > 0 && table.len().is_multiple_of(dim), "a whole number of rows");
+        assert!(
+            dim > 0 && table.len().is_multiple_of(dim),
+            "a whole number of rows"
+        );
         assert!((0.0..1.0).contains(&momentum), "momentum in [0, 1)");
         let rows = table.len() / dim;
         Self {
