@@ -60,6 +60,11 @@ impl BiLstm {
     /// `x`: `[batch, time, d_input]` → `[batch, time, 2 * hidden]`, forward state first. Outputs at
     /// padded positions are unspecified.
     pub fn forward(&self, x: Tensor<3>, lengths: &[usize]) -> Tensor<3> {
-        recurrence::run(self.input.forward(x), self.recurrent.val(), lengths)
+        self.forward_gates(self.input.forward(x), lengths)
+    }
+
+    /// [`forward`](Self::forward) from the input projections, `[batch, time, 8 * hidden]`.
+    pub fn forward_gates(&self, gates: Tensor<3>, lengths: &[usize]) -> Tensor<3> {
+        recurrence::run(gates, self.recurrent.val(), lengths)
     }
 }

@@ -11,6 +11,7 @@ pub mod crf;
 mod inputs;
 pub mod recurrence;
 mod tagger;
+mod word_gates;
 
 pub use bilstm::{BiLstm, BiLstmConfig};
 pub use char_cnn::{CharCnn, CharCnnConfig};
@@ -19,6 +20,7 @@ pub use char_lstm::{CharLstm, CharLstmConfig};
 pub use crf::{Constraints, Crf, CrfConfig, Marginals, Potentials, Reduction};
 pub use inputs::BatchTensors;
 pub use tagger::{CharFeatures, Tagger, TaggerConfig, VocabSizes};
+pub use word_gates::WordGates;
 
 /// An embedding table initialised uniformly in ±√(3 / dim), so each entry has variance 1 / dim
 /// (Lample et al.; Ma & Hovy).

@@ -2,13 +2,14 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::module::Param;
 use burn::nn::{Dropout, DropoutConfig, Embedding, Linear, LinearConfig};
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use nertrain_data::{Vectors, Vocab};
 use serde::{Deserialize, Serialize};
 
 use crate::{
     BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, CharLm, CharLmConfig, CharLstm,
-    CharLstmConfig, Constraints, Crf, CrfConfig, Reduction, WordStates, uniform_embedding,
+    CharLstmConfig, Constraints, Crf, CrfConfig, Reduction, WordGates, WordStates,
+    uniform_embedding,
 };
 
 /// Which character features each word gets besides its embedding.
@@ -115,6 +116,14 @@ impl TaggerConfig {
     }
 }
 
+/// What a batch's words bring to the LSTM's input.
+enum WordInput {
+    /// Their embeddings, `[batch, max_len, word_dim]`.
+    Vectors(Tensor<3>),
+    /// Their share of the input projection, `[batch, max_len, 8 * hidden]` ([`WordGates`]).
+    Gates(Tensor<3>),
+}
+
 /// Embeddings (+ character features) → BiLSTM → linear emissions → CRF.
 #[derive(Module, Debug)]
 pub struct Tagger {
@@ -134,37 +143,65 @@ pub struct Tagger {
 impl Tagger {
     /// Per-token tag scores, `[batch, max_len, tags]`.
     pub fn emissions(&self, inputs: &BatchTensors) -> Tensor<3> {
-        self.encode(inputs, self.words.forward(inputs.words.clone()))
-            .0
+        let vectors = self.words.forward(inputs.words.clone());
+        self.encode(inputs, WordInput::Vectors(vectors)).0
+    }
+
+    /// [`emissions`](Self::emissions) with the words' share of the LSTM's input projection read
+    /// from `cache` rather than computed: for inference, where the weights do not change.
+    pub fn emissions_with_cache(&self, inputs: &BatchTensors, cache: &mut WordGates) -> Tensor<3> {
+        let gates = cache.gates(self, inputs);
+        self.encode(inputs, WordInput::Gates(gates)).0
+    }
+
+    /// The words' share of the LSTM's input projection, bias included: `E[ids] · W_words + b`,
+    /// `[ids, 8 * hidden]`.
+    pub fn word_gates(&self, ids: Tensor<1, Int>) -> Tensor<2> {
+        let [word_dim, width] = [self.words.weight.dims()[1], 8 * self.encoder.d_hidden()];
+        let input = &self.encoder.input;
+        let weight = input.weight.val().slice([0..word_dim, 0..width]);
+        let gates = self.words.weight.val().select(0, ids).matmul(weight);
+        match &input.bias {
+            Some(bias) => gates + bias.val().unsqueeze_dim(0),
+            None => gates,
+        }
     }
 
     /// The emissions, and the character language model's states when there is one.
-    /// `word_vectors`: the batch's word embeddings, `[batch, max_len, word_dim]`.
-    fn encode(
-        &self,
-        inputs: &BatchTensors,
-        word_vectors: Tensor<3>,
-    ) -> (Tensor<3>, Option<WordStates>) {
+    fn encode(&self, inputs: &BatchTensors, words: WordInput) -> (Tensor<3>, Option<WordStates>) {
         let [batch, time] = inputs.words.dims();
-        let mut x = word_vectors;
+        let mut features = Vec::new();
         if let Some(chars) = &self.chars {
-            let features = chars.forward(inputs.chars.clone());
-            let d = features.dims()[1];
-            x = Tensor::cat(vec![x, features.reshape([batch, time, d])], 2);
+            let f = chars.forward(inputs.chars.clone());
+            let d = f.dims()[1];
+            features.push(f.reshape([batch, time, d]));
         }
         if let Some(char_lstm) = &self.char_lstm {
-            let features = char_lstm.forward(inputs.chars.clone(), &inputs.char_lengths);
-            let d = features.dims()[1];
-            x = Tensor::cat(vec![x, features.reshape([batch, time, d])], 2);
+            let f = char_lstm.forward(inputs.chars.clone(), &inputs.char_lengths);
+            let d = f.dims()[1];
+            features.push(f.reshape([batch, time, d]));
         }
         let lm_states = self.char_lm.as_ref().map(|char_lm| {
             let states = char_lm.word_states(inputs);
-            x = Tensor::cat(vec![x.clone(), char_lm.features(&states)], 2);
+            features.push(char_lm.features(&states));
             states
         });
-        let h = self
-            .encoder
-            .forward(self.dropout.forward(x), &inputs.lengths);
+        let gates = match words {
+            WordInput::Vectors(vectors) => {
+                let x = Tensor::cat([vec![vectors], features].concat(), 2);
+                self.encoder.input.forward(self.dropout.forward(x))
+            }
+            // Inference only, where dropout is the identity.
+            WordInput::Gates(gates) if features.is_empty() => gates,
+            WordInput::Gates(gates) => {
+                let weight = self.encoder.input.weight.val();
+                let [d_input, width] = weight.dims();
+                let word_dim = self.words.weight.dims()[1];
+                let rest = weight.slice([word_dim..d_input, 0..width]).unsqueeze_dim(0);
+                gates + Tensor::cat(features, 2).matmul(rest)
+            }
+        };
+        let h = self.encoder.forward_gates(gates, &inputs.lengths);
         (self.emissions.forward(self.dropout.forward(h)), lm_states)
     }
 
@@ -203,7 +240,7 @@ impl Tagger {
         constraints: Option<&Constraints>,
     ) -> Tensor<1> {
         let tags = inputs.tags.clone().expect("a training batch carries tags");
-        let (emissions, lm_states) = self.encode(inputs, word_vectors);
+        let (emissions, lm_states) = self.encode(inputs, WordInput::Vectors(word_vectors));
         let crf_nll = self.crf.potentials(constraints).nll(
             emissions,
             tags,

@@ -75,6 +75,7 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
         output_scheme: TagScheme::Iob2,
         max_word_len: 25,
         device,
+        word_gates: Default::default(),
     };
     let dev_tokens: usize = dev_encoded.iter().map(Encoded::len).sum();
     let decode_options = PredictOptions {

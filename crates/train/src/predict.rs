@@ -3,6 +3,7 @@
 //! scheme, and conlleval scoring against gold tags.
 
 use std::path::Path;
+use std::sync::Mutex;
 
 use burn::module::Module;
 use burn::tensor::Device;
@@ -11,7 +12,7 @@ use nertrain_data::{
     parse_tag, spans,
 };
 use nertrain_model::crf::{host, host_emissions};
-use nertrain_model::{BatchTensors, Constraints, Tagger};
+use nertrain_model::{BatchTensors, Constraints, Tagger, WordGates};
 
 use crate::{ModelDir, ModelMeta, Result};
 
@@ -64,6 +65,8 @@ pub struct Decoder<'a> {
     pub output_scheme: TagScheme,
     pub max_word_len: usize,
     pub device: &'a Device,
+    /// Filled as words are met; the model does not change while a decoder holds it.
+    pub word_gates: Mutex<WordGates>,
 }
 
 impl<'a> Decoder<'a> {
@@ -80,6 +83,7 @@ impl<'a> Decoder<'a> {
             output_scheme: meta.file_scheme,
             max_word_len: meta.max_word_len,
             device,
+            word_gates: Mutex::default(),
         }
     }
 
@@ -103,7 +107,10 @@ impl<'a> Decoder<'a> {
             }
             let batch = Batch::new(sentences, nonempty, self.max_word_len);
             let inputs = BatchTensors::new(&batch, self.device);
-            let emissions = self.model.emissions(&inputs);
+            let emissions = {
+                let mut cache = self.word_gates.lock().expect("no panic while held");
+                self.model.emissions_with_cache(&inputs, &mut cache)
+            };
             let host_emissions = host_emissions(emissions.clone(), &inputs.lengths);
             let nbest = (options.nbest > 1).then(|| {
                 potentials.nbest(
