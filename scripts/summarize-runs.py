@@ -36,7 +36,8 @@ def summarise(run):
     pp = conllpp_f1(run)
     return {
         "run": run,
-        "chars": config["model"]["char_features"],
+        "chars": config["model"]["char_features"]
+        + (" + char LM" if config["model"].get("char_lm") else ""),
         "scheme": config["data"]["train_scheme"],
         "seed": config["train"]["seed"],
         "best_epoch": best["epoch"],
