@@ -177,9 +177,6 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         epoch_loss: 0.0,
         epoch_seconds: 0.0,
     });
-    if resuming {
-        model = load_module(model, &checkpoint_dir(&run)?.join("model.bpk"))?;
-    }
     let mut trainer = Trainer::new(
         &model,
         train_config.momentum,
@@ -188,7 +185,10 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         training_constraints,
     );
     if resuming {
-        trainer.load(&checkpoint_dir(&run)?)?;
+        // The trainer's own state, loaded after the model, replaces the word table it copied.
+        let checkpoint = checkpoint_dir(&run)?;
+        model = load_module(model, &checkpoint.join("model.bpk"))?;
+        trainer.load(&checkpoint)?;
         let within = if state.batches_done > 0 {
             format!(" and batch {} of the next", state.batches_done)
         } else {
