@@ -4,7 +4,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
-use crate::{Encoded, Vocab};
+use crate::{Casing, Encoded, Vocab};
 
 /// Character ids of every word slot of a batch, `[batch * max_len, max_word_len]` row-major,
 /// padded with `<pad>`.
@@ -81,6 +81,8 @@ pub struct Batch {
     pub lengths: Vec<usize>,
     pub max_len: usize,
     pub words: Vec<i64>,
+    /// Each word's [`Casing`](crate::Casing) id, `Casing::Padding`'s at padding slots.
+    pub casing: Vec<i64>,
     pub chars: CharIds,
     pub sentence_chars: SentenceChars,
     /// Empty when the sentences are untagged.
@@ -105,6 +107,7 @@ impl Batch {
 
         let slots = indices.len() * max_len;
         let mut words = vec![Vocab::PAD_ID as i64; slots];
+        let mut casing = vec![Casing::Padding.id() as i64; slots];
         let mut tags = if tagged { vec![0; slots] } else { Vec::new() };
         let mut chars = vec![Vocab::PAD_ID as i64; slots * word_len];
         let mut char_lengths = vec![0; slots];
@@ -113,6 +116,7 @@ impl Batch {
             for t in 0..sentence.len() {
                 let slot = row * max_len + t;
                 words[slot] = sentence.words[t] as i64;
+                casing[slot] = sentence.casing[t] as i64;
                 if tagged {
                     tags[slot] = sentence.tags[t] as i64;
                 }
@@ -129,6 +133,7 @@ impl Batch {
             lengths,
             max_len,
             words,
+            casing,
             chars: CharIds {
                 ids: chars,
                 max_word_len: word_len,
@@ -192,6 +197,7 @@ mod tests {
         Encoded {
             words: words.to_vec(),
             chars: words.iter().map(|&w| vec![w + 10; w]).collect(),
+            casing: words.iter().map(|&w| w % Casing::COUNT).collect(),
             tags: tags.to_vec(),
         }
     }
@@ -203,6 +209,7 @@ mod tests {
         assert_eq!(batch.lengths, vec![1, 2]);
         assert_eq!(batch.max_len, 2);
         assert_eq!(batch.words, vec![4, 0, 2, 3]);
+        assert_eq!(batch.casing, vec![4, 0, 2, 3]);
         assert_eq!(batch.tags, vec![3, 0, 1, 2]);
         assert_eq!(
             batch.chars.max_word_len, 3,

@@ -5,6 +5,7 @@
 //! Nothing here knows about tensors: the model crate turns a [`Batch`] into them.
 
 mod batch;
+mod casing;
 mod conll;
 mod error;
 mod scheme;
@@ -13,6 +14,7 @@ mod vectors;
 mod vocab;
 
 pub use batch::{Batch, BatchPlan, CharIds, SentenceChars};
+pub use casing::Casing;
 pub use conll::{ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, read_conll};
 pub use error::DataError;
 pub use scheme::{

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Corpus, DataError, Sentence};
+use crate::{Casing, Corpus, DataError, Sentence};
 
 pub const PAD: &str = "<pad>";
 pub const UNK: &str = "<unk>";
@@ -198,6 +198,7 @@ impl Vocabularies {
         Encoded {
             words: words.iter().map(|w| self.word_id(w.as_ref())).collect(),
             chars: words.iter().map(|w| self.char_ids(w.as_ref())).collect(),
+            casing: words.iter().map(|w| Casing::of(w.as_ref()).id()).collect(),
             tags: Vec::new(),
         }
     }
@@ -247,11 +248,13 @@ impl Vocabularies {
     }
 }
 
-/// A sentence as ids: words, each word's characters, and tags (empty when untagged).
+/// A sentence as ids: words, each word's characters and [`Casing`], and tags (empty when
+/// untagged).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded {
     pub words: Vec<usize>,
     pub chars: Vec<Vec<usize>>,
+    pub casing: Vec<usize>,
     pub tags: Vec<usize>,
 }
 

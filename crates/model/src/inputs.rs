@@ -6,6 +6,8 @@ use nertrain_data::Batch;
 pub struct BatchTensors {
     /// `[batch, max_len]`
     pub words: Tensor<2, Int>,
+    /// Each word's [`nertrain_data::Casing`] id, `[batch, max_len]`.
+    pub casing: Tensor<2, Int>,
     /// `[batch * max_len, max_word_len]`
     pub chars: Tensor<2, Int>,
     /// `[batch, max_len]`; `None` for untagged sentences.
@@ -38,6 +40,7 @@ impl BatchTensors {
             .collect();
         Self {
             words: ints(&batch.words, shape),
+            casing: ints(&batch.casing, shape),
             chars: ints(
                 &batch.chars.ids,
                 [batch.size() * batch.max_len, batch.chars.max_word_len],

@@ -3,7 +3,7 @@ use burn::module::Module;
 use burn::module::Param;
 use burn::nn::{Dropout, DropoutConfig, Embedding, Linear, LinearConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use nertrain_data::{Vectors, Vocab};
+use nertrain_data::{Casing, Vectors, Vocab};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -38,6 +38,9 @@ pub struct TaggerConfig {
     /// Hidden size of each direction of the char-LSTM.
     #[config(default = 25)]
     pub char_hidden: usize,
+    /// Size of the embedding of each word's [`Casing`] class beside its word embedding; 0 for none.
+    #[config(default = 0)]
+    pub casing_dim: usize,
     /// Hidden size of each LSTM direction.
     #[config(default = 100)]
     pub hidden: usize,
@@ -98,12 +101,16 @@ impl TaggerConfig {
                 .with_dropout(self.dropout)
                 .init(device)
         });
+        let casing = (self.casing_dim > 0)
+            .then(|| uniform_embedding(Casing::COUNT, self.casing_dim, device));
         let d_input = self.word_dim
+            + self.casing_dim
             + chars.as_ref().map_or(0, CharCnn::d_output)
             + char_lstm.as_ref().map_or(0, CharLstm::d_output)
             + char_lm.as_ref().map_or(0, CharLm::d_output);
         Tagger {
             words: uniform_embedding(sizes.words, self.word_dim, device),
+            casing,
             chars,
             char_lstm,
             char_lm,
@@ -128,6 +135,7 @@ enum WordInput {
 #[derive(Module, Debug)]
 pub struct Tagger {
     pub words: Embedding,
+    pub casing: Option<Embedding>,
     /// The char-CNN, when `char_features = "cnn"` (the field keeps its first name so that saved
     /// models still load).
     pub chars: Option<CharCnn>,
@@ -171,6 +179,9 @@ impl Tagger {
     fn encode(&self, inputs: &BatchTensors, words: WordInput) -> (Tensor<3>, Option<WordStates>) {
         let [batch, time] = inputs.words.dims();
         let mut features = Vec::new();
+        if let Some(casing) = &self.casing {
+            features.push(casing.forward(inputs.casing.clone()));
+        }
         if let Some(chars) = &self.chars {
             let f = chars.forward(inputs.chars.clone());
             let d = f.dims()[1];

@@ -4,7 +4,7 @@
 //! `<unk>` and `<pad>` for the sentence boundary, averaged over each sentence's words.
 
 use burn::tensor::{Device, Tensor};
-use nertrain_data::{Batch, Encoded};
+use nertrain_data::{Batch, Casing, Encoded};
 use nertrain_model::{BatchTensors, CharLm, CharLmConfig};
 
 /// 12 characters, 4-dimensional embeddings, 3 hidden units per direction; the heads predict the
@@ -20,6 +20,7 @@ fn sentence(words: &[usize], chars: &[&[usize]]) -> Encoded {
     Encoded {
         words: words.to_vec(),
         chars: chars.iter().map(|c| c.to_vec()).collect(),
+        casing: vec![Casing::AllLower.id(); words.len()],
         tags: Vec::new(),
     }
 }

@@ -1,14 +1,16 @@
 //! Emissions computed with the word-gate cache equal those computed from the embeddings, with and
-//! without character features, for cached words, words met again, and words beyond the cache.
+//! without character and casing features, for cached words, words met again, and words beyond the
+//! cache.
 
 use burn::tensor::{Device, Tensor};
-use nertrain_data::{Batch, Encoded};
+use nertrain_data::{Batch, Casing, Encoded};
 use nertrain_model::{BatchTensors, CharFeatures, TaggerConfig, VocabSizes, WordGates};
 
 fn sentence(words: &[usize]) -> Encoded {
     Encoded {
         words: words.to_vec(),
         chars: words.iter().map(|&w| vec![2 + w % 5, 3]).collect(),
+        casing: words.iter().map(|&w| 1 + w % (Casing::COUNT - 1)).collect(),
         tags: Vec::new(),
     }
 }
@@ -31,7 +33,13 @@ fn cached_word_gates_give_the_same_emissions() {
         vec![sentence(&[2, 3, rare, 2]), sentence(&[7, rare])],
         vec![sentence(&[3, 2, 9]), sentence(&[rare + 1, 7, 3])],
     ];
-    for features in [CharFeatures::None, CharFeatures::Cnn, CharFeatures::Lstm] {
+    for (features, casing_dim) in [
+        (CharFeatures::None, 0),
+        (CharFeatures::Cnn, 0),
+        (CharFeatures::Lstm, 0),
+        (CharFeatures::None, 2),
+        (CharFeatures::Cnn, 2),
+    ] {
         let model = TaggerConfig::new()
             .with_word_dim(4)
             .with_hidden(3)
@@ -39,6 +47,7 @@ fn cached_word_gates_give_the_same_emissions() {
             .with_char_filters(2)
             .with_char_hidden(2)
             .with_char_features(features)
+            .with_casing_dim(casing_dim)
             .init(sizes, &device);
         let mut cache = WordGates::default();
         for sentences in &batches {
@@ -48,7 +57,10 @@ fn cached_word_gates_give_the_same_emissions() {
             let got = values(model.emissions_with_cache(&inputs, &mut cache));
             assert_eq!(want.len(), got.len());
             for (a, b) in want.iter().zip(&got) {
-                assert!((a - b).abs() < 1e-5, "{features:?}: {want:?} vs {got:?}");
+                assert!(
+                    (a - b).abs() < 1e-5,
+                    "{features:?}, casing {casing_dim}: {want:?} vs {got:?}"
+                );
             }
         }
     }
