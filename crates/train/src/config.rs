@@ -9,6 +9,7 @@ use nertrain_model::{Reduction, TaggerConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::Backend;
+use crate::step::Optimizer;
 
 #[derive(Config, Debug)]
 pub struct DataConfig {
@@ -79,6 +80,9 @@ pub struct TrainConfig {
     /// Epoch `e` (from 0) trains at `lr / (1 + lr_decay * e)`.
     #[config(default = 0.05)]
     pub lr_decay: f64,
+    #[config(default = "Optimizer::Sgd")]
+    pub optimizer: Optimizer,
+    /// SGD's momentum.
     #[config(default = 0.9)]
     pub momentum: f64,
     /// Maximum L2 norm of all gradients together (as PyTorch's `clip_grad_norm_`); 0 turns it off.

@@ -179,6 +179,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
     });
     let mut trainer = Trainer::new(
         &model,
+        train_config.optimizer,
         train_config.momentum,
         train_config.clip_norm,
         train_config.reduction,

@@ -1,5 +1,5 @@
-//! Training and running taggers: the experiment configuration, the fit loop (SGD with momentum,
-//! global-norm clipping, learning-rate decay, early stopping on dev span F1, checkpoints and
+//! Training and running taggers: the experiment configuration, the fit loop (SGD with momentum or
+//! Adam, global-norm clipping, learning-rate decay, early stopping on dev span F1, checkpoints and
 //! resume), the on-disk model directory, and prediction with a trained model.
 
 mod backend;
@@ -11,6 +11,7 @@ mod fit;
 mod model_dir;
 mod predict;
 mod progress;
+mod sparse_adam;
 mod sparse_words;
 mod step;
 
@@ -22,6 +23,7 @@ pub use model_dir::{ModelDir, ModelMeta, write_atomic};
 pub use predict::{
     CalibrationBin, PredictOptions, Prediction, Predictor, calibration, entity_types, score_corpus,
 };
+pub use step::Optimizer;
 
 /// Any failure of training or running a model, as a message meant for the user.
 pub type Error = Box<dyn std::error::Error + Send + Sync>;

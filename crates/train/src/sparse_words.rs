@@ -31,6 +31,7 @@ pub struct SparseWords {
 /// A batch's gradient for the word table: one summed row per distinct word.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RowGradient {
+    dim: usize,
     rows: Vec<usize>,
     values: Vec<f32>,
 }
@@ -62,7 +63,12 @@ impl RowGradient {
                 *s += g;
             }
         }
-        Self { rows, values }
+        Self { dim, rows, values }
+    }
+
+    /// Each touched row, with its summed gradient.
+    pub fn rows(&self) -> impl Iterator<Item = (usize, &[f32])> {
+        self.rows.iter().copied().zip(self.values.chunks(self.dim))
     }
 
     pub fn squared_norm(&self) -> f64 {
@@ -93,10 +99,6 @@ impl SparseWords {
         }
     }
 
-    pub fn dim(&self) -> usize {
-        self.dim
-    }
-
     /// The vectors of `ids`, each brought up to date first, `[ids, dim]` row-major. A new
     /// learning rate brings every row up to date at the old one.
     pub fn lookup(&mut self, ids: &[i64], lr: f64) -> Vec<f32> {
@@ -118,7 +120,7 @@ impl SparseWords {
     pub fn step(&mut self, gradient: &RowGradient, scale: f64) {
         self.steps += 1;
         let (momentum, scale, lr) = (self.momentum as f32, scale as f32, self.lr as f32);
-        for (&row, grad) in gradient.rows.iter().zip(gradient.values.chunks(self.dim)) {
+        for (row, grad) in gradient.rows() {
             self.bring_up_to_date_through(row, self.steps - 1);
             let span = row * self.dim..(row + 1) * self.dim;
             for ((w, v), g) in self.table[span.clone()]

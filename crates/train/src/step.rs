@@ -1,23 +1,43 @@
 //! One training step, the same for `fit` and `bench`: forward, backward, global-norm clipping,
-//! and SGD with momentum: Burn's optimiser for every parameter but the word embedding, whose
-//! update is row-sparse on the host ([`SparseWords`]).
+//! and SGD with momentum or Adam: Burn's optimiser for every parameter but the word embedding,
+//! whose update is row-sparse on the host ([`SparseWords`], [`SparseAdam`]).
 
 use std::path::Path;
 
 use burn::module::Param;
 use burn::optim::momentum::MomentumConfig;
-use burn::optim::{GradientsParams, ModuleOptimizer, SgdConfig};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::tensor::{Device, Tensor, TensorData};
 use nertrain_data::Batch;
 use nertrain_model::{BatchTensors, Constraints, Reduction, Tagger};
+use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::clip::{clip_factor, scale, squared_norm};
+use crate::sparse_adam::SparseAdam;
 use crate::sparse_words::{RowGradient, SparseWords};
+
+/// The update rule of every parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Optimizer {
+    /// SGD with momentum, no dampening (as PyTorch's).
+    Sgd,
+    /// Adam, β = (0.9, 0.999), ε = 1e-8 (PyTorch's defaults); the word embedding's update is
+    /// the lazy one of PyTorch's `SparseAdam`.
+    Adam,
+}
+
+/// The word embedding's row-sparse update, of the same rule as the other parameters'.
+enum WordUpdate {
+    Momentum(SparseWords),
+    Adam(SparseAdam),
+}
 
 pub struct Trainer {
     optimizer: ModuleOptimizer,
-    words: SparseWords,
+    words: WordUpdate,
+    dim: usize,
     clip_norm: f64,
     reduction: Reduction,
     constraints: Option<Constraints>,
@@ -28,26 +48,37 @@ const WORDS_FILE: &str = "words.bin";
 const OPTIMIZER_FILE: &str = "optimizer.bpk";
 
 impl Trainer {
-    /// SGD with `momentum` (no dampening, as PyTorch's), starting from `model`'s word table.
+    /// Starts from `model`'s word table; `momentum` is SGD's.
     pub fn new(
         model: &Tagger,
+        optimizer: Optimizer,
         momentum: f64,
         clip_norm: f64,
         reduction: Reduction,
         constraints: Option<Constraints>,
     ) -> Self {
-        let optimizer = SgdConfig::new()
-            .with_momentum(Some(
-                MomentumConfig::new()
-                    .with_momentum(momentum)
-                    .with_dampening(0.0),
-            ))
-            .init();
         let [_, dim] = model.words.weight.dims();
         let table: Vec<f32> = model.words.weight.val().into_data().iter::<f32>().collect();
+        let (optimizer, words) = match optimizer {
+            Optimizer::Sgd => (
+                SgdConfig::new()
+                    .with_momentum(Some(
+                        MomentumConfig::new()
+                            .with_momentum(momentum)
+                            .with_dampening(0.0),
+                    ))
+                    .init(),
+                WordUpdate::Momentum(SparseWords::new(table, dim, momentum)),
+            ),
+            Optimizer::Adam => (
+                AdamConfig::new().with_epsilon(1e-8).init(),
+                WordUpdate::Adam(SparseAdam::new(table, dim)),
+            ),
+        };
         Self {
             optimizer,
-            words: SparseWords::new(table, dim, momentum),
+            words,
+            dim,
             clip_norm,
             reduction,
             constraints,
@@ -64,12 +95,13 @@ impl Trainer {
         device: &Device,
     ) -> (Tagger, f64) {
         let inputs = BatchTensors::new(batch, device);
-        let dim = self.words.dim();
+        let dim = self.dim;
+        let looked_up = match &mut self.words {
+            WordUpdate::Momentum(words) => words.lookup(&batch.words, lr),
+            WordUpdate::Adam(words) => words.lookup(&batch.words, lr),
+        };
         let word_vectors = Tensor::<3>::from_data(
-            TensorData::new(
-                self.words.lookup(&batch.words, lr),
-                [batch.size(), batch.max_len, dim],
-            ),
+            TensorData::new(looked_up, [batch.size(), batch.max_len, dim]),
             device,
         )
         .require_grad();
@@ -97,7 +129,10 @@ impl Trainer {
         if factor < 1.0 {
             scale(&model, &mut grads, factor);
         }
-        self.words.step(&word_gradient, factor);
+        match &mut self.words {
+            WordUpdate::Momentum(words) => words.step(&word_gradient, factor),
+            WordUpdate::Adam(words) => words.step(&word_gradient, factor),
+        }
         (self.optimizer.step(lr, model, grads), value)
     }
 
@@ -105,7 +140,11 @@ impl Trainer {
     /// saving it.
     pub fn with_trained_words(&self, mut model: Tagger) -> Tagger {
         let [rows, dim] = model.words.weight.dims();
-        let table = TensorData::new(self.words.current().0, [rows, dim]);
+        let table = match &self.words {
+            WordUpdate::Momentum(words) => words.current().0,
+            WordUpdate::Adam(words) => words.table().to_vec(),
+        };
+        let table = TensorData::new(table, [rows, dim]);
         let device = model.words.weight.device();
         let id = model.words.weight.id;
         model.words.weight = Param::initialized(id, Tensor::from_data(table, &device));
@@ -117,7 +156,10 @@ impl Trainer {
         self.optimizer
             .save(dir.join(OPTIMIZER_FILE))
             .map_err(|e| format!("{}: cannot save optimiser state: {e:?}", dir.display()))?;
-        self.words.save(&dir.join(WORDS_FILE))
+        match &self.words {
+            WordUpdate::Momentum(words) => words.save(&dir.join(WORDS_FILE)),
+            WordUpdate::Adam(words) => words.save(&dir.join(WORDS_FILE)),
+        }
     }
 
     /// Reads the optimiser's state back from checkpoint directory `dir`.
@@ -126,13 +168,16 @@ impl Trainer {
         self.optimizer = optimizer
             .load(dir.join(OPTIMIZER_FILE))
             .map_err(|e| format!("{}: cannot load optimiser state: {e:?}", dir.display()))?;
-        self.words.load(&dir.join(WORDS_FILE))
+        match &mut self.words {
+            WordUpdate::Momentum(words) => words.load(&dir.join(WORDS_FILE)),
+            WordUpdate::Adam(words) => words.load(&dir.join(WORDS_FILE)),
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use nertrain_data::Encoded;
+    use nertrain_data::{Casing, Encoded};
     use nertrain_model::{CharFeatures, TaggerConfig, VocabSizes};
 
     use super::*;
@@ -141,6 +186,7 @@ mod tests {
         Encoded {
             words: words.to_vec(),
             chars: words.iter().map(|&w| vec![w % 5; 2]).collect(),
+            casing: words.iter().map(|&w| w % Casing::COUNT).collect(),
             tags: tags.to_vec(),
         }
     }
@@ -150,7 +196,7 @@ mod tests {
     }
 
     /// The row-sparse word update trains the same model as Burn's dense optimiser over all
-    /// parameters, momentum and clipping included.
+    /// parameters (a casing embedding among them), momentum and clipping included.
     #[test]
     fn steps_equal_the_dense_optimiser() {
         let device = Device::default().autodiff();
@@ -165,6 +211,7 @@ mod tests {
             .with_word_dim(4)
             .with_hidden(3)
             .with_char_features(CharFeatures::None)
+            .with_casing_dim(2)
             .with_dropout(0.0)
             .init(sizes, &device);
         let sentences = [
@@ -176,7 +223,7 @@ mod tests {
         let batches = [vec![0, 1], vec![2, 3], vec![1, 3], vec![0, 2], vec![1, 2]];
         // A small limit, so that clipping acts.
         let clip = 0.5;
-        let mut trainer = Trainer::new(&model, 0.9, clip, Reduction::Sum, None);
+        let mut trainer = Trainer::new(&model, Optimizer::Sgd, 0.9, clip, Reduction::Sum, None);
         let mut dense_optimizer = SgdConfig::new()
             .with_momentum(Some(
                 MomentumConfig::new().with_momentum(0.9).with_dampening(0.0),

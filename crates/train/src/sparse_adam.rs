@@ -1,0 +1,202 @@
+//! The word embedding's Adam update, row-sparse on the host, as PyTorch's `SparseAdam`: a step
+//! moves only the rows the batch touched and decays only their moments, while the bias
+//! corrections count every step. (Dense Adam, unlike dense SGD, cannot be caught up in closed
+//! form, so this is the lazy variant, not the dense one computed late.)
+
+use std::path::Path;
+
+use crate::Result;
+use crate::sparse_words::RowGradient;
+
+const BETA_1: f64 = 0.9;
+const BETA_2: f64 = 0.999;
+/// PyTorch's default.
+const EPSILON: f32 = 1e-8;
+
+#[derive(Debug, Clone)]
+pub struct SparseAdam {
+    dim: usize,
+    table: Vec<f32>,
+    first_moment: Vec<f32>,
+    second_moment: Vec<f32>,
+    steps: u64,
+    lr: f64,
+}
+
+impl SparseAdam {
+    /// `table`: `[words, dim]` row-major; moments start at zero.
+    pub fn new(table: Vec<f32>, dim: usize) -> Self {
+        assert!(
+            dim > 0 && table.len().is_multiple_of(dim),
+            "a whole number of rows"
+        );
+        Self {
+            dim,
+            first_moment: vec![0.0; table.len()],
+            second_moment: vec![0.0; table.len()],
+            table,
+            steps: 0,
+            lr: 0.0,
+        }
+    }
+
+    /// The vectors of `ids`, `[ids, dim]` row-major; `lr` is the rate of the next step.
+    pub fn lookup(&mut self, ids: &[i64], lr: f64) -> Vec<f32> {
+        self.lr = lr;
+        let dim = self.dim;
+        ids.iter()
+            .flat_map(|&id| &self.table[id as usize * dim..(id as usize + 1) * dim])
+            .copied()
+            .collect()
+    }
+
+    /// One Adam step on the touched rows, with the gradient times `scale`.
+    pub fn step(&mut self, gradient: &RowGradient, scale: f64) {
+        self.steps += 1;
+        let t = self.steps.min(i32::MAX as u64) as i32;
+        let step_size = (self.lr * (1.0 - BETA_2.powi(t)).sqrt() / (1.0 - BETA_1.powi(t))) as f32;
+        let (beta_1, beta_2, scale) = (BETA_1 as f32, BETA_2 as f32, scale as f32);
+        for (row, grad) in gradient.rows() {
+            let span = row * self.dim..(row + 1) * self.dim;
+            for (((w, m), v), &g) in self.table[span.clone()]
+                .iter_mut()
+                .zip(&mut self.first_moment[span.clone()])
+                .zip(&mut self.second_moment[span])
+                .zip(grad)
+            {
+                let g = scale * g;
+                *m = beta_1 * *m + (1.0 - beta_1) * g;
+                *v = beta_2 * *v + (1.0 - beta_2) * g * g;
+                *w -= step_size * *m / (v.sqrt() + EPSILON);
+            }
+        }
+    }
+
+    /// The whole table, `[words, dim]`.
+    pub fn table(&self) -> &[f32] {
+        &self.table
+    }
+
+    /// Writes the whole state to `path`: little-endian `u64` rows, dimension and steps, the
+    /// `f64` learning rate, then the table's and the two moments' `f32`s.
+    pub fn save(&self, path: &Path) -> Result<()> {
+        let rows = self.table.len() / self.dim;
+        let mut bytes = Vec::with_capacity(Self::file_size(rows, self.dim));
+        for word in [rows as u64, self.dim as u64, self.steps] {
+            bytes.extend_from_slice(&word.to_le_bytes());
+        }
+        bytes.extend_from_slice(&self.lr.to_le_bytes());
+        for values in [&self.table, &self.first_moment, &self.second_moment] {
+            bytes.extend(values.iter().flat_map(|v| v.to_le_bytes()));
+        }
+        crate::model_dir::write_atomic(path, &bytes)
+    }
+
+    /// Reads a state written by [`save`](Self::save) for a table of this shape.
+    pub fn load(&mut self, path: &Path) -> Result<()> {
+        let bytes =
+            std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let (rows, dim) = (self.table.len() / self.dim, self.dim);
+        let word = |i: usize| u64::from_le_bytes(bytes[8 * i..8 * (i + 1)].try_into().unwrap());
+        if bytes.len() != Self::file_size(rows, dim)
+            || (word(0), word(1)) != (rows as u64, dim as u64)
+        {
+            return Err(format!(
+                "{}: expected the word embedding's Adam state for {rows} rows of {dim} \
+                 ({} bytes), found {} bytes",
+                path.display(),
+                Self::file_size(rows, dim),
+                bytes.len()
+            )
+            .into());
+        }
+        self.steps = word(2);
+        self.lr = f64::from_le_bytes(bytes[24..32].try_into().expect("8 bytes"));
+        let mut floats = bytes[32..]
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")));
+        for values in [
+            &mut self.table,
+            &mut self.first_moment,
+            &mut self.second_moment,
+        ] {
+            values
+                .iter_mut()
+                .for_each(|v| *v = floats.next().expect("checked length"));
+        }
+        Ok(())
+    }
+
+    fn file_size(rows: usize, dim: usize) -> usize {
+        32 + 3 * 4 * rows * dim
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::module::Param;
+    use burn::optim::{AdamConfig, GradientsParams};
+    use burn::tensor::{Device, Tensor, TensorData};
+
+    use super::*;
+
+    /// Burn's dense Adam on a one-row table equals the sparse update when the row is touched at
+    /// every step (where lazy and dense Adam agree).
+    #[test]
+    fn equals_dense_adam_on_rows_touched_every_step() {
+        let device = Device::default().autodiff();
+        let dim = 3;
+        let start = vec![0.5f32, -0.25, 1.0];
+        let mut sparse = SparseAdam::new(start.clone(), dim);
+        let mut dense = AdamConfig::new().with_epsilon(EPSILON).init();
+        let mut weight = Param::from_tensor(
+            Tensor::<2>::from_data(TensorData::new(start, [1, dim]), &device).require_grad(),
+        );
+        for step in 0..5 {
+            let lr = if step < 3 { 0.1 } else { 0.05 };
+            let g = [1.0 + step as f32, -2.0, 0.5 * step as f32];
+            sparse.lookup(&[0], lr);
+            sparse.step(&RowGradient::new(&[0], &g, dim), 0.5);
+            let target = Tensor::<2>::from_data(TensorData::new(g.to_vec(), [1, dim]), &device);
+            // d/dw of sum(w * g * 0.5) is 0.5 g.
+            let loss = (weight.val() * target * 0.5).sum();
+            let grads = GradientsParams::from_grads(loss.backward(), &weight);
+            weight = dense.step(lr, weight, grads);
+        }
+        let want: Vec<f32> = weight.val().into_data().iter::<f32>().collect();
+        for (a, b) in sparse.table().iter().zip(&want) {
+            assert!((a - b).abs() < 1e-5, "{:?} vs {want:?}", sparse.table());
+        }
+    }
+
+    #[test]
+    fn untouched_rows_stand_still_and_the_state_round_trips() {
+        let mut words = SparseAdam::new(vec![0.5; 6], 2);
+        for (id, g) in [(1, [1.0, -2.0]), (1, [0.5, 0.25])] {
+            words.lookup(&[id], 0.1);
+            words.step(&RowGradient::new(&[id], &g, 2), 1.0);
+        }
+        assert_eq!(&words.table()[..2], &[0.5, 0.5]);
+        assert_eq!(&words.table()[4..], &[0.5, 0.5]);
+        assert_ne!(&words.table()[2..4], &[0.5, 0.5]);
+
+        let dir = std::env::temp_dir().join(format!("nertrain-adam-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("words.bin");
+        words.save(&path).unwrap();
+        let mut loaded = SparseAdam::new(vec![0.0; 6], 2);
+        loaded.load(&path).unwrap();
+        for touched in [&mut words, &mut loaded] {
+            touched.lookup(&[2], 0.1);
+            touched.step(&RowGradient::new(&[2], &[1.0, 1.0], 2), 1.0);
+        }
+        assert_eq!(loaded.table(), words.table(), "steps go on as before");
+        let err = SparseAdam::new(vec![0.0; 4], 2).load(&path).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("expected the word embedding's Adam state for 2 rows of 2"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
