@@ -6,6 +6,8 @@ use nertrain_data::Batch;
 pub struct BatchTensors {
     /// `[batch, max_len]`
     pub words: Tensor<2, Int>,
+    /// The same ids on the host, for work done there (the word-gate cache).
+    pub word_ids: Vec<i64>,
     /// Each word's [`nertrain_data::Casing`] id, `[batch, max_len]`.
     pub casing: Tensor<2, Int>,
     /// `[batch * max_len, max_word_len]`
@@ -40,6 +42,7 @@ impl BatchTensors {
             .collect();
         Self {
             words: ints(&batch.words, shape),
+            word_ids: batch.words.clone(),
             casing: ints(&batch.casing, shape),
             chars: ints(
                 &batch.chars.ids,

@@ -26,13 +26,7 @@ impl WordGates {
     pub fn gates(&mut self, model: &Tagger, inputs: &BatchTensors) -> Tensor<3> {
         let [batch, time] = inputs.words.dims();
         let device = inputs.words.device();
-        let ids: Vec<usize> = inputs
-            .words
-            .clone()
-            .into_data()
-            .iter::<i64>()
-            .map(|id| id as usize)
-            .collect();
+        let ids: Vec<usize> = inputs.word_ids.iter().map(|&id| id as usize).collect();
         if self.known.is_empty() {
             self.width = 8 * model.encoder.d_hidden();
             let cached = model.words.weight.dims()[0].min(Self::CACHED_WORDS);
