@@ -3,7 +3,8 @@
 
     scripts/summarize-runs.py runs/conll runs/conll-charlstm ... > docs/results/table.md
 
-Per run: the model's character features and training scheme, the best dev epoch, dev F1 there,
+Per run: the model's character features, the settings that differ from `configs/conll.toml`'s
+(the levers: scheme, casing, normalisation, optimiser, batch size), the best dev epoch, dev F1 there,
 test F1 there (as `fit` scored it each epoch), CoNLL++ test F1 of the saved model (when
 ../shared/data/conllpp/test.txt or $CONLLPP is present; runs `nertrain eval`), epochs trained,
 the median training seconds per epoch and the summed training time. Everything comes from the
@@ -17,6 +18,17 @@ import sys
 import tomllib
 
 NERTRAIN = os.environ.get("NERTRAIN", "target/release/nertrain")
+# The levers' values in configs/conll.toml (section, key, value there).
+BASELINE = [
+    ("data", "train_scheme", "iob2"),
+    ("data", "lowercase", False),
+    ("data", "digits_to_zero", True),
+    ("data", "singleton_unk", 0.5),
+    ("model", "casing_dim", 0),
+    ("train", "optimizer", "sgd"),
+    ("train", "lr", 0.015),
+    ("train", "batch_size", 10),
+]
 CONLLPP = os.environ.get("CONLLPP", "../shared/data/conllpp/test.txt")
 
 
@@ -26,6 +38,10 @@ def conllpp_f1(run):
     out = subprocess.run([NERTRAIN, "eval", "--model", run, "--data", CONLLPP, "--json"],
                          check=True, capture_output=True, text=True).stdout
     return json.loads(out)["overall"]["f1"]
+
+
+def as_toml(value):
+    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def summarise(run):
@@ -38,7 +54,11 @@ def summarise(run):
         "run": run,
         "chars": config["model"]["char_features"]
         + (" + char LM" if config["model"].get("char_lm") else ""),
-        "scheme": config["data"]["train_scheme"],
+        "settings": ", ".join(
+            f"{key} {as_toml(config[section].get(key, value))}"
+            for section, key, value in BASELINE
+            if config[section].get(key, value) != value
+        ) or "–",
         "seed": config["train"]["seed"],
         "best_epoch": best["epoch"],
         "dev_f1": best["dev_f1"],
@@ -55,12 +75,12 @@ def fmt(value, digits=2):
 
 
 def main(runs):
-    print("| run | char features | scheme | seed | best epoch | dev F1 | test F1 | CoNLL++ F1 "
+    print("| run | char features | other settings | seed | best epoch | dev F1 | test F1 | CoNLL++ F1 "
           "| epochs | s/epoch (median) | training min |")
     print("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     for run in runs:
         s = summarise(run)
-        print(f"| `{s['run']}` | {s['chars']} | {s['scheme']} | {s['seed']} | {s['best_epoch']} "
+        print(f"| `{s['run']}` | {s['chars']} | {s['settings']} | {s['seed']} | {s['best_epoch']} "
               f"| {fmt(s['dev_f1'])} | {fmt(s['test_f1'])} | {fmt(s['conllpp_f1'])} | {s['epochs']} "
               f"| {fmt(s['median_epoch_s'], 1)} | {fmt(s['train_minutes'], 1)} |")
 
