@@ -952,6 +952,7 @@ fn conll_configs_train_on_another_layout_by_changing_paths_and_columns() {
     let path = |split: &str| dir.join(format!("{split}.tsv")).display().to_string();
     for config in [
         "configs/conll.toml",
+        "configs/conll-adam.toml",
         "configs/conll-word.toml",
         "configs/conll-charlstm.toml",
         "configs/conll-lm.toml",
