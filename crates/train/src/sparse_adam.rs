@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use crate::Result;
-use crate::sparse_words::RowGradient;
+use crate::sparse_words::{RowGradient, read_state, u64_at};
 
 const BETA_1: f64 = 0.9;
 const BETA_2: f64 = 0.999;
@@ -94,23 +94,9 @@ impl SparseAdam {
 
     /// Reads a state written by [`save`](Self::save) for a table of this shape.
     pub fn load(&mut self, path: &Path) -> Result<()> {
-        let bytes =
-            std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         let (rows, dim) = (self.table.len() / self.dim, self.dim);
-        let word = |i: usize| u64::from_le_bytes(bytes[8 * i..8 * (i + 1)].try_into().unwrap());
-        if bytes.len() != Self::file_size(rows, dim)
-            || (word(0), word(1)) != (rows as u64, dim as u64)
-        {
-            return Err(format!(
-                "{}: expected the word embedding's Adam state for {rows} rows of {dim} \
-                 ({} bytes), found {} bytes",
-                path.display(),
-                Self::file_size(rows, dim),
-                bytes.len()
-            )
-            .into());
-        }
-        self.steps = word(2);
+        let bytes = read_state(path, rows, dim, Self::file_size(rows, dim), "Adam state")?;
+        self.steps = u64_at(&bytes, 2);
         self.lr = f64::from_le_bytes(bytes[24..32].try_into().expect("8 bytes"));
         let mut floats = bytes[32..]
             .chunks_exact(4)

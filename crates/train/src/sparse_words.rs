@@ -202,27 +202,15 @@ impl SparseWords {
 
     /// Reads a state written by [`save`](Self::save) for a table of this shape.
     pub fn load(&mut self, path: &Path) -> Result<()> {
-        let bytes =
-            std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         let (rows, dim) = (self.current_through.len(), self.dim);
-        let word = |i: usize| {
-            bytes
-                .get(8 * i..8 * (i + 1))
-                .map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes")))
-        };
-        if (word(0), word(1)) != (Some(rows as u64), Some(dim as u64))
-            || bytes.len() != Self::file_size(rows, dim)
-        {
-            return Err(format!(
-                "{}: expected the word embedding's training state for {rows} rows of {dim} \
-                 ({} bytes), found {} bytes",
-                path.display(),
-                Self::file_size(rows, dim),
-                bytes.len()
-            )
-            .into());
-        }
-        self.steps = word(2).expect("checked length");
+        let bytes = read_state(
+            path,
+            rows,
+            dim,
+            Self::file_size(rows, dim),
+            "training state",
+        )?;
+        self.steps = u64_at(&bytes, 2);
         self.lr = f64::from_le_bytes(bytes[24..32].try_into().expect("8 bytes"));
         let floats = |from: usize| {
             bytes[from..from + 4 * rows * dim]
@@ -238,6 +226,33 @@ impl SparseWords {
             .collect();
         Ok(())
     }
+}
+
+/// The bytes of a word-table state file (`what` names it in errors): its length must be `size`
+/// and its header, little-endian `u64`s, must start with `rows` and `dim`.
+pub(crate) fn read_state(
+    path: &Path,
+    rows: usize,
+    dim: usize,
+    size: usize,
+    what: &str,
+) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    if bytes.len() != size || (u64_at(&bytes, 0), u64_at(&bytes, 1)) != (rows as u64, dim as u64) {
+        return Err(format!(
+            "{}: expected the word embedding's {what} for {rows} rows of {dim} ({size} bytes), \
+             found {} bytes",
+            path.display(),
+            bytes.len()
+        )
+        .into());
+    }
+    Ok(bytes)
+}
+
+/// The `i`-th little-endian `u64` of `bytes`.
+pub(crate) fn u64_at(bytes: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(bytes[8 * i..8 * (i + 1)].try_into().expect("8 bytes"))
 }
 
 /// `missed` momentum steps without gradient, at rate `lr`, on one row's vector and velocity.
