@@ -72,6 +72,21 @@ impl Corpus {
     }
 
     /// An error about token `index` of `sentence`, located at its line.
+    /// Where the tags are first not well formed in `scheme` (an error naming the file, line and
+    /// tag), and in how many sentences they are not.
+    pub fn malformed(&self, scheme: crate::TagScheme) -> Option<(DataError, usize)> {
+        let mut bad = self.sentences.iter().filter_map(|sentence| {
+            crate::first_malformed(&sentence.tags, scheme).map(|at| (sentence, at))
+        });
+        let (sentence, at) = bad.next()?;
+        let error = self.error_at(
+            sentence,
+            at,
+            format!("{:?} is not well formed {scheme} here", sentence.tags[at]),
+        );
+        Some((error, 1 + bad.count()))
+    }
+
     pub fn error_at(
         &self,
         sentence: &Sentence,
@@ -139,11 +154,20 @@ pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpu
         let word = column(columns.word_column, "word")?;
         let tag = column(columns.tag_column, "tag")?;
         if word == tag {
-            return Err(DataError::at(
-                path,
-                line_number,
-                format!("expected a word and a tag column, found a single column: {line:?}"),
-            ));
+            let message = if fields.len() == 1 {
+                format!("expected a word and a tag column, found a single column: {line:?}")
+            } else {
+                format!(
+                    "the word column ({}) and the tag column ({}) are both column {} of this \
+                     line of {} columns; expected two different columns (set data.word_column \
+                     and data.tag_column): {line:?}",
+                    columns.word_column,
+                    columns.tag_column,
+                    word + 1,
+                    fields.len()
+                )
+            };
+            return Err(DataError::at(path, line_number, message));
         }
         let sentence = current.get_or_insert_with(|| Sentence {
             words: Vec::new(),
@@ -183,26 +207,11 @@ pub fn convert_tag_column(
         for (i, tag) in sentence.tags.iter().enumerate() {
             crate::check_tag(tag).map_err(|m| corpus.error_at(sentence, i, m))?;
         }
-        if let Some(from) = from {
-            let previous =
-                std::iter::once(None).chain(sentence.tags.iter().map(|t| Some(t.as_str())));
-            let next = sentence
-                .tags
-                .iter()
-                .map(|t| Some(t.as_str()))
-                .chain(std::iter::once(None));
-            if let Some(i) = previous
-                .zip(next)
-                .position(|(p, n)| !crate::transition_allowed(from, p, n))
-            {
-                let at = i.min(sentence.len() - 1);
-                return Err(corpus.error_at(
-                    sentence,
-                    at,
-                    format!("{:?} is not well formed {from} here", sentence.tags[at]),
-                ));
-            }
-        }
+    }
+    if let Some((error, _)) = from.and_then(|from| corpus.malformed(from)) {
+        return Err(error);
+    }
+    for sentence in &corpus.sentences {
         for (i, tag) in crate::convert_tags(&sentence.tags, to)
             .into_iter()
             .enumerate()
@@ -327,6 +336,21 @@ mod tests {
         assert!(
             err.to_string().contains("expected a word and a tag column"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn coinciding_word_and_tag_columns_say_which_columns() {
+        let columns = ColumnSpec {
+            word_column: 0,
+            tag_column: -2,
+        };
+        let err = parse_conll("Peter B-PER\n", Path::new("two.txt"), columns).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "two.txt:1: the word column (0) and the tag column (-2) are both column 1 of this line \
+             of 2 columns; expected two different columns (set data.word_column and \
+             data.tag_column): \"Peter B-PER\""
         );
     }
 

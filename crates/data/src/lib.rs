@@ -18,7 +18,8 @@ pub use casing::Casing;
 pub use conll::{ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, read_conll};
 pub use error::DataError;
 pub use scheme::{
-    Span, TagScheme, check_tag, convert_tags, parse_tag, render_spans, spans, transition_allowed,
+    Span, TagScheme, check_tag, convert_tags, first_malformed, parse_tag, render_spans, spans,
+    transition_allowed,
 };
 pub use score::{ChunkCounts, Confusion, Report, Scorer, TypeScore};
 pub use vectors::{Vectors, parse_vectors, read_vectors};

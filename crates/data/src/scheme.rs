@@ -1,8 +1,10 @@
 //! Tag schemes (IOB1, IOB2, IOBES), entity spans, and conversion between schemes.
 //!
-//! Spans are read with conlleval's chunk rules, so conversion never changes what is scored: a
-//! chunk starts at `B-X`, at `I-X` after `O`, after another type or at a sentence start, and
-//! `E-`/`S-` are read as `I-`/`B-`.
+//! Chunks are defined once, here, by conlleval's rules ([`start_of_chunk`], [`end_of_chunk`]):
+//! [`spans`], conversion and scoring all read them, so what is scored, what is converted and what
+//! `tag` shows are the same entities. A chunk starts at `B-X`, at `I-X` after `O`, after another
+//! type or at a sentence start; `S-X` and `E-X` are read as `B-X` and `I-X` that also close their
+//! chunk, so the malformed IOBES `S-PER I-PER` is two entities everywhere.
 
 use std::fmt;
 use std::str::FromStr;
@@ -121,6 +123,70 @@ pub fn transition_allowed(scheme: TagScheme, previous: Option<&str>, next: Optio
     }
 }
 
+/// A tag as conlleval reads it: split at the first hyphen, with IOBES prefixes folded into IOB2
+/// ones (`S-` → `B-`, `E-` → `I-`) that close their chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Tag<'a> {
+    pub prefix: &'a str,
+    pub label: &'a str,
+    /// `S-` or `E-`: nothing may continue this chunk.
+    pub closes: bool,
+}
+
+impl<'a> Tag<'a> {
+    pub const OUTSIDE: Tag<'static> = Tag {
+        prefix: "O",
+        label: "",
+        closes: false,
+    };
+
+    pub fn parse(tag: &'a str) -> Self {
+        match tag.split_once('-') {
+            Some((prefix, label)) => {
+                let (prefix, closes) = match prefix {
+                    "S" => ("B", true),
+                    "E" => ("I", true),
+                    other => (other, false),
+                };
+                Tag {
+                    prefix,
+                    label,
+                    closes,
+                }
+            }
+            None => Tag {
+                prefix: tag,
+                label: "",
+                closes: false,
+            },
+        }
+    }
+}
+
+/// conlleval's `endOfChunk`: whether a chunk ends between `previous` and `current`.
+pub(crate) fn end_of_chunk(previous: Tag, current: Tag) -> bool {
+    let (p, t) = (previous.prefix, current.prefix);
+    matches!(
+        (p, t),
+        ("B", "B") | ("B", "O") | ("I", "B") | ("I", "O") | ("E", "E") | ("E", "I") | ("E", "O")
+    ) || (p != "O" && p != "." && previous.label != current.label)
+        || p == "]"
+        || p == "["
+        || previous.closes
+}
+
+/// conlleval's `startOfChunk`: whether a chunk starts at `current`.
+pub(crate) fn start_of_chunk(previous: Tag, current: Tag) -> bool {
+    let (p, t) = (previous.prefix, current.prefix);
+    matches!(
+        (p, t),
+        ("B", "B") | ("I", "B") | ("O", "B") | ("O", "I") | ("E", "E") | ("E", "I") | ("O", "E")
+    ) || (t != "O" && t != "." && previous.label != current.label)
+        || t == "["
+        || t == "]"
+        || (previous.closes && t != "O" && t != ".")
+}
+
 /// An entity: tokens `start..end` carry `label`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Span {
@@ -129,35 +195,47 @@ pub struct Span {
     pub label: String,
 }
 
-/// The chunks of one sentence's tags, read with conlleval's rules (any scheme, leniently).
+/// The chunks of one sentence's tags, read with conlleval's rules (any scheme, leniently): the
+/// entities that scoring counts.
 pub fn spans<S: AsRef<str>>(tags: &[S]) -> Vec<Span> {
     let mut spans: Vec<Span> = Vec::new();
     let mut open: Option<Span> = None;
-    for (index, tag) in tags.iter().enumerate() {
-        let parsed = parse_tag(tag.as_ref());
-        let continues = match (&open, parsed) {
-            (Some(span), Some(('I' | 'E', label))) => span.label == label,
-            _ => false,
-        };
-        if continues {
-            if let Some(span) = open.as_mut() {
-                span.end = index + 1;
-            }
-        } else {
+    let mut previous = Tag::OUTSIDE;
+    let ends = tags
+        .iter()
+        .map(|t| Tag::parse(t.as_ref()))
+        .chain(std::iter::once(Tag::OUTSIDE));
+    for (index, current) in ends.enumerate() {
+        if end_of_chunk(previous, current) {
             spans.extend(open.take());
-            open = parsed.map(|(_, label)| Span {
+        }
+        if index < tags.len() && start_of_chunk(previous, current) {
+            open = Some(Span {
                 start: index,
-                end: index + 1,
-                label: label.to_string(),
+                end: index,
+                label: current.label.to_string(),
             });
         }
-        // An `E-` or `S-` closes its chunk.
-        if matches!(parsed, Some(('E' | 'S', _))) {
-            spans.extend(open.take());
+        if let Some(span) = open.as_mut() {
+            span.end = index + 1;
         }
+        previous = current;
     }
-    spans.extend(open);
     spans
+}
+
+/// The first place where a sentence's tags are not well formed in `scheme`, as the index of the
+/// offending tag (or the last tag, when the sentence may not end where it does).
+pub fn first_malformed<S: AsRef<str>>(tags: &[S], scheme: TagScheme) -> Option<usize> {
+    let previous = std::iter::once(None).chain(tags.iter().map(|t| Some(t.as_ref())));
+    let next = tags
+        .iter()
+        .map(|t| Some(t.as_ref()))
+        .chain(std::iter::once(None));
+    previous
+        .zip(next)
+        .position(|(p, n)| !transition_allowed(scheme, p, n))
+        .map(|i| i.min(tags.len().saturating_sub(1)))
 }
 
 /// Writes spans as tags of `scheme` for a sentence of `len` tokens.
@@ -245,6 +323,31 @@ mod tests {
         assert_eq!(
             spans(&tags("B-ORG I-PER")),
             vec![span(0, 1, "ORG"), span(1, 2, "PER")]
+        );
+    }
+
+    #[test]
+    fn malformed_iobes_closes_its_chunks() {
+        assert_eq!(
+            spans(&tags("S-PER I-PER")),
+            vec![span(0, 1, "PER"), span(1, 2, "PER")]
+        );
+        assert_eq!(
+            spans(&tags("B-PER E-PER E-PER O")),
+            vec![span(0, 2, "PER"), span(2, 3, "PER")]
+        );
+        assert_eq!(
+            convert_tags(&tags("S-PER I-PER"), TagScheme::Iob2),
+            tags("B-PER B-PER")
+        );
+        assert_eq!(
+            first_malformed(&tags("S-PER I-PER"), TagScheme::Iobes),
+            Some(1)
+        );
+        assert_eq!(first_malformed(&tags("B-PER"), TagScheme::Iobes), Some(0));
+        assert_eq!(
+            first_malformed(&tags("B-PER E-PER"), TagScheme::Iobes),
+            None
         );
     }
 

@@ -1,14 +1,15 @@
 //! Span scoring exactly as the CoNLL `conlleval` script computes it.
 //!
-//! The chunk state machine below is a line-for-line port of conlleval's `startOfChunk`,
-//! `endOfChunk` and its main loop, so IOB1 input, stray `I-` tags and type switches score as
-//! there. `E-`/`S-` tags are first read as `I-`/`B-` (IOBES → IOB2), which conlleval itself
-//! does not do.
+//! The main loop is a line-for-line port of conlleval's, over the chunk rules of
+//! [`crate::scheme`] (conlleval's `startOfChunk` and `endOfChunk`), so IOB1 input, stray `I-` tags
+//! and type switches score as there, and the entities counted are those [`crate::spans`] finds.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
+
+use crate::scheme::{Tag, end_of_chunk, start_of_chunk};
 
 /// Gold, predicted and correct chunk counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -40,57 +41,6 @@ impl ChunkCounts {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Tag<'a> {
-    prefix: &'a str,
-    label: &'a str,
-}
-
-impl<'a> Tag<'a> {
-    const OUTSIDE: Tag<'static> = Tag {
-        prefix: "O",
-        label: "",
-    };
-
-    /// conlleval splits at the first hyphen; IOBES prefixes are folded into IOB2 ones.
-    fn parse(tag: &'a str) -> Self {
-        match tag.split_once('-') {
-            Some((prefix, label)) => {
-                let prefix = match prefix {
-                    "S" => "B",
-                    "E" => "I",
-                    other => other,
-                };
-                Tag { prefix, label }
-            }
-            None => Tag {
-                prefix: tag,
-                label: "",
-            },
-        }
-    }
-}
-
-fn end_of_chunk(previous: Tag, current: Tag) -> bool {
-    let (p, t) = (previous.prefix, current.prefix);
-    matches!(
-        (p, t),
-        ("B", "B") | ("B", "O") | ("I", "B") | ("I", "O") | ("E", "E") | ("E", "I") | ("E", "O")
-    ) || (p != "O" && p != "." && previous.label != current.label)
-        || p == "]"
-        || p == "["
-}
-
-fn start_of_chunk(previous: Tag, current: Tag) -> bool {
-    let (p, t) = (previous.prefix, current.prefix);
-    matches!(
-        (p, t),
-        ("B", "B") | ("I", "B") | ("O", "B") | ("O", "I") | ("E", "E") | ("E", "I") | ("O", "E")
-    ) || (t != "O" && t != "." && previous.label != current.label)
-        || t == "["
-        || t == "]"
-}
-
 /// Accumulates conlleval's counts over sentences of (gold, predicted) tags.
 #[derive(Debug, Clone, Default)]
 pub struct Scorer {
@@ -98,16 +48,16 @@ pub struct Scorer {
     correct_tags: usize,
     overall: ChunkCounts,
     by_type: BTreeMap<String, ChunkCounts>,
-    last_gold: (String, String),
-    last_predicted: (String, String),
+    last_gold: (String, String, bool),
+    last_predicted: (String, String, bool),
     in_correct: bool,
 }
 
 impl Scorer {
     pub fn new() -> Self {
         Self {
-            last_gold: ("O".into(), String::new()),
-            last_predicted: ("O".into(), String::new()),
+            last_gold: ("O".into(), String::new(), false),
+            last_predicted: ("O".into(), String::new(), false),
             ..Self::default()
         }
     }
@@ -133,10 +83,12 @@ impl Scorer {
         let last_gold = Tag {
             prefix: &self.last_gold.0,
             label: &self.last_gold.1,
+            closes: self.last_gold.2,
         };
         let last_predicted = Tag {
             prefix: &self.last_predicted.0,
             label: &self.last_predicted.1,
+            closes: self.last_predicted.2,
         };
         let gold_ends = end_of_chunk(last_gold, gold);
         let predicted_ends = end_of_chunk(last_predicted, predicted);
@@ -175,8 +127,12 @@ impl Scorer {
             }
             self.tokens += 1;
         }
-        self.last_gold = (gold.prefix.to_string(), gold.label.to_string());
-        self.last_predicted = (predicted.prefix.to_string(), predicted.label.to_string());
+        self.last_gold = (gold.prefix.to_string(), gold.label.to_string(), gold.closes);
+        self.last_predicted = (
+            predicted.prefix.to_string(),
+            predicted.label.to_string(),
+            predicted.closes,
+        );
     }
 
     pub fn report(&self) -> Report {
