@@ -3,7 +3,7 @@ use std::path::PathBuf;
 
 use burn::tensor::Device;
 use clap::Args;
-use nertrain_data::{ColumnSpec, Corpus, read_conll};
+use nertrain_data::{ColumnSpec, Corpus, TagScheme, read_conll};
 use nertrain_train::{
     CalibrationBin, PredictOptions, Predictor, Result, calibration, entity_types, score_corpus,
 };
@@ -35,7 +35,8 @@ pub struct EvalArgs {
     /// Decode without the tag scheme's constraints.
     #[arg(long)]
     unconstrained: bool,
-    #[arg(long, default_value_t = 100)]
+    /// Sentences per batch when the model tags.
+    #[arg(long, default_value_t = 100, value_parser = crate::at_least_one())]
     batch_size: usize,
 }
 
@@ -46,6 +47,7 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
         (Some(model), Some(data), None) => {
             let predictor = Predictor::load(model, device)?;
             let gold = nertrain_train::read_tagged(data, predictor.meta.columns)?;
+            warn_malformed_iobes(&gold);
             let unseen = unseen_tags(&gold, &predictor);
             if !unseen.is_empty() {
                 eprintln!(
@@ -113,6 +115,7 @@ fn read_predicted(path: &std::path::Path) -> Result<(Corpus, Vec<Vec<String>>)> 
             tag_column: -2,
         },
     )?;
+    warn_malformed_iobes(&gold);
     let predicted = read_conll(
         path,
         ColumnSpec {
@@ -125,10 +128,27 @@ fn read_predicted(path: &std::path::Path) -> Result<(Corpus, Vec<Vec<String>>)> 
             nertrain_data::check_tag(tag).map_err(|m| predicted.error_at(sentence, i, m))?;
         }
     }
+    warn_malformed_iobes(&predicted);
     Ok((
         gold,
         predicted.sentences.into_iter().map(|s| s.tags).collect(),
     ))
+}
+
+/// IOBES tags that break the scheme's rules are read as everywhere in nertrain (an `S-` or `E-`
+/// closes its entity, so `S-PER I-PER` is two), but other tools may read them otherwise: say where.
+pub fn warn_malformed_iobes(corpus: &Corpus) {
+    let tags = corpus.sentences.iter().map(|s| s.tags.as_slice());
+    if TagScheme::detect(tags) != TagScheme::Iobes {
+        return;
+    }
+    if let Some((first, sentences)) = corpus.malformed(TagScheme::Iobes) {
+        eprintln!(
+            "warning: {first} ({sentences} sentence{} in all); read with conlleval's rules, where \
+             an S- or E- tag ends its entity",
+            if sentences == 1 { "" } else { "s" }
+        );
+    }
 }
 
 /// Entity types of the gold tags that the model never saw in training.

@@ -50,7 +50,8 @@ enum Command {
         /// Continue the run in train.output from its last completed epoch.
         #[arg(long, conflicts_with = "overwrite")]
         resume: bool,
-        /// Delete a previous run in train.output first.
+        /// Replace a previous run in train.output, once the new run's data have been read and
+        /// checked. Only a run's own files are deleted.
         #[arg(long)]
         overwrite: bool,
     },
@@ -65,17 +66,23 @@ enum Command {
     },
     /// Measure training and tagging speed (JSON on stdout), as the PyTorch reference's --bench.
     Bench {
+        /// Tagged CoNLL file whose sentences the training steps use.
         #[arg(long)]
         train: PathBuf,
+        /// Tagged CoNLL file that is tagged, whole, to measure tagging.
         #[arg(long)]
         dev: PathBuf,
-        #[arg(long, default_value_t = 32)]
+        /// Sentences per training step.
+        #[arg(long, default_value_t = 32, value_parser = at_least_one())]
         batch_size: usize,
-        #[arg(long, default_value_t = 200)]
+        /// Training steps measured.
+        #[arg(long, default_value_t = 200, value_parser = at_least_one())]
         steps: usize,
+        /// Training steps run first and not measured.
         #[arg(long, default_value_t = 10)]
         warmup: usize,
-        #[arg(long, default_value_t = 100)]
+        /// Sentences per tagging batch.
+        #[arg(long, default_value_t = 100, value_parser = at_least_one())]
         eval_batch_size: usize,
     },
     /// Rewrite the tag column of a CoNLL file in another tag scheme; other columns stay as they are.
@@ -95,6 +102,23 @@ enum Command {
     },
 }
 
+/// Counts and sizes on the command line start at one.
+pub fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+}
+
+/// A mistake on the command line found after parsing it: exit code 2, as clap's own.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
 fn run(cli: Cli) -> Result<()> {
     let backend = cli.backend;
     let device = || backend.unwrap_or_default().device();
@@ -111,9 +135,6 @@ fn run(cli: Cli) -> Result<()> {
             }
             let device = experiment.train.backend.device()?;
             eprintln!("{}", experiment.to_toml());
-            if overwrite {
-                nertrain_train::ModelDir::new(&experiment.train.output).remove()?;
-            }
             let interrupt = Arc::new(AtomicBool::new(false));
             let flag = interrupt.clone();
             ctrlc::set_handler(move || {
@@ -129,6 +150,7 @@ fn run(cli: Cli) -> Result<()> {
                 &experiment,
                 FitOptions {
                     resume,
+                    overwrite,
                     interrupt: Some(interrupt),
                 },
                 &device,
@@ -177,6 +199,9 @@ fn run(cli: Cli) -> Result<()> {
                 word_column: 0,
                 tag_column,
             };
+            if from.is_none() {
+                eval::warn_malformed_iobes(&nertrain_data::parse_conll(&text, &file, columns)?);
+            }
             let converted = convert_tag_column(&text, &file, columns, from, to)?;
             match output {
                 Some(path) => nertrain_train::write_atomic(&path, converted.as_bytes())?,
@@ -218,10 +243,18 @@ fn report(dir: &std::path::Path) -> Result<()> {
         "\nbest epoch {}: dev F1 {:.2}",
         best.epoch, best.dev_f1
     )?;
-    let path = run.dev_report_file();
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    let dev: serde_json::Value = serde_json::from_str(&text)?;
+    let dev = run.read_dev_report()?;
+    if let Some(epoch) = dev["epoch"].as_u64()
+        && epoch != best.epoch as u64
+    {
+        return Err(format!(
+            "{}: the dev scores are of epoch {epoch} but metrics.jsonl marks epoch {} best; the \
+             run was interrupted while saving: `nertrain fit --resume` completes it",
+            run.path.display(),
+            best.epoch
+        )
+        .into());
+    }
     if let Some(types) = dev["types"].as_object() {
         writeln!(out, "{:>17}  precision  recall     F1  gold  found", "type")?;
         for (label, s) in types {
@@ -247,7 +280,11 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("error: {error}");
-            ExitCode::from(1)
+            let usage = error.is::<UsageError>()
+                || error
+                    .downcast_ref::<nertrain_train::ConfigError>()
+                    .is_some_and(|e| e.is_usage());
+            ExitCode::from(if usage { 2 } else { 1 })
         }
     }
 }

@@ -1,14 +1,16 @@
 //! `nertrain tag`: raw text in, entities out. Words are split by the `tokenizers` crate's BERT
 //! pre-tokenizer (whitespace, then each punctuation character alone), keeping character offsets.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
 use std::collections::BTreeMap;
 
-use nertrain_data::spans;
+use std::ops::Range;
+
+use nertrain_data::{Span, TagScheme, render_spans, spans};
 use nertrain_train::{PredictOptions, Prediction, Predictor, Result};
 use serde::Serialize;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
@@ -29,7 +31,8 @@ pub struct TagArgs {
     /// A model directory written by `nertrain fit`.
     #[arg(long)]
     model: PathBuf,
-    /// Texts to tag; each is one input.
+    /// Texts to tag; each is one input. Without texts or --input, lines are read from stdin
+    /// when it is not a terminal.
     #[arg(conflicts_with = "input")]
     texts: Vec<String>,
     /// Read one text per line from this file, or from stdin with `-`.
@@ -46,7 +49,8 @@ pub struct TagArgs {
     /// Decode without the tag scheme's constraints.
     #[arg(long)]
     unconstrained: bool,
-    #[arg(long, default_value_t = 100)]
+    /// Sentences per batch.
+    #[arg(long, default_value_t = 100, value_parser = crate::at_least_one())]
     batch_size: usize,
 }
 
@@ -109,10 +113,82 @@ fn split_words(text: &str) -> Result<Vec<Word>> {
         .collect())
 }
 
-/// Texts are tagged this many at a time, so input of any size runs in bounded memory.
+/// Texts are tagged this many, or this many bytes of them, at a time, so input of any size runs
+/// in bounded memory.
 const CHUNK: usize = 1000;
+const CHUNK_BYTES: usize = 1 << 20;
 
-pub fn run(args: TagArgs, device: &Device) -> Result<()> {
+/// A longer text is tagged in pieces of at most this many words, each cut after the last sentence
+/// end (`.`, `!`, `?`) within it when there is one, so that one long line also runs in bounded
+/// memory and time.
+const MAX_WORDS: usize = 250;
+
+/// The pieces a text's words are tagged in: one, unless there are more than [`MAX_WORDS`].
+fn pieces(words: &[Word]) -> Vec<Range<usize>> {
+    let mut pieces = Vec::new();
+    let mut start = 0;
+    while words.len() - start > MAX_WORDS {
+        let window = &words[start..start + MAX_WORDS];
+        let sentence_end = window
+            .iter()
+            .rposition(|w| matches!(w.text.as_str(), "." | "!" | "?"));
+        let end = start + sentence_end.map_or(MAX_WORDS, |i| i + 1);
+        pieces.push(start..end);
+        start = end;
+    }
+    pieces.push(start..words.len());
+    pieces
+}
+
+/// One text's prediction from its pieces': the entities of each, in the file's scheme, so none
+/// runs into the next; marginals side by side; the best path's probability is the product of
+/// the pieces', and only it is kept of the n best.
+fn join(pieces: Vec<Prediction>, scheme: TagScheme) -> Prediction {
+    if pieces.len() == 1 {
+        return pieces.into_iter().next().expect("one piece");
+    }
+    let mut entities = Vec::new();
+    let mut joined = Prediction {
+        tags: Vec::new(),
+        score: 0.0,
+        confidences: Vec::new(),
+        marginals: Vec::new(),
+        nbest: Vec::new(),
+    };
+    let mut best_probability = pieces.iter().all(|p| !p.nbest.is_empty()).then_some(1.0);
+    for piece in pieces {
+        let offset = joined.tags.len();
+        entities.extend(spans(&piece.tags).into_iter().map(|span| Span {
+            start: span.start + offset,
+            end: span.end + offset,
+            label: span.label,
+        }));
+        joined.tags.extend(piece.tags);
+        joined.score += piece.score;
+        joined.confidences.extend(piece.confidences);
+        joined.marginals.extend(piece.marginals);
+        if let (Some(p), Some((_, q))) = (best_probability.as_mut(), piece.nbest.first()) {
+            *p *= q;
+        }
+    }
+    joined.tags = render_spans(&entities, joined.tags.len(), scheme);
+    if let Some(probability) = best_probability {
+        joined.nbest = vec![(joined.tags.clone(), probability)];
+    }
+    joined
+}
+
+pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
+    if args.texts.is_empty() && args.input.is_none() {
+        if std::io::stdin().is_terminal() {
+            return Err(crate::UsageError(
+                "nothing to tag: give texts as arguments, --input FILE, or pipe text on stdin"
+                    .into(),
+            )
+            .into());
+        }
+        args.input = Some(PathBuf::from("-"));
+    }
     let predictor = Predictor::load(&args.model, device)?;
     let options = PredictOptions {
         constrained: predictor.meta.crf.constrained_decoding && !args.unconstrained,
@@ -128,13 +204,22 @@ pub fn run(args: TagArgs, device: &Device) -> Result<()> {
             .iter()
             .map(|t| split_words(t))
             .collect::<Result<_>>()?;
+        let cuts: Vec<Vec<Range<usize>>> = words.iter().map(|ws| pieces(ws)).collect();
         let strings: Vec<Vec<&str>> = words
             .iter()
-            .map(|ws| ws.iter().map(|w| w.text.as_str()).collect())
+            .zip(&cuts)
+            .flat_map(|(ws, cuts)| {
+                cuts.iter()
+                    .map(|cut| ws[cut.clone()].iter().map(|w| w.text.as_str()).collect())
+            })
             .collect();
-        let predictions = predictor.predict(&strings, options);
-        for ((text, words), prediction) in texts.iter().zip(&words).zip(&predictions) {
-            write_one(&mut out, args.format, text, words, prediction, tag_names)?;
+        let mut predictions = predictor.predict(&strings, options).into_iter();
+        for ((text, words), cuts) in texts.iter().zip(&words).zip(&cuts) {
+            let prediction = join(
+                predictions.by_ref().take(cuts.len()).collect(),
+                predictor.meta.file_scheme,
+            );
+            write_one(&mut out, args.format, text, words, &prediction, tag_names)?;
         }
         out.flush()?;
         Ok(())
@@ -150,13 +235,16 @@ pub fn run(args: TagArgs, device: &Device) -> Result<()> {
                 Box::new(std::io::BufReader::new(file))
             };
             let mut chunk = Vec::with_capacity(CHUNK);
+            let mut bytes = 0;
             for (number, line) in reader.lines().enumerate() {
                 let line = line
                     .map_err(|e| format!("{}:{}: cannot read: {e}", path.display(), number + 1))?;
+                bytes += line.len();
                 chunk.push(line);
-                if chunk.len() == CHUNK {
+                if chunk.len() == CHUNK || bytes >= CHUNK_BYTES {
                     tag_chunk(&chunk)?;
                     chunk.clear();
+                    bytes = 0;
                 }
             }
             tag_chunk(&chunk)

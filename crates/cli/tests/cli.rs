@@ -411,9 +411,60 @@ fn config_errors_name_the_key() {
         "--set",
         "model.hiden=3",
     ]);
-    assert_eq!(out.status.code(), Some(1));
+    // A mistake in an override is one of the command line.
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         stderr(&out).contains("unknown key `model.hiden`; did you mean `model.hidden`?"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("error: --set model.hiden=3: unknown key"),
+        "{}",
+        stderr(&out)
+    );
+    for (set, expected) in [
+        (
+            "train.lr=-1",
+            "error: --set train.lr=-1: train.lr: expected a positive number",
+        ),
+        (
+            "train.epochs=x",
+            "error: --set train.epochs=x: train.epochs: invalid type",
+        ),
+        (
+            "novalue",
+            "error: --set novalue: expected section.key=value",
+        ),
+    ] {
+        let out = nertrain(&["fit", "--config", "configs/sample.toml", "--set", set]);
+        assert_eq!(out.status.code(), Some(2), "{set}");
+        assert!(stderr(&out).contains(expected), "{set}: {}", stderr(&out));
+    }
+    // A mistake in the file names the file and the line of the key.
+    let dir = scratch("config-line");
+    let config = dir.join("bad.toml");
+    let text = std::fs::read_to_string(workspace().join("configs/sample.toml")).unwrap();
+    std::fs::write(&config, text.replace("hidden = 50", "hidden = 0")).unwrap();
+    let line = text.lines().position(|l| l == "hidden = 50").unwrap() + 1;
+    let out = nertrain(&["fit", "--config", config.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(&format!(
+            "{}:{line}: model.hidden: expected at least 1",
+            config.display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(&config, text.replace("epochs = 8", "epochs = \"8\"")).unwrap();
+    let line = text.lines().position(|l| l == "epochs = 8").unwrap() + 1;
+    let out = nertrain(&["fit", "--config", config.to_str().unwrap()]);
+    assert!(
+        stderr(&out).contains(&format!(
+            "{}:{line}: train.epochs: invalid type",
+            config.display()
+        )),
         "{}",
         stderr(&out)
     );
@@ -994,4 +1045,403 @@ fn conll_configs_train_on_another_layout_by_changing_paths_and_columns() {
         eprintln!("{config} on the two-column corpus: test F1 {f1:.2}");
         assert!(f1 > 70.0, "{config}: test F1 {f1} after 4 epochs");
     }
+}
+
+/// Every file under `dir` with its bytes: equal snapshots mean nothing was touched.
+fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                pending.push(path);
+            } else {
+                files.insert(path.clone(), std::fs::read(&path).unwrap());
+            }
+        }
+    }
+    files
+}
+
+/// `metrics.jsonl` without its timings: equal only if every epoch trained and scored the same.
+fn epoch_records(dir: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut record: serde_json::Value = serde_json::from_str(l).unwrap();
+            let fields = record.as_object_mut().unwrap();
+            for timing in [
+                "train_seconds",
+                "sentences_per_second",
+                "tokens_per_second",
+                "eval_seconds",
+            ] {
+                assert!(fields.remove(timing).is_some(), "{timing} recorded");
+            }
+            record
+        })
+        .collect()
+}
+
+/// What a model predicts and scores on the sample's dev set.
+fn predictions_and_scores(dir: &Path) -> (String, String) {
+    let model = dir.to_str().unwrap();
+    let tagged = nertrain(&[
+        "tag",
+        "--model",
+        model,
+        "--format",
+        "json",
+        "--probs",
+        "--input",
+        "data/sample/dev.txt",
+    ]);
+    let scored = nertrain(&[
+        "eval",
+        "--model",
+        model,
+        "--data",
+        "data/sample/dev.txt",
+        "--json",
+    ]);
+    assert!(tagged.status.success() && scored.status.success());
+    (stdout(&tagged), stdout(&scored))
+}
+
+fn fit_with_env(output: &Path, extra: &[&str], env: (&str, &str)) -> Output {
+    let out = format!("train.output={}", output.display());
+    let mut args = vec!["fit", "--config", "configs/sample.toml", "--set", &out];
+    args.extend(QUICK);
+    args.extend(extra);
+    Command::new(env!("CARGO_BIN_EXE_nertrain"))
+        .args(&args)
+        .env(env.0, env.1)
+        .current_dir(workspace())
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn overwrite_replaces_a_run_only_after_reading_the_new_data() {
+    let dir = scratch("overwrite").join("run");
+    assert!(fit(&dir, &["--set", "train.epochs=1"]).status.success());
+    let before = snapshot(&dir);
+    let scratch_dir = dir.parent().unwrap();
+    let bad_tags = scratch_dir.join("bad.txt");
+    std::fs::write(&bad_tags, "Peter B-PER\nlives O\nin O\nBerlin LOCATION\n").unwrap();
+    let bad_vectors = scratch_dir.join("vectors.txt");
+    std::fs::write(&bad_vectors, "peter 0.1 0.2\nberlin 0.3\n").unwrap();
+    let dev = "data.dev=\"nope.txt\"".to_string();
+    let train = format!("data.train={:?}", bad_tags.display().to_string());
+    let vectors = format!("data.vectors={:?}", bad_vectors.display().to_string());
+    for (set, expected) in [
+        (dev.as_str(), "nope.txt: cannot read"),
+        (train.as_str(), "bad.txt:4: expected a tag"),
+        (vectors.as_str(), "vectors.txt:2"),
+    ] {
+        let out = fit(
+            &dir,
+            &["--set", "train.epochs=1", "--set", set, "--overwrite"],
+        );
+        assert_eq!(out.status.code(), Some(1), "{set}");
+        assert!(stderr(&out).contains(expected), "{set}: {}", stderr(&out));
+        assert!(snapshot(&dir) == before, "{set}: the old run is intact");
+    }
+    // A file of the user's in a run directory outlives an overwrite; the run's files are new.
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    let out = fit(&dir, &["--set", "train.epochs=2", "--overwrite"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("notes.txt")).unwrap(),
+        "mine"
+    );
+    assert_eq!(epoch_records(&dir).len(), 2);
+}
+
+#[test]
+fn a_directory_that_is_not_a_run_is_never_written_or_deleted() {
+    let dir = scratch("foreign").join("corpus");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        workspace().join("data/sample/train.txt"),
+        dir.join("train.txt"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("model.json"), "{\"weights\": \"somewhere\"}").unwrap();
+    let before = snapshot(&dir);
+    for extra in [&[][..], &["--overwrite"][..], &["--resume"][..]] {
+        let out = fit(&dir, extra);
+        assert_eq!(out.status.code(), Some(1), "{extra:?}");
+        assert!(snapshot(&dir) == before, "{extra:?}: {}", stderr(&out));
+    }
+    let out = fit(&dir, &[]);
+    assert!(
+        stderr(&out).contains("not empty and not a nertrain run"),
+        "{}",
+        stderr(&out)
+    );
+    // An empty directory is fine to train into.
+    let empty = scratch("foreign-empty").join("run");
+    std::fs::create_dir_all(&empty).unwrap();
+    assert!(fit(&empty, &["--set", "train.epochs=1"]).status.success());
+}
+
+#[test]
+fn resume_without_a_checkpoint_keeps_the_finished_model() {
+    let dir = scratch("no-checkpoint").join("run");
+    assert!(fit(&dir, &["--set", "train.epochs=1"]).status.success());
+    std::fs::remove_dir_all(dir.join("checkpoint")).unwrap();
+    let before = snapshot(&dir);
+    let out = fit(&dir, &["--set", "train.epochs=2", "--resume"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("no checkpoint (checkpoint/ is missing)"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(snapshot(&dir) == before);
+}
+
+/// A save that fails, or a process that dies while saving, at each step of an epoch's commit:
+/// the run directory agrees with itself on the best epoch, and resuming finishes the run exactly
+/// as an uninterrupted one.
+#[test]
+fn failed_and_crashed_saves_leave_a_consistent_run_that_resumes_exactly() {
+    let long = ["--set", "train.epochs=3", "--set", "train.patience=3"];
+    let whole = scratch("save-whole").join("run");
+    assert!(fit(&whole, &long).status.success());
+    let first = scratch("save-first").join("run");
+    assert!(fit(&first, &["--set", "train.epochs=1"]).status.success());
+    for point in [
+        "checkpoint:2",
+        "swap:2",
+        "publish:2",
+        "checkpoint:2:abort",
+        "swap:2:abort",
+        "publish:2:abort",
+    ] {
+        let dir = scratch(&point.replace(':', "-")).join("run");
+        let out = fit_with_env(&dir, &long, ("NERTRAIN_FAILPOINT", point));
+        assert!(!out.status.success(), "{point}");
+        // Epoch 1 is what the directory shows, whole: model, dev scores, metrics and report.
+        assert_eq!(epoch_records(&dir), epoch_records(&first), "{point}");
+        assert_eq!(
+            std::fs::read(dir.join("dev.json")).unwrap(),
+            std::fs::read(first.join("dev.json")).unwrap(),
+            "{point}"
+        );
+        assert_eq!(
+            predictions_and_scores(&dir),
+            predictions_and_scores(&first),
+            "{point}"
+        );
+        let report = nertrain(&["report", dir.to_str().unwrap()]);
+        assert!(report.status.success(), "{point}: {}", stderr(&report));
+        if !point.ends_with("abort") {
+            let names: Vec<String> = std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
+            assert!(
+                names
+                    .iter()
+                    .all(|n| !n.ends_with(".partial") && !n.ends_with(".old")),
+                "{point}: left behind: {names:?}"
+            );
+        }
+        let resumed = fit(&dir, &[&long[..], &["--resume"]].concat());
+        assert!(resumed.status.success(), "{point}: {}", stderr(&resumed));
+        assert_eq!(epoch_records(&dir), epoch_records(&whole), "{point}");
+        assert_eq!(
+            predictions_and_scores(&dir),
+            predictions_and_scores(&whole),
+            "{point}"
+        );
+    }
+}
+
+#[test]
+fn a_moved_run_resumes_and_a_changed_one_names_what_changed() {
+    let dir = scratch("moved").join("run");
+    assert!(fit(&dir, &["--set", "train.epochs=1"]).status.success());
+    let moved = scratch("moved-to").join("run");
+    std::fs::create_dir_all(&moved).unwrap();
+    for (from, bytes) in snapshot(&dir) {
+        let to = moved.join(from.strip_prefix(&dir).unwrap());
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::write(to, bytes).unwrap();
+    }
+    let changed = fit(
+        &moved,
+        &[
+            "--set",
+            "train.epochs=2",
+            "--set",
+            "train.lr=0.5",
+            "--set",
+            "model.dropout=0.1",
+            "--resume",
+        ],
+    );
+    assert_eq!(changed.status.code(), Some(1));
+    assert!(
+        stderr(&changed).contains("model.dropout, train.lr differ from the run's experiment"),
+        "{}",
+        stderr(&changed)
+    );
+    let resumed = fit(&moved, &["--set", "train.epochs=2", "--resume"]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert_eq!(epoch_records(&moved).len(), 2);
+}
+
+#[test]
+fn numeric_flags_are_range_checked() {
+    let model = model().to_str().unwrap();
+    for args in [
+        &[
+            "bench",
+            "--train",
+            "x",
+            "--dev",
+            "y",
+            "--eval-batch-size",
+            "0",
+        ][..],
+        &["bench", "--train", "x", "--dev", "y", "--batch-size", "0"],
+        &["bench", "--train", "x", "--dev", "y", "--steps", "0"],
+        &["bench", "--train", "x", "--dev", "y", "--steps", "-3"],
+        &["tag", "--model", model, "--batch-size", "0", "Peter"],
+        &["tag", "--model", model, "--nbest", "0", "Peter"],
+        &["eval", "--model", model, "--data", "x", "--batch-size", "0"],
+    ] {
+        let out = nertrain(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{args:?}");
+    }
+}
+
+#[test]
+fn tag_reads_stdin_when_given_no_text() {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nertrain"))
+        .args(["tag", "--model", model().to_str().unwrap()])
+        .current_dir(workspace())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Anna Schmidt arrived in Lisbon .\nPeter\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(stdout(&out).lines().count(), 2, "{}", stdout(&out));
+    assert!(stdout(&out).contains("]PER"), "{}", stdout(&out));
+}
+
+/// A line far longer than any sentence is tagged in pieces of at most 250 words, cut after a
+/// sentence end when there is one: without one, the same entities at the same offsets as those
+/// pieces tagged one by one; with them, entities whose offsets point at their text.
+#[test]
+fn a_very_long_line_is_tagged_in_pieces() {
+    let words: Vec<String> = std::fs::read_to_string(workspace().join("data/sample/dev.txt"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        // Words the tokenizer keeps whole, none of them a sentence end.
+        .filter(|w| w.chars().all(char::is_alphanumeric))
+        .map(String::from)
+        .take(1100)
+        .collect();
+    let dir = scratch("long-line");
+    let pieces: Vec<String> = words.chunks(250).map(|c| c.join(" ")).collect();
+    std::fs::write(dir.join("one.txt"), words.join(" ")).unwrap();
+    std::fs::write(dir.join("pieces.txt"), pieces.join("\n")).unwrap();
+    let tagged = |file: &str| {
+        let out = nertrain(&[
+            "tag",
+            "--model",
+            model().to_str().unwrap(),
+            "--format",
+            "json",
+            "--input",
+            dir.join(file).to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .collect::<Vec<_>>()
+    };
+    let entities = |tagged: &serde_json::Value, offset: u64| {
+        tagged["entities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let start = e["start"].as_u64().unwrap() + offset;
+                (e["label"].clone(), start, e["text"].clone())
+            })
+            .collect::<Vec<_>>()
+    };
+    let whole = tagged("one.txt");
+    let mut expected = Vec::new();
+    let mut offset = 0;
+    for (piece, tagged) in pieces.iter().zip(tagged("pieces.txt")) {
+        expected.extend(entities(&tagged, offset));
+        offset += piece.chars().count() as u64 + 1;
+    }
+    assert!(expected.len() > 50, "{expected:?}");
+    assert_eq!(entities(&whole[0], 0), expected);
+
+    let sentences = std::fs::read_to_string(workspace().join("data/sample/dev.txt"))
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .collect::<Vec<_>>()
+        .join(" ");
+    std::fs::write(dir.join("sentences.txt"), &sentences).unwrap();
+    let whole = tagged("sentences.txt");
+    let chars: Vec<char> = sentences.chars().collect();
+    let found = entities(&whole[0], 0);
+    assert!(found.len() > 100);
+    for (_, start, text) in found {
+        let text = text.as_str().unwrap();
+        let start = start as usize;
+        let at: String = chars[start..start + text.chars().count()].iter().collect();
+        assert_eq!(at, text);
+    }
+}
+
+#[test]
+fn malformed_iobes_is_read_alike_by_eval_and_convert_with_a_warning() {
+    let dir = scratch("malformed-iobes");
+    let file = dir.join("pred.txt");
+    std::fs::write(&file, "Anna S-PER S-PER\nSchmidt I-PER I-PER\nsaid O O\n").unwrap();
+    let out = nertrain(&["eval", "--predicted", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out)
+            .starts_with("processed 3 tokens with 2 phrases; found: 2 phrases; correct: 2."),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        stderr(&out).contains("pred.txt:2: \"I-PER\" is not well formed iobes here"),
+        "{}",
+        stderr(&out)
+    );
+    let out = nertrain(&["convert", "--to", "iob2", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "Anna S-PER B-PER\nSchmidt I-PER B-PER\nsaid O O\n"
+    );
+    assert!(stderr(&out).contains("warning: "), "{}", stderr(&out));
 }

@@ -123,36 +123,114 @@ pub struct Experiment {
     pub train: TrainConfig,
 }
 
-impl Experiment {
-    /// Reads an experiment file and applies `key=value` overrides.
-    pub fn load(path: &Path, overrides: &[String]) -> crate::Result<Self> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        Self::parse(&text, overrides).map_err(|e| format!("{}: {e}", path.display()).into())
+/// An experiment that cannot be read, and where the mistake is: in a `--set` override (a usage
+/// error of the command line) or in the file, at a line when one can be named.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    pub origin: ConfigOrigin,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum ConfigOrigin {
+    /// The `--set` item, as given.
+    Override(String),
+    File {
+        path: Option<PathBuf>,
+        line: Option<usize>,
+    },
+}
+
+impl ConfigError {
+    fn in_file(message: impl Into<String>) -> Self {
+        Self {
+            origin: ConfigOrigin::File {
+                path: None,
+                line: None,
+            },
+            message: message.into(),
+        }
     }
 
-    pub fn parse(text: &str, overrides: &[String]) -> crate::Result<Self> {
-        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| e.to_string())?;
-        for item in overrides {
-            apply_override(&mut table, item)?;
+    /// Whether the command line, not the file, is at fault.
+    pub fn is_usage(&self) -> bool {
+        matches!(self.origin, ConfigOrigin::Override(_))
+    }
+}
+
+impl std::fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let message = &self.message;
+        match &self.origin {
+            ConfigOrigin::Override(item) => write!(f, "--set {item}: {message}"),
+            ConfigOrigin::File { path: None, .. } => f.write_str(message),
+            ConfigOrigin::File {
+                path: Some(path),
+                line: None,
+            } => write!(f, "{}: {message}", path.display()),
+            ConfigOrigin::File {
+                path: Some(path),
+                line: Some(line),
+            } => write!(f, "{}:{line}: {message}", path.display()),
         }
-        let given = serde_json::to_value(&table)?;
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl Experiment {
+    /// Reads an experiment file and applies `key=value` overrides.
+    pub fn load(path: &Path, overrides: &[String]) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            origin: ConfigOrigin::File {
+                path: Some(path.to_path_buf()),
+                line: None,
+            },
+            message: format!("cannot read: {e}"),
+        })?;
+        Self::parse(&text, overrides).map_err(|mut e| {
+            if let ConfigOrigin::File { path: at, .. } = &mut e.origin {
+                *at = Some(path.to_path_buf());
+            }
+            e
+        })
+    }
+
+    /// Parses an experiment and applies `key=value` overrides. An error names the key, and its
+    /// line in `text` or the override that set it.
+    pub fn parse(text: &str, overrides: &[String]) -> Result<Self, ConfigError> {
+        let mut table: toml::Table = text
+            .parse()
+            .map_err(|e: toml::de::Error| ConfigError::in_file(e.to_string().trim_end()))?;
+        for item in overrides {
+            apply_override(&mut table, item).map_err(|message| ConfigError {
+                origin: ConfigOrigin::Override(item.clone()),
+                message,
+            })?;
+        }
+        let located = |key: &str, message: String| locate(text, overrides, key, message);
+        let given = serde_json::to_value(&table)
+            .map_err(|e| ConfigError::in_file(format!("cannot read the settings: {e}")))?;
         // Burn's configs need every field, so the user's keys go over a serialised template.
-        let mut merged = serde_json::to_value(Self::template())?;
-        check_keys(&given, &merged, "")?;
+        let mut merged = serde_json::to_value(Self::template()).expect("the defaults serialise");
+        check_keys(&given, &merged, "").map_err(|(key, message)| located(&key, message))?;
         if let Some(data) = merged.get_mut("data").and_then(|d| d.as_object_mut()) {
             data.remove("train");
             data.remove("dev");
         }
         merge(&mut merged, given);
-        let experiment: Self = serde_path_to_error::deserialize(merged)
-            .map_err(|e| format!("{}: {}", e.path(), e.inner()))?;
-        experiment.validate()?;
+        let experiment: Self = serde_path_to_error::deserialize(merged).map_err(|e| {
+            let key = e.path().to_string();
+            located(&key, format!("{key}: {}", e.inner()))
+        })?;
+        experiment
+            .validate()
+            .map_err(|(key, message)| located(key, message))?;
         Ok(experiment)
     }
 
     /// Values that parse but make no sense are errors naming the key and the range expected.
-    fn validate(&self) -> crate::Result<()> {
+    fn validate(&self) -> Result<(), (&'static str, String)> {
         let (d, m, t) = (&self.data, &self.model, &self.train);
         let checks: [(bool, &str, &str); 19] = [
             (
@@ -224,7 +302,7 @@ impl Experiment {
             ),
         ];
         match checks.iter().find(|(ok, _, _)| !ok) {
-            Some((_, key, expected)) => Err(format!("{key}: expected {expected}").into()),
+            Some((_, key, expected)) => Err((key, format!("{key}: expected {expected}"))),
             None => Ok(()),
         }
     }
@@ -244,11 +322,52 @@ impl Experiment {
     }
 }
 
+/// Where an error about `key` (`section.key`, or `a and b`) comes from: the override that set it,
+/// or else the file, at the key's line when the file has it.
+fn locate(text: &str, overrides: &[String], key: &str, message: String) -> ConfigError {
+    let key = key.split_whitespace().next().unwrap_or_default();
+    let related = |a: &str, b: &str| a == b || a.starts_with(&format!("{b}."));
+    let set_by = overrides.iter().rev().find(|item| {
+        let set = item
+            .split_once('=')
+            .map_or(item.as_str(), |(k, _)| k)
+            .trim();
+        related(set, key) || related(key, set)
+    });
+    let origin = match set_by {
+        Some(item) => ConfigOrigin::Override(item.clone()),
+        None => ConfigOrigin::File {
+            path: None,
+            line: line_of(text, key),
+        },
+    };
+    ConfigError { origin, message }
+}
+
+/// The line of `text` where the TOML key `section.key` is written, or its section when the key
+/// itself is not there.
+fn line_of(text: &str, key: &str) -> Option<usize> {
+    let document = toml::de::DeTable::parse(text).ok()?;
+    let mut table = document.get_ref();
+    let mut found = None;
+    for part in key.split('.') {
+        let Some((name, value)) = table.iter().find(|(name, _)| name.get_ref() == part) else {
+            break;
+        };
+        found = Some(name.span().start);
+        match value.get_ref() {
+            toml::de::DeValue::Table(inner) => table = inner,
+            _ => break,
+        }
+    }
+    found.map(|at| text[..at].matches('\n').count() + 1)
+}
+
 /// `a.b.c=value`: the value is read as TOML (`0.5`, `true`, `"iob2"`), or else as a bare string.
-fn apply_override(table: &mut toml::Table, item: &str) -> crate::Result<()> {
+fn apply_override(table: &mut toml::Table, item: &str) -> Result<(), String> {
     let (key, raw) = item
         .split_once('=')
-        .ok_or_else(|| format!("--set {item:?}: expected section.key=value"))?;
+        .ok_or_else(|| "expected section.key=value".to_string())?;
     let value = format!("v = {raw}")
         .parse::<toml::Table>()
         .ok()
@@ -258,14 +377,14 @@ fn apply_override(table: &mut toml::Table, item: &str) -> crate::Result<()> {
     let last = parts
         .pop()
         .filter(|k| !k.is_empty())
-        .ok_or_else(|| format!("--set {item:?}: empty key"))?;
+        .ok_or_else(|| "empty key".to_string())?;
     let mut node = table;
     for part in parts {
         node = node
             .entry(part)
             .or_insert_with(|| toml::Value::Table(toml::Table::new()))
             .as_table_mut()
-            .ok_or_else(|| format!("--set {item:?}: {part} is not a section"))?;
+            .ok_or_else(|| format!("{part} is not a section"))?;
     }
     node.insert(last.to_string(), value);
     Ok(())
@@ -293,7 +412,7 @@ fn check_keys(
     given: &serde_json::Value,
     known: &serde_json::Value,
     prefix: &str,
-) -> crate::Result<()> {
+) -> Result<(), (String, String)> {
     let (Some(given), Some(known)) = (given.as_object(), known.as_object()) else {
         return Ok(());
     };
@@ -321,7 +440,7 @@ fn check_keys(
                         known.keys().cloned().collect::<Vec<_>>().join(", ")
                     ),
                 };
-                return Err(format!("unknown key `{path}`{hint}").into());
+                return Err((path.clone(), format!("unknown key `{path}`{hint}")));
             }
         }
     }
@@ -418,11 +537,37 @@ mod tests {
             ),
         ];
         for (set, expected) in cases {
-            let err = Experiment::parse(MINIMAL, &[set.into()])
-                .unwrap_err()
-                .to_string();
-            assert!(err.starts_with(expected), "{set}: {err}");
+            let err = Experiment::parse(MINIMAL, &[set.into()]).unwrap_err();
+            assert!(err.message.starts_with(expected), "{set}: {err}");
+            assert!(err.is_usage(), "{set}: the override is at fault");
+            assert!(
+                err.to_string().starts_with(&format!("--set {set}: ")),
+                "{err}"
+            );
         }
+    }
+
+    #[test]
+    fn file_errors_name_the_line_of_the_key() {
+        let text = format!("{MINIMAL}\n[train]\nlr = 0.1\nepochs = 0\n");
+        let err = Experiment::parse(&text, &[]).unwrap_err();
+        assert!(!err.is_usage());
+        assert_eq!(
+            err.origin,
+            ConfigOrigin::File {
+                path: None,
+                line: Some(7)
+            }
+        );
+        let err = Experiment::load(Path::new("/no/such/file.toml"), &[]).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("/no/such/file.toml: cannot read"),
+            "{err}"
+        );
+        // The same mistake, made on the command line, is the override's.
+        let err = Experiment::parse(MINIMAL, &["train.epochs=0".into()]).unwrap_err();
+        assert_eq!(err.origin, ConfigOrigin::Override("train.epochs=0".into()));
     }
 
     #[test]

@@ -16,9 +16,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::model_dir::{
-    FORMAT_VERSION, ModelDir, ModelMeta, load_module, save_module, write_atomic,
-};
+use crate::model_dir::{FORMAT_VERSION, ModelDir, ModelMeta, load_module, write_atomic};
 use crate::predict::{Decoder, PredictOptions};
 use crate::progress::EpochProgress;
 use crate::step::Trainer;
@@ -28,6 +26,8 @@ use crate::{Experiment, Result};
 pub struct FitOptions {
     /// Continue the run in `train.output` from its last checkpoint.
     pub resume: bool,
+    /// Replace a run in `train.output`, once the new run's data have been read and checked.
+    pub overwrite: bool,
     /// When this becomes true, training stops after the current batch and saves a checkpoint
     /// that `resume` continues from (set by Ctrl-C in the CLI).
     pub interrupt: Option<Arc<AtomicBool>>,
@@ -102,6 +102,10 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
     let train_config = &experiment.train;
     let run = ModelDir::new(&train_config.output);
     let config_toml = experiment.to_toml();
+    if !options.resume {
+        // Checked again before anything is written; here so that a refusal comes at once.
+        run.check_new(options.overwrite)?;
+    }
 
     let train = read_tagged(&data.train, data.columns())?;
     let dev = read_tagged(&data.dev, data.columns())?;
@@ -124,12 +128,19 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             dev: &dev,
             test: test.as_ref(),
         };
-        let (meta, vocab, vectors) =
-            start_run(&run, experiment, &corpora, file_scheme, &config_toml)?;
+        let (meta, vocab, vectors) = describe_run(experiment, &corpora, file_scheme)?;
         (meta, vocab, None, vectors)
     };
 
     let encoded = vocab.encode_corpus(&train)?;
+    if !options.resume {
+        // Every input has been read and checked: only now is a previous run replaced.
+        run.check_new(options.overwrite)?;
+        if run.is_run() {
+            run.clear()?;
+        }
+        run.write_description(&meta, &vocab, &config_toml)?;
+    }
     let dev_encoded = vocab.encode_corpus_words(&dev);
     let test_set: Option<(Corpus, Vec<Encoded>)> = test.map(|corpus| {
         let encoded = vocab.encode_corpus_words(&corpus);
@@ -167,7 +178,14 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             vocab.words.len()
         );
     }
-    let resuming = state.is_some();
+    let (checkpoint, state) = match state {
+        Some(Checkpoint {
+            dir,
+            weights,
+            state,
+        }) => (Some((dir, weights)), Some(state)),
+        None => (None, None),
+    };
     let mut state = state.unwrap_or(LoopState {
         epochs_done: 0,
         best_f1: -1.0,
@@ -185,11 +203,10 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         train_config.reduction,
         training_constraints,
     );
-    if resuming {
+    if let Some((dir, weights)) = checkpoint {
         // The trainer's own state, loaded after the model, replaces the word table it copied.
-        let checkpoint = checkpoint_dir(&run)?;
-        model = load_module(model, &checkpoint.join("model.bpk"))?;
-        trainer.load(&checkpoint)?;
+        model = load_module(model, &weights)?;
+        trainer.load(&dir)?;
         let within = if state.batches_done > 0 {
             format!(" and batch {} of the next", state.batches_done)
         } else {
@@ -290,7 +307,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
                 state.epoch_loss = loss_sum;
                 state.epoch_seconds += started.elapsed().as_secs_f64();
                 model = trainer.with_trained_words(model);
-                save_checkpoint(&run, &model, &trainer, &state)?;
+                save_checkpoint(&run, &model, &trainer, &state, None)?;
                 println!(
                     "interrupted: saved after batch {} of epoch {}; continue with --resume",
                     batch_number + 1,
@@ -324,11 +341,6 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
 
         let best = dev_f1 > state.best_f1;
         if best {
-            run.save_weights(&valid)?;
-            write_atomic(
-                &run.dev_report_file(),
-                serde_json::to_string_pretty(&report.to_json())?.as_bytes(),
-            )?;
             state.best_f1 = dev_f1;
             state.best_epoch = epoch + 1;
         }
@@ -346,6 +358,20 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             best,
             test_f1,
         };
+        state.history.push(metrics.clone());
+        state.epochs_done += 1;
+        let dev_scores = best.then(|| {
+            let mut scores = report.to_json();
+            scores["epoch"] = serde_json::json!(epoch + 1);
+            (&valid, scores)
+        });
+        save_checkpoint(
+            &run,
+            &model,
+            &trainer,
+            &state,
+            dev_scores.as_ref().map(|(valid, scores)| (*valid, scores)),
+        )?;
         println!(
             "epoch {:>3}: loss {:.4}  dev P {:.2} R {:.2} F1 {:.2}{}{}  {:.0} sent/s  {:.1}s train, {:.1}s dev  lr {:.5}",
             metrics.epoch,
@@ -362,9 +388,6 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             eval_seconds,
             lr
         );
-        state.history.push(metrics);
-        state.epochs_done += 1;
-        save_checkpoint(&run, &model, &trainer, &state)?;
     }
     if state.epochs_done < train_config.epochs {
         println!(
@@ -389,10 +412,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
                 test.path.display(),
                 report.f1()
             );
-            write_atomic(
-                &run.path.join("test.json"),
-                serde_json::to_string_pretty(&report.to_json())?.as_bytes(),
-            )?;
+            run.write_test_report(&report.to_json())?;
             Some(report)
         }
         None => None,
@@ -406,37 +426,72 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
     })
 }
 
+/// Where a run resumes from: a checkpoint's directory, its training weights and loop state.
+#[derive(Debug, Clone)]
+struct Checkpoint {
+    dir: std::path::PathBuf,
+    weights: std::path::PathBuf,
+    state: LoopState,
+}
+
 /// Reads back a run to resume: its description, vocabularies and loop state (none when it
-/// stopped before its first checkpoint, and starts over).
+/// stopped before its first epoch ended, and starts over). The last committed epoch is published
+/// again, which completes one that a crash interrupted.
 fn reopen_run(
     run: &ModelDir,
     experiment: &Experiment,
     config_toml: &str,
-) -> Result<(ModelMeta, Vocabularies, Option<LoopState>)> {
+) -> Result<(ModelMeta, Vocabularies, Option<Checkpoint>)> {
     let meta = run.read_meta()?;
     let vocab = run.read_vocab(&meta)?;
     let recorded = Experiment::load(&run.config_file(), &[])?;
-    if !same_run(&recorded, experiment) {
+    let differing = differing_settings(&recorded, experiment);
+    if !differing.is_empty() {
         return Err(format!(
-                "{}: cannot resume: the experiment differs from the one this run was started with ({}); \
-                 only train.epochs and train.patience may change",
-                run.path.display(),
-                run.config_file().display()
+            "{}: cannot resume: {} differ{} from the run's experiment ({}); only train.epochs, \
+             train.patience and train.output may change",
+            run.path.display(),
+            differing.join(", "),
+            if differing.len() == 1 { "s" } else { "" },
+            run.config_file().display()
+        )
+        .into());
+    }
+    let state = match run.read_checkpoint()? {
+        Some((dir, weights, text)) => {
+            let state: LoopState = serde_json::from_str(&text).map_err(|e| {
+                format!(
+                    "{}: not a checkpoint state: {e}",
+                    dir.join("state.json").display()
+                )
+            })?;
+            Some(Checkpoint {
+                dir,
+                weights,
+                state,
+            })
+        }
+        None if run.has_trained() => {
+            return Err(format!(
+                "{}: cannot resume: the run has a trained model but no checkpoint (checkpoint/ is \
+                 missing), so it cannot continue exactly; it is left as it is. Start over with \
+                 --overwrite, or choose another train.output",
+                run.path.display()
             )
             .into());
-    }
-    write_atomic(&run.config_file(), config_toml.as_bytes())?;
-    // A run stopped before its first checkpoint resumes from the beginning.
-    let state = match checkpoint_dir(run) {
-        Ok(_) => Some(read_state(run)?),
-        Err(_) => {
+        }
+        None => {
             println!(
-                "{}: no checkpoint yet; training from the beginning",
+                "{}: no epoch had ended; training from the beginning",
                 run.path.display()
             );
             None
         }
     };
+    write_atomic(&run.config_file(), config_toml.as_bytes())?;
+    if let Some(checkpoint) = &state {
+        publish(run, &checkpoint.state)?;
+    }
     Ok((meta, vocab, state))
 }
 
@@ -448,23 +503,14 @@ struct Corpora<'a> {
 }
 
 /// Describes a new run: vocabularies from the training set (extended by pretrained vectors when
-/// given), written to the run directory with the model description and the experiment.
-fn start_run(
-    run: &ModelDir,
+/// given) and the model description. Nothing is written.
+fn describe_run(
     experiment: &Experiment,
     corpora: &Corpora,
     file_scheme: TagScheme,
-    config_toml: &str,
 ) -> Result<(ModelMeta, Vocabularies, Option<Vectors>)> {
     let data = &experiment.data;
     let (train, dev) = (corpora.train, corpora.dev);
-    if run.meta_file().exists() {
-        return Err(format!(
-            "{}: a run is already there; continue it with --resume, or choose another train.output",
-            run.path.display()
-        )
-        .into());
-    }
     let mut vocab =
         Vocabularies::build(&train.sentences, data.normalization(), data.min_word_count);
     let vectors = data.vectors.as_deref().map(read_vectors).transpose()?;
@@ -532,16 +578,27 @@ fn start_run(
         columns: data.columns(),
         max_word_len: data.max_word_len,
     };
-    run.write_description(&meta, &vocab, config_toml)?;
     Ok((meta, vocab, vectors))
 }
 
-/// Whether two experiments describe the same run, allowing it to be extended or cut short.
-fn same_run(recorded: &Experiment, requested: &Experiment) -> bool {
+/// The settings (`section.key`) in which a resumed run's experiment differs from the one it was
+/// started with, besides those that may change: it may be extended, cut short, or moved.
+fn differing_settings(recorded: &Experiment, requested: &Experiment) -> Vec<String> {
     let mut recorded = recorded.clone();
     recorded.train.epochs = requested.train.epochs;
     recorded.train.patience = requested.train.patience;
-    recorded.to_toml() == requested.to_toml()
+    recorded.train.output = requested.train.output.clone();
+    let as_json = |e: &Experiment| serde_json::to_value(e).unwrap_or_default();
+    let (recorded, requested) = (as_json(&recorded), as_json(requested));
+    let mut differing = Vec::new();
+    for (section, values) in requested.as_object().into_iter().flatten() {
+        for (key, value) in values.as_object().into_iter().flatten() {
+            if recorded.get(section).and_then(|s| s.get(key)) != Some(value) {
+                differing.push(format!("{section}.{key}"));
+            }
+        }
+    }
+    differing
 }
 
 /// How many of the most frequent word ids the language model predicts (with `<pad>` and `<unk>`):
@@ -580,63 +637,75 @@ fn unknown_tags(corpus: &Corpus, vocab: &Vocabularies, scheme: TagScheme) -> Vec
     unknown
 }
 
-/// The checkpoint directory to resume from: `checkpoint/`, or `checkpoint.old/` when a crash
-/// came between the two renames that replace it.
-fn checkpoint_dir(run: &ModelDir) -> Result<std::path::PathBuf> {
-    let current = run.checkpoint_dir();
-    let old = current.with_extension("old");
-    match (
-        current.join("state.json").exists(),
-        old.join("state.json").exists(),
-    ) {
-        (true, _) => Ok(current),
-        (false, true) => Ok(old),
-        _ => Err(format!("{}: no checkpoint to resume from", run.path.display()).into()),
-    }
-}
-
-fn read_state(run: &ModelDir) -> Result<LoopState> {
-    let path = checkpoint_dir(run)?.join("state.json");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    Ok(serde_json::from_str(&text)
-        .map_err(|e| format!("{}: not a checkpoint state: {e}", path.display()))?)
-}
-
-/// Writes the checkpoint into a fresh directory and swaps it in, then rewrites the metrics file.
+/// Commits the loop's state as a checkpoint, with the best model and its dev scores when this
+/// epoch is the best, and publishes it.
 fn save_checkpoint(
     run: &ModelDir,
     model: &Tagger,
     trainer: &Trainer,
     state: &LoopState,
+    best: Option<(&Tagger, &serde_json::Value)>,
 ) -> Result<()> {
-    let current = run.checkpoint_dir();
-    let partial = current.with_extension("partial");
-    let old = current.with_extension("old");
-    let _ = std::fs::remove_dir_all(&partial);
-    std::fs::create_dir_all(&partial).map_err(|e| format!("{}: {e}", partial.display()))?;
-    save_module(model, &partial.join("model.bpk"))?;
-    trainer.save(&partial)?;
-    write_atomic(
-        &partial.join("state.json"),
+    run.commit_checkpoint(
+        model,
+        |dir| trainer.save(dir),
         serde_json::to_string(state)?.as_bytes(),
+        best,
     )?;
-    let io = |e: std::io::Error| format!("{}: cannot replace checkpoint: {e}", current.display());
-    let _ = std::fs::remove_dir_all(&old);
-    if current.exists() {
-        std::fs::rename(&current, &old).map_err(io)?;
-    }
-    std::fs::rename(&partial, &current).map_err(io)?;
-    let _ = std::fs::remove_dir_all(&old);
+    publish(run, state)
+}
 
+/// Publishes the last committed checkpoint, whose state is `state`.
+fn publish(run: &ModelDir, state: &LoopState) -> Result<()> {
     let lines: String = state
         .history
         .iter()
         .map(|m| serde_json::to_string(m).map(|l| l + "\n"))
         .collect::<std::result::Result<_, _>>()?;
-    write_atomic(&run.metrics_file(), lines.as_bytes())?;
-    write_atomic(
-        &run.path.join("curves.svg"),
-        crate::curves::render(&state.history).as_bytes(),
-    )
+    run.publish(&lines, &crate::curves::render(&state.history))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A resumed run continues from the floats its checkpoint wrote; one that read back a last
+    /// digit differently would drift, and an equal dev F1 would look like an improvement.
+    #[test]
+    fn checkpoint_state_reads_back_every_float_exactly() {
+        let mut rng = StdRng::seed_from_u64(7);
+        let history: Vec<EpochMetrics> = (0..2000)
+            .map(|epoch| {
+                let mut value = || rng.random::<f64>() * 10f64.powi(rng.random_range(-6..4));
+                EpochMetrics {
+                    epoch,
+                    lr: 0.015 / (1.0 + 0.05 * epoch as f64),
+                    loss: value(),
+                    train_seconds: value(),
+                    sentences_per_second: value(),
+                    tokens_per_second: value(),
+                    dev_precision: value(),
+                    dev_recall: value(),
+                    dev_f1: 100.0 * 2.0 * 1234.0 / (2.0 * 1234.0 + epoch as f64 + 17.0),
+                    eval_seconds: value(),
+                    test_f1: Some(value()),
+                    best: epoch % 3 == 0,
+                }
+            })
+            .collect();
+        let state = LoopState {
+            epochs_done: history.len(),
+            best_f1: history[5].dev_f1,
+            best_epoch: 5,
+            history,
+            batches_done: 3,
+            epoch_loss: 1.0 / 3.0,
+            epoch_seconds: 0.1,
+        };
+        let text = serde_json::to_string(&state).unwrap();
+        let read: LoopState = serde_json::from_str(&text).unwrap();
+        assert_eq!(read.best_f1.to_bits(), state.best_f1.to_bits());
+        assert_eq!(read.epoch_loss.to_bits(), state.epoch_loss.to_bits());
+        assert_eq!(read.history, state.history);
+    }
 }

@@ -17,7 +17,7 @@ mod step;
 
 pub use backend::Backend;
 pub use bench::{BenchOptions, bench};
-pub use config::{CrfOptions, DataConfig, Experiment, TrainConfig};
+pub use config::{ConfigError, ConfigOrigin, CrfOptions, DataConfig, Experiment, TrainConfig};
 pub use fit::{EpochMetrics, FitOptions, FitOutcome, fit, read_tagged};
 pub use model_dir::{ModelDir, ModelMeta, write_atomic};
 pub use predict::{

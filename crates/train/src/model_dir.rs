@@ -1,17 +1,26 @@
-//! The model directory: everything needed to run a trained tagger, and the training run's record.
+//! The run directory: everything needed to run a trained tagger, and the training run's record.
+//! This module is the only place that names its files.
 //!
 //! ```text
-//! model.json     format version, architecture, vocabulary sizes, tag schemes, columns
+//! model.json     format version, architecture, vocabulary sizes, tag schemes, columns; written
+//!                first, it marks the directory as a run
 //! vocab.json     word, character and tag vocabularies
-//! model.bpk      weights of the best epoch (Burn's burnpack format)
 //! config.toml    the resolved experiment
+//! model.bpk      weights of the best epoch (Burn's burnpack format)
+//! dev.json       the best epoch's dev scores, overall and per type, and that epoch's number
 //! metrics.jsonl  one JSON object per epoch
 //! curves.svg     loss, dev F1 and learning rate per epoch
-//! dev.json       the best epoch's dev scores, overall and per type
-//! checkpoint/    last epoch's weights, optimiser state and loop state, for `fit --resume`
+//! test.json      the best model's test scores, when the experiment names a test set
+//! checkpoint/    the last epoch's weights, optimiser and loop state, for `fit --resume`; when
+//!                that epoch was the best, also its weights and dev scores as published above
 //! ```
-//! Every file is written to a temporary name and renamed into place, so a crash leaves either
-//! the old file or the new one, never a torn one.
+//!
+//! nertrain writes only into a new or empty directory or into a run of its own, and deletes only
+//! the files above. Every file is written to a temporary name and renamed into place, so a crash
+//! leaves either the old file or the new one, never a torn one. An epoch is committed by one
+//! rename of its checkpoint, and then published: its best model, dev scores and metrics are
+//! copied out of the checkpoint. Resuming publishes again, so a crash between the two steps
+//! leaves nothing that disagrees about the best epoch once the run is resumed.
 
 use std::path::{Path, PathBuf};
 
@@ -23,6 +32,37 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::merge;
 use crate::{CrfOptions, Result};
+
+const META: &str = "model.json";
+const VOCAB: &str = "vocab.json";
+const CONFIG: &str = "config.toml";
+const WEIGHTS: &str = "model.bpk";
+const DEV_REPORT: &str = "dev.json";
+const METRICS: &str = "metrics.jsonl";
+const CURVES: &str = "curves.svg";
+const TEST_REPORT: &str = "test.json";
+const CHECKPOINT: &str = "checkpoint";
+/// Inside a checkpoint: the loop state, the training model's weights, and the best epoch's
+/// weights when it is this one (its dev scores are `dev.json` there too).
+const STATE: &str = "state.json";
+const TRAINING_WEIGHTS: &str = "model.bpk";
+const BEST_WEIGHTS: &str = "best.bpk";
+/// Every file and directory of a run, the only ones `clear` deletes.
+const RUN_FILES: [&str; 9] = [
+    META,
+    VOCAB,
+    CONFIG,
+    WEIGHTS,
+    DEV_REPORT,
+    METRICS,
+    CURVES,
+    TEST_REPORT,
+    CHECKPOINT,
+];
+/// A file being written, before it is renamed into place.
+const PARTIAL: &str = "partial";
+/// The replaced checkpoint, between the two renames that swap in a new one.
+const OLD: &str = "old";
 
 /// Bumped whenever the directory's layout or a file's meaning changes.
 pub const FORMAT_VERSION: u32 = 1;
@@ -54,25 +94,98 @@ impl ModelDir {
     }
 
     pub fn meta_file(&self) -> PathBuf {
-        self.path.join("model.json")
+        self.path.join(META)
     }
     pub fn vocab_file(&self) -> PathBuf {
-        self.path.join("vocab.json")
+        self.path.join(VOCAB)
     }
     pub fn weights_file(&self) -> PathBuf {
-        self.path.join("model.bpk")
+        self.path.join(WEIGHTS)
     }
     pub fn config_file(&self) -> PathBuf {
-        self.path.join("config.toml")
+        self.path.join(CONFIG)
     }
     pub fn metrics_file(&self) -> PathBuf {
-        self.path.join("metrics.jsonl")
+        self.path.join(METRICS)
     }
     pub fn dev_report_file(&self) -> PathBuf {
-        self.path.join("dev.json")
+        self.path.join(DEV_REPORT)
     }
-    pub fn checkpoint_dir(&self) -> PathBuf {
-        self.path.join("checkpoint")
+    pub fn test_report_file(&self) -> PathBuf {
+        self.path.join(TEST_REPORT)
+    }
+    pub fn curves_file(&self) -> PathBuf {
+        self.path.join(CURVES)
+    }
+    fn checkpoint_path(&self) -> PathBuf {
+        self.path.join(CHECKPOINT)
+    }
+
+    /// Whether the directory holds a run: its `model.json` is a nertrain model description.
+    pub fn is_run(&self) -> bool {
+        std::fs::read_to_string(self.meta_file())
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .is_some_and(|meta| meta.get("nertrain_version").is_some())
+    }
+
+    /// Checks that a new run may start here: a directory that does not exist yet or is empty, or,
+    /// with `overwrite`, a run of nertrain's. Nothing is changed.
+    pub fn check_new(&self, overwrite: bool) -> Result<()> {
+        let path = self.path.display();
+        if !self.path.exists() {
+            return Ok(());
+        }
+        if !self.path.is_dir() {
+            return Err(format!(
+                "{path}: exists and is not a directory; choose another train.output"
+            )
+            .into());
+        }
+        if self.is_run() {
+            return if overwrite {
+                Ok(())
+            } else {
+                Err(format!(
+                    "{path}: a run is already there; continue it with --resume, replace it with \
+                     --overwrite, or choose another train.output"
+                )
+                .into())
+            };
+        }
+        let mut entries = std::fs::read_dir(&self.path)
+            .map_err(|e| format!("{path}: cannot read the directory: {e}"))?;
+        if entries.next().is_some() {
+            return Err(format!(
+                "{path}: not empty and not a nertrain run; nertrain writes only into a new or empty \
+                 directory or one of its own runs (choose another train.output)"
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    /// Deletes the files of a previous run here and nothing else; refuses a directory that is not
+    /// a run. Files of other programs stay.
+    pub fn clear(&self) -> Result<()> {
+        if !self.path.exists() {
+            return Ok(());
+        }
+        if !self.is_run() {
+            return Err(format!(
+                "{}: not a nertrain run directory; not deleting anything in it",
+                self.path.display()
+            )
+            .into());
+        }
+        // The description goes last: until then the directory is still recognisably a run.
+        for name in RUN_FILES.iter().rev() {
+            let path = self.path.join(name);
+            for path in [with_suffix(&path, OLD), with_suffix(&path, PARTIAL), path] {
+                remove_if_present(&path)?;
+            }
+        }
+        Ok(())
     }
 
     /// The epochs recorded so far.
@@ -89,20 +202,136 @@ impl ModelDir {
             .collect()
     }
 
-    /// Deletes a previous run here; refuses a directory that is not one.
-    pub fn remove(&self) -> Result<()> {
-        if !self.path.exists() {
-            return Ok(());
+    /// The best epoch's dev scores, with the number of that epoch (absent in runs of older
+    /// versions).
+    pub fn read_dev_report(&self) -> Result<serde_json::Value> {
+        let path = self.dev_report_file();
+        let text = std::fs::read_to_string(&path).map_err(|e| missing_or(&self.path, &path, e))?;
+        Ok(serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not a dev score file: {e}", path.display()))?)
+    }
+
+    /// The checkpoint to resume from: `checkpoint/`, or `checkpoint.old/` when a crash came
+    /// between the two renames that replace it.
+    pub(crate) fn checkpoint(&self) -> Option<PathBuf> {
+        let current = self.checkpoint_path();
+        let old = with_suffix(&current, OLD);
+        [current, old]
+            .into_iter()
+            .find(|dir| dir.join(STATE).is_file())
+    }
+
+    /// Whether an epoch has finished here: there is a model or a metrics file.
+    pub(crate) fn has_trained(&self) -> bool {
+        self.weights_file().exists() || self.metrics_file().exists()
+    }
+
+    /// Commits a checkpoint: `write` fills a fresh directory with the training state, which then
+    /// replaces the last checkpoint in one rename. `best`, when this epoch is the best so far, is
+    /// its model and dev scores, kept in the checkpoint until [`publish`](Self::publish) copies
+    /// them out. On failure the last checkpoint stays and nothing is left behind.
+    pub(crate) fn commit_checkpoint(
+        &self,
+        model: &Tagger,
+        write: impl FnOnce(&Path) -> Result<()>,
+        state: &[u8],
+        best: Option<(&Tagger, &serde_json::Value)>,
+    ) -> Result<()> {
+        let current = self.checkpoint_path();
+        let partial = with_suffix(&current, PARTIAL);
+        let old = with_suffix(&current, OLD);
+        let staged = (|| {
+            remove_if_present(&partial)?;
+            std::fs::create_dir_all(&partial)
+                .map_err(|e| format!("{}: cannot create: {e}", partial.display()))?;
+            save_module(model, &partial.join(TRAINING_WEIGHTS))?;
+            write(&partial)?;
+            if let Some((best, report)) = best {
+                save_module(best, &partial.join(BEST_WEIGHTS))?;
+                write_atomic(
+                    &partial.join(DEV_REPORT),
+                    serde_json::to_string_pretty(report)?.as_bytes(),
+                )?;
+            }
+            failpoint("checkpoint")?;
+            write_atomic(&partial.join(STATE), state)
+        })();
+        if let Err(e) = staged {
+            let _ = std::fs::remove_dir_all(&partial);
+            return Err(e);
         }
-        if !self.meta_file().exists() {
-            return Err(format!(
-                "{}: not a nertrain run directory; not deleting it",
-                self.path.display()
-            )
-            .into());
+        let io = |e: std::io::Error| format!("{}: cannot replace: {e}", current.display());
+        remove_if_present(&old)?;
+        if current.exists() {
+            std::fs::rename(&current, &old).map_err(io)?;
         }
-        std::fs::remove_dir_all(&self.path)
-            .map_err(|e| format!("{}: cannot delete: {e}", self.path.display()).into())
+        let swapped =
+            failpoint("swap").and_then(|()| Ok(std::fs::rename(&partial, &current).map_err(io)?));
+        if let Err(e) = swapped {
+            // Put the last checkpoint back, so the run is as it was before this epoch.
+            let _ = std::fs::remove_dir_all(&partial);
+            if old.exists() {
+                let _ = std::fs::rename(&old, &current);
+            }
+            return Err(e);
+        }
+        remove_if_present(&old)
+    }
+
+    /// Publishes the committed checkpoint: its best model and dev scores, when it has them, and
+    /// the metrics and curves of every epoch. Everything is written to temporary files first and
+    /// renamed into place last, so a failure leaves the run as it was.
+    pub(crate) fn publish(&self, metrics_jsonl: &str, curves_svg: &str) -> Result<()> {
+        let checkpoint = self
+            .checkpoint()
+            .ok_or_else(|| format!("{}: no checkpoint to publish", self.path.display()))?;
+        let mut staged: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+        for (kept, published) in [(BEST_WEIGHTS, WEIGHTS), (DEV_REPORT, DEV_REPORT)] {
+            let from = checkpoint.join(kept);
+            if from.exists() {
+                let bytes = std::fs::read(&from)
+                    .map_err(|e| format!("{}: cannot read: {e}", from.display()))?;
+                staged.push((self.path.join(published), bytes));
+            }
+        }
+        staged.push((self.metrics_file(), metrics_jsonl.as_bytes().to_vec()));
+        staged.push((self.curves_file(), curves_svg.as_bytes().to_vec()));
+        let written = staged.iter().try_for_each(|(path, bytes)| {
+            write_synced(&with_suffix(path, PARTIAL), bytes)
+                .map_err(|e| format!("{}: cannot write: {e}", path.display()).into())
+        });
+        let written = written.and_then(|()| failpoint("publish"));
+        if let Err(e) = written {
+            for (path, _) in &staged {
+                let _ = std::fs::remove_file(with_suffix(path, PARTIAL));
+            }
+            return Err(e);
+        }
+        for (path, _) in &staged {
+            std::fs::rename(with_suffix(path, PARTIAL), path)
+                .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+        }
+        Ok(())
+    }
+
+    /// The committed checkpoint: its directory, its training weights, and its loop state.
+    pub(crate) fn read_checkpoint(&self) -> Result<Option<(PathBuf, PathBuf, String)>> {
+        let Some(dir) = self.checkpoint() else {
+            return Ok(None);
+        };
+        let path = dir.join(STATE);
+        let state = std::fs::read_to_string(&path)
+            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+        let weights = dir.join(TRAINING_WEIGHTS);
+        Ok(Some((dir, weights, state)))
+    }
+
+    /// Writes the test report of the best model.
+    pub(crate) fn write_test_report(&self, report: &serde_json::Value) -> Result<()> {
+        write_atomic(
+            &self.test_report_file(),
+            serde_json::to_string_pretty(report)?.as_bytes(),
+        )
     }
 
     pub fn write_description(
@@ -119,10 +348,6 @@ impl ModelDir {
         )?;
         write_atomic(&self.vocab_file(), serde_json::to_string(vocab)?.as_bytes())?;
         write_atomic(&self.config_file(), config_toml.as_bytes())
-    }
-
-    pub fn save_weights(&self, model: &Tagger) -> Result<()> {
-        save_module(model, &self.weights_file())
     }
 
     pub fn read_meta(&self) -> Result<ModelMeta> {
@@ -213,41 +438,105 @@ fn missing_or(dir: &Path, file: &Path, e: std::io::Error) -> crate::Error {
 
 /// Writes `bytes` to a sibling temporary file, syncs it, and renames it over `path`.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    use std::io::Write;
-    let partial = partial_path(path);
-    let result = (|| {
-        let mut file = std::fs::File::create(&partial)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&partial, path)
-    })();
-    result.map_err(|e| format!("{}: cannot write: {e}", path.display()).into())
+    let partial = with_suffix(path, PARTIAL);
+    write_synced(&partial, bytes)
+        .and_then(|()| std::fs::rename(&partial, path))
+        .map_err(|e| {
+            let _ = std::fs::remove_file(&partial);
+            format!("{}: cannot write: {e}", path.display()).into()
+        })
 }
 
-fn partial_path(path: &Path) -> PathBuf {
+fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut file = std::fs::File::create(path)?;
+    file.write_all(bytes)?;
+    file.sync_all()
+}
+
+/// `name.suffix` beside `name`.
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".partial");
+    name.push(".");
+    name.push(suffix);
     path.with_file_name(name)
+}
+
+fn remove_if_present(path: &Path) -> Result<()> {
+    let removed = match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => Err(e),
+        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
+        Ok(_) => std::fs::remove_file(path),
+    };
+    removed.map_err(|e| format!("{}: cannot delete: {e}", path.display()).into())
+}
+
+/// A point where tests make the run directory's writes fail, compiled only with the `failpoints`
+/// feature: `NERTRAIN_FAILPOINT=name:N` fails the `N`th time `name` is reached (the first, without
+/// `:N`), and `name:N:abort` makes the process die there instead, as a crash or `kill -9` would.
+fn failpoint(name: &str) -> Result<()> {
+    if !cfg!(feature = "failpoints") {
+        return Ok(());
+    }
+    static REACHED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let set = std::env::var("NERTRAIN_FAILPOINT").unwrap_or_default();
+    let mut parts = set.split(':');
+    if parts.next() != Some(name) {
+        return Ok(());
+    }
+    let nth: usize = parts.next().and_then(|n| n.parse().ok()).unwrap_or(1);
+    let abort = parts.next() == Some("abort");
+    if REACHED.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1 != nth {
+        return Ok(());
+    }
+    if abort {
+        std::process::abort();
+    }
+    Err(format!("failpoint {name} reached").into())
 }
 
 /// Saves a module's weights atomically.
 pub fn save_module<M: Module>(module: &M, path: &Path) -> Result<()> {
-    let partial = partial_path(path);
-    let _ = std::fs::remove_file(&partial);
-    module
-        .clone()
-        .save_file(&partial)
-        .map_err(|e| format!("{}: cannot save weights: {e:?}", path.display()))?;
-    std::fs::File::open(&partial)
-        .and_then(|f| f.sync_all())
-        .map_err(|e| format!("{}: {e}", partial.display()))?;
-    std::fs::rename(&partial, path)
-        .map_err(|e| format!("{}: cannot write: {e}", path.display()).into())
+    let partial = with_suffix(path, PARTIAL);
+    let saved = remove_if_present(&partial).and_then(|()| {
+        module
+            .clone()
+            .save_file(&partial)
+            .map_err(|e| format!("{}: cannot save weights: {e}", path.display()))?;
+        std::fs::File::open(&partial)
+            .and_then(|f| f.sync_all())
+            .and_then(|()| std::fs::rename(&partial, path))
+            .map_err(|e| format!("{}: cannot write: {e}", path.display()).into())
+    });
+    if saved.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    saved
 }
 
-/// Loads weights into a module of the right architecture; a file for another shape is an error.
+/// Loads weights into a module of the right architecture; a damaged file, or one for another
+/// shape, is an error that says which.
 pub fn load_module<M: Module>(module: M, path: &Path) -> Result<M> {
-    module
-        .try_load_file(path)
-        .map_err(|e| format!("{}: weights do not fit this model: {e:?}", path.display()).into())
+    use burn::store::RecordError;
+    module.try_load_file(path).map_err(|e| {
+        match e {
+            RecordError::Io(detail) if !path.exists() => {
+                format!(
+                    "{}: cannot read: the file is missing ({detail})",
+                    path.display()
+                )
+            }
+            RecordError::Io(detail) => format!(
+                "{}: not a readable weights file: it is truncated or damaged ({detail}); \
+                 restore it or train again",
+                path.display()
+            ),
+            RecordError::Validation(detail) => format!(
+                "{}: weights do not fit this model (as model.json describes it): {detail}",
+                path.display()
+            ),
+        }
+        .into()
+    })
 }
