@@ -35,7 +35,8 @@ pub struct EvalArgs {
     /// Decode without the tag scheme's constraints.
     #[arg(long)]
     unconstrained: bool,
-    /// Sentences per batch when the model tags.
+    /// Sentences per batch when the model tags (fewer when they are long: a batch holds at
+    /// most 8,192 tokens).
     #[arg(long, default_value_t = 100, value_parser = crate::at_least_one())]
     batch_size: usize,
 }

@@ -49,7 +49,7 @@ pub struct TagArgs {
     /// Decode without the tag scheme's constraints.
     #[arg(long)]
     unconstrained: bool,
-    /// Sentences per batch.
+    /// Sentences per batch (fewer when they are long: a batch holds at most 8,192 tokens).
     #[arg(long, default_value_t = 100, value_parser = crate::at_least_one())]
     batch_size: usize,
 }
@@ -99,18 +99,40 @@ struct Tagged<'a> {
     nbest: Vec<Alternative<'a>>,
 }
 
+/// The pre-tokenizer keeps per-byte alignments for what it splits, several times the text's size:
+/// long texts go to it in parts of about this many bytes, cut at whitespace (where it splits
+/// anyway, so the words are the same).
+const SPLIT_BYTES: usize = 1 << 14;
+
 fn split_words(text: &str) -> Result<Vec<Word>> {
-    let mut pre = PreTokenizedString::from(text);
-    BertPreTokenizer.pre_tokenize(&mut pre)?;
-    Ok(pre
-        .get_splits(OffsetReferential::Original, OffsetType::Char)
-        .into_iter()
-        .map(|(word, (start, end), _)| Word {
-            text: word.to_string(),
-            start,
-            end,
-        })
-        .collect())
+    let mut words = Vec::new();
+    let mut chars_before = 0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let cut = if rest.len() <= SPLIT_BYTES {
+            rest.len()
+        } else {
+            let from = rest.floor_char_boundary(SPLIT_BYTES);
+            rest[from..]
+                .find(char::is_whitespace)
+                .map_or(rest.len(), |i| from + i)
+        };
+        let (part, after) = rest.split_at(cut);
+        let mut pre = PreTokenizedString::from(part);
+        BertPreTokenizer.pre_tokenize(&mut pre)?;
+        words.extend(
+            pre.get_splits(OffsetReferential::Original, OffsetType::Char)
+                .into_iter()
+                .map(|(word, (start, end), _)| Word {
+                    text: word.to_string(),
+                    start: chars_before + start,
+                    end: chars_before + end,
+                }),
+        );
+        chars_before += part.chars().count();
+        rest = after;
+    }
+    Ok(words)
 }
 
 /// Texts are tagged this many, or this many bytes of them, at a time, so input of any size runs

@@ -103,7 +103,7 @@ fn log_z_and_paths(backend: Backend) -> (Vec<f32>, Vec<Vec<usize>>) {
     let lengths: Vec<usize> = encoded.iter().map(|e| e.len()).collect();
     let potentials = predictor.model.crf.potentials(None);
     let (mut log_z, mut paths) = (Vec::new(), Vec::new());
-    for indices in BatchPlan::sorted(&lengths, 32).batches {
+    for indices in BatchPlan::sorted(&lengths, 32, usize::MAX).batches {
         let batch = Batch::new(&encoded, indices, predictor.meta.max_word_len);
         let inputs = BatchTensors::new(&batch, &device);
         let emissions = predictor.model.emissions(&inputs);

@@ -160,11 +160,25 @@ pub struct BatchPlan {
 }
 
 impl BatchPlan {
-    /// In length order, for evaluation and tagging.
-    pub fn sorted(lengths: &[usize], batch_size: usize) -> Self {
+    /// In length order, for evaluation and tagging: `batch_size` sentences a batch, fewer where
+    /// that many padded to the batch's longest would pass `max_tokens` (one sentence at least),
+    /// so that a batch of long sentences needs no more memory than one of typical ones.
+    pub fn sorted(lengths: &[usize], batch_size: usize, max_tokens: usize) -> Self {
         let mut order: Vec<usize> = (0..lengths.len()).collect();
         order.sort_by_key(|&i| lengths[i]);
-        Self::chunked(order, batch_size)
+        let mut batches: Vec<Vec<usize>> = Vec::new();
+        for i in order {
+            match batches.last_mut() {
+                // Sorted by length, so this sentence is the batch's longest.
+                Some(batch)
+                    if batch.len() < batch_size && (batch.len() + 1) * lengths[i] <= max_tokens =>
+                {
+                    batch.push(i)
+                }
+                _ => batches.push(vec![i]),
+            }
+        }
+        Self { batches }
     }
 
     /// For one training epoch: ties in length broken at random, and batches in random order,
@@ -248,7 +262,7 @@ mod tests {
     fn plans_cover_every_sentence_once_and_bucket_by_length() {
         let lengths: Vec<usize> = (0..103).map(|i| (i * 37) % 50 + 1).collect();
         for plan in [
-            BatchPlan::sorted(&lengths, 10),
+            BatchPlan::sorted(&lengths, 10, usize::MAX),
             BatchPlan::shuffled(&lengths, 10, 7),
         ] {
             let mut all: Vec<usize> = plan.batches.iter().flatten().copied().collect();
@@ -271,5 +285,17 @@ mod tests {
             BatchPlan::shuffled(&lengths, 10, 8).batches,
             "another seed, another plan"
         );
+    }
+
+    #[test]
+    fn sorted_batches_of_long_sentences_stay_under_the_token_limit() {
+        let lengths = [3, 250, 250, 250, 5, 4, 120, 2];
+        let plan = BatchPlan::sorted(&lengths, 3, 500);
+        assert_eq!(
+            plan.batches,
+            vec![vec![7, 0, 5], vec![4, 6], vec![1, 2], vec![3]]
+        );
+        // One sentence past the limit still gets a batch of its own.
+        assert_eq!(BatchPlan::sorted(&[900], 3, 500).batches, vec![vec![0]]);
     }
 }

@@ -199,17 +199,20 @@ impl Potentials {
 
     /// Forward log-scores α_t (`[batch, k]` per step), blended through padding, and log Z.
     fn forward(&self, emissions: Tensor<3>, mask: Tensor<2>) -> (Vec<Tensor<2>>, Tensor<1>) {
-        let [batch, _, k] = emissions.dims();
-        let transitions = self.transitions.clone().unsqueeze_dim::<3>(0);
+        let [batch, time, k] = emissions.dims();
+        // Made only when used: an autodiff node that no loss reaches is never freed by Burn, and
+        // every later backward pass walks the pile (batches of one-token sentences have no
+        // transitions).
+        let transitions = (time > 1).then(|| self.transitions.clone().unsqueeze_dim::<3>(0));
         let mut steps = time_steps(emissions).into_iter();
         let masks = time_steps(mask.unsqueeze_dim(2));
         let first = steps.next().expect("a sequence has at least one token");
         let mut alphas = vec![self.start.clone().unsqueeze_dim(0) + first];
         for (emission, mask) in steps.zip(masks.into_iter().skip(1)) {
             let alpha = alphas.last().expect("the first step").clone();
-            let scores = alpha.clone().unsqueeze_dim::<3>(2)
-                + transitions.clone()
-                + emission.unsqueeze_dim(1);
+            let transitions = transitions.clone().expect("made when time > 1");
+            let scores =
+                alpha.clone().unsqueeze_dim::<3>(2) + transitions + emission.unsqueeze_dim(1);
             let next = log_sum_exp(scores, 1).reshape([batch, k]);
             alphas.push(advance(alpha, next, mask));
         }

@@ -51,17 +51,27 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
     });
     let (mut sentences, mut tokens) = (0, 0);
     let mut started = Instant::now();
+    let mut step_seconds = Vec::with_capacity(options.steps);
     for step in 0..options.warmup + options.steps {
         if step == options.warmup {
             started = Instant::now();
         }
+        let step_started = Instant::now();
         let batch = Batch::new(&encoded, batches.next().expect("endless batches"), 25);
         if step >= options.warmup {
             sentences += batch.size();
             tokens += batch.token_count();
         }
         model = trainer.step(model, &batch, 0.015, &train_device).0;
+        if step >= options.warmup {
+            step_seconds.push(step_started.elapsed().as_secs_f64());
+        }
     }
+    // A step must cost the same at the end as at the start; one that grows leaks (Burn keeps
+    // autodiff nodes that no loss reaches, and every backward pass walks them).
+    let quarter = options.steps.div_ceil(4);
+    let first_quarter = median(&step_seconds[..quarter]);
+    let last_quarter = median(&step_seconds[options.steps - quarter..]);
     let model = trainer.with_trained_words(model);
     let train_seconds = started.elapsed().as_secs_f64();
 
@@ -127,6 +137,9 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
         "train_steps": options.steps,
         "train_s": train_seconds,
         "ms_per_step": 1000.0 * train_seconds / options.steps as f64,
+        "step_ms_first_quarter": 1000.0 * first_quarter,
+        "step_ms_last_quarter": 1000.0 * last_quarter,
+        "step_time_growth": last_quarter / first_quarter,
         "train_sents_per_s": sentences as f64 / train_seconds,
         "train_tokens_per_s": tokens as f64 / train_seconds,
         "decode_tokens": dev_tokens,
@@ -138,6 +151,12 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
         "tensor_viterbi_tokens_per_s": dev_tokens as f64 / tensor_viterbi_seconds,
         "peak_rss_mb": peak_rss_mb(),
     }))
+}
+
+fn median(values: &[f64]) -> f64 {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    sorted[sorted.len() / 2]
 }
 
 /// This process's peak resident set size (Linux), in MiB.

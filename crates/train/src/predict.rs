@@ -57,6 +57,10 @@ pub struct Prediction {
     pub nbest: Vec<(Vec<String>, f64)>,
 }
 
+/// A decoding batch holds at most this many tokens, padding included, so that long sentences
+/// (or long texts tagged in pieces) need no more memory than typical ones.
+pub const MAX_BATCH_TOKENS: usize = 8192;
+
 /// Everything `decode` needs about the model besides its weights.
 pub struct Decoder<'a> {
     pub model: &'a Tagger,
@@ -100,7 +104,7 @@ impl<'a> Decoder<'a> {
 
         let lengths: Vec<usize> = sentences.iter().map(Encoded::len).collect();
         let mut predictions = vec![Prediction::default(); sentences.len()];
-        for indices in BatchPlan::sorted(&lengths, options.batch_size).batches {
+        for indices in BatchPlan::sorted(&lengths, options.batch_size, MAX_BATCH_TOKENS).batches {
             let nonempty: Vec<usize> = indices.into_iter().filter(|&i| lengths[i] > 0).collect();
             if nonempty.is_empty() {
                 continue;
