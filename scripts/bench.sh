@@ -59,7 +59,8 @@ done
 # Peak RSS of training one CoNLL-sized epoch, and the cold start of `tag` on one sentence.
 fit_dir=$work/fit
 /usr/bin/time -f '%M' -o "$work/fit.rss" "$nertrain" fit --config configs/conll.toml \
-  --set data.train="$train" --set data.dev="$dev" --set train.epochs=1 --set train.output="$fit_dir" > /dev/null 2>&1
+  --set data.train="$train" --set data.dev="$dev" --set data.test="$dev" --set train.epochs=1 \
+  --set train.output="$fit_dir" > /dev/null 2>&1
 python3 - "$work" "$nertrain" "$fit_dir" <<'PY' >> "$results"
 import json, statistics, subprocess, sys, time
 work, nertrain, model = sys.argv[1:4]

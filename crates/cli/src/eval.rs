@@ -5,8 +5,10 @@ use burn::tensor::Device;
 use clap::Args;
 use nertrain_data::{ColumnSpec, Corpus, TagScheme, read_conll};
 use nertrain_train::{
-    CalibrationBin, PredictOptions, Predictor, Result, calibration, entity_types, score_corpus,
+    CalibrationBin, PredictOptions, Predictor, calibration, entity_types, score_corpus,
 };
+
+use crate::Result;
 
 #[derive(Args)]
 pub struct EvalArgs {

@@ -9,6 +9,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod eval;
+mod progress;
 mod tag;
 
 use std::path::PathBuf;
@@ -20,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::{Parser, Subcommand};
 use nertrain_data::{ColumnSpec, TagScheme, convert_tag_column};
-use nertrain_train::{Backend, Experiment, FitOptions, Result};
+use nertrain_train::{Backend, Experiment, FitOptions};
 
 #[derive(Parser)]
 #[command(
@@ -102,6 +103,9 @@ enum Command {
     },
 }
 
+/// Any failure of a command: the library's typed errors, and the CLI's own (output, usage).
+pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
 /// Counts and sizes on the command line start at one.
 pub fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
     clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
@@ -146,6 +150,7 @@ fn run(cli: Cli) -> Result<()> {
                     "\ninterrupt: finishing the current batch and saving (Ctrl-C again to quit now)"
                 );
             })?;
+            let mut reporter = progress::FitReporter::default();
             let outcome = nertrain_train::fit(
                 &experiment,
                 FitOptions {
@@ -154,6 +159,7 @@ fn run(cli: Cli) -> Result<()> {
                     interrupt: Some(interrupt),
                 },
                 &device,
+                &mut |event| reporter.show(event),
             )?;
             if outcome.interrupted {
                 std::process::exit(130);
@@ -280,10 +286,11 @@ fn main() -> ExitCode {
                 return ExitCode::SUCCESS;
             }
             eprintln!("error: {error}");
-            let usage = error.is::<UsageError>()
-                || error
-                    .downcast_ref::<nertrain_train::ConfigError>()
-                    .is_some_and(|e| e.is_usage());
+            let config = match error.downcast_ref::<nertrain_train::Error>() {
+                Some(nertrain_train::Error::Config(config)) => Some(config),
+                _ => error.downcast_ref::<nertrain_train::ConfigError>(),
+            };
+            let usage = error.is::<UsageError>() || config.is_some_and(|c| c.is_usage());
             ExitCode::from(if usage { 2 } else { 1 })
         }
     }

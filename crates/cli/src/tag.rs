@@ -11,10 +11,12 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 
 use nertrain_data::{Span, TagScheme, render_spans, spans};
-use nertrain_train::{PredictOptions, Prediction, Predictor, Result};
+use nertrain_train::{PredictOptions, Prediction, Predictor};
 use serde::Serialize;
 use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
 use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
+
+use crate::Result;
 
 #[derive(Clone, Copy, ValueEnum)]
 enum Format {

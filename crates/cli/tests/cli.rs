@@ -733,7 +733,13 @@ fn interrupted_runs_resume_to_the_same_result() {
             assert!(fit(&dir, &long).status.success());
         }
         assert_eq!(learning_curve(&dir), learning_curve(&whole), "{name}");
+        assert_eq!(epoch_records(&dir), epoch_records(&whole), "{name}");
         assert_eq!(predictions(&dir), predictions(&whole), "{name}");
+        assert_eq!(
+            predictions_and_scores(&dir),
+            predictions_and_scores(&whole),
+            "{name}"
+        );
     }
 }
 
@@ -781,6 +787,13 @@ fn damaged_model_directories_are_explained() {
     let weights = std::fs::read(model().join("model.bpk")).unwrap();
     std::fs::write(dir.join("model.bpk"), &weights[..weights.len() / 2]).unwrap();
     assert!(stderr(&tag()).contains("truncated"), "{}", stderr(&tag()));
+    std::fs::write(dir.join("model.bpk"), &weights[..4]).unwrap();
+    assert!(
+        stderr(&tag())
+            .contains("model.bpk: not a readable weights file: it is truncated or damaged"),
+        "{}",
+        stderr(&tag())
+    );
     copy("model.bpk");
 
     std::fs::write(dir.join("vocab.json"), "{\"normalization\":{\"lowercase\":false,\"digits_to_zero\":true},\"words\":[],\"chars\":[],\"tags\":[]}").unwrap();

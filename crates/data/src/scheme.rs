@@ -351,6 +351,45 @@ mod tests {
         );
     }
 
+    /// For random tag sequences in every scheme, malformed ones included: the entities scoring
+    /// counts are those `spans` finds (and `tag` shows), conversion to any scheme keeps them, and
+    /// the converted sequence is well formed.
+    #[test]
+    fn scoring_spans_and_conversion_agree_on_random_sequences() {
+        use rand::rngs::StdRng;
+        use rand::{Rng, SeedableRng};
+
+        let alphabet = [
+            "O", "B-PER", "I-PER", "E-PER", "S-PER", "B-LOC", "I-LOC", "E-LOC", "S-LOC",
+        ];
+        let mut rng = StdRng::seed_from_u64(11);
+        for _ in 0..20_000 {
+            let len = rng.random_range(1..9);
+            let sequence: Vec<&str> = (0..len)
+                .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+                .collect();
+            let found = spans(&sequence);
+            let mut scorer = crate::Scorer::new();
+            scorer.add_sentence(&sequence, &sequence);
+            let report = scorer.report();
+            assert_eq!(report.overall.found, found.len(), "{sequence:?}");
+            assert_eq!(report.overall.correct, found.len(), "{sequence:?}");
+            for (label, counts) in &report.by_type {
+                let of_type = found.iter().filter(|s| &s.label == label).count();
+                assert_eq!(counts.found, of_type, "{label} in {sequence:?}");
+            }
+            for scheme in TagScheme::ALL {
+                let converted = convert_tags(&sequence, scheme);
+                assert_eq!(spans(&converted), found, "{sequence:?} as {scheme}");
+                assert_eq!(
+                    first_malformed(&converted, scheme),
+                    None,
+                    "{sequence:?} as {scheme}: {converted:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn converts_between_all_schemes() {
         let iob1 = tags("I-PER I-PER B-PER O I-LOC I-ORG");

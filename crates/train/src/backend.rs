@@ -37,7 +37,7 @@ impl Backend {
             Backend::Flex => Ok(Device::flex()),
             #[cfg(feature = "ndarray")]
             #[allow(deprecated)]
-            // Kept selectable to measure against flex, as the README shows.
+            // Kept selectable to measure against flex, as docs/design.md shows.
             Backend::Ndarray => Ok(Device::ndarray()),
             #[cfg(feature = "wgpu")]
             Backend::Wgpu => Ok(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice)),

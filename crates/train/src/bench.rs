@@ -14,8 +14,9 @@ use nertrain_model::crf::{host, host_emissions};
 use nertrain_model::{BatchTensors, CharFeatures, Reduction, TaggerConfig, VocabSizes};
 
 use crate::Result;
+use crate::config::UpdateRule;
 use crate::predict::{Decoder, PredictOptions};
-use crate::step::{Optimizer, Trainer};
+use crate::step::Trainer;
 
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
@@ -44,7 +45,7 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
     let train_device = device.clone().autodiff();
     train_device.seed(options.seed);
     let mut model = config.init(sizes, &train_device);
-    let mut trainer = Trainer::new(&model, Optimizer::Sgd, 0.9, 5.0, Reduction::Sum, None);
+    let mut trainer = Trainer::new(&model, UpdateRule::sgd(0.9), 5.0, Reduction::Sum, None);
     let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
     let mut batches = std::iter::successors(Some(0u64), |e| Some(e + 1)).flat_map(|epoch| {
         BatchPlan::shuffled(&lengths, options.batch_size, options.seed + epoch).batches

@@ -9,7 +9,6 @@ use nertrain_model::{Reduction, TaggerConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::Backend;
-use crate::step::Optimizer;
 
 #[derive(Config, Debug)]
 pub struct DataConfig {
@@ -51,6 +50,41 @@ pub struct DataConfig {
     pub lm_min_count: usize,
 }
 
+impl TrainConfig {
+    pub fn update_rule(&self) -> UpdateRule {
+        UpdateRule {
+            optimizer: self.optimizer,
+            momentum: self.momentum,
+            betas: (self.adam_beta1, self.adam_beta2),
+            epsilon: self.adam_epsilon,
+        }
+    }
+}
+
+/// The update rule of every parameter, with its settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct UpdateRule {
+    pub optimizer: Optimizer,
+    /// SGD's momentum.
+    pub momentum: f64,
+    /// Adam's β₁ and β₂.
+    pub betas: (f64, f64),
+    /// Adam's ε.
+    pub epsilon: f64,
+}
+
+impl UpdateRule {
+    /// SGD with `momentum`, no dampening.
+    pub fn sgd(momentum: f64) -> Self {
+        Self {
+            optimizer: Optimizer::Sgd,
+            momentum,
+            betas: (0.9, 0.999),
+            epsilon: 1e-8,
+        }
+    }
+}
+
 impl DataConfig {
     pub fn columns(&self) -> ColumnSpec {
         ColumnSpec {
@@ -85,6 +119,15 @@ pub struct TrainConfig {
     /// SGD's momentum.
     #[config(default = 0.9)]
     pub momentum: f64,
+    /// Adam's decay rates of the first and second moment estimates, and the ε added to the
+    /// second's square root (PyTorch's defaults; for the word embedding, ε is added as PyTorch's
+    /// `SparseAdam` adds it, before the bias correction).
+    #[config(default = 0.9)]
+    pub adam_beta1: f64,
+    #[config(default = 0.999)]
+    pub adam_beta2: f64,
+    #[config(default = 1e-8)]
+    pub adam_epsilon: f64,
     /// Maximum L2 norm of all gradients together (as PyTorch's `clip_grad_norm_`); 0 turns it off.
     #[config(default = 5.0)]
     pub clip_norm: f64,
@@ -101,6 +144,17 @@ pub struct TrainConfig {
     /// Where the run directory goes.
     #[config(default = "PathBuf::from(\"runs/default\")")]
     pub output: PathBuf,
+}
+
+/// The update rule of every parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Optimizer {
+    /// SGD with momentum, no dampening (as PyTorch's).
+    Sgd,
+    /// Adam (`train.adam_beta1`, `adam_beta2`, `adam_epsilon`); the word embedding's update is
+    /// the lazy one of PyTorch's `SparseAdam`.
+    Adam,
 }
 
 /// How the tag scheme's rules are enforced (see `nertrain_model::Constraints`).
@@ -232,7 +286,7 @@ impl Experiment {
     /// Values that parse but make no sense are errors naming the key and the range expected.
     fn validate(&self) -> Result<(), (&'static str, String)> {
         let (d, m, t) = (&self.data, &self.model, &self.train);
-        let checks: [(bool, &str, &str); 19] = [
+        let checks: [(bool, &str, &str); 21] = [
             (
                 d.train_scheme != TagScheme::Iob1,
                 "data.train_scheme",
@@ -289,6 +343,16 @@ impl Experiment {
                 (0.0..1.0).contains(&t.momentum),
                 "train.momentum",
                 "a number in [0, 1)",
+            ),
+            (
+                (0.0..1.0).contains(&t.adam_beta1) && (0.0..1.0).contains(&t.adam_beta2),
+                "train.adam_beta1 and train.adam_beta2",
+                "numbers in [0, 1)",
+            ),
+            (
+                t.adam_epsilon > 0.0 && t.adam_epsilon.is_finite(),
+                "train.adam_epsilon",
+                "a positive number",
             ),
             (
                 t.clip_norm >= 0.0,
@@ -425,9 +489,9 @@ fn check_keys(
         match known.get(key) {
             Some(known_value) => check_keys(value, known_value, &path)?,
             None => {
-                let closest = known.keys().min_by_key(|k| edit_distance(k, key));
+                let closest = known.keys().min_by_key(|k| strsim::levenshtein(k, key));
                 let hint = match closest {
-                    Some(k) if edit_distance(k, key) <= 3.max(key.len() / 3) => {
+                    Some(k) if strsim::levenshtein(k, key) <= 3.max(key.len() / 3) => {
                         let full = if prefix.is_empty() {
                             k.clone()
                         } else {
@@ -445,21 +509,6 @@ fn check_keys(
         }
     }
     Ok(())
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut previous = row[0];
-        row[0] = i + 1;
-        for (j, &cb) in b.iter().enumerate() {
-            let substitution = previous + usize::from(ca != cb);
-            previous = row[j + 1];
-            row[j + 1] = substitution.min(row[j] + 1).min(previous + 1);
-        }
-    }
-    row[b.len()]
 }
 
 #[cfg(test)]

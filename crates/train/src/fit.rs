@@ -16,11 +16,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::model_dir::{FORMAT_VERSION, ModelDir, ModelMeta, load_module, write_atomic};
+use crate::io::load_module;
+use crate::model_dir::{FORMAT_VERSION, ModelDir, ModelMeta, TrainerFiles};
 use crate::predict::{Decoder, PredictOptions};
-use crate::progress::EpochProgress;
 use crate::step::Trainer;
-use crate::{Experiment, Result};
+use crate::{Error, Experiment, Result};
 
 #[derive(Debug, Clone, Default)]
 pub struct FitOptions {
@@ -31,6 +31,51 @@ pub struct FitOptions {
     /// When this becomes true, training stops after the current batch and saves a checkpoint
     /// that `resume` continues from (set by Ctrl-C in the CLI).
     pub interrupt: Option<Arc<AtomicBool>>,
+}
+
+/// What a run reports as it goes, for the caller to show; `fit` itself prints nothing.
+#[derive(Debug, Clone)]
+pub enum FitEvent {
+    /// A line describing the data, vocabulary, vectors or the run.
+    Info(String),
+    /// Something the user should know that does not stop training.
+    Warning(String),
+    /// An epoch's training begins; `done` sentences of it were trained before a resume.
+    EpochStarted {
+        epoch: usize,
+        epochs: usize,
+        sentences: usize,
+        done: usize,
+        loss_sum: f64,
+    },
+    /// A batch was trained: its sentences and summed loss.
+    Batch {
+        sentences: usize,
+        loss: f64,
+    },
+    /// The epoch's training is over; evaluation follows.
+    EpochTrained,
+    /// An epoch was evaluated and committed; `best` says whether it is the best so far.
+    EpochEnded(EpochMetrics),
+    /// Stopped between batches by `FitOptions::interrupt`, after saving.
+    Interrupted {
+        epoch: usize,
+        batch: usize,
+    },
+    EarlyStop {
+        patience: usize,
+    },
+    /// Training is over; the best model is in `weights`.
+    Finished {
+        best_epoch: usize,
+        best_dev_f1: f64,
+        weights: std::path::PathBuf,
+    },
+    /// The best model's scores on the test set.
+    TestScored {
+        path: std::path::PathBuf,
+        report: Report,
+    },
 }
 
 /// One line of `metrics.jsonl`.
@@ -97,7 +142,12 @@ fn with_scheme(corpus: &Corpus, scheme: TagScheme) -> Corpus {
     converted
 }
 
-pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Result<FitOutcome> {
+pub fn fit(
+    experiment: &Experiment,
+    options: FitOptions,
+    device: &Device,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<FitOutcome> {
     let data = &experiment.data;
     let train_config = &experiment.train;
     let run = ModelDir::new(&train_config.output);
@@ -120,7 +170,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
     let train = with_scheme(&train, data.train_scheme);
 
     let (meta, vocab, state, vectors) = if options.resume {
-        let (meta, vocab, state) = reopen_run(&run, experiment, &config_toml)?;
+        let (meta, vocab, state) = reopen_run(&run, experiment, &config_toml, events)?;
         (meta, vocab, state, None)
     } else {
         let corpora = Corpora {
@@ -128,7 +178,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             dev: &dev,
             test: test.as_ref(),
         };
-        let (meta, vocab, vectors) = describe_run(experiment, &corpora, file_scheme)?;
+        let (meta, vocab, vectors) = describe_run(experiment, &corpora, file_scheme, events)?;
         (meta, vocab, None, vectors)
     };
 
@@ -151,11 +201,11 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
     let singletons = singleton_words(&encoded, vocab.words.len());
     let dev_unknown_tags = unknown_tags(&dev, &vocab, data.train_scheme);
     if !dev_unknown_tags.is_empty() {
-        eprintln!(
-            "warning: {}: tags never seen in training, which the model cannot predict: {}",
+        events(FitEvent::Warning(format!(
+            "{}: tags never seen in training, which the model cannot predict: {}",
             dev.path.display(),
             dev_unknown_tags.join(", ")
-        );
+        )));
     }
 
     let training_constraints = experiment
@@ -173,17 +223,17 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
     if let Some(vectors) = &vectors {
         let (with_vectors, found) = model.with_word_vectors(&vocab.words, vectors);
         model = with_vectors;
-        println!(
+        events(FitEvent::Info(format!(
             "{found} of {} word embeddings start from pretrained vectors",
             vocab.words.len()
-        );
+        )));
     }
     let (checkpoint, state) = match state {
         Some(Checkpoint {
-            dir,
             weights,
+            trainer,
             state,
-        }) => (Some((dir, weights)), Some(state)),
+        }) => (Some((weights, trainer)), Some(state)),
         None => (None, None),
     };
     let mut state = state.unwrap_or(LoopState {
@@ -197,29 +247,28 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
     });
     let mut trainer = Trainer::new(
         &model,
-        train_config.optimizer,
-        train_config.momentum,
+        train_config.update_rule(),
         train_config.clip_norm,
         train_config.reduction,
         training_constraints,
     );
-    if let Some((dir, weights)) = checkpoint {
+    if let Some((weights, files)) = checkpoint {
         // The trainer's own state, loaded after the model, replaces the word table it copied.
         model = load_module(model, &weights)?;
-        trainer.load(&dir)?;
+        trainer.load(&files)?;
         let within = if state.batches_done > 0 {
             format!(" and batch {} of the next", state.batches_done)
         } else {
             String::new()
         };
-        println!(
+        events(FitEvent::Info(format!(
             "resuming {} after epoch {}{within}",
             run.path.display(),
             state.epochs_done
-        );
+        )));
     }
 
-    println!(
+    events(FitEvent::Info(format!(
         "train {}: {} sentences, {} tokens; dev {}: {} sentences; {} words, {} chars, {} tags ({} scheme, trained as {})",
         train.path.display(),
         train.sentences.len(),
@@ -231,7 +280,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         vocab.tags.len(),
         meta.file_scheme,
         meta.train_scheme
-    );
+    )));
 
     let epochs_since_best = |state: &LoopState| state.epochs_done - state.best_epoch;
     while state.epochs_done < train_config.epochs
@@ -245,15 +294,18 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
         let plan = BatchPlan::shuffled(&lengths, train_config.batch_size, epoch_seed);
 
         let started = Instant::now();
-        let mut progress = EpochProgress::new(epoch + 1, train_config.epochs, encoded.len());
         let mut loss_sum = state.epoch_loss;
-        if state.batches_done > 0 {
-            let done: usize = plan.batches[..state.batches_done]
-                .iter()
-                .map(Vec::len)
-                .sum();
-            progress.advance(done, loss_sum);
-        }
+        let done = plan.batches[..state.batches_done]
+            .iter()
+            .map(Vec::len)
+            .sum();
+        events(FitEvent::EpochStarted {
+            epoch: epoch + 1,
+            epochs: train_config.epochs,
+            sentences: encoded.len(),
+            done,
+            loss_sum,
+        });
         let skip = state.batches_done;
         for (batch_number, indices) in plan.batches.into_iter().enumerate().skip(skip) {
             let batch_seed =
@@ -273,7 +325,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             let (trained, value) = trainer.step(model, &batch, lr, &train_device);
             model = trained;
             if !value.is_finite() {
-                progress.finish();
+                events(FitEvent::EpochTrained);
                 let kept = if state.best_epoch > 0 {
                     format!(
                         "the best model so far (epoch {}) is kept in {}",
@@ -283,12 +335,12 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
                 } else {
                     "no epoch had completed, so no model was saved".to_string()
                 };
-                return Err(format!(
-                    "the loss became {value} in epoch {} at batch {}; {kept}",
-                    epoch + 1,
-                    batch_number + 1
-                )
-                .into());
+                return Err(Error::Diverged {
+                    value,
+                    epoch: epoch + 1,
+                    batch: batch_number + 1,
+                    kept,
+                });
             }
             let sentence_loss = match train_config.reduction {
                 nertrain_model::Reduction::Sum => value,
@@ -296,23 +348,25 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
                 nertrain_model::Reduction::TokenMean => value * batch.token_count() as f64,
             };
             loss_sum += sentence_loss;
-            progress.advance(batch.size(), sentence_loss);
+            events(FitEvent::Batch {
+                sentences: batch.size(),
+                loss: sentence_loss,
+            });
             if options
                 .interrupt
                 .as_ref()
                 .is_some_and(|flag| flag.load(Ordering::SeqCst))
             {
-                progress.finish();
+                events(FitEvent::EpochTrained);
                 state.batches_done = batch_number + 1;
                 state.epoch_loss = loss_sum;
                 state.epoch_seconds += started.elapsed().as_secs_f64();
                 model = trainer.with_trained_words(model);
                 save_checkpoint(&run, &model, &trainer, &state, None)?;
-                println!(
-                    "interrupted: saved after batch {} of epoch {}; continue with --resume",
-                    batch_number + 1,
-                    epoch + 1
-                );
+                events(FitEvent::Interrupted {
+                    epoch: epoch + 1,
+                    batch: batch_number + 1,
+                });
                 return Ok(FitOutcome {
                     best_epoch: state.best_epoch,
                     best_dev_f1: state.best_f1,
@@ -322,7 +376,7 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
                 });
             }
         }
-        progress.finish();
+        events(FitEvent::EpochTrained);
         let train_seconds = state.epoch_seconds + started.elapsed().as_secs_f64();
         state.batches_done = 0;
         state.epoch_loss = 0.0;
@@ -372,47 +426,29 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
             &state,
             dev_scores.as_ref().map(|(valid, scores)| (*valid, scores)),
         )?;
-        println!(
-            "epoch {:>3}: loss {:.4}  dev P {:.2} R {:.2} F1 {:.2}{}{}  {:.0} sent/s  {:.1}s train, {:.1}s dev  lr {:.5}",
-            metrics.epoch,
-            metrics.loss,
-            dev_precision,
-            dev_recall,
-            dev_f1,
-            if best { " *" } else { "" },
-            test_f1
-                .map(|f| format!("  test F1 {f:.2}"))
-                .unwrap_or_default(),
-            metrics.sentences_per_second,
-            train_seconds,
-            eval_seconds,
-            lr
-        );
+        events(FitEvent::EpochEnded(metrics));
     }
     if state.epochs_done < train_config.epochs {
-        println!(
-            "early stop: no better dev F1 in {} epochs",
-            train_config.patience
-        );
+        events(FitEvent::EarlyStop {
+            patience: train_config.patience,
+        });
     }
-    println!(
-        "best dev F1 {:.2} at epoch {} → {}",
-        state.best_f1,
-        state.best_epoch,
-        run.weights_file().display()
-    );
+    events(FitEvent::Finished {
+        best_epoch: state.best_epoch,
+        best_dev_f1: state.best_f1,
+        weights: run.weights_file(),
+    });
 
     let test_report = match &test_set {
         Some((test, encoded)) => {
             let best = load_module(meta.model.init(meta.sizes, device), &run.weights_file())?;
             let report =
                 Decoder::new(&best, &vocab, &meta, device).score(test, encoded, decode_options);
-            println!(
-                "test {}: F1 {:.2}\n{report}",
-                test.path.display(),
-                report.f1()
-            );
             run.write_test_report(&report.to_json())?;
+            events(FitEvent::TestScored {
+                path: test.path.clone(),
+                report: report.clone(),
+            });
             Some(report)
         }
         None => None,
@@ -426,11 +462,11 @@ pub fn fit(experiment: &Experiment, options: FitOptions, device: &Device) -> Res
     })
 }
 
-/// Where a run resumes from: a checkpoint's directory, its training weights and loop state.
+/// Where a run resumes from: a checkpoint's training weights, trainer state and loop state.
 #[derive(Debug, Clone)]
 struct Checkpoint {
-    dir: std::path::PathBuf,
     weights: std::path::PathBuf,
+    trainer: TrainerFiles,
     state: LoopState,
 }
 
@@ -441,54 +477,55 @@ fn reopen_run(
     run: &ModelDir,
     experiment: &Experiment,
     config_toml: &str,
+    events: &mut dyn FnMut(FitEvent),
 ) -> Result<(ModelMeta, Vocabularies, Option<Checkpoint>)> {
     let meta = run.read_meta()?;
     let vocab = run.read_vocab(&meta)?;
     let recorded = Experiment::load(&run.config_file(), &[])?;
     let differing = differing_settings(&recorded, experiment);
     if !differing.is_empty() {
-        return Err(format!(
-            "{}: cannot resume: {} differ{} from the run's experiment ({}); only train.epochs, \
-             train.patience and train.output may change",
-            run.path.display(),
-            differing.join(", "),
-            if differing.len() == 1 { "s" } else { "" },
-            run.config_file().display()
-        )
-        .into());
+        return Err(Error::refused(
+            &run.path,
+            format!(
+                "cannot resume: {} differ{} from the run's experiment ({}); only train.epochs, \
+                 train.patience and train.output may change",
+                differing.join(", "),
+                if differing.len() == 1 { "s" } else { "" },
+                run.config_file().display()
+            ),
+        ));
     }
     let state = match run.read_checkpoint()? {
-        Some((dir, weights, text)) => {
-            let state: LoopState = serde_json::from_str(&text).map_err(|e| {
+        Some(stored) => {
+            let state: LoopState = serde_json::from_str(&stored.state).map_err(|e| {
                 format!(
                     "{}: not a checkpoint state: {e}",
-                    dir.join("state.json").display()
+                    stored.state_file.display()
                 )
             })?;
             Some(Checkpoint {
-                dir,
-                weights,
+                weights: stored.weights,
+                trainer: stored.trainer,
                 state,
             })
         }
         None if run.has_trained() => {
-            return Err(format!(
-                "{}: cannot resume: the run has a trained model but no checkpoint (checkpoint/ is \
+            return Err(Error::refused(
+                &run.path,
+                "cannot resume: the run has a trained model but no checkpoint (checkpoint/ is \
                  missing), so it cannot continue exactly; it is left as it is. Start over with \
                  --overwrite, or choose another train.output",
-                run.path.display()
-            )
-            .into());
+            ));
         }
         None => {
-            println!(
+            events(FitEvent::Info(format!(
                 "{}: no epoch had ended; training from the beginning",
                 run.path.display()
-            );
+            )));
             None
         }
     };
-    write_atomic(&run.config_file(), config_toml.as_bytes())?;
+    run.write_config(config_toml)?;
     if let Some(checkpoint) = &state {
         publish(run, &checkpoint.state)?;
     }
@@ -508,6 +545,7 @@ fn describe_run(
     experiment: &Experiment,
     corpora: &Corpora,
     file_scheme: TagScheme,
+    events: &mut dyn FnMut(FitEvent),
 ) -> Result<(ModelMeta, Vocabularies, Option<Vectors>)> {
     let data = &experiment.data;
     let (train, dev) = (corpora.train, corpora.dev);
@@ -534,7 +572,7 @@ fn describe_run(
             let found = words.clone().filter(|w| vectors.get(w).is_some()).count();
             100.0 * found as f64 / words.count().max(1) as f64
         };
-        println!(
+        events(FitEvent::Info(format!(
             "vectors: {} words of {} dimensions; {:.1}% of train and {:.1}% of dev tokens have one \
                  (OOV {:.1}% / {:.1}%); {added} words added to the vocabulary",
             vectors.len(),
@@ -543,7 +581,7 @@ fn describe_run(
             coverage(dev),
             100.0 - coverage(train),
             100.0 - coverage(dev)
-        );
+        )));
     }
     let mut sizes = VocabSizes::from(&vocab);
     if experiment.model.char_lm {
@@ -554,7 +592,7 @@ fn describe_run(
             .flat_map(|s| &s.words)
             .filter(|w| (2..sizes.lm_words).contains(&vocab.word_id(w)))
             .count();
-        println!(
+        events(FitEvent::Info(format!(
             "language model: predicts the {} words seen at least {} times ({:.1}% of training tokens), the rest as <unk>",
             sizes.lm_words - 2,
             data.lm_min_count,
@@ -565,7 +603,7 @@ fn describe_run(
                     .map(|s| s.words.len())
                     .sum::<usize>()
                     .max(1) as f64
-        );
+        )));
     }
     let meta = ModelMeta {
         format: FORMAT_VERSION,
@@ -648,7 +686,7 @@ fn save_checkpoint(
 ) -> Result<()> {
     run.commit_checkpoint(
         model,
-        |dir| trainer.save(dir),
+        |files| trainer.save(files),
         serde_json::to_string(state)?.as_bytes(),
         best,
     )?;

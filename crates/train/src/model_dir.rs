@@ -24,14 +24,16 @@
 
 use std::path::{Path, PathBuf};
 
-use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{ColumnSpec, TagScheme, Vocabularies};
 use nertrain_model::{Tagger, TaggerConfig, VocabSizes};
 use serde::{Deserialize, Serialize};
 
 use crate::config::merge;
-use crate::{CrfOptions, Result};
+use crate::io::{
+    PARTIAL, load_module, remove_if_present, save_module, with_suffix, write_atomic, write_synced,
+};
+use crate::{CrfOptions, Error, Result};
 
 const META: &str = "model.json";
 const VOCAB: &str = "vocab.json";
@@ -47,6 +49,35 @@ const CHECKPOINT: &str = "checkpoint";
 const STATE: &str = "state.json";
 const TRAINING_WEIGHTS: &str = "model.bpk";
 const BEST_WEIGHTS: &str = "best.bpk";
+/// Inside a checkpoint: Burn's optimiser state, and the word table's row-sparse update state.
+const OPTIMIZER: &str = "optimizer.bpk";
+const WORDS: &str = "words.bin";
+
+/// A committed checkpoint: where its training weights and trainer state are, and its loop state
+/// as read from `state_file`.
+#[derive(Debug, Clone)]
+pub struct StoredCheckpoint {
+    pub weights: PathBuf,
+    pub trainer: TrainerFiles,
+    pub state_file: PathBuf,
+    pub state: String,
+}
+
+/// Where a checkpoint keeps the trainer's state.
+#[derive(Debug, Clone)]
+pub struct TrainerFiles {
+    pub optimizer: PathBuf,
+    pub words: PathBuf,
+}
+
+impl TrainerFiles {
+    fn in_dir(dir: &Path) -> Self {
+        Self {
+            optimizer: dir.join(OPTIMIZER),
+            words: dir.join(WORDS),
+        }
+    }
+}
 /// Every file and directory of a run, the only ones `clear` deletes.
 const RUN_FILES: [&str; 9] = [
     META,
@@ -59,8 +90,6 @@ const RUN_FILES: [&str; 9] = [
     TEST_REPORT,
     CHECKPOINT,
 ];
-/// A file being written, before it is renamed into place.
-const PARTIAL: &str = "partial";
 /// The replaced checkpoint, between the two renames that swap in a new one.
 const OLD: &str = "old";
 
@@ -132,35 +161,30 @@ impl ModelDir {
     /// Checks that a new run may start here: a directory that does not exist yet or is empty, or,
     /// with `overwrite`, a run of nertrain's. Nothing is changed.
     pub fn check_new(&self, overwrite: bool) -> Result<()> {
-        let path = self.path.display();
+        let refused = |message: &str| Err(Error::refused(&self.path, message));
         if !self.path.exists() {
             return Ok(());
         }
         if !self.path.is_dir() {
-            return Err(format!(
-                "{path}: exists and is not a directory; choose another train.output"
-            )
-            .into());
+            return refused("exists and is not a directory; choose another train.output");
         }
         if self.is_run() {
             return if overwrite {
                 Ok(())
             } else {
-                Err(format!(
-                    "{path}: a run is already there; continue it with --resume, replace it with \
-                     --overwrite, or choose another train.output"
+                refused(
+                    "a run is already there; continue it with --resume, replace it with \
+                     --overwrite, or choose another train.output",
                 )
-                .into())
             };
         }
         let mut entries = std::fs::read_dir(&self.path)
-            .map_err(|e| format!("{path}: cannot read the directory: {e}"))?;
+            .map_err(|e| format!("{}: cannot read the directory: {e}", self.path.display()))?;
         if entries.next().is_some() {
-            return Err(format!(
-                "{path}: not empty and not a nertrain run; nertrain writes only into a new or empty \
-                 directory or one of its own runs (choose another train.output)"
-            )
-            .into());
+            return refused(
+                "not empty and not a nertrain run; nertrain writes only into a new or empty \
+                 directory or one of its own runs (choose another train.output)",
+            );
         }
         Ok(())
     }
@@ -172,11 +196,10 @@ impl ModelDir {
             return Ok(());
         }
         if !self.is_run() {
-            return Err(format!(
-                "{}: not a nertrain run directory; not deleting anything in it",
-                self.path.display()
-            )
-            .into());
+            return Err(Error::refused(
+                &self.path,
+                "not a nertrain run directory; not deleting anything in it",
+            ));
         }
         // The description goes last: until then the directory is still recognisably a run.
         for name in RUN_FILES.iter().rev() {
@@ -233,7 +256,7 @@ impl ModelDir {
     pub(crate) fn commit_checkpoint(
         &self,
         model: &Tagger,
-        write: impl FnOnce(&Path) -> Result<()>,
+        write: impl FnOnce(&TrainerFiles) -> Result<()>,
         state: &[u8],
         best: Option<(&Tagger, &serde_json::Value)>,
     ) -> Result<()> {
@@ -245,7 +268,7 @@ impl ModelDir {
             std::fs::create_dir_all(&partial)
                 .map_err(|e| format!("{}: cannot create: {e}", partial.display()))?;
             save_module(model, &partial.join(TRAINING_WEIGHTS))?;
-            write(&partial)?;
+            write(&TrainerFiles::in_dir(&partial))?;
             if let Some((best, report)) = best {
                 save_module(best, &partial.join(BEST_WEIGHTS))?;
                 write_atomic(
@@ -314,16 +337,25 @@ impl ModelDir {
         Ok(())
     }
 
-    /// The committed checkpoint: its directory, its training weights, and its loop state.
-    pub(crate) fn read_checkpoint(&self) -> Result<Option<(PathBuf, PathBuf, String)>> {
+    /// The committed checkpoint, if there is one.
+    pub(crate) fn read_checkpoint(&self) -> Result<Option<StoredCheckpoint>> {
         let Some(dir) = self.checkpoint() else {
             return Ok(None);
         };
-        let path = dir.join(STATE);
-        let state = std::fs::read_to_string(&path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        let weights = dir.join(TRAINING_WEIGHTS);
-        Ok(Some((dir, weights, state)))
+        let state_file = dir.join(STATE);
+        let state = std::fs::read_to_string(&state_file)
+            .map_err(|e| format!("{}: cannot read: {e}", state_file.display()))?;
+        Ok(Some(StoredCheckpoint {
+            weights: dir.join(TRAINING_WEIGHTS),
+            trainer: TrainerFiles::in_dir(&dir),
+            state_file,
+            state,
+        }))
+    }
+
+    /// Records the experiment a resumed run continues with.
+    pub(crate) fn write_config(&self, config_toml: &str) -> Result<()> {
+        write_atomic(&self.config_file(), config_toml.as_bytes())
     }
 
     /// Writes the test report of the best model.
@@ -436,42 +468,6 @@ fn missing_or(dir: &Path, file: &Path, e: std::io::Error) -> crate::Error {
     }
 }
 
-/// Writes `bytes` to a sibling temporary file, syncs it, and renames it over `path`.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    let partial = with_suffix(path, PARTIAL);
-    write_synced(&partial, bytes)
-        .and_then(|()| std::fs::rename(&partial, path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&partial);
-            format!("{}: cannot write: {e}", path.display()).into()
-        })
-}
-
-fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut file = std::fs::File::create(path)?;
-    file.write_all(bytes)?;
-    file.sync_all()
-}
-
-/// `name.suffix` beside `name`.
-fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
-    let mut name = path.file_name().unwrap_or_default().to_os_string();
-    name.push(".");
-    name.push(suffix);
-    path.with_file_name(name)
-}
-
-fn remove_if_present(path: &Path) -> Result<()> {
-    let removed = match std::fs::symlink_metadata(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => Err(e),
-        Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
-        Ok(_) => std::fs::remove_file(path),
-    };
-    removed.map_err(|e| format!("{}: cannot delete: {e}", path.display()).into())
-}
-
 /// A point where tests make the run directory's writes fail, compiled only with the `failpoints`
 /// feature: `NERTRAIN_FAILPOINT=name:N` fails the `N`th time `name` is reached (the first, without
 /// `:N`), and `name:N:abort` makes the process die there instead, as a crash or `kill -9` would.
@@ -494,49 +490,4 @@ fn failpoint(name: &str) -> Result<()> {
         std::process::abort();
     }
     Err(format!("failpoint {name} reached").into())
-}
-
-/// Saves a module's weights atomically.
-pub fn save_module<M: Module>(module: &M, path: &Path) -> Result<()> {
-    let partial = with_suffix(path, PARTIAL);
-    let saved = remove_if_present(&partial).and_then(|()| {
-        module
-            .clone()
-            .save_file(&partial)
-            .map_err(|e| format!("{}: cannot save weights: {e}", path.display()))?;
-        std::fs::File::open(&partial)
-            .and_then(|f| f.sync_all())
-            .and_then(|()| std::fs::rename(&partial, path))
-            .map_err(|e| format!("{}: cannot write: {e}", path.display()).into())
-    });
-    if saved.is_err() {
-        let _ = std::fs::remove_file(&partial);
-    }
-    saved
-}
-
-/// Loads weights into a module of the right architecture; a damaged file, or one for another
-/// shape, is an error that says which.
-pub fn load_module<M: Module>(module: M, path: &Path) -> Result<M> {
-    use burn::store::RecordError;
-    module.try_load_file(path).map_err(|e| {
-        match e {
-            RecordError::Io(detail) if !path.exists() => {
-                format!(
-                    "{}: cannot read: the file is missing ({detail})",
-                    path.display()
-                )
-            }
-            RecordError::Io(detail) => format!(
-                "{}: not a readable weights file: it is truncated or damaged ({detail}); \
-                 restore it or train again",
-                path.display()
-            ),
-            RecordError::Validation(detail) => format!(
-                "{}: weights do not fit this model (as model.json describes it): {detail}",
-                path.display()
-            ),
-        }
-        .into()
-    })
 }

@@ -193,7 +193,7 @@ impl SparseWords {
         bytes.extend(self.table.iter().flat_map(|v| v.to_le_bytes()));
         bytes.extend(self.velocity.iter().flat_map(|v| v.to_le_bytes()));
         bytes.extend(self.current_through.iter().flat_map(|v| v.to_le_bytes()));
-        crate::model_dir::write_atomic(path, &bytes)
+        crate::io::write_atomic(path, &bytes)
     }
 
     fn file_size(rows: usize, dim: usize) -> usize {

@@ -1,32 +1,19 @@
 //! One training step, the same for `fit` and `bench`: forward, backward, global-norm clipping,
 //! and SGD with momentum or Adam: Burn's optimiser for every parameter but the word embedding,
 //! whose update is row-sparse on the host ([`SparseWords`], [`SparseAdam`]).
-
-use std::path::Path;
-
 use burn::module::Param;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::tensor::{Device, Tensor, TensorData};
 use nertrain_data::Batch;
 use nertrain_model::{BatchTensors, Constraints, Reduction, Tagger};
-use serde::{Deserialize, Serialize};
 
 use crate::Result;
 use crate::clip::{clip_factor, scale, squared_norm};
+use crate::config::{Optimizer, UpdateRule};
+use crate::model_dir::TrainerFiles;
 use crate::sparse_adam::SparseAdam;
 use crate::sparse_words::{RowGradient, SparseWords};
-
-/// The update rule of every parameter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Optimizer {
-    /// SGD with momentum, no dampening (as PyTorch's).
-    Sgd,
-    /// Adam, β = (0.9, 0.999), ε = 1e-8 (PyTorch's defaults); the word embedding's update is
-    /// the lazy one of PyTorch's `SparseAdam`.
-    Adam,
-}
 
 /// The word embedding's row-sparse update, of the same rule as the other parameters'.
 enum WordUpdate {
@@ -43,36 +30,35 @@ pub struct Trainer {
     constraints: Option<Constraints>,
 }
 
-/// Where a checkpoint keeps the word embedding's training state, beside Burn's optimiser's.
-const WORDS_FILE: &str = "words.bin";
-const OPTIMIZER_FILE: &str = "optimizer.bpk";
-
 impl Trainer {
-    /// Starts from `model`'s word table; `momentum` is SGD's.
+    /// Starts from `model`'s word table.
     pub fn new(
         model: &Tagger,
-        optimizer: Optimizer,
-        momentum: f64,
+        rule: UpdateRule,
         clip_norm: f64,
         reduction: Reduction,
         constraints: Option<Constraints>,
     ) -> Self {
         let [_, dim] = model.words.weight.dims();
         let table: Vec<f32> = model.words.weight.val().into_data().iter::<f32>().collect();
-        let (optimizer, words) = match optimizer {
+        let (optimizer, words) = match rule.optimizer {
             Optimizer::Sgd => (
                 SgdConfig::new()
                     .with_momentum(Some(
                         MomentumConfig::new()
-                            .with_momentum(momentum)
+                            .with_momentum(rule.momentum)
                             .with_dampening(0.0),
                     ))
                     .init(),
-                WordUpdate::Momentum(SparseWords::new(table, dim, momentum)),
+                WordUpdate::Momentum(SparseWords::new(table, dim, rule.momentum)),
             ),
             Optimizer::Adam => (
-                AdamConfig::new().with_epsilon(1e-8).init(),
-                WordUpdate::Adam(SparseAdam::new(table, dim)),
+                AdamConfig::new()
+                    .with_beta_1(rule.betas.0 as f32)
+                    .with_beta_2(rule.betas.1 as f32)
+                    .with_epsilon(rule.epsilon as f32)
+                    .init(),
+                WordUpdate::Adam(SparseAdam::new(table, dim, rule.betas, rule.epsilon)),
             ),
         };
         Self {
@@ -152,25 +138,31 @@ impl Trainer {
     }
 
     /// Writes the optimiser's state into checkpoint directory `dir`.
-    pub fn save(&self, dir: &Path) -> Result<()> {
-        self.optimizer
-            .save(dir.join(OPTIMIZER_FILE))
-            .map_err(|e| format!("{}: cannot save optimiser state: {e:?}", dir.display()))?;
+    pub fn save(&self, files: &TrainerFiles) -> Result<()> {
+        self.optimizer.save(&files.optimizer).map_err(|e| {
+            format!(
+                "{}: cannot save optimiser state: {e:?}",
+                files.optimizer.display()
+            )
+        })?;
         match &self.words {
-            WordUpdate::Momentum(words) => words.save(&dir.join(WORDS_FILE)),
-            WordUpdate::Adam(words) => words.save(&dir.join(WORDS_FILE)),
+            WordUpdate::Momentum(words) => words.save(&files.words),
+            WordUpdate::Adam(words) => words.save(&files.words),
         }
     }
 
-    /// Reads the optimiser's state back from checkpoint directory `dir`.
-    pub fn load(&mut self, dir: &Path) -> Result<()> {
+    /// Reads the optimiser's state back from a checkpoint.
+    pub fn load(&mut self, files: &TrainerFiles) -> Result<()> {
         let optimizer = std::mem::replace(&mut self.optimizer, SgdConfig::new().init());
-        self.optimizer = optimizer
-            .load(dir.join(OPTIMIZER_FILE))
-            .map_err(|e| format!("{}: cannot load optimiser state: {e:?}", dir.display()))?;
+        self.optimizer = optimizer.load(&files.optimizer).map_err(|e| {
+            format!(
+                "{}: cannot load optimiser state: {e:?}",
+                files.optimizer.display()
+            )
+        })?;
         match &mut self.words {
-            WordUpdate::Momentum(words) => words.load(&dir.join(WORDS_FILE)),
-            WordUpdate::Adam(words) => words.load(&dir.join(WORDS_FILE)),
+            WordUpdate::Momentum(words) => words.load(&files.words),
+            WordUpdate::Adam(words) => words.load(&files.words),
         }
     }
 }
@@ -223,7 +215,7 @@ mod tests {
         let batches = [vec![0, 1], vec![2, 3], vec![1, 3], vec![0, 2], vec![1, 2]];
         // A small limit, so that clipping acts.
         let clip = 0.5;
-        let mut trainer = Trainer::new(&model, Optimizer::Sgd, 0.9, clip, Reduction::Sum, None);
+        let mut trainer = Trainer::new(&model, UpdateRule::sgd(0.9), clip, Reduction::Sum, None);
         let mut dense_optimizer = SgdConfig::new()
             .with_momentum(Some(
                 MomentumConfig::new().with_momentum(0.9).with_dampening(0.0),

@@ -1,0 +1,144 @@
+//! What `fit` shows of a training run: each epoch's progress (an indicatif bar on a terminal, a
+//! few plain lines otherwise) on stderr, and its results on stdout.
+
+use std::io::IsTerminal;
+use std::time::Instant;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use nertrain_train::FitEvent;
+
+/// Renders a run's [`FitEvent`]s as they come.
+#[derive(Default)]
+pub struct FitReporter {
+    progress: Option<EpochProgress>,
+}
+
+impl FitReporter {
+    pub fn show(&mut self, event: FitEvent) {
+        match event {
+            FitEvent::Info(line) => println!("{line}"),
+            FitEvent::Warning(line) => eprintln!("warning: {line}"),
+            FitEvent::EpochStarted {
+                epoch,
+                epochs,
+                sentences,
+                done,
+                loss_sum,
+            } => {
+                let mut progress = EpochProgress::new(epoch, epochs, sentences);
+                if done > 0 {
+                    progress.advance(done, loss_sum);
+                }
+                self.progress = Some(progress);
+            }
+            FitEvent::Batch { sentences, loss } => {
+                if let Some(progress) = &mut self.progress {
+                    progress.advance(sentences, loss);
+                }
+            }
+            FitEvent::EpochTrained => {
+                if let Some(progress) = self.progress.take() {
+                    progress.finish();
+                }
+            }
+            FitEvent::EpochEnded(m) => println!(
+                "epoch {:>3}: loss {:.4}  dev P {:.2} R {:.2} F1 {:.2}{}{}  {:.0} sent/s  {:.1}s train, {:.1}s dev  lr {:.5}",
+                m.epoch,
+                m.loss,
+                m.dev_precision,
+                m.dev_recall,
+                m.dev_f1,
+                if m.best { " *" } else { "" },
+                m.test_f1
+                    .map(|f| format!("  test F1 {f:.2}"))
+                    .unwrap_or_default(),
+                m.sentences_per_second,
+                m.train_seconds,
+                m.eval_seconds,
+                m.lr
+            ),
+            FitEvent::Interrupted { epoch, batch } => println!(
+                "interrupted: saved after batch {batch} of epoch {epoch}; continue with --resume"
+            ),
+            FitEvent::EarlyStop { patience } => {
+                println!("early stop: no better dev F1 in {patience} epochs")
+            }
+            FitEvent::Finished {
+                best_epoch,
+                best_dev_f1,
+                weights,
+            } => println!(
+                "best dev F1 {best_dev_f1:.2} at epoch {best_epoch} → {}",
+                weights.display()
+            ),
+            FitEvent::TestScored { path, report } => {
+                println!("test {}: F1 {:.2}\n{report}", path.display(), report.f1())
+            }
+        }
+    }
+}
+
+struct EpochProgress {
+    bar: Option<ProgressBar>,
+    label: String,
+    total: usize,
+    done: usize,
+    loss_sum: f64,
+    started: Instant,
+    next_log: usize,
+}
+
+impl EpochProgress {
+    fn new(epoch: usize, epochs: usize, total: usize) -> Self {
+        let label = format!("epoch {epoch}/{epochs}");
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar =
+                ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{prefix} [{bar:30}] {pos}/{len} sentences {msg} ETA {eta}",
+                )
+                .expect("a valid template")
+                .progress_chars("=> "),
+            );
+            bar.set_prefix(label.clone());
+            bar
+        });
+        Self {
+            bar,
+            label,
+            total,
+            done: 0,
+            loss_sum: 0.0,
+            started: Instant::now(),
+            next_log: total / 4,
+        }
+    }
+
+    fn advance(&mut self, sentences: usize, loss: f64) {
+        self.done += sentences;
+        self.loss_sum += loss;
+        let rate = self.done as f64 / self.started.elapsed().as_secs_f64().max(1e-9);
+        let loss = self.loss_sum / self.done as f64;
+        match &self.bar {
+            Some(bar) => {
+                bar.set_position(self.done as u64);
+                bar.set_message(format!("{rate:.0} sent/s, loss {loss:.3}"));
+            }
+            None if self.done >= self.next_log && self.done < self.total => {
+                eprintln!(
+                    "{}: {}/{} sentences, {rate:.0} sent/s, loss {loss:.3}",
+                    self.label, self.done, self.total
+                );
+                self.next_log += self.total / 4;
+            }
+            None => {}
+        }
+    }
+
+    fn finish(self) {
+        if let Some(bar) = self.bar {
+            bar.finish_and_clear();
+        }
+    }
+}

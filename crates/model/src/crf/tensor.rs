@@ -1,0 +1,274 @@
+//! The CRF's algorithms as batched tensor operations, on any backend: log Z by the forward
+//! algorithm in log space, gold-path scores, the NLL loss, marginals by forward-backward,
+//! Viterbi and n-best paths. Shapes: emissions `[batch, time, tags]`, mask `[batch, time]` with 1.0
+//! at real tokens; per-sentence results `[batch]`.
+
+use burn::tensor::{Int, Tensor, TensorData};
+
+use super::{FORBIDDEN, Marginals, Potentials, Reduction, host};
+
+impl Potentials {
+    /// The same potentials on the host in f64, for the [`host`] routines.
+    pub fn to_host(&self) -> host::Potentials {
+        let values = |t: Tensor<1>| t.into_data().iter::<f32>().map(f64::from).collect();
+        let k = self.start.dims()[0];
+        host::Potentials {
+            k,
+            start: values(self.start.clone()),
+            transitions: values(self.transitions.clone().reshape([k * k])),
+            end: values(self.end.clone()),
+        }
+    }
+
+    /// Forward log-scores α_t (`[batch, k]` per step), blended through padding, and log Z.
+    fn forward(&self, emissions: Tensor<3>, mask: Tensor<2>) -> (Vec<Tensor<2>>, Tensor<1>) {
+        let [batch, time, k] = emissions.dims();
+        // Made only when used: an autodiff node that no loss reaches is never freed by Burn, and
+        // every later backward pass walks the pile (batches of one-token sentences have no
+        // transitions).
+        let transitions = (time > 1).then(|| self.transitions.clone().unsqueeze_dim::<3>(0));
+        let mut steps = time_steps(emissions).into_iter();
+        let masks = time_steps(mask.unsqueeze_dim(2));
+        let first = steps.next().expect("a sequence has at least one token");
+        let mut alphas = vec![self.start.clone().unsqueeze_dim(0) + first];
+        for (emission, mask) in steps.zip(masks.into_iter().skip(1)) {
+            let alpha = alphas.last().expect("the first step").clone();
+            let transitions = transitions.clone().expect("made when time > 1");
+            let scores =
+                alpha.clone().unsqueeze_dim::<3>(2) + transitions + emission.unsqueeze_dim(1);
+            let next = log_sum_exp(scores, 1).reshape([batch, k]);
+            alphas.push(advance(alpha, next, mask));
+        }
+        let last = alphas.last().expect("the first step").clone();
+        let log_z = log_sum_exp(last + self.end.clone().unsqueeze_dim(0), 1).reshape([batch]);
+        (alphas, log_z)
+    }
+
+    /// `log Z(x)` for each sequence by the forward algorithm in log space.
+    ///
+    /// `emissions`: `[batch, time, tags]`; `mask`: `[batch, time]` with 1.0 at real tokens.
+    pub fn log_partition(&self, emissions: Tensor<3>, mask: Tensor<2>) -> Tensor<1> {
+        self.forward(emissions, mask).1
+    }
+
+    /// The score of the given tag paths. `tags`: `[batch, time]`, any value at padding.
+    pub fn path_score(
+        &self,
+        emissions: Tensor<3>,
+        tags: Tensor<2, Int>,
+        mask: Tensor<2>,
+        lengths: &[usize],
+    ) -> Tensor<1> {
+        let [batch, time, k] = emissions.dims();
+        let device = emissions.device();
+        let emitted = emissions
+            .gather(2, tags.clone().unsqueeze_dim(2))
+            .reshape([batch, time]);
+        let mut score = (emitted * mask.clone()).sum_dim(1).reshape([batch]);
+
+        let first = tags.clone().slice([0..batch, 0..1]).reshape([batch]);
+        score = score + self.start.clone().select(0, first);
+        if time > 1 {
+            let from = tags.clone().slice([0..batch, 0..time - 1]);
+            let to = tags.clone().slice([0..batch, 1..time]);
+            let pair = (from * k as i64 + to).reshape([batch * (time - 1)]);
+            let moved = self
+                .transitions
+                .clone()
+                .reshape([k * k])
+                .select(0, pair)
+                .reshape([batch, time - 1]);
+            score = score
+                + (moved * mask.slice([0..batch, 1..time]))
+                    .sum_dim(1)
+                    .reshape([batch]);
+        }
+        let last_index: Vec<i64> = lengths.iter().map(|&len| len as i64 - 1).collect();
+        let last_index =
+            Tensor::<2, Int>::from_data(TensorData::new(last_index, [batch, 1]), &device);
+        let last = tags.gather(1, last_index).reshape([batch]);
+        score + self.end.clone().select(0, last)
+    }
+
+    /// Negative log-likelihood of the gold tags.
+    pub fn nll(
+        &self,
+        emissions: Tensor<3>,
+        tags: Tensor<2, Int>,
+        mask: Tensor<2>,
+        lengths: &[usize],
+        reduction: Reduction,
+    ) -> Tensor<1> {
+        let log_z = self.log_partition(emissions.clone(), mask.clone());
+        let nll = log_z - self.path_score(emissions, tags, mask, lengths);
+        reduction.apply(nll, lengths)
+    }
+
+    /// Token and pairwise marginals by forward-backward in log space, for the whole batch.
+    pub fn marginals(&self, emissions: Tensor<3>, mask: Tensor<2>) -> Marginals {
+        let [batch, time, k] = emissions.dims();
+        let (alphas, log_z) = self.forward(emissions.clone(), mask.clone());
+        let transitions = self.transitions.clone().unsqueeze_dim::<3>(0);
+        let emissions = time_steps(emissions);
+        let masks = time_steps(mask.clone().unsqueeze_dim(2));
+        // β_t[i]: log-score of every continuation after step t from tag i. Past a sequence's end
+        // β stays at the end scores, so β at its last token is exactly `end`.
+        let end = self.end.clone().unsqueeze_dim::<2>(0).expand([batch, k]);
+        let mut betas = vec![end.clone(); time];
+        for t in (0..time.saturating_sub(1)).rev() {
+            let after = (emissions[t + 1].clone() + betas[t + 1].clone()).unsqueeze_dim::<3>(1);
+            let next = log_sum_exp(transitions.clone() + after, 2).reshape([batch, k]);
+            betas[t] = advance(end.clone(), next, masks[t + 1].clone());
+        }
+        let log_z2 = log_z.reshape([batch, 1]);
+        let unary: Vec<Tensor<2>> = (0..time)
+            .map(|t| {
+                (alphas[t].clone() + betas[t].clone() - log_z2.clone()).exp() * masks[t].clone()
+            })
+            .collect();
+        let log_z3 = log_z2.clone().unsqueeze_dim::<3>(2);
+        let pairwise: Vec<Tensor<3>> = (1..time)
+            .map(|t| {
+                let scores = alphas[t - 1].clone().unsqueeze_dim::<3>(2)
+                    + transitions.clone()
+                    + (emissions[t].clone() + betas[t].clone()).unsqueeze_dim(1)
+                    - log_z3.clone();
+                scores.exp() * masks[t].clone().unsqueeze_dim(2)
+            })
+            .collect();
+        let pairwise = if pairwise.is_empty() {
+            Tensor::zeros([batch, 0, k, k], &mask.device())
+        } else {
+            Tensor::stack(pairwise, 1)
+        };
+        Marginals {
+            unary: Tensor::stack(unary, 1),
+            pairwise,
+        }
+    }
+
+    /// The best path of every sequence and its score, by batched max-product; the backpointers
+    /// come to the host once and each path is read back from them.
+    pub fn viterbi(
+        &self,
+        emissions: Tensor<3>,
+        mask: Tensor<2>,
+        lengths: &[usize],
+    ) -> Vec<(Vec<usize>, f32)> {
+        self.nbest(emissions, mask, lengths, 1)
+            .into_iter()
+            .map(|mut paths| paths.remove(0))
+            .collect()
+    }
+
+    /// The `n` best paths of every sequence with their scores, best first (fewer when a sequence
+    /// has fewer than `n` paths). Each step keeps, for every tag, the `n` best partial paths that
+    /// end in it: `[batch, n, k]` scores, chosen among `n * k` candidates by `topk`.
+    pub fn nbest(
+        &self,
+        emissions: Tensor<3>,
+        mask: Tensor<2>,
+        lengths: &[usize],
+        n: usize,
+    ) -> Vec<Vec<(Vec<usize>, f32)>> {
+        assert!(n >= 1, "at least one path");
+        let [batch, time, k] = emissions.dims();
+        let device = emissions.device();
+        let transitions = self.transitions.clone().unsqueeze_dim::<3>(0); // [1, from, to]
+        let mut steps = time_steps(emissions).into_iter();
+        let masks = time_steps(mask.unsqueeze_dim(2));
+        let first = steps.next().expect("a sequence has at least one token");
+        // Rank 0 holds the one real path into each tag; the other ranks start out of reach.
+        let first = (self.start.clone().unsqueeze_dim(0) + first).unsqueeze_dim::<3>(1);
+        let unreachable =
+            Tensor::<3>::full([batch, n - 1, k], 2.0 * FORBIDDEN * time as f32, &device);
+        let mut score = if n > 1 {
+            Tensor::cat(vec![first, unreachable], 1)
+        } else {
+            first
+        }; // [b, n, k]
+        let mut backpointers = Vec::with_capacity(time.saturating_sub(1));
+        for (emission, mask) in steps.zip(masks.into_iter().skip(1)) {
+            // candidates[b, from * n + rank, to]
+            let candidates = (score.clone().swap_dims(1, 2).unsqueeze_dim::<4>(3)
+                + transitions.clone().unsqueeze_dim(2))
+            .reshape([batch, k * n, k]);
+            let (best, from) = candidates.topk_with_indices(n, 1); // [b, n, k]
+            let next = best + emission.unsqueeze_dim(1);
+            score =
+                next * mask.clone().unsqueeze_dim(2) + score * (mask.neg() + 1.0).unsqueeze_dim(2);
+            backpointers.push(from);
+        }
+        let finals = (score + self.end.clone().unsqueeze_dim::<2>(0).unsqueeze_dim(0))
+            .swap_dims(1, 2)
+            .reshape([batch, k * n]);
+        let (final_scores, final_index) = finals.topk_with_indices(n, 1);
+        let final_scores: Vec<f32> = final_scores.into_data().iter::<f32>().collect();
+        let final_index: Vec<i64> = final_index.into_data().iter::<i64>().collect();
+        let backpointers: Vec<i64> = if backpointers.is_empty() {
+            Vec::new()
+        } else {
+            Tensor::stack::<4>(backpointers, 0)
+                .into_data()
+                .iter::<i64>()
+                .collect()
+        };
+        // A path through an unreachable start scores below this.
+        let reachable = FORBIDDEN * time as f32;
+
+        (0..batch)
+            .map(|b| {
+                let len = lengths[b];
+                (0..n)
+                    .filter(|&r| final_scores[b * n + r] > reachable)
+                    .map(|r| {
+                        // Candidate index c = tag * n + rank, at every step.
+                        let mut c = final_index[b * n + r] as usize;
+                        let mut path = vec![0; len];
+                        for t in (0..len).rev() {
+                            let (tag, rank) = (c / n, c % n);
+                            path[t] = tag;
+                            if t > 0 {
+                                c = backpointers[(((t - 1) * batch + b) * n + rank) * k + tag]
+                                    as usize;
+                            }
+                        }
+                        (path, final_scores[b * n + r])
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+}
+
+/// `log Σ exp(x)` along `dim`, kept as a size-1 dimension. The max is detached: it cancels out of
+/// the value and the gradient alike, and detaching saves its backward.
+pub fn log_sum_exp<const D: usize>(x: Tensor<D>, dim: usize) -> Tensor<D> {
+    let max = x.clone().max_dim(dim).detach();
+    (x - max.clone()).exp().sum_dim(dim).log() + max
+}
+
+/// Per-step views of a `[batch, time, ...]` tensor as `[batch, ...]` tensors.
+fn time_steps(x: Tensor<3>) -> Vec<Tensor<2>> {
+    let [batch, _, k] = x.dims();
+    x.swap_dims(0, 1)
+        .iter_dim(0)
+        .map(|step| step.reshape([batch, k]))
+        .collect()
+}
+
+/// Blends `next` where `mask` is 1 and keeps `previous` where it is 0.
+fn advance(previous: Tensor<2>, next: Tensor<2>, mask: Tensor<2>) -> Tensor<2> {
+    next * mask.clone() + previous * (mask.neg() + 1.0)
+}
+
+/// Each sentence's emissions on the host in f64, `[length * k]`, for the [`host`] routines.
+pub fn host_emissions(emissions: Tensor<3>, lengths: &[usize]) -> Vec<Vec<f64>> {
+    let [_, time, k] = emissions.dims();
+    let values: Vec<f64> = emissions.into_data().iter::<f32>().map(f64::from).collect();
+    lengths
+        .iter()
+        .enumerate()
+        .map(|(b, &length)| values[b * time * k..(b * time + length) * k].to_vec())
+        .collect()
+}
