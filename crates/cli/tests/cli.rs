@@ -839,7 +839,12 @@ fn damaged_model_directories_are_explained() {
 fn report_confusion_and_curves() {
     let dir = model();
     let svg = std::fs::read_to_string(dir.join("curves.svg")).unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("dev span F1"));
+    assert!(svg.starts_with("<svg") && svg.contains("span F1"));
+    assert!(
+        svg.contains(r#"width="800" height="900""#),
+        "the chart's size"
+    );
+    assert!(svg.contains("best: epoch"), "the best epoch is marked");
     let out = nertrain(&["report", dir.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let report = stdout(&out);

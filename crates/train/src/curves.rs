@@ -1,155 +1,187 @@
-//! `curves.svg`: loss, dev F1 and learning rate per epoch, three stacked line charts in plain SVG.
+//! `curves.svg`: a run's learning curves, drawn with plotters: training loss (log scale), dev and
+//! test span F1 with the best epoch marked, and the learning rate, one panel each over the epochs.
 
-use std::fmt::Write;
+use std::sync::Once;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
 
 use crate::EpochMetrics;
 
-const WIDTH: f64 = 720.0;
-const PANEL: f64 = 190.0;
-const LEFT: f64 = 70.0;
-const RIGHT: f64 = 20.0;
-const TOP: f64 = 30.0;
-const BOTTOM: f64 = 30.0;
+const WIDTH: u32 = 800;
+const PANEL_HEIGHT: u32 = 300;
+const FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
+const LOSS: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+const DEV: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
+const TEST: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
+const RATE: RGBColor = RGBColor(0xd6, 0x27, 0x28);
 
 /// The SVG document for a run's epochs so far.
 pub fn render(history: &[EpochMetrics]) -> String {
-    let panels: [(&str, &str, Vec<f64>); 3] = [
-        (
-            "training loss (per sentence)",
-            "#1f77b4",
-            history.iter().map(|m| m.loss).collect(),
-        ),
-        (
-            "dev span F1",
-            "#2ca02c",
-            history.iter().map(|m| m.dev_f1).collect(),
-        ),
-        (
-            "learning rate",
-            "#d62728",
-            history.iter().map(|m| m.lr).collect(),
-        ),
-    ];
-    let height = panels.len() as f64 * (PANEL + TOP + BOTTOM);
+    static FONT_REGISTERED: Once = Once::new();
+    FONT_REGISTERED.call_once(|| {
+        // The font is compiled in and known to parse.
+        let _ = plotters::style::register_font("sans-serif", FontStyle::Normal, FONT);
+    });
     let mut svg = String::new();
-    let _ = writeln!(
-        svg,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(svg, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let best = history
-        .iter()
-        .filter(|m| m.best)
-        .map(|m| m.epoch)
-        .next_back();
-    for (index, (title, colour, values)) in panels.iter().enumerate() {
-        let top = index as f64 * (PANEL + TOP + BOTTOM) + TOP;
-        panel(
-            &mut svg,
-            top,
-            title,
-            colour,
-            values,
-            if index == 1 { best } else { None },
-        );
+    {
+        let root = SVGBackend::with_string(&mut svg, (WIDTH, 3 * PANEL_HEIGHT)).into_drawing_area();
+        // Drawing into a string cannot fail but for a bug; a chart is never worth a failed run.
+        let _ = draw(&root, history);
+        let _ = root.present();
     }
-    svg.push_str("</svg>\n");
     svg
 }
 
-fn panel(
-    svg: &mut String,
-    top: f64,
-    title: &str,
-    colour: &str,
-    values: &[f64],
-    marked_epoch: Option<usize>,
-) {
-    let (bottom, right) = (top + PANEL, WIDTH - RIGHT);
-    let _ = writeln!(
-        svg,
-        r#"<text x="{LEFT}" y="{}" font-weight="bold">{title}</text>"#,
-        top - 10.0
-    );
-    let _ = writeln!(
-        svg,
-        r##"<polyline points="{LEFT},{top} {LEFT},{bottom} {right},{bottom}" fill="none" stroke="#444"/>"##
-    );
-    if values.is_empty() {
-        return;
-    }
-    let (mut low, mut high) = values
+fn draw(root: &DrawingArea<SVGBackend, Shift>, history: &[EpochMetrics]) -> Result<(), String> {
+    let error = |e: DrawingAreaErrorKind<_>| e.to_string();
+    root.fill(&WHITE).map_err(error)?;
+    let panels = root.split_evenly((3, 1));
+    let last = history.last().map_or(1, |m| m.epoch).max(2);
+    let epochs = 1..last;
+    let best = history.iter().rfind(|m| m.best);
+
+    let losses: Vec<(usize, f64)> = history
         .iter()
-        .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &v| {
-            (l.min(v), h.max(v))
-        });
-    if high - low < 1e-12 {
-        (low, high) = (low - 0.5, high + 0.5);
-    }
-    let epochs = values.len();
-    let x = |i: usize| {
-        if epochs == 1 {
-            (LEFT + right) / 2.0
-        } else {
-            LEFT + (right - LEFT) * i as f64 / (epochs - 1) as f64
-        }
-    };
-    let y = |v: f64| bottom - (bottom - top) * (v - low) / (high - low);
-    for (value, anchor_y) in [(high, top + 4.0), (low, bottom)] {
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{anchor_y}" text-anchor="end">{}</text>"#,
-            LEFT - 6.0,
-            number(value)
-        );
-    }
-    for (i, label) in [(0, 1), (epochs - 1, epochs)] {
-        let _ = writeln!(
-            svg,
-            r#"<text x="{}" y="{}" text-anchor="middle">epoch {label}</text>"#,
-            x(i),
-            bottom + 18.0
-        );
-    }
-    let points: Vec<String> = values
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| format!("{:.1},{:.1}", x(i), y(v)))
+        .filter(|m| m.loss > 0.0 && m.loss.is_finite())
+        .map(|m| (m.epoch, m.loss))
         .collect();
-    let _ = writeln!(
-        svg,
-        r#"<polyline points="{}" fill="none" stroke="{colour}" stroke-width="2"/>"#,
-        points.join(" ")
-    );
-    for (i, &v) in values.iter().enumerate() {
-        let _ = writeln!(
-            svg,
-            r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{colour}"/>"#,
-            x(i),
-            y(v)
-        );
+    let (low, high) = bounds(losses.iter().map(|p| p.1), 1.0);
+    let mut chart = panel(&panels[0], "training loss per sentence (log scale)")
+        .build_cartesian_2d(epochs.clone(), (low / 1.5..high * 1.5).log_scale())
+        .map_err(error)?;
+    chart
+        .configure_mesh()
+        .x_desc("epoch")
+        .y_desc("loss")
+        .draw()
+        .map_err(error)?;
+    series(&mut chart, &losses, LOSS, "loss")?;
+
+    let dev: Vec<(usize, f64)> = history.iter().map(|m| (m.epoch, m.dev_f1)).collect();
+    let test: Vec<(usize, f64)> = history
+        .iter()
+        .filter_map(|m| m.test_f1.map(|f| (m.epoch, f)))
+        .collect();
+    let (low, high) = bounds(dev.iter().chain(&test).map(|p| p.1), 0.0);
+    let (low, high) = ((low - 2.0).max(0.0), (high + 2.0).min(100.0));
+    let mut chart = panel(&panels[1], "span F1")
+        .build_cartesian_2d(epochs.clone(), low..high.max(low + 1.0))
+        .map_err(error)?;
+    chart
+        .configure_mesh()
+        .x_desc("epoch")
+        .y_desc("F1")
+        .draw()
+        .map_err(error)?;
+    series(&mut chart, &dev, DEV, "dev")?;
+    if !test.is_empty() {
+        series(&mut chart, &test, TEST, "test (reported only)")?;
     }
-    if let Some(epoch) = marked_epoch {
-        let (cx, cy) = (x(epoch - 1), y(values[epoch - 1]));
-        let _ = writeln!(
-            svg,
-            r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="6" fill="none" stroke="black"/>"#
-        );
-        let _ = writeln!(
-            svg,
-            r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle">best {}</text>"#,
-            cy - 10.0,
-            number(values[epoch - 1])
-        );
+    if let Some(best) = best {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(best.epoch, low), (best.epoch, high)],
+                BLACK.mix(0.4).stroke_width(1),
+            )))
+            .map_err(error)?
+            .label(format!(
+                "best: epoch {}, dev F1 {:.2}",
+                best.epoch, best.dev_f1
+            ))
+            .legend(|(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], BLACK.mix(0.4)));
+        // A ring around the best point, visible also where the line runs along the edge.
+        chart
+            .draw_series(std::iter::once(Circle::new(
+                (best.epoch, best.dev_f1),
+                7,
+                BLACK.stroke_width(2),
+            )))
+            .map_err(error)?;
     }
+    legend(&mut chart)?;
+
+    let rates: Vec<(usize, f64)> = history.iter().map(|m| (m.epoch, m.lr)).collect();
+    let (low, high) = bounds(rates.iter().map(|p| p.1), 1.0);
+    let mut chart = panel(&panels[2], "learning rate")
+        .build_cartesian_2d(epochs, low * 0.9..high * 1.1)
+        .map_err(error)?;
+    chart
+        .configure_mesh()
+        .x_desc("epoch")
+        .y_desc("lr")
+        .y_label_formatter(&|v| format!("{v:.4}"))
+        .draw()
+        .map_err(error)?;
+    series(&mut chart, &rates, RATE, "learning rate")?;
+    Ok(())
 }
 
-fn number(value: f64) -> String {
-    if value.abs() >= 1.0 || value == 0.0 {
-        format!("{value:.2}")
-    } else {
-        format!("{value:.5}")
-    }
+fn panel<'a, 'b>(
+    area: &'a DrawingArea<SVGBackend<'b>, Shift>,
+    title: &str,
+) -> ChartBuilder<'a, 'b, SVGBackend<'b>> {
+    let mut builder = ChartBuilder::on(area);
+    builder
+        .caption(title, ("sans-serif", 16))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(64);
+    builder
+}
+
+/// The smallest and largest value, or `empty` twice when there are none.
+fn bounds(values: impl Iterator<Item = f64>, empty: f64) -> (f64, f64) {
+    values
+        .fold(None, |range: Option<(f64, f64)>, v| {
+            Some(range.map_or((v, v), |(low, high)| (low.min(v), high.max(v))))
+        })
+        .unwrap_or((empty, empty))
+}
+
+fn series<X, Y>(
+    chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<X, Y>>,
+    points: &[(usize, f64)],
+    colour: RGBColor,
+    label: &str,
+) -> Result<(), String>
+where
+    X: plotters::coord::ranged1d::Ranged<ValueType = usize>,
+    Y: plotters::coord::ranged1d::Ranged<ValueType = f64>,
+{
+    let error = |e: DrawingAreaErrorKind<_>| e.to_string();
+    chart
+        .draw_series(LineSeries::new(
+            points.iter().copied(),
+            colour.stroke_width(2),
+        ))
+        .map_err(error)?
+        .label(label)
+        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour.stroke_width(2)));
+    chart
+        .draw_series(
+            points
+                .iter()
+                .map(|&point| Circle::new(point, 3, colour.filled())),
+        )
+        .map_err(error)?;
+    Ok(())
+}
+
+fn legend<'a, X, Y>(
+    chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+) -> Result<(), String>
+where
+    X: plotters::coord::ranged1d::Ranged,
+    Y: plotters::coord::ranged1d::Ranged,
+{
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::LowerRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+        .map_err(|e| e.to_string())
 }
 
 #[cfg(test)]
@@ -169,7 +201,7 @@ mod tests {
             dev_f1,
             eval_seconds: 0.1,
             best,
-            test_f1: None,
+            test_f1: Some(dev_f1 - 3.0),
         }
     }
 
@@ -182,19 +214,23 @@ mod tests {
         ];
         let svg = render(&history);
         assert!(svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"));
+        for text in [
+            "training loss per sentence (log scale)",
+            "span F1",
+            "learning rate",
+            "best: epoch 2, dev F1 80.50",
+            "test (reported only)",
+            "epoch",
+        ] {
+            assert!(svg.contains(text), "{text} missing");
+        }
         assert_eq!(
-            svg.matches("<polyline points=\"").count(),
-            6,
-            "an axis and a line per panel"
+            svg.matches("<circle").count(),
+            13,
+            "a point per epoch for loss, dev, test and rate, and a ring around the best"
         );
-        assert_eq!(
-            svg.matches(r#"r="3""#).count(),
-            9,
-            "a point per epoch per panel"
-        );
-        assert!(svg.contains(">best 80.50<"));
         assert!(
-            render(&history[..1]).contains("epoch 1"),
+            render(&history[..1]).contains("best: epoch 1"),
             "one epoch draws too"
         );
         assert!(render(&[]).contains("</svg>"));
