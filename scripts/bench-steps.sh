@@ -2,7 +2,8 @@
 # Whether a training step costs the same after thousands of steps as at the start, on the corpora
 # most likely to leak: every sentence one token long (no CRF transitions are used), and two tokens
 # long for comparison. `nertrain bench` times each step; this compares the median step of the
-# last quarter with that of the first and fails above MAX_GROWTH.
+# last quarter with that of the first and fails above MAX_GROWTH (default 2: the leak it was
+# written for measured x4.3 over 4,000 steps, a healthy build x0.9-1.1).
 #
 #   scripts/bench-steps.sh [STEPS]       default 4000 steps of batch size 1
 #
@@ -12,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 steps=${1:-4000}
-MAX_GROWTH=${MAX_GROWTH:-1.5}
+MAX_GROWTH=${MAX_GROWTH:-2.0}
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/nertrain-target}
 cargo build --release --quiet
 nertrain=$CARGO_TARGET_DIR/release/nertrain

@@ -88,14 +88,17 @@ enum Command {
     },
     /// Rewrite the tag column of a CoNLL file in another tag scheme; other columns stay as they are.
     Convert {
-        /// The file's scheme; its tags must be well formed in it.
+        /// The file's scheme; its tags must be well formed in it. Without it, the tags are read
+        /// leniently, as conlleval reads them.
         #[arg(long)]
         from: Option<TagScheme>,
+        /// The scheme to write: iob1, iob2 (bio) or iobes (bioes).
         #[arg(long)]
         to: TagScheme,
         /// The tag column (negative counts from the end).
         #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
         tag_column: isize,
+        /// The CoNLL file to convert.
         file: PathBuf,
         /// Write here instead of stdout.
         #[arg(long)]

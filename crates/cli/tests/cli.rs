@@ -1463,3 +1463,27 @@ fn malformed_iobes_is_read_alike_by_eval_and_convert_with_a_warning() {
     );
     assert!(stderr(&out).contains("warning: "), "{}", stderr(&out));
 }
+
+#[test]
+fn report_refuses_dev_scores_of_another_epoch_than_the_best() {
+    let dir = scratch("report-mismatch").join("run");
+    std::fs::create_dir_all(&dir).unwrap();
+    for name in ["model.json", "metrics.jsonl", "dev.json"] {
+        std::fs::copy(model().join(name), dir.join(name)).unwrap();
+    }
+    let dev = std::fs::read_to_string(dir.join("dev.json")).unwrap();
+    let mut scores: serde_json::Value = serde_json::from_str(&dev).unwrap();
+    let best = scores["epoch"].as_u64().expect("dev.json names its epoch");
+    scores["epoch"] = serde_json::json!(best + 7);
+    std::fs::write(dir.join("dev.json"), scores.to_string()).unwrap();
+    let out = nertrain(&["report", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains(&format!(
+            "the dev scores are of epoch {} but metrics.jsonl marks epoch {best} best",
+            best + 7
+        )),
+        "{}",
+        stderr(&out)
+    );
+}
