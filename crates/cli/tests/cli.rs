@@ -38,11 +38,21 @@ const QUICK: [&str; 8] = [
 ];
 
 fn fit(output: &Path, extra: &[&str]) -> Output {
+    fit_with_env(output, extra, None)
+}
+
+/// `fit` with one more environment variable (the run directory's failpoints).
+fn fit_with_env(output: &Path, extra: &[&str], env: Option<(&str, &str)>) -> Output {
     let out = format!("train.output={}", output.display());
     let mut args = vec!["fit", "--config", "configs/sample.toml", "--set", &out];
     args.extend(QUICK);
     args.extend(extra);
-    nertrain(&args)
+    let mut command = Command::new(env!("CARGO_BIN_EXE_nertrain"));
+    command.args(&args).current_dir(workspace());
+    if let Some((key, value)) = env {
+        command.env(key, value);
+    }
+    command.output().unwrap()
 }
 
 /// One model trained on the sample, shared by the tests that only read it.
@@ -1128,19 +1138,6 @@ fn predictions_and_scores(dir: &Path) -> (String, String) {
     (stdout(&tagged), stdout(&scored))
 }
 
-fn fit_with_env(output: &Path, extra: &[&str], env: (&str, &str)) -> Output {
-    let out = format!("train.output={}", output.display());
-    let mut args = vec!["fit", "--config", "configs/sample.toml", "--set", &out];
-    args.extend(QUICK);
-    args.extend(extra);
-    Command::new(env!("CARGO_BIN_EXE_nertrain"))
-        .args(&args)
-        .env(env.0, env.1)
-        .current_dir(workspace())
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn overwrite_replaces_a_run_only_after_reading_the_new_data() {
     let dir = scratch("overwrite").join("run");
@@ -1241,7 +1238,7 @@ fn failed_and_crashed_saves_leave_a_consistent_run_that_resumes_exactly() {
         "publish:2:abort",
     ] {
         let dir = scratch(&point.replace(':', "-")).join("run");
-        let out = fit_with_env(&dir, &long, ("NERTRAIN_FAILPOINT", point));
+        let out = fit_with_env(&dir, &long, Some(("NERTRAIN_FAILPOINT", point)));
         assert!(!out.status.success(), "{point}");
         // Epoch 1 is what the directory shows, whole: model, dev scores, metrics and report.
         assert_eq!(epoch_records(&dir), epoch_records(&first), "{point}");
