@@ -37,10 +37,22 @@ pub struct EvalArgs {
     /// Decode without the tag scheme's constraints.
     #[arg(long)]
     unconstrained: bool,
+    /// How strongly a word's other mentions in its document pull its prediction (a
+    /// document-level model's own weight, chosen on dev, by default; 0 decodes each sentence on
+    /// its own). Documents are the file's `-DOCSTART-` blocks.
+    #[arg(long, value_name = "WEIGHT", value_parser = non_negative, conflicts_with = "predicted")]
+    consistency: Option<f64>,
     /// Sentences per batch when the model tags (fewer when they are long: a batch holds at
     /// most 8,192 tokens).
     #[arg(long, default_value_t = 100, value_parser = crate::at_least_one())]
     batch_size: usize,
+}
+
+pub fn non_negative(value: &str) -> std::result::Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
+        _ => Err(format!("expected a number of at least 0, found {value:?}")),
+    }
 }
 
 pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
@@ -64,9 +76,13 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
                 constrained: predictor.meta.crf.constrained_decoding && !args.unconstrained,
                 confidence: args.calibration || args.json,
                 batch_size: args.batch_size,
+                consistency: args
+                    .consistency
+                    .unwrap_or(predictor.default_options().consistency),
                 ..PredictOptions::default()
             };
-            let predictions = predictor.predict(&words, options);
+            let documents = gold.documents(usize::MAX);
+            let predictions = predictor.predict(&words, &documents, options);
             if options.confidence {
                 bins = Some(calibration(&gold, &predictions));
             }

@@ -225,6 +225,12 @@ fn report(dir: &std::path::Path) -> Result<()> {
     let run = nertrain_train::ModelDir::new(dir);
     let metrics = run.read_metrics()?;
     let mut out = std::io::stdout().lock();
+    if run.read_meta()?.trained_on_dev {
+        writeln!(
+            out,
+            "trained on train and dev (train.with_dev): the dev scores below are not held out\n"
+        )?;
+    }
     writeln!(
         out,
         "epoch      loss        lr   dev P   dev R  dev F1   sent/s  train s"

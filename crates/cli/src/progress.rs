@@ -71,6 +71,25 @@ impl FitReporter {
                 "best dev F1 {best_dev_f1:.2} at epoch {best_epoch} → {}",
                 weights.display()
             ),
+            FitEvent::ConsistencyChosen {
+                scores,
+                weight,
+                dev_f1,
+            } => {
+                let tried: Vec<String> = scores
+                    .iter()
+                    .map(|(w, f1)| format!("{w}: {f1:.2}"))
+                    .collect();
+                println!(
+                    "document consistency {weight} (dev F1 {dev_f1:.2}; by weight {})",
+                    tried.join(", ")
+                )
+            }
+            FitEvent::TrainingWithDev { epochs, output } => println!(
+                "\ntraining on train and dev for {epochs} epochs into {} (its dev scores are not \
+                 held out)",
+                output.display()
+            ),
             FitEvent::TestScored { path, report } => {
                 println!("test {}: F1 {:.2}\n{report}", path.display(), report.f1())
             }

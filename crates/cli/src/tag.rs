@@ -33,11 +33,12 @@ pub struct TagArgs {
     /// A model directory written by `nertrain fit`.
     #[arg(long)]
     model: PathBuf,
-    /// Texts to tag; each is one input. Without texts or --input, lines are read from stdin
-    /// when it is not a terminal.
+    /// Texts to tag; each is one input (and one document, for a model that reads documents).
+    /// Without texts or --input, lines are read from stdin when it is not a terminal.
     #[arg(conflicts_with = "input")]
     texts: Vec<String>,
-    /// Read one text per line from this file, or from stdin with `-`.
+    /// Read one text per line from this file, or from stdin with `-`. For a model that reads
+    /// documents, lines up to a blank one are one document.
     #[arg(long)]
     input: Option<PathBuf>,
     #[arg(long, value_enum, default_value_t = Format::Text)]
@@ -51,6 +52,11 @@ pub struct TagArgs {
     /// Decode without the tag scheme's constraints.
     #[arg(long)]
     unconstrained: bool,
+    /// How strongly a word's other mentions in its document pull its prediction (a
+    /// document-level model's own weight, chosen on dev, by default; 0 tags each sentence on its
+    /// own).
+    #[arg(long, value_name = "WEIGHT", value_parser = crate::eval::non_negative)]
+    consistency: Option<f64>,
     /// Sentences per batch (fewer when they are long: a batch holds at most 8,192 tokens).
     #[arg(long, default_value_t = 100, value_parser = crate::at_least_one())]
     batch_size: usize,
@@ -147,10 +153,24 @@ const CHUNK_BYTES: usize = 1 << 20;
 /// memory and time.
 const MAX_WORDS: usize = 250;
 
-/// The pieces a text's words are tagged in: one, unless there are more than [`MAX_WORDS`].
-fn pieces(words: &[Word]) -> Vec<Range<usize>> {
+/// The pieces a text's words are tagged in: one, unless there are more than [`MAX_WORDS`]; or,
+/// for a model that reads documents (`sentences`), one per sentence, as it was trained.
+fn pieces(words: &[Word], sentences: bool) -> Vec<Range<usize>> {
     let mut pieces = Vec::new();
     let mut start = 0;
+    let ends_sentence = |w: &Word| matches!(w.text.as_str(), "." | "!" | "?");
+    if sentences {
+        for (i, word) in words.iter().enumerate() {
+            if ends_sentence(word) || i + 1 - start == MAX_WORDS {
+                pieces.push(start..i + 1);
+                start = i + 1;
+            }
+        }
+        if start < words.len() || pieces.is_empty() {
+            pieces.push(start..words.len());
+        }
+        return pieces;
+    }
     while words.len() - start > MAX_WORDS {
         let window = &words[start..start + MAX_WORDS];
         let sentence_end = window
@@ -220,15 +240,35 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
         marginals: args.probs,
         nbest: usize::from(args.nbest),
         batch_size: args.batch_size,
+        consistency: args
+            .consistency
+            .unwrap_or(predictor.default_options().consistency),
     };
     let tag_names = predictor.vocab.tags.items();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let mut tag_chunk = |texts: &[String]| -> Result<()> {
+    let reads_documents = predictor.reads_documents();
+    // `lines`: the texts are lines of a file, and a run of lines without a blank one is a
+    // document; otherwise each text is one.
+    let mut tag_chunk = |texts: &[String], lines: bool| -> Result<()> {
         let words: Vec<Vec<Word>> = texts
             .iter()
             .map(|t| split_words(t))
             .collect::<Result<_>>()?;
-        let cuts: Vec<Vec<Range<usize>>> = words.iter().map(|ws| pieces(ws)).collect();
+        let cuts: Vec<Vec<Range<usize>>> =
+            words.iter().map(|ws| pieces(ws, reads_documents)).collect();
+        let mut documents: Vec<Range<usize>> = Vec::new();
+        let mut piece = 0;
+        let mut previous_blank = true;
+        for (text, cuts) in texts.iter().zip(&cuts) {
+            let blank = text.trim().is_empty();
+            let continues = lines && !previous_blank && !blank;
+            match documents.last_mut() {
+                Some(document) if continues => document.end += cuts.len(),
+                _ => documents.push(piece..piece + cuts.len()),
+            }
+            piece += cuts.len();
+            previous_blank = blank;
+        }
         let strings: Vec<Vec<&str>> = words
             .iter()
             .zip(&cuts)
@@ -237,7 +277,7 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
                     .map(|cut| ws[cut.clone()].iter().map(|w| w.text.as_str()).collect())
             })
             .collect();
-        let mut predictions = predictor.predict(&strings, options).into_iter();
+        let mut predictions = predictor.predict(&strings, &documents, options).into_iter();
         for ((text, words), cuts) in texts.iter().zip(&words).zip(&cuts) {
             let prediction = join(
                 predictions.by_ref().take(cuts.len()).collect(),
@@ -249,7 +289,7 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
         Ok(())
     };
     match &args.input {
-        None => tag_chunk(&args.texts),
+        None => tag_chunk(&args.texts, false),
         Some(path) => {
             let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
                 Box::new(std::io::stdin().lock())
@@ -264,14 +304,19 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
                 let line = line
                     .map_err(|e| format!("{}:{}: cannot read: {e}", path.display(), number + 1))?;
                 bytes += line.len();
+                let blank = line.trim().is_empty();
                 chunk.push(line);
-                if chunk.len() == CHUNK || bytes >= CHUNK_BYTES {
-                    tag_chunk(&chunk)?;
+                // A chunk ends at a blank line, between documents; a document longer than
+                // several chunks is cut (its pieces are read apart, as a long one is anyway).
+                let full = chunk.len() >= CHUNK || bytes >= CHUNK_BYTES;
+                let overfull = chunk.len() >= 8 * CHUNK || bytes >= 8 * CHUNK_BYTES;
+                if (full && (blank || !reads_documents)) || overfull {
+                    tag_chunk(&chunk, true)?;
                     chunk.clear();
                     bytes = 0;
                 }
             }
-            tag_chunk(&chunk)
+            tag_chunk(&chunk, true)
         }
     }
 }

@@ -1484,3 +1484,223 @@ fn report_refuses_dev_scores_of_another_epoch_than_the_best() {
         stderr(&out)
     );
 }
+
+/// The sample trained to read documents (full size: the document tests need a model that knows
+/// the sample's first names).
+fn document_model() -> &'static Path {
+    static MODEL: OnceLock<PathBuf> = OnceLock::new();
+    MODEL.get_or_init(|| {
+        let dir = scratch("document-model").join("run");
+        let out = format!("train.output={}", dir.display());
+        let output = nertrain(&[
+            "fit",
+            "--config",
+            "configs/sample.toml",
+            "--set",
+            &out,
+            "--set",
+            "data.context=document",
+            "--set",
+            "model.mention_dim=10",
+        ]);
+        assert!(output.status.success(), "fit failed: {}", stderr(&output));
+        assert!(
+            stdout(&output).contains("document consistency"),
+            "the weight is chosen on dev: {}",
+            stdout(&output)
+        );
+        dir
+    })
+}
+
+/// The label `tag --format json` gives the entity that covers character `at` of the text.
+fn label_at(json_line: &str, at: usize) -> Option<String> {
+    let tagged: serde_json::Value = serde_json::from_str(json_line).unwrap();
+    tagged["entities"].as_array().unwrap().iter().find_map(|e| {
+        let (start, end) = (e["start"].as_u64().unwrap(), e["end"].as_u64().unwrap());
+        (start..end)
+            .contains(&(at as u64))
+            .then(|| e["label"].as_str().unwrap().to_string())
+    })
+}
+
+#[test]
+fn tag_recognises_a_second_mention_from_the_first_in_its_document() {
+    let model = document_model().to_str().unwrap();
+    let meta = std::fs::read_to_string(document_model().join("model.json")).unwrap();
+    assert!(meta.contains("\"document\""), "{meta}");
+    let first = "The talks with Priya Zorbel went well.";
+    let seconds = [
+        "Zorbel won.",
+        "Zorbel said nothing.",
+        "Zorbel left early.",
+        "Then Zorbel won.",
+        "ZORBEL WON .",
+        "Zorbel and the team met in Lima.",
+    ];
+    let mut recognised_only_with_context = 0;
+    for second in seconds {
+        let paragraph = format!("{first} {second}");
+        let at = first.len() + 1 + second.to_lowercase().find("zorbel").unwrap();
+        let with = nertrain(&[
+            "tag",
+            "--model",
+            model,
+            "--format",
+            "json",
+            "--consistency",
+            "100",
+            &paragraph,
+        ]);
+        assert!(with.status.success(), "{}", stderr(&with));
+        let with = stdout(&with);
+        assert_eq!(
+            label_at(&with, first.find("Zorbel").unwrap()).as_deref(),
+            Some("PER"),
+            "the first mention: {with}"
+        );
+        assert_eq!(
+            label_at(&with, at).as_deref(),
+            Some("PER"),
+            "the second mention follows the first: {with}"
+        );
+        let alone = nertrain(&[
+            "tag",
+            "--model",
+            model,
+            "--format",
+            "json",
+            "--consistency",
+            "0",
+            &paragraph,
+        ]);
+        if label_at(&stdout(&alone), at).as_deref() != Some("PER") {
+            recognised_only_with_context += 1;
+        }
+    }
+    assert!(
+        recognised_only_with_context > 0,
+        "some second mention is a PER only because of the first"
+    );
+
+    // Lines up to a blank one are one document: the second mention on its own line still follows
+    // the first; after a blank line it does not see it.
+    let input = scratch("document-lines").join("input.txt");
+    std::fs::write(
+        &input,
+        format!("{first}\n{}\n\n{}\n", seconds[0], seconds[0]),
+    )
+    .unwrap();
+    let output = nertrain(&[
+        "tag",
+        "--model",
+        model,
+        "--format",
+        "json",
+        "--consistency",
+        "100",
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines: Vec<String> = stdout(&output).lines().map(String::from).collect();
+    assert_eq!(lines.len(), 4, "one JSON object per line: {lines:?}");
+    assert_eq!(label_at(&lines[1], 0).as_deref(), Some("PER"), "{lines:?}");
+    let apart = nertrain(&[
+        "tag",
+        "--model",
+        model,
+        "--format",
+        "json",
+        "--consistency",
+        "100",
+        seconds[0],
+    ]);
+    assert_eq!(lines[3], stdout(&apart).trim_end(), "a new document");
+}
+
+#[test]
+fn eval_reads_documents_and_takes_a_consistency_weight() {
+    let model = document_model().to_str().unwrap();
+    for weight in ["0", "4"] {
+        let output = nertrain(&[
+            "eval",
+            "--model",
+            model,
+            "--data",
+            "data/sample/test.txt",
+            "--consistency",
+            weight,
+        ]);
+        assert!(output.status.success(), "{}", stderr(&output));
+        assert!(
+            stdout(&output).starts_with("processed "),
+            "{}",
+            stdout(&output)
+        );
+    }
+    let bad = nertrain(&[
+        "eval",
+        "--model",
+        model,
+        "--data",
+        "data/sample/test.txt",
+        "--consistency",
+        "-1",
+    ]);
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    let config = fit(
+        &scratch("mention-without-documents").join("run"),
+        &["--set", "model.mention_dim=5"],
+    );
+    assert!(!config.status.success());
+    assert!(
+        stderr(&config).contains("model.mention_dim"),
+        "{}",
+        stderr(&config)
+    );
+}
+
+#[test]
+fn with_dev_trains_a_second_model_on_train_and_dev_for_the_chosen_epochs() {
+    let dir = scratch("with-dev").join("run");
+    let output = fit(&dir, &["--set", "train.with_dev=true"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("not held out"),
+        "{}",
+        stdout(&output)
+    );
+    let best = epoch_records(&dir)
+        .iter()
+        .rfind(|m| m["best"] == true)
+        .map(|m| m["epoch"].as_u64().unwrap())
+        .unwrap();
+    let with_dev = dir.join("with-dev");
+    let records = epoch_records(&with_dev);
+    assert_eq!(records.len() as u64, best, "as many epochs as the best");
+    assert!(
+        records.iter().all(|m| m["best"] == true),
+        "the last is kept"
+    );
+    let meta = std::fs::read_to_string(with_dev.join("model.json")).unwrap();
+    assert!(meta.contains("\"trained_on_dev\": true"), "{meta}");
+    let report = nertrain(&["report", with_dev.to_str().unwrap()]);
+    assert!(
+        stdout(&report).contains("not held out"),
+        "{}",
+        stdout(&report)
+    );
+    let train_sentences = |dir: &Path| {
+        let config = std::fs::read_to_string(dir.join("vocab.json")).unwrap();
+        config.len()
+    };
+    assert!(
+        train_sentences(&with_dev) > train_sentences(&dir),
+        "dev's words join the vocabulary"
+    );
+    // Replacing the run replaces its with-dev run too.
+    let again = fit(&dir, &["--overwrite"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(!with_dev.exists());
+}

@@ -4,7 +4,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
-use crate::{Casing, Encoded, Vocab};
+use crate::{Casing, Encoded, MentionCasing, Vocab};
 
 /// Character ids of every word slot of a batch, `[batch * max_len, max_word_len]` row-major,
 /// padded with `<pad>`.
@@ -83,6 +83,8 @@ pub struct Batch {
     pub words: Vec<i64>,
     /// Each word's [`Casing`](crate::Casing) id, `Casing::Padding`'s at padding slots.
     pub casing: Vec<i64>,
+    /// Each word's [`MentionCasing`](crate::MentionCasing) id, `Padding`'s at padding slots.
+    pub mentions: Vec<i64>,
     pub chars: CharIds,
     pub sentence_chars: SentenceChars,
     /// Empty when the sentences are untagged.
@@ -108,6 +110,7 @@ impl Batch {
         let slots = indices.len() * max_len;
         let mut words = vec![Vocab::PAD_ID as i64; slots];
         let mut casing = vec![Casing::Padding.id() as i64; slots];
+        let mut mentions = vec![MentionCasing::Padding.id() as i64; slots];
         let mut tags = if tagged { vec![0; slots] } else { Vec::new() };
         let mut chars = vec![Vocab::PAD_ID as i64; slots * word_len];
         let mut char_lengths = vec![0; slots];
@@ -117,6 +120,7 @@ impl Batch {
                 let slot = row * max_len + t;
                 words[slot] = sentence.words[t] as i64;
                 casing[slot] = sentence.casing[t] as i64;
+                mentions[slot] = sentence.mentions[t] as i64;
                 if tagged {
                     tags[slot] = sentence.tags[t] as i64;
                 }
@@ -134,6 +138,7 @@ impl Batch {
             max_len,
             words,
             casing,
+            mentions,
             chars: CharIds {
                 ids: chars,
                 max_word_len: word_len,
@@ -212,6 +217,7 @@ mod tests {
             words: words.to_vec(),
             chars: words.iter().map(|&w| vec![w + 10; w]).collect(),
             casing: words.iter().map(|&w| w % Casing::COUNT).collect(),
+            mentions: words.iter().map(|&w| w % MentionCasing::COUNT).collect(),
             tags: tags.to_vec(),
         }
     }
@@ -224,6 +230,7 @@ mod tests {
         assert_eq!(batch.max_len, 2);
         assert_eq!(batch.words, vec![4, 0, 2, 3]);
         assert_eq!(batch.casing, vec![4, 0, 2, 3]);
+        assert_eq!(batch.mentions, vec![4, 0, 2, 3]);
         assert_eq!(batch.tags, vec![3, 0, 1, 2]);
         assert_eq!(
             batch.chars.max_word_len, 3,

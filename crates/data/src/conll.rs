@@ -47,6 +47,9 @@ pub struct Sentence {
     pub tags: Vec<String>,
     /// 1-based line number of the first token; token `i` is on line `first_line + i`.
     pub first_line: usize,
+    /// Which document of its file the sentence is in, counting from 0: each `-DOCSTART-` line
+    /// after a sentence begins the next. A file without markers is one document.
+    pub document: usize,
 }
 
 impl Sentence {
@@ -117,6 +120,7 @@ pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpu
     let mut current: Option<Sentence> = None;
     // The first token line fixes the width; (width, line it was seen on).
     let mut width: Option<(usize, usize)> = None;
+    let mut document = 0;
 
     for (index, line) in text.lines().enumerate() {
         let line_number = index + 1;
@@ -126,6 +130,9 @@ pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpu
             .collect();
         if fields.is_empty() || fields[0] == DOCSTART {
             sentences.extend(current.take());
+            if !fields.is_empty() && sentences.last().is_some_and(|s| s.document == document) {
+                document += 1;
+            }
             continue;
         }
         let (expected, seen_on) = *width.get_or_insert((fields.len(), line_number));
@@ -173,6 +180,7 @@ pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpu
             words: Vec::new(),
             tags: Vec::new(),
             first_line: line_number,
+            document,
         });
         sentence.words.push(fields[word].to_string());
         sentence.tags.push(fields[tag].to_string());
@@ -293,6 +301,18 @@ mod tests {
         assert_eq!(corpus.sentences[0].tags, vec!["B-ORG", "O"]);
         assert_eq!(corpus.sentences[0].first_line, 3);
         assert_eq!(corpus.sentences[1].first_line, 6);
+    }
+
+    #[test]
+    fn each_docstart_after_a_sentence_begins_a_document() {
+        let corpus = parse(
+            "-DOCSTART- O\n\na O\n\nb O\n-DOCSTART- O\n\n-DOCSTART- O\nc O\n\nd O\n-DOCSTART- O\n",
+        )
+        .unwrap();
+        let documents: Vec<usize> = corpus.sentences.iter().map(|s| s.document).collect();
+        assert_eq!(documents, vec![0, 0, 1, 1]);
+        let unmarked = parse("a O\n\nb O\n").unwrap();
+        assert!(unmarked.sentences.iter().all(|s| s.document == 0));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Labelled sequences on the host: reading CoNLL column files, tag schemes and their conversion,
-//! entity spans and conlleval-exact scoring, vocabularies, pretrained word vectors, and padded,
+//! entity spans and conlleval-exact scoring, documents and the context they give a word,
+//! vocabularies, pretrained word vectors, and padded,
 //! length-bucketed batches.
 //!
 //! Nothing here knows about tensors: the model crate turns a [`Batch`] into them.
@@ -7,6 +8,7 @@
 mod batch;
 mod casing;
 mod conll;
+mod context;
 mod error;
 mod scheme;
 mod score;
@@ -16,6 +18,7 @@ mod vocab;
 pub use batch::{Batch, BatchPlan, CharIds, SentenceChars};
 pub use casing::Casing;
 pub use conll::{ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, read_conll};
+pub use context::{DEFAULT_DOCUMENT_TOKENS, MentionCasing, document_pieces, set_mention_casing};
 pub use error::DataError;
 pub use scheme::{
     Span, TagScheme, check_tag, convert_tags, first_malformed, parse_tag, render_spans, spans,

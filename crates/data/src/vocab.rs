@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Casing, Corpus, DataError, Sentence};
+use crate::{Casing, Corpus, DataError, MentionCasing, Sentence};
 
 pub const PAD: &str = "<pad>";
 pub const UNK: &str = "<unk>";
@@ -199,6 +199,7 @@ impl Vocabularies {
             words: words.iter().map(|w| self.word_id(w.as_ref())).collect(),
             chars: words.iter().map(|w| self.char_ids(w.as_ref())).collect(),
             casing: words.iter().map(|w| Casing::of(w.as_ref()).id()).collect(),
+            mentions: vec![MentionCasing::Unseen.id(); words.len()],
             tags: Vec::new(),
         }
     }
@@ -248,13 +249,16 @@ impl Vocabularies {
     }
 }
 
-/// A sentence as ids: words, each word's characters and [`Casing`], and tags (empty when
+/// A sentence as ids: words, each word's characters, [`Casing`] and [`MentionCasing`], and tags (empty when
 /// untagged).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded {
     pub words: Vec<usize>,
     pub chars: Vec<Vec<usize>>,
     pub casing: Vec<usize>,
+    /// Each word's [`MentionCasing`]: `Unseen` unless set from its document
+    /// ([`set_mention_casing`](crate::set_mention_casing)).
+    pub mentions: Vec<usize>,
     pub tags: Vec<usize>,
 }
 
@@ -277,6 +281,7 @@ mod tests {
             words: words.split_whitespace().map(String::from).collect(),
             tags: tags.split_whitespace().map(String::from).collect(),
             first_line: 1,
+            document: 0,
         }
     }
 

@@ -10,6 +10,8 @@ pub struct BatchTensors {
     pub word_ids: Vec<i64>,
     /// Each word's [`nertrain_data::Casing`] id, `[batch, max_len]`.
     pub casing: Tensor<2, Int>,
+    /// Each word's [`nertrain_data::MentionCasing`] id, `[batch, max_len]`.
+    pub mentions: Tensor<2, Int>,
     /// `[batch * max_len, max_word_len]`
     pub chars: Tensor<2, Int>,
     /// `[batch, max_len]`; `None` for untagged sentences.
@@ -44,6 +46,7 @@ impl BatchTensors {
             words: ints(&batch.words, shape),
             word_ids: batch.words.clone(),
             casing: ints(&batch.casing, shape),
+            mentions: ints(&batch.mentions, shape),
             chars: ints(
                 &batch.chars.ids,
                 [batch.size() * batch.max_len, batch.chars.max_word_len],

@@ -3,7 +3,7 @@ use burn::module::Module;
 use burn::module::Param;
 use burn::nn::{Dropout, DropoutConfig, Embedding, Linear, LinearConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use nertrain_data::{Casing, Vectors, Vocab};
+use nertrain_data::{Casing, MentionCasing, Vectors, Vocab};
 use serde::{Deserialize, Serialize};
 
 use crate::{
@@ -41,6 +41,10 @@ pub struct TaggerConfig {
     /// Size of the embedding of each word's [`Casing`] class beside its word embedding; 0 for none.
     #[config(default = 0)]
     pub casing_dim: usize,
+    /// Size of the embedding of each word's [`MentionCasing`] class (how the word is written
+    /// elsewhere in its document); 0 for none.
+    #[config(default = 0)]
+    pub mention_dim: usize,
     /// Hidden size of each LSTM direction.
     #[config(default = 100)]
     pub hidden: usize,
@@ -103,8 +107,11 @@ impl TaggerConfig {
         });
         let casing = (self.casing_dim > 0)
             .then(|| uniform_embedding(Casing::COUNT, self.casing_dim, device));
+        let mentions = (self.mention_dim > 0)
+            .then(|| uniform_embedding(MentionCasing::COUNT, self.mention_dim, device));
         let d_input = self.word_dim
             + self.casing_dim
+            + self.mention_dim
             + chars.as_ref().map_or(0, CharCnn::d_output)
             + char_lstm.as_ref().map_or(0, CharLstm::d_output)
             + char_lm.as_ref().map_or(0, CharLm::d_output);
@@ -115,6 +122,7 @@ impl TaggerConfig {
             char_lstm,
             char_lm,
             lm_weight: self.lm_weight,
+            mentions,
             encoder: BiLstmConfig::new(d_input, self.hidden).init(device),
             dropout: DropoutConfig::new(self.dropout).init(),
             emissions: LinearConfig::new(2 * self.hidden, sizes.tags).init(device),
@@ -142,6 +150,8 @@ pub struct Tagger {
     pub char_lstm: Option<CharLstm>,
     pub char_lm: Option<CharLm>,
     pub lm_weight: f64,
+    /// Last among the input features, so that models saved before it existed still load.
+    pub mentions: Option<Embedding>,
     pub encoder: BiLstm,
     pub dropout: Dropout,
     pub emissions: Linear,
@@ -197,6 +207,9 @@ impl Tagger {
             features.push(char_lm.features(&states));
             states
         });
+        if let Some(mentions) = &self.mentions {
+            features.push(mentions.forward(inputs.mentions.clone()));
+        }
         let gates = match words {
             WordInput::Vectors(vectors) => {
                 let x = Tensor::cat([vec![vectors], features].concat(), 2);

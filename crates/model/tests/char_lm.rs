@@ -21,6 +21,7 @@ fn sentence(words: &[usize], chars: &[&[usize]]) -> Encoded {
         words: words.to_vec(),
         chars: chars.iter().map(|c| c.to_vec()).collect(),
         casing: vec![Casing::AllLower.id(); words.len()],
+        mentions: vec![1; words.len()],
         tags: Vec::new(),
     }
 }

@@ -11,6 +11,7 @@ fn sentence(words: &[usize]) -> Encoded {
         words: words.to_vec(),
         chars: words.iter().map(|&w| vec![2 + w % 5, 3]).collect(),
         casing: words.iter().map(|&w| 1 + w % (Casing::COUNT - 1)).collect(),
+        mentions: words.iter().map(|&w| 1 + w % 4).collect(),
         tags: Vec::new(),
     }
 }

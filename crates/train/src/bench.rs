@@ -95,7 +95,7 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
         ..PredictOptions::default()
     };
     let started = Instant::now();
-    decoder.decode(&dev_encoded, decode_options);
+    decoder.decode(&dev_encoded, &[], decode_options);
     let decode_seconds = started.elapsed().as_secs_f64();
 
     // The CRF alone, on the emissions of dev batches in file order (as the reference does).

@@ -48,6 +48,36 @@ pub struct DataConfig {
     /// often, and every other word as `<unk>`.
     #[config(default = 5)]
     pub lm_min_count: usize,
+    /// What a sentence is read with: `sentence` alone, or `document`: the other sentences of its
+    /// `-DOCSTART-` document (of the whole file when it has no markers), in pieces of at most
+    /// `document_tokens` tokens. Documents give each word's mention casing (`model.mention_dim`)
+    /// and, when decoding, the predictions for all its mentions (with a consistency weight
+    /// chosen on dev when training ends).
+    #[config(default = "Context::Sentence")]
+    pub context: Context,
+    #[config(default = 2000)]
+    pub document_tokens: usize,
+}
+
+/// How a document-level model reads documents and decodes with them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentContext {
+    /// Documents are read in pieces of at most this many tokens (`data.document_tokens`).
+    pub max_tokens: usize,
+    /// How strongly the predictions for all mentions of a capitalised word in its document pull
+    /// each one: added to its emission scores, times their class probabilities averaged by
+    /// confidence. Chosen on dev when training ends; 0 decodes each sentence on its own.
+    pub consistency: f64,
+}
+
+/// What a sentence is read with (`data.context`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Context {
+    #[default]
+    Sentence,
+    Document,
 }
 
 impl TrainConfig {
@@ -144,6 +174,11 @@ pub struct TrainConfig {
     /// Where the run directory goes.
     #[config(default = "PathBuf::from(\"runs/default\")")]
     pub output: PathBuf,
+    /// When the run ends, train a second model from scratch on train and dev together, for the
+    /// run's best number of epochs, into `<output>/with-dev` (as Flair's `train_with_dev`). Its
+    /// dev scores are not held out; choose by the first run's.
+    #[config(default = false)]
+    pub with_dev: bool,
 }
 
 /// The update rule of every parameter.
@@ -286,7 +321,13 @@ impl Experiment {
     /// Values that parse but make no sense are errors naming the key and the range expected.
     fn validate(&self) -> Result<(), (&'static str, String)> {
         let (d, m, t) = (&self.data, &self.model, &self.train);
-        let checks: [(bool, &str, &str); 21] = [
+        let checks: [(bool, &str, &str); 23] = [
+            (d.document_tokens >= 1, "data.document_tokens", "at least 1"),
+            (
+                m.mention_dim == 0 || d.context == Context::Document,
+                "model.mention_dim",
+                "0 unless data.context = \"document\" (mention casing comes from documents)",
+            ),
             (
                 d.train_scheme != TagScheme::Iob1,
                 "data.train_scheme",

@@ -1,5 +1,6 @@
 //! The training loop.
 
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -9,13 +10,14 @@ use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{
     Batch, BatchPlan, ColumnSpec, Corpus, Encoded, Report, TagScheme, Vectors, Vocab, Vocabularies,
-    check_tag, convert_tags, read_conll, read_vectors,
+    check_tag, convert_tags, read_conll, read_vectors, set_mention_casing,
 };
 use nertrain_model::{Constraints, Tagger, VocabSizes};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
+use crate::config::{Context, DocumentContext};
 use crate::io::load_module;
 use crate::model_dir::{FORMAT_VERSION, ModelDir, ModelMeta, TrainerFiles};
 use crate::predict::{Decoder, PredictOptions};
@@ -71,6 +73,18 @@ pub enum FitEvent {
         best_dev_f1: f64,
         weights: std::path::PathBuf,
     },
+    /// A document-level model's consistency weight was chosen: dev F1 at each weight tried.
+    ConsistencyChosen {
+        scores: Vec<(f64, f64)>,
+        weight: f64,
+        dev_f1: f64,
+    },
+    /// The run chose `epochs`; a model is now trained on train and dev for as many, into
+    /// `output`. Its dev scores are not held out.
+    TrainingWithDev {
+        epochs: usize,
+        output: std::path::PathBuf,
+    },
     /// The best model's scores on the test set.
     TestScored {
         path: std::path::PathBuf,
@@ -121,6 +135,8 @@ pub struct FitOutcome {
     pub test: Option<Report>,
     /// Stopped by `FitOptions::interrupt`; the checkpoint holds the position.
     pub interrupted: bool,
+    /// With `train.with_dev`: the model trained on train and dev afterwards.
+    pub with_dev: Option<Box<FitOutcome>>,
 }
 
 /// Reads a tagged corpus and checks every tag's shape, naming the line of a bad one.
@@ -134,6 +150,22 @@ pub fn read_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus> {
     Ok(corpus)
 }
 
+/// The document consistency weights tried on dev when a document-level run ends.
+const CONSISTENCY_WEIGHTS: [f64; 6] = [0.0, 0.5, 1.0, 2.0, 4.0, 8.0];
+
+/// Sets the mention casing of `encoded` (`corpus`'s sentences) from `documents`, when reading
+/// documents.
+fn with_mention_casing(encoded: &mut [Encoded], corpus: &Corpus, documents: &[Range<usize>]) {
+    if !documents.is_empty() {
+        let words: Vec<&[String]> = corpus
+            .sentences
+            .iter()
+            .map(|s| s.words.as_slice())
+            .collect();
+        set_mention_casing(encoded, &words, documents);
+    }
+}
+
 fn with_scheme(corpus: &Corpus, scheme: TagScheme) -> Corpus {
     let mut converted = corpus.clone();
     for sentence in &mut converted.sentences {
@@ -142,11 +174,63 @@ fn with_scheme(corpus: &Corpus, scheme: TagScheme) -> Corpus {
     converted
 }
 
+/// Trains the experiment's model, choosing the epoch on dev; with `train.with_dev`, then trains
+/// a second one on train and dev for that many epochs (see [`FitOutcome::with_dev`]).
 pub fn fit(
     experiment: &Experiment,
     options: FitOptions,
     device: &Device,
     events: &mut dyn FnMut(FitEvent),
+) -> Result<FitOutcome> {
+    let interrupt = options.interrupt.clone();
+    let mut outcome = fit_once(experiment, options, device, events, Stage::Selection)?;
+    if !experiment.train.with_dev || outcome.interrupted || outcome.best_epoch == 0 {
+        return Ok(outcome);
+    }
+    let run = ModelDir::new(&experiment.train.output);
+    let consistency = run.read_meta()?.document.map(|d| d.consistency);
+    let mut second = experiment.clone();
+    second.train.with_dev = false;
+    second.train.epochs = outcome.best_epoch;
+    second.train.patience = outcome.best_epoch;
+    second.train.output = run.with_dev_dir();
+    events(FitEvent::TrainingWithDev {
+        epochs: outcome.best_epoch,
+        output: second.train.output.clone(),
+    });
+    let options = FitOptions {
+        resume: false,
+        overwrite: true,
+        interrupt,
+    };
+    let with_dev = fit_once(
+        &second,
+        options,
+        device,
+        events,
+        Stage::WithDev { consistency },
+    )?;
+    outcome.interrupted = with_dev.interrupted;
+    outcome.with_dev = Some(Box::new(with_dev));
+    Ok(outcome)
+}
+
+/// Which of `fit`'s trainings a run is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stage {
+    /// On train, the epoch chosen on dev.
+    Selection,
+    /// On train and dev, for a chosen number of epochs, keeping the last; a document-level
+    /// model keeps the consistency weight the selection run chose.
+    WithDev { consistency: Option<f64> },
+}
+
+fn fit_once(
+    experiment: &Experiment,
+    options: FitOptions,
+    device: &Device,
+    events: &mut dyn FnMut(FitEvent),
+    stage: Stage,
 ) -> Result<FitOutcome> {
     let data = &experiment.data;
     let train_config = &experiment.train;
@@ -167,7 +251,19 @@ pub fn fit(
     let file_scheme = data
         .scheme
         .unwrap_or_else(|| TagScheme::detect(train.sentences.iter().map(|s| s.tags.as_slice())));
-    let train = with_scheme(&train, data.train_scheme);
+    let mut train = with_scheme(&train, data.train_scheme);
+    if stage != Stage::Selection {
+        let after = train.sentences.last().map_or(0, |s| s.document + 1);
+        train.sentences.extend(
+            with_scheme(&dev, data.train_scheme)
+                .sentences
+                .into_iter()
+                .map(|mut sentence| {
+                    sentence.document += after;
+                    sentence
+                }),
+        );
+    }
 
     let (meta, vocab, state, vectors) = if options.resume {
         let (meta, vocab, state) = reopen_run(&run, experiment, &config_toml, events)?;
@@ -178,11 +274,19 @@ pub fn fit(
             dev: &dev,
             test: test.as_ref(),
         };
-        let (meta, vocab, vectors) = describe_run(experiment, &corpora, file_scheme, events)?;
+        let (mut meta, vocab, vectors) = describe_run(experiment, &corpora, file_scheme, events)?;
+        meta.trained_on_dev = stage != Stage::Selection;
         (meta, vocab, None, vectors)
     };
 
-    let encoded = vocab.encode_corpus(&train)?;
+    let context = data.context;
+    let documents = |corpus: &Corpus| match context {
+        Context::Sentence => Vec::new(),
+        Context::Document => corpus.documents(data.document_tokens),
+    };
+    let train_documents = documents(&train);
+    let mut encoded = vocab.encode_corpus(&train)?;
+    with_mention_casing(&mut encoded, &train, &train_documents);
     if !options.resume {
         // Every input has been read and checked: only now is a previous run replaced.
         run.check_new(options.overwrite)?;
@@ -191,10 +295,14 @@ pub fn fit(
         }
         run.write_description(&meta, &vocab, &config_toml)?;
     }
-    let dev_encoded = vocab.encode_corpus_words(&dev);
-    let test_set: Option<(Corpus, Vec<Encoded>)> = test.map(|corpus| {
-        let encoded = vocab.encode_corpus_words(&corpus);
-        (corpus, encoded)
+    let dev_documents = documents(&dev);
+    let mut dev_encoded = vocab.encode_corpus_words(&dev);
+    with_mention_casing(&mut dev_encoded, &dev, &dev_documents);
+    let test_set: Option<(Corpus, Vec<Encoded>, Vec<Range<usize>>)> = test.map(|corpus| {
+        let documents = documents(&corpus);
+        let mut encoded = vocab.encode_corpus_words(&corpus);
+        with_mention_casing(&mut encoded, &corpus, &documents);
+        (corpus, encoded, documents)
     });
     let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
     let train_tokens: usize = lengths.iter().sum();
@@ -373,6 +481,7 @@ pub fn fit(
                     history: state.history,
                     test: None,
                     interrupted: true,
+                    with_dev: None,
                 });
             }
         }
@@ -386,14 +495,17 @@ pub fn fit(
         model = trainer.with_trained_words(model);
         let valid = model.valid();
         let decoder = Decoder::new(&valid, &vocab, &meta, device);
-        let report = decoder.score(&dev, &dev_encoded, decode_options);
+        let report = decoder.score(&dev, &dev_encoded, &dev_documents, decode_options);
         let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
         let eval_seconds = eval_started.elapsed().as_secs_f64();
-        let test_f1 = test_set
-            .as_ref()
-            .map(|(corpus, encoded)| decoder.score(corpus, encoded, decode_options).f1());
+        let test_f1 = test_set.as_ref().map(|(corpus, encoded, documents)| {
+            decoder
+                .score(corpus, encoded, documents, decode_options)
+                .f1()
+        });
 
-        let best = dev_f1 > state.best_f1;
+        // Trained on dev, the last epoch is the one kept.
+        let best = dev_f1 > state.best_f1 || stage != Stage::Selection;
         if best {
             state.best_f1 = dev_f1;
             state.best_epoch = epoch + 1;
@@ -439,11 +551,62 @@ pub fn fit(
         weights: run.weights_file(),
     });
 
-    let test_report = match &test_set {
-        Some((test, encoded)) => {
-            let best = load_module(meta.model.init(meta.sizes, device), &run.weights_file())?;
-            let report =
-                Decoder::new(&best, &vocab, &meta, device).score(test, encoded, decode_options);
+    let mut meta = meta;
+    let mut decode_options = decode_options;
+    let best = if meta.document.is_some() || test_set.is_some() {
+        Some(load_module(
+            meta.model.init(meta.sizes, device),
+            &run.weights_file(),
+        )?)
+    } else {
+        None
+    };
+    if let (Stage::WithDev { consistency }, Some(document)) = (stage, meta.document.as_mut()) {
+        document.consistency = consistency.unwrap_or(0.0);
+        decode_options.consistency = document.consistency;
+        run.update_meta(&meta)?;
+    } else if let (Some(_), Some(best)) = (meta.document, &best) {
+        let decoder = Decoder::new(best, &vocab, &meta, device);
+        let scores: Vec<(f64, f64)> = CONSISTENCY_WEIGHTS
+            .iter()
+            .map(|&weight| {
+                let options = PredictOptions {
+                    consistency: weight,
+                    ..decode_options
+                };
+                let f1 = decoder
+                    .score(&dev, &dev_encoded, &dev_documents, options)
+                    .f1();
+                (weight, f1)
+            })
+            .collect();
+        // The smallest weight among the best: ties go to decoding sentences on their own.
+        let (weight, dev_f1) =
+            scores.iter().fold(
+                scores[0],
+                |best, &(w, f)| {
+                    if f > best.1 { (w, f) } else { best }
+                },
+            );
+        if let Some(document) = meta.document.as_mut() {
+            document.consistency = weight;
+        }
+        decode_options.consistency = weight;
+        run.update_meta(&meta)?;
+        events(FitEvent::ConsistencyChosen {
+            scores,
+            weight,
+            dev_f1,
+        });
+    }
+    let test_report = match (&test_set, &best) {
+        (Some((test, encoded, documents)), Some(best)) => {
+            let report = Decoder::new(best, &vocab, &meta, device).score(
+                test,
+                encoded,
+                documents,
+                decode_options,
+            );
             run.write_test_report(&report.to_json())?;
             events(FitEvent::TestScored {
                 path: test.path.clone(),
@@ -451,7 +614,7 @@ pub fn fit(
             });
             Some(report)
         }
-        None => None,
+        _ => None,
     };
     Ok(FitOutcome {
         best_epoch: state.best_epoch,
@@ -459,6 +622,7 @@ pub fn fit(
         history: state.history,
         test: test_report,
         interrupted: false,
+        with_dev: None,
     })
 }
 
@@ -615,6 +779,11 @@ fn describe_run(
         train_scheme: data.train_scheme,
         columns: data.columns(),
         max_word_len: data.max_word_len,
+        document: (data.context == Context::Document).then_some(DocumentContext {
+            max_tokens: data.document_tokens,
+            consistency: 0.0,
+        }),
+        trained_on_dev: false,
     };
     Ok((meta, vocab, vectors))
 }

@@ -29,7 +29,7 @@ use nertrain_data::{ColumnSpec, TagScheme, Vocabularies};
 use nertrain_model::{Tagger, TaggerConfig, VocabSizes};
 use serde::{Deserialize, Serialize};
 
-use crate::config::merge;
+use crate::config::{DocumentContext, merge};
 use crate::io::{
     PARTIAL, load_module, remove_if_present, save_module, with_suffix, write_atomic, write_synced,
 };
@@ -44,6 +44,8 @@ const METRICS: &str = "metrics.jsonl";
 const CURVES: &str = "curves.svg";
 const TEST_REPORT: &str = "test.json";
 const CHECKPOINT: &str = "checkpoint";
+/// The run trained on train and dev after this one (`train.with_dev`), a run directory itself.
+const WITH_DEV: &str = "with-dev";
 /// Inside a checkpoint: the loop state, the training model's weights, and the best epoch's
 /// weights when it is this one (its dev scores are `dev.json` there too).
 const STATE: &str = "state.json";
@@ -110,6 +112,13 @@ pub struct ModelMeta {
     pub train_scheme: TagScheme,
     pub columns: ColumnSpec,
     pub max_word_len: usize,
+    /// How a document-level model (`data.context = "document"`) reads and decodes documents;
+    /// absent for a sentence-level one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<DocumentContext>,
+    /// Trained on the dev set too (`train.with_dev`): its dev scores are not held out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trained_on_dev: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -130,6 +139,10 @@ impl ModelDir {
     }
     pub fn weights_file(&self) -> PathBuf {
         self.path.join(WEIGHTS)
+    }
+    /// Where `train.with_dev` trains on train and dev, after this run chose the epochs.
+    pub fn with_dev_dir(&self) -> PathBuf {
+        self.path.join(WITH_DEV)
     }
     pub fn config_file(&self) -> PathBuf {
         self.path.join(CONFIG)
@@ -200,6 +213,12 @@ impl ModelDir {
                 &self.path,
                 "not a nertrain run directory; not deleting anything in it",
             ));
+        }
+        let with_dev = ModelDir::new(self.with_dev_dir());
+        if with_dev.is_run() {
+            with_dev.clear()?;
+            // Left in place when it holds files of other programs.
+            let _ = std::fs::remove_dir(&with_dev.path);
         }
         // The description goes last: until then the directory is still recognisably a run.
         for name in RUN_FILES.iter().rev() {
@@ -380,6 +399,14 @@ impl ModelDir {
         )?;
         write_atomic(&self.vocab_file(), serde_json::to_string(vocab)?.as_bytes())?;
         write_atomic(&self.config_file(), config_toml.as_bytes())
+    }
+
+    /// Rewrites the model description alone (the decoding settings chosen after training).
+    pub fn update_meta(&self, meta: &ModelMeta) -> Result<()> {
+        write_atomic(
+            &self.meta_file(),
+            serde_json::to_string_pretty(meta)?.as_bytes(),
+        )
     }
 
     pub fn read_meta(&self) -> Result<ModelMeta> {

@@ -2,22 +2,24 @@
 //! n-best paths, entity confidences and token marginals), tags converted back to the files'
 //! scheme, and conlleval scoring against gold tags.
 
+use std::collections::HashMap;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Mutex;
 
 use burn::module::Module;
-use burn::tensor::Device;
+use burn::tensor::{Device, Tensor, TensorData};
 use nertrain_data::{
-    Batch, BatchPlan, Corpus, Encoded, Report, Scorer, TagScheme, Vocabularies, convert_tags,
-    parse_tag, spans,
+    Batch, BatchPlan, Casing, Corpus, DEFAULT_DOCUMENT_TOKENS, Encoded, Report, Scorer, TagScheme,
+    Vocabularies, convert_tags, document_pieces, parse_tag, set_mention_casing, spans,
 };
-use nertrain_model::crf::{host, host_emissions};
+use nertrain_model::crf::{Potentials, host, host_emissions};
 use nertrain_model::{BatchTensors, Constraints, Tagger, WordGates};
 
 use crate::{ModelDir, ModelMeta, Result};
 
 /// What to compute besides the best path.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PredictOptions {
     /// Decode only well-formed tag sequences of the training scheme.
     pub constrained: bool,
@@ -28,6 +30,9 @@ pub struct PredictOptions {
     /// How many best paths to return (1: just the best).
     pub nbest: usize,
     pub batch_size: usize,
+    /// How strongly other mentions in the document pull a word's prediction
+    /// ([`DocumentContext::consistency`](crate::config::DocumentContext)); 0: not at all.
+    pub consistency: f64,
 }
 
 impl Default for PredictOptions {
@@ -38,6 +43,7 @@ impl Default for PredictOptions {
             marginals: false,
             nbest: 1,
             batch_size: 100,
+            consistency: 0.0,
         }
     }
 }
@@ -55,6 +61,28 @@ pub struct Prediction {
     pub marginals: Vec<Vec<f64>>,
     /// With `nbest > 1`: the best paths, best first, with their probabilities.
     pub nbest: Vec<(Vec<String>, f64)>,
+}
+
+/// With document consistency, documents are decoded in groups of about this many tokens.
+const DECODE_GROUP_TOKENS: usize = 1 << 16;
+
+/// Consecutive documents in groups of at least `max_tokens` tokens, except the last.
+fn document_groups(
+    documents: &[Range<usize>],
+    lengths: &[usize],
+    max_tokens: usize,
+) -> Vec<Vec<Range<usize>>> {
+    let mut groups = vec![Vec::new()];
+    let mut tokens = 0;
+    for document in documents {
+        if tokens >= max_tokens {
+            groups.push(Vec::new());
+            tokens = 0;
+        }
+        tokens += lengths[document.clone()].iter().sum::<usize>();
+        groups.last_mut().expect("a group").push(document.clone());
+    }
+    groups
 }
 
 /// A decoding batch holds at most this many tokens, padding included, so that long sentences
@@ -92,7 +120,15 @@ impl<'a> Decoder<'a> {
     }
 
     /// Decodes encoded sentences in length-sorted batches; predictions come back in input order.
-    pub fn decode(&self, sentences: &[Encoded], options: PredictOptions) -> Vec<Prediction> {
+    /// `documents` are consecutive ranges of `sentences` read together, used when
+    /// `options.consistency` is not 0: a capitalised word's emission scores are then pulled
+    /// towards the class the model gives its other mentions in the document.
+    pub fn decode(
+        &self,
+        sentences: &[Encoded],
+        documents: &[Range<usize>],
+        options: PredictOptions,
+    ) -> Vec<Prediction> {
         let constraints = options
             .constrained
             .then(|| Constraints::for_scheme(self.vocab.tags.items(), self.train_scheme));
@@ -100,85 +136,268 @@ impl<'a> Decoder<'a> {
         // The best path alone is decoded on the host: at 9 tags it is cheaper than even one step
         // of the tensor recursion, whatever the backend. n-best paths come from the tensor version.
         let host_potentials = potentials.to_host();
-        let k = self.vocab.tags.len();
-
         let lengths: Vec<usize> = sentences.iter().map(Encoded::len).collect();
         let mut predictions = vec![Prediction::default(); sentences.len()];
-        for indices in BatchPlan::sorted(&lengths, options.batch_size, MAX_BATCH_TOKENS).batches {
-            let nonempty: Vec<usize> = indices.into_iter().filter(|&i| lengths[i] > 0).collect();
-            if nonempty.is_empty() {
-                continue;
-            }
-            let batch = Batch::new(sentences, nonempty, self.max_word_len);
-            let inputs = BatchTensors::new(&batch, self.device);
-            let emissions = {
-                let mut cache = self.word_gates.lock().expect("no panic while held");
-                self.model.emissions_with_cache(&inputs, &mut cache)
-            };
-            let host_emissions = host_emissions(emissions.clone(), &inputs.lengths);
-            let nbest = (options.nbest > 1).then(|| {
-                potentials.nbest(
-                    emissions,
-                    inputs.mask.clone(),
-                    &inputs.lengths,
-                    options.nbest,
-                )
-            });
-            let p = &host_potentials;
-            for (row, (&i, emissions)) in batch.indices.iter().zip(&host_emissions).enumerate() {
-                let (best_path, score) = host::viterbi(p, emissions);
-                let tags = self.tags_of(&best_path);
-                let mut prediction = Prediction {
-                    tags: convert_tags(&tags, self.output_scheme),
-                    score: score as f32,
-                    ..Default::default()
-                };
-                if options.confidence || options.marginals || nbest.is_some() {
-                    let fb = host::ForwardBackward::new(p, emissions);
-                    if options.confidence {
-                        prediction.confidences = spans(&tags)
-                            .iter()
-                            .map(|span| {
-                                let continues = format!("I-{}", span.label);
-                                let may_follow = |j: usize| {
-                                    self.train_scheme == TagScheme::Iobes
-                                        || self.vocab.tags.item(j) != continues
-                                };
-                                fb.segment_probability(
-                                    p,
-                                    emissions,
-                                    span.start,
-                                    &best_path[span.start..span.end],
-                                    may_follow,
-                                )
-                            })
-                            .collect();
-                    }
-                    if options.marginals {
-                        prediction.marginals = (0..lengths[i])
-                            .map(|t| (0..k).map(|tag| fb.marginal(t, tag)).collect())
-                            .collect();
-                    }
-                    if let Some(nbest) = &nbest {
-                        prediction.nbest = nbest[row]
-                            .iter()
-                            .map(|(path, score)| {
-                                let tags = convert_tags(&self.tags_of(path), self.output_scheme);
-                                (tags, (f64::from(*score) - fb.log_z).exp())
-                            })
-                            .collect();
-                    }
-                }
+        let mut finish = |indices: &[usize], emissions: &[Vec<f64>]| {
+            let decoded = self.predictions(
+                &potentials,
+                &host_potentials,
+                indices.iter().map(|&i| lengths[i]).collect(),
+                emissions,
+                options,
+            );
+            for (&i, prediction) in indices.iter().zip(decoded) {
                 predictions[i] = prediction;
+            }
+        };
+        if options.consistency == 0.0 {
+            for indices in self.batches(&lengths, (0..sentences.len()).collect(), options) {
+                finish(&indices, &self.emissions(sentences, &indices));
+            }
+            return predictions;
+        }
+        // Documents are decoded in groups of bounded size: every emission of a group is held
+        // until its documents have been seen whole.
+        for group in document_groups(documents, &lengths, DECODE_GROUP_TOKENS) {
+            let members: Vec<usize> = group.iter().flat_map(|d| d.clone()).collect();
+            let batches = self.batches(&lengths, members, options);
+            let mut emissions: HashMap<usize, Vec<f64>> = HashMap::new();
+            for indices in &batches {
+                emissions.extend(
+                    indices
+                        .iter()
+                        .copied()
+                        .zip(self.emissions(sentences, indices)),
+                );
+            }
+            for document in group {
+                self.pull_towards_other_mentions(
+                    &host_potentials,
+                    sentences,
+                    document.clone(),
+                    &mut emissions,
+                    options.consistency,
+                );
+            }
+            for indices in &batches {
+                let batch: Vec<Vec<f64>> = indices
+                    .iter()
+                    .map(|i| emissions.remove(i).expect("every member decoded"))
+                    .collect();
+                finish(indices, &batch);
             }
         }
         predictions
     }
 
+    /// The decoding batches of the sentences `members`, empty ones left out.
+    fn batches(
+        &self,
+        lengths: &[usize],
+        members: Vec<usize>,
+        options: PredictOptions,
+    ) -> Vec<Vec<usize>> {
+        let member_lengths: Vec<usize> = members.iter().map(|&i| lengths[i]).collect();
+        BatchPlan::sorted(&member_lengths, options.batch_size, MAX_BATCH_TOKENS)
+            .batches
+            .into_iter()
+            .map(|batch| {
+                batch
+                    .into_iter()
+                    .map(|j| members[j])
+                    .filter(|&i| lengths[i] > 0)
+                    .collect::<Vec<usize>>()
+            })
+            .filter(|batch| !batch.is_empty())
+            .collect()
+    }
+
+    /// The emissions of `sentences[i]` for each of `indices`, on the host, `[length * tags]` each.
+    fn emissions(&self, sentences: &[Encoded], indices: &[usize]) -> Vec<Vec<f64>> {
+        let batch = Batch::new(sentences, indices.to_vec(), self.max_word_len);
+        let inputs = BatchTensors::new(&batch, self.device);
+        let emissions = {
+            let mut cache = self.word_gates.lock().expect("no panic while held");
+            self.model.emissions_with_cache(&inputs, &mut cache)
+        };
+        host_emissions(emissions, &inputs.lengths)
+    }
+
+    /// Best paths, and what `options` asks for besides, from each sentence's emissions.
+    fn predictions(
+        &self,
+        potentials: &Potentials,
+        p: &host::Potentials,
+        lengths: Vec<usize>,
+        emissions: &[Vec<f64>],
+        options: PredictOptions,
+    ) -> Vec<Prediction> {
+        let k = self.vocab.tags.len();
+        let nbest = (options.nbest > 1).then(|| {
+            let time = lengths.iter().copied().max().unwrap_or(0);
+            let mut padded = vec![0.0f32; lengths.len() * time * k];
+            let mut mask = vec![0.0f32; lengths.len() * time];
+            for (b, (values, &length)) in emissions.iter().zip(&lengths).enumerate() {
+                for (slot, &v) in padded[b * time * k..].iter_mut().zip(values) {
+                    *slot = v as f32;
+                }
+                mask[b * time..b * time + length].fill(1.0);
+            }
+            potentials.nbest(
+                Tensor::from_data(
+                    TensorData::new(padded, [lengths.len(), time, k]),
+                    self.device,
+                ),
+                Tensor::from_data(TensorData::new(mask, [lengths.len(), time]), self.device),
+                &lengths,
+                options.nbest,
+            )
+        });
+        let mut predictions = Vec::with_capacity(lengths.len());
+        for (row, emissions) in emissions.iter().enumerate() {
+            let (best_path, score) = host::viterbi(p, emissions);
+            let tags = self.tags_of(&best_path);
+            let mut prediction = Prediction {
+                tags: convert_tags(&tags, self.output_scheme),
+                score: score as f32,
+                ..Default::default()
+            };
+            if options.confidence || options.marginals || nbest.is_some() {
+                let fb = host::ForwardBackward::new(p, emissions);
+                if options.confidence {
+                    prediction.confidences = spans(&tags)
+                        .iter()
+                        .map(|span| {
+                            let continues = format!("I-{}", span.label);
+                            let may_follow = |j: usize| {
+                                self.train_scheme == TagScheme::Iobes
+                                    || self.vocab.tags.item(j) != continues
+                            };
+                            fb.segment_probability(
+                                p,
+                                emissions,
+                                span.start,
+                                &best_path[span.start..span.end],
+                                may_follow,
+                            )
+                        })
+                        .collect();
+                }
+                if options.marginals {
+                    prediction.marginals = (0..lengths[row])
+                        .map(|t| (0..k).map(|tag| fb.marginal(t, tag)).collect())
+                        .collect();
+                }
+                if let Some(nbest) = &nbest {
+                    prediction.nbest = nbest[row]
+                        .iter()
+                        .map(|(path, score)| {
+                            let tags = convert_tags(&self.tags_of(path), self.output_scheme);
+                            (tags, (f64::from(*score) - fb.log_z).exp())
+                        })
+                        .collect();
+                }
+            }
+            predictions.push(prediction);
+        }
+        predictions
+    }
+
+    /// Adds to the emission scores of each capitalised word mentioned more than once in
+    /// `document` `weight` times the class probabilities (O or an entity type, from the
+    /// marginals) of all its mentions, averaged with more weight to the more confident ones, so
+    /// that "Kovacs" alone leans to the type that "Anna Kovacs" has.
+    fn pull_towards_other_mentions(
+        &self,
+        p: &host::Potentials,
+        sentences: &[Encoded],
+        document: Range<usize>,
+        emissions: &mut HashMap<usize, Vec<f64>>,
+        weight: f64,
+    ) {
+        let k = self.vocab.tags.len();
+        let types = entity_types(self.vocab.tags.items());
+        let class_of: Vec<usize> = self
+            .vocab
+            .tags
+            .items()
+            .iter()
+            .map(|tag| {
+                parse_tag(tag).map_or(0, |(_, label)| {
+                    1 + types
+                        .iter()
+                        .position(|t| t == label)
+                        .expect("a type of the tags")
+                })
+            })
+            .collect();
+        let classes = 1 + types.len();
+        let capitalized = [Casing::InitialUpper.id(), Casing::AllUpper.id()];
+        // Each capitalised mention: (sentence, position, key, class probabilities).
+        let mut mentions: Vec<(usize, usize, String, Vec<f64>)> = Vec::new();
+        for i in document {
+            let Some(values) = emissions.get(&i) else {
+                continue;
+            };
+            let sentence = &sentences[i];
+            let mut fb = None;
+            for t in 0..sentence.len() {
+                if !capitalized.contains(&sentence.casing[t]) {
+                    continue;
+                }
+                let fb = fb.get_or_insert_with(|| host::ForwardBackward::new(p, values));
+                let mut probabilities = vec![0.0; classes];
+                for tag in 0..k {
+                    probabilities[class_of[tag]] += fb.marginal(t, tag);
+                }
+                let key: String = sentence.chars[t]
+                    .iter()
+                    .map(|&c| self.vocab.chars.item(c))
+                    .collect::<String>()
+                    .to_lowercase();
+                mentions.push((i, t, key, probabilities));
+            }
+        }
+        // Per word: its mentions' class probabilities summed, each weighted by its confidence
+        // (its most probable class's probability), so that a clear mention outweighs unclear
+        // ones and two mentions do not merely swap their classes.
+        let mut totals: HashMap<&str, (Vec<f64>, f64, usize)> = HashMap::new();
+        for (_, _, key, probabilities) in &mentions {
+            let (sum, weights, count) = totals
+                .entry(key.as_str())
+                .or_insert_with(|| (vec![0.0; classes], 0.0, 0));
+            let confidence = probabilities.iter().copied().fold(0.0, f64::max);
+            sum.iter_mut()
+                .zip(probabilities)
+                .for_each(|(s, q)| *s += confidence * q);
+            *weights += confidence;
+            *count += 1;
+        }
+        let pulls: Vec<(usize, usize, Vec<f64>)> = mentions
+            .iter()
+            .filter_map(|(i, t, key, _)| {
+                let (sum, weights, count) = &totals[key.as_str()];
+                (*count > 1).then(|| (*i, *t, sum.iter().map(|s| weight * s / weights).collect()))
+            })
+            .collect();
+        for (i, t, pull) in pulls {
+            let values = emissions.get_mut(&i).expect("a decoded sentence");
+            for tag in 0..k {
+                values[t * k + tag] += pull[class_of[tag]];
+            }
+        }
+    }
+
     /// Decodes a tagged corpus and scores the predictions against its gold tags.
-    pub fn score(&self, gold: &Corpus, encoded: &[Encoded], options: PredictOptions) -> Report {
+    pub fn score(
+        &self,
+        gold: &Corpus,
+        encoded: &[Encoded],
+        documents: &[Range<usize>],
+        options: PredictOptions,
+    ) -> Report {
         let predicted: Vec<Vec<String>> = self
-            .decode(encoded, options)
+            .decode(encoded, documents, options)
             .into_iter()
             .map(|p| p.tags)
             .collect();
@@ -267,20 +486,61 @@ impl Predictor {
     pub fn default_options(&self) -> PredictOptions {
         PredictOptions {
             constrained: self.meta.crf.constrained_decoding,
+            consistency: self.meta.document.map_or(0.0, |d| d.consistency),
             ..PredictOptions::default()
         }
     }
 
+    /// Whether the model reads documents, not sentences alone.
+    pub fn reads_documents(&self) -> bool {
+        self.meta.document.is_some()
+    }
+
+    /// Predicts `sentences`; `documents` are consecutive ranges of them read together (one
+    /// range per sentence, or none, for a sentence-level reading). A document-level model reads
+    /// them in pieces of at most its `max_tokens`.
     pub fn predict<S: AsRef<str>>(
         &self,
         sentences: &[Vec<S>],
+        documents: &[Range<usize>],
         options: PredictOptions,
     ) -> Vec<Prediction> {
-        let encoded: Vec<Encoded> = sentences
+        let mut encoded: Vec<Encoded> = sentences
             .iter()
             .map(|words| self.vocab.encode_words(words))
             .collect();
-        self.decoder().decode(&encoded, options)
+        let pieces = self.document_pieces(sentences, documents);
+        if self.reads_documents() {
+            let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
+            set_mention_casing(&mut encoded, &words, &pieces);
+        }
+        self.decoder().decode(&encoded, &pieces, options)
+    }
+
+    /// `documents` cut into the pieces the model reads.
+    fn document_pieces<S>(
+        &self,
+        sentences: &[Vec<S>],
+        documents: &[Range<usize>],
+    ) -> Vec<Range<usize>> {
+        let max_tokens = self
+            .meta
+            .document
+            .map_or(DEFAULT_DOCUMENT_TOKENS, |d| d.max_tokens);
+        let mut document_of = vec![usize::MAX; sentences.len()];
+        for (d, range) in documents.iter().enumerate() {
+            document_of[range.clone()].fill(d);
+        }
+        // Sentences outside every range are documents alone.
+        let mut next = documents.len();
+        for d in &mut document_of {
+            if *d == usize::MAX {
+                *d = next;
+                next += 1;
+            }
+        }
+        let lengths: Vec<usize> = sentences.iter().map(Vec::len).collect();
+        document_pieces(&document_of, &lengths, max_tokens)
     }
 
     pub fn decoder(&self) -> Decoder<'_> {

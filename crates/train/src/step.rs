@@ -179,6 +179,7 @@ mod tests {
             words: words.to_vec(),
             chars: words.iter().map(|&w| vec![w % 5; 2]).collect(),
             casing: words.iter().map(|&w| w % Casing::COUNT).collect(),
+            mentions: vec![1; words.len()],
             tags: tags.to_vec(),
         }
     }
