@@ -377,8 +377,13 @@ fn fit_once(
     }
 
     events(FitEvent::Info(format!(
-        "train {}: {} sentences, {} tokens; dev {}: {} sentences; {} words, {} chars, {} tags ({} scheme, trained as {})",
+        "train {}{}: {} sentences, {} tokens; dev {}: {} sentences; {} words, {} chars, {} tags ({} scheme, trained as {})",
         train.path.display(),
+        if stage == Stage::Selection {
+            String::new()
+        } else {
+            format!(" + dev {}", dev.path.display())
+        },
         train.sentences.len(),
         train_tokens,
         dev.path.display(),
@@ -652,7 +657,7 @@ fn reopen_run(
             &run.path,
             format!(
                 "cannot resume: {} differ{} from the run's experiment ({}); only train.epochs, \
-                 train.patience and train.output may change",
+                 train.patience, train.output and train.with_dev may change",
                 differing.join(", "),
                 if differing.len() == 1 { "s" } else { "" },
                 run.config_file().display()
@@ -795,6 +800,7 @@ fn differing_settings(recorded: &Experiment, requested: &Experiment) -> Vec<Stri
     recorded.train.epochs = requested.train.epochs;
     recorded.train.patience = requested.train.patience;
     recorded.train.output = requested.train.output.clone();
+    recorded.train.with_dev = requested.train.with_dev;
     let as_json = |e: &Experiment| serde_json::to_value(e).unwrap_or_default();
     let (recorded, requested) = (as_json(&recorded), as_json(requested));
     let mut differing = Vec::new();
