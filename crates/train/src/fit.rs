@@ -151,7 +151,7 @@ pub fn read_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus> {
 }
 
 /// The document consistency weights tried on dev when a document-level run ends.
-const CONSISTENCY_WEIGHTS: [f64; 6] = [0.0, 0.5, 1.0, 2.0, 4.0, 8.0];
+const CONSISTENCY_WEIGHTS: [f64; 7] = [0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0];
 
 /// Sets the mention casing of `encoded` (`corpus`'s sentences) from `documents`, when reading
 /// documents.
