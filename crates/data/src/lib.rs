@@ -21,8 +21,8 @@ pub use conll::{ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, r
 pub use context::{DEFAULT_DOCUMENT_TOKENS, MentionCasing, document_pieces, set_mention_casing};
 pub use error::DataError;
 pub use scheme::{
-    Span, TagScheme, check_tag, convert_tags, first_malformed, parse_tag, render_spans, spans,
-    transition_allowed,
+    Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,
+    render_spans, spans, transition_allowed,
 };
 pub use score::{ChunkCounts, Confusion, Report, Scorer, TypeScore};
 pub use vectors::{Vectors, parse_vectors, read_vectors};

@@ -175,6 +175,12 @@ pub(crate) fn end_of_chunk(previous: Tag, current: Tag) -> bool {
         || previous.closes
 }
 
+/// Whether an entity whose last tag is `previous` ends before a token tagged `next` (rather
+/// than `next` continuing it): the chunk definition's own rule, for any scheme.
+pub fn ends_before(previous: &str, next: &str) -> bool {
+    end_of_chunk(Tag::parse(previous), Tag::parse(next))
+}
+
 /// conlleval's `startOfChunk`: whether a chunk starts at `current`.
 pub(crate) fn start_of_chunk(previous: Tag, current: Tag) -> bool {
     let (p, t) = (previous.prefix, current.prefix);
@@ -282,6 +288,23 @@ pub fn convert_tags<S: AsRef<str>>(tags: &[S], scheme: TagScheme) -> Vec<String>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_entity_ends_before_any_tag_that_does_not_continue_it() {
+        for (previous, next, ends) in [
+            ("B-PER", "I-PER", false),
+            ("I-PER", "I-PER", false),
+            ("I-PER", "B-PER", true),
+            ("I-PER", "I-LOC", true),
+            ("I-PER", "O", true),
+            ("B-PER", "E-PER", false),
+            ("E-PER", "I-PER", true),
+            ("S-PER", "E-PER", true),
+            ("S-PER", "O", true),
+        ] {
+            assert_eq!(ends_before(previous, next), ends, "{previous} {next}");
+        }
+    }
 
     fn tags(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()

@@ -221,6 +221,12 @@ fn path_score_equals_the_sum_along_the_path() {
                 (got - want).abs() < 1e-4 * want.abs().max(1.0),
                 "{got} vs {want}"
             );
+            // The host version, in f64 throughout, to rounding.
+            let host = host::path_score(&p.host(), &p.emissions_of(b), &p.gold(b));
+            assert!(
+                (host - want).abs() < 1e-9 * want.abs().max(1.0),
+                "{host} vs {want}"
+            );
         }
     }
 }

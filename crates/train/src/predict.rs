@@ -11,7 +11,7 @@ use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
 use nertrain_data::{
     Batch, BatchPlan, Casing, Corpus, DEFAULT_DOCUMENT_TOKENS, Encoded, Report, Scorer, TagScheme,
-    Vocabularies, convert_tags, document_pieces, parse_tag, set_mention_casing, spans,
+    Vocabularies, convert_tags, document_pieces, ends_before, parse_tag, set_mention_casing, spans,
 };
 use nertrain_model::crf::{Potentials, host, host_emissions};
 use nertrain_model::{BatchTensors, Constraints, Tagger, WordGates};
@@ -268,11 +268,8 @@ impl<'a> Decoder<'a> {
                     prediction.confidences = spans(&tags)
                         .iter()
                         .map(|span| {
-                            let continues = format!("I-{}", span.label);
-                            let may_follow = |j: usize| {
-                                self.train_scheme == TagScheme::Iobes
-                                    || self.vocab.tags.item(j) != continues
-                            };
+                            let last = self.vocab.tags.item(best_path[span.end - 1]);
+                            let may_follow = |j: usize| ends_before(last, self.vocab.tags.item(j));
                             fb.segment_probability(
                                 p,
                                 emissions,
@@ -291,9 +288,11 @@ impl<'a> Decoder<'a> {
                 if let Some(nbest) = &nbest {
                     prediction.nbest = nbest[row]
                         .iter()
-                        .map(|(path, score)| {
+                        .map(|(path, _)| {
+                            // The path's score again in f64, in the precision of log Z.
+                            let score = host::path_score(p, emissions, path);
                             let tags = convert_tags(&self.tags_of(path), self.output_scheme);
-                            (tags, (f64::from(*score) - fb.log_z).exp())
+                            (tags, (score - fb.log_z).exp())
                         })
                         .collect();
                 }

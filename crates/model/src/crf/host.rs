@@ -48,6 +48,23 @@ pub fn viterbi(p: &Potentials, emissions: &[f64]) -> (Vec<usize>, f64) {
     (path, best)
 }
 
+/// The score of `path` (start, emissions, transitions and end), in f64: with
+/// [`ForwardBackward::log_z`] of the same emissions, its probability.
+pub fn path_score(p: &Potentials, emissions: &[f64], path: &[usize]) -> f64 {
+    let k = p.k;
+    let (Some(&first), Some(&last)) = (path.first(), path.last()) else {
+        return 0.0;
+    };
+    let mut score = p.start[first] + p.end[last];
+    for (t, &tag) in path.iter().enumerate() {
+        score += emissions[t * k + tag];
+        if t > 0 {
+            score += p.transitions[path[t - 1] * k + tag];
+        }
+    }
+    score
+}
+
 /// Forward and backward log-scores of one sentence, `[t * k + tag]`.
 #[derive(Debug, Clone)]
 pub struct ForwardBackward {
