@@ -154,14 +154,19 @@ const CHUNK_BYTES: usize = 1 << 20;
 const MAX_WORDS: usize = 250;
 
 /// The pieces a text's words are tagged in: one, unless there are more than [`MAX_WORDS`]; or,
-/// for a model that reads documents (`sentences`), one per sentence, as it was trained.
+/// for a model that reads documents (`sentences`), one per sentence (ended by `.`, `!` or `?`,
+/// a space and a word that does not start in lower case), as it was trained.
 fn pieces(words: &[Word], sentences: bool) -> Vec<Range<usize>> {
     let mut pieces = Vec::new();
     let mut start = 0;
     let ends_sentence = |w: &Word| matches!(w.text.as_str(), "." | "!" | "?");
     if sentences {
         for (i, word) in words.iter().enumerate() {
-            if ends_sentence(word) || i + 1 - start == MAX_WORDS {
+            // A stop, then a space and no lower-case letter: not the dots of `U.S. in` or `3.5`.
+            let spaced = words.get(i + 1).is_none_or(|next| {
+                next.start > word.end && !next.text.starts_with(char::is_lowercase)
+            });
+            if (ends_sentence(word) && spaced) || i + 1 - start == MAX_WORDS {
                 pieces.push(start..i + 1);
                 start = i + 1;
             }
@@ -443,4 +448,43 @@ pub fn is_broken_pipe(error: &(dyn std::error::Error + 'static)) -> bool {
         current = e.source();
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece_texts(text: &str, sentences: bool) -> Vec<String> {
+        let words = split_words(text).unwrap();
+        pieces(&words, sentences)
+            .into_iter()
+            .map(|piece| {
+                let texts: Vec<&str> = words[piece].iter().map(|w| w.text.as_str()).collect();
+                texts.join(" ")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_document_is_read_sentence_by_sentence() {
+        let text = "Kovacs moved to the U.S. in 2001, paid $3.5 million. Kovacs said so! Why?";
+        assert_eq!(
+            piece_texts(text, true),
+            [
+                "Kovacs moved to the U . S . in 2001 , paid $ 3 . 5 million .",
+                "Kovacs said so !",
+                "Why ?"
+            ]
+        );
+        assert_eq!(
+            piece_texts(text, false).len(),
+            1,
+            "a short text is one piece"
+        );
+        assert_eq!(
+            piece_texts("", true),
+            [""],
+            "an empty text is one empty piece"
+        );
+    }
 }
