@@ -4,16 +4,14 @@
 
 mod backend;
 mod bench;
-mod clip;
 pub mod config;
 mod curves;
 mod error;
 mod fit;
 mod io;
 mod model_dir;
+mod optim;
 mod predict;
-mod sparse_adam;
-mod sparse_words;
 mod step;
 
 pub use backend::Backend;

@@ -1,6 +1,6 @@
 //! One training step, the same for `fit` and `bench`: forward, backward, global-norm clipping,
 //! and SGD with momentum or Adam: Burn's optimiser for every parameter but the word embedding,
-//! whose update is row-sparse on the host ([`SparseWords`], [`SparseAdam`]).
+//! whose update is row-sparse on the host ([`RowSparse`]).
 use burn::module::Param;
 use burn::optim::momentum::MomentumConfig;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
@@ -9,21 +9,16 @@ use nertrain_data::Batch;
 use nertrain_model::{BatchTensors, Constraints, Reduction, Tagger};
 
 use crate::Result;
-use crate::clip::{clip_factor, scale, squared_norm};
 use crate::config::{Optimizer, UpdateRule};
 use crate::model_dir::TrainerFiles;
-use crate::sparse_adam::SparseAdam;
-use crate::sparse_words::{RowGradient, SparseWords};
-
-/// The word embedding's row-sparse update, of the same rule as the other parameters'.
-enum WordUpdate {
-    Momentum(SparseWords),
-    Adam(SparseAdam),
-}
+use crate::optim::clip::{clip_factor, scale, squared_norm};
+use crate::optim::{RowGradient, RowSparse, SparseAdam, SparseMomentum};
 
 pub struct Trainer {
     optimizer: ModuleOptimizer,
-    words: WordUpdate,
+    /// The word table's update, of the same rule as the other parameters'; it holds the table
+    /// as trained.
+    words: Box<dyn RowSparse>,
     dim: usize,
     clip_norm: f64,
     reduction: Reduction,
@@ -41,7 +36,7 @@ impl Trainer {
     ) -> Self {
         let [_, dim] = model.words.weight.dims();
         let table: Vec<f32> = model.words.weight.val().into_data().iter::<f32>().collect();
-        let (optimizer, words) = match rule.optimizer {
+        let (optimizer, words): (_, Box<dyn RowSparse>) = match rule.optimizer {
             Optimizer::Sgd => (
                 SgdConfig::new()
                     .with_momentum(Some(
@@ -50,7 +45,7 @@ impl Trainer {
                             .with_dampening(0.0),
                     ))
                     .init(),
-                WordUpdate::Momentum(SparseWords::new(table, dim, rule.momentum)),
+                Box::new(SparseMomentum::new(table, dim, rule.momentum)),
             ),
             Optimizer::Adam => (
                 AdamConfig::new()
@@ -58,7 +53,7 @@ impl Trainer {
                     .with_beta_2(rule.betas.1 as f32)
                     .with_epsilon(rule.epsilon as f32)
                     .init(),
-                WordUpdate::Adam(SparseAdam::new(table, dim, rule.betas, rule.epsilon)),
+                Box::new(SparseAdam::new(table, dim, rule.betas, rule.epsilon)),
             ),
         };
         Self {
@@ -82,10 +77,8 @@ impl Trainer {
     ) -> (Tagger, f64) {
         let inputs = BatchTensors::new(batch, device);
         let dim = self.dim;
-        let looked_up = match &mut self.words {
-            WordUpdate::Momentum(words) => words.lookup(&batch.words, lr),
-            WordUpdate::Adam(words) => words.lookup(&batch.words, lr),
-        };
+        self.words.set_learning_rate(lr);
+        let looked_up = self.words.lookup(&batch.words);
         let word_vectors = Tensor::<3>::from_data(
             TensorData::new(looked_up, [batch.size(), batch.max_len, dim]),
             device,
@@ -115,10 +108,7 @@ impl Trainer {
         if factor < 1.0 {
             scale(&model, &mut grads, factor);
         }
-        match &mut self.words {
-            WordUpdate::Momentum(words) => words.step(&word_gradient, factor),
-            WordUpdate::Adam(words) => words.step(&word_gradient, factor),
-        }
+        self.words.step(&word_gradient, factor);
         (self.optimizer.step(lr, model, grads), value)
     }
 
@@ -126,11 +116,7 @@ impl Trainer {
     /// saving it.
     pub fn with_trained_words(&self, mut model: Tagger) -> Tagger {
         let [rows, dim] = model.words.weight.dims();
-        let table = match &self.words {
-            WordUpdate::Momentum(words) => words.current().0,
-            WordUpdate::Adam(words) => words.table().to_vec(),
-        };
-        let table = TensorData::new(table, [rows, dim]);
+        let table = TensorData::new(self.words.table(), [rows, dim]);
         let device = model.words.weight.device();
         let id = model.words.weight.id;
         model.words.weight = Param::initialized(id, Tensor::from_data(table, &device));
@@ -145,10 +131,7 @@ impl Trainer {
                 files.optimizer.display()
             )
         })?;
-        match &self.words {
-            WordUpdate::Momentum(words) => words.save(&files.words),
-            WordUpdate::Adam(words) => words.save(&files.words),
-        }
+        self.words.save(&files.words)
     }
 
     /// Reads the optimiser's state back from a checkpoint.
@@ -160,10 +143,7 @@ impl Trainer {
                 files.optimizer.display()
             )
         })?;
-        match &mut self.words {
-            WordUpdate::Momentum(words) => words.load(&files.words),
-            WordUpdate::Adam(words) => words.load(&files.words),
-        }
+        self.words.load(&files.words)
     }
 }
 

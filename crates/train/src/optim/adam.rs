@@ -5,8 +5,8 @@
 
 use std::path::Path;
 
+use super::{RowGradient, RowSparse, read_state, u64_at};
 use crate::Result;
-use crate::sparse_words::{RowGradient, read_state, u64_at};
 
 #[derive(Debug, Clone)]
 pub struct SparseAdam {
@@ -39,18 +39,8 @@ impl SparseAdam {
         }
     }
 
-    /// The vectors of `ids`, `[ids, dim]` row-major; `lr` is the rate of the next step.
-    pub fn lookup(&mut self, ids: &[i64], lr: f64) -> Vec<f32> {
-        self.lr = lr;
-        let dim = self.dim;
-        ids.iter()
-            .flat_map(|&id| &self.table[id as usize * dim..(id as usize + 1) * dim])
-            .copied()
-            .collect()
-    }
-
     /// One Adam step on the touched rows, with the gradient times `scale`.
-    pub fn step(&mut self, gradient: &RowGradient, scale: f64) {
+    fn adam_step(&mut self, gradient: &RowGradient, scale: f64) {
         self.steps += 1;
         let t = self.steps.min(i32::MAX as u64) as i32;
         let (beta_1, beta_2) = self.betas;
@@ -73,14 +63,9 @@ impl SparseAdam {
         }
     }
 
-    /// The whole table, `[words, dim]`.
-    pub fn table(&self) -> &[f32] {
-        &self.table
-    }
-
     /// Writes the whole state to `path`: little-endian `u64` rows, dimension and steps, the
     /// `f64` learning rate, then the table's and the two moments' `f32`s.
-    pub fn save(&self, path: &Path) -> Result<()> {
+    fn save_state(&self, path: &Path) -> Result<()> {
         let rows = self.table.len() / self.dim;
         let mut bytes = Vec::with_capacity(Self::file_size(rows, self.dim));
         for word in [rows as u64, self.dim as u64, self.steps] {
@@ -93,8 +78,8 @@ impl SparseAdam {
         crate::io::write_atomic(path, &bytes)
     }
 
-    /// Reads a state written by [`save`](Self::save) for a table of this shape.
-    pub fn load(&mut self, path: &Path) -> Result<()> {
+    /// Reads a state written by [`save_state`](Self::save_state) for a table of this shape.
+    fn load_state(&mut self, path: &Path) -> Result<()> {
         let (rows, dim) = (self.table.len() / self.dim, self.dim);
         let bytes = read_state(path, rows, dim, Self::file_size(rows, dim), "Adam state")?;
         self.steps = u64_at(&bytes, 2);
@@ -116,6 +101,36 @@ impl SparseAdam {
 
     fn file_size(rows: usize, dim: usize) -> usize {
         32 + 3 * 4 * rows * dim
+    }
+}
+
+impl RowSparse for SparseAdam {
+    fn set_learning_rate(&mut self, lr: f64) {
+        self.lr = lr;
+    }
+
+    fn lookup(&mut self, ids: &[i64]) -> Vec<f32> {
+        let dim = self.dim;
+        ids.iter()
+            .flat_map(|&id| &self.table[id as usize * dim..(id as usize + 1) * dim])
+            .copied()
+            .collect()
+    }
+
+    fn step(&mut self, gradient: &RowGradient, scale: f64) {
+        self.adam_step(gradient, scale);
+    }
+
+    fn table(&self) -> Vec<f32> {
+        self.table.clone()
+    }
+
+    fn save(&self, path: &Path) -> Result<()> {
+        self.save_state(path)
+    }
+
+    fn load(&mut self, path: &Path) -> Result<()> {
+        self.load_state(path)
     }
 }
 
@@ -156,7 +171,8 @@ mod tests {
         for step in 0..5 {
             let lr = if step < 3 { 0.1 } else { 0.05 };
             let g = [1.0 + step as f32, -2.0, 0.5 * step as f32];
-            sparse.lookup(&[0], lr);
+            sparse.set_learning_rate(lr);
+            sparse.lookup(&[0]);
             sparse.step(&RowGradient::new(&[0], &g, dim), 0.5);
             let target = Tensor::<2>::from_data(TensorData::new(g.to_vec(), [1, dim]), &device);
             // d/dw of sum(w * g * 0.5) is 0.5 g.
@@ -174,7 +190,8 @@ mod tests {
     fn untouched_rows_stand_still_and_the_state_round_trips() {
         let mut words = SparseAdam::new(vec![0.5; 6], 2, DEFAULTS.0, DEFAULTS.1);
         for (id, g) in [(1, [1.0, -2.0]), (1, [0.5, 0.25])] {
-            words.lookup(&[id], 0.1);
+            words.set_learning_rate(0.1);
+            words.lookup(&[id]);
             words.step(&RowGradient::new(&[id], &g, 2), 1.0);
         }
         assert_eq!(&words.table()[..2], &[0.5, 0.5]);
@@ -188,7 +205,8 @@ mod tests {
         let mut loaded = SparseAdam::new(vec![0.0; 6], 2, DEFAULTS.0, DEFAULTS.1);
         loaded.load(&path).unwrap();
         for touched in [&mut words, &mut loaded] {
-            touched.lookup(&[2], 0.1);
+            touched.set_learning_rate(0.1);
+            touched.lookup(&[2]);
             touched.step(&RowGradient::new(&[2], &[1.0, 1.0], 2), 1.0);
         }
         assert_eq!(loaded.table(), words.table(), "steps go on as before");

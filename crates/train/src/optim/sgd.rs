@@ -1,4 +1,4 @@
-//! The word embedding's SGD-with-momentum update, row-sparse on the host.
+//! The word embedding's SGD-with-momentum update, row-sparse on the host ([`RowSparse`]).
 //!
 //! A batch touches a few hundred of the table's rows, but a dense update (Burn's optimiser, as
 //! PyTorch's) builds a gradient the size of the whole table, clips it and moves every row by its
@@ -13,10 +13,11 @@
 
 use std::path::Path;
 
+use super::{RowGradient, RowSparse, read_state, u64_at};
 use crate::Result;
 
 #[derive(Debug, Clone)]
-pub struct SparseWords {
+pub struct SparseMomentum {
     dim: usize,
     table: Vec<f32>,
     velocity: Vec<f32>,
@@ -28,58 +29,7 @@ pub struct SparseWords {
     current_through: Vec<u64>,
 }
 
-/// A batch's gradient for the word table: one summed row per distinct word.
-#[derive(Debug, Clone, PartialEq)]
-pub struct RowGradient {
-    dim: usize,
-    rows: Vec<usize>,
-    values: Vec<f32>,
-}
-
-impl RowGradient {
-    /// Sums the gradients of a batch's word slots (`slot_gradients`: `[slots, dim]`) by word id.
-    pub fn new(ids: &[i64], slot_gradients: &[f32], dim: usize) -> Self {
-        assert_eq!(
-            ids.len() * dim,
-            slot_gradients.len(),
-            "a gradient row per slot"
-        );
-        let mut order: Vec<usize> = (0..ids.len()).collect();
-        order.sort_by_key(|&slot| ids[slot]);
-        let mut rows: Vec<usize> = Vec::new();
-        let mut values: Vec<f32> = Vec::new();
-        for slot in order {
-            let row = ids[slot] as usize;
-            if rows.last() != Some(&row) {
-                rows.push(row);
-                values.extend(std::iter::repeat_n(0.0, dim));
-            }
-            let last = values.len() - dim;
-            let sum = &mut values[last..];
-            for (s, g) in sum
-                .iter_mut()
-                .zip(&slot_gradients[slot * dim..(slot + 1) * dim])
-            {
-                *s += g;
-            }
-        }
-        Self { dim, rows, values }
-    }
-
-    /// Each touched row, with its summed gradient.
-    pub fn rows(&self) -> impl Iterator<Item = (usize, &[f32])> {
-        self.rows.iter().copied().zip(self.values.chunks(self.dim))
-    }
-
-    pub fn squared_norm(&self) -> f64 {
-        self.values
-            .iter()
-            .map(|&v| f64::from(v) * f64::from(v))
-            .sum()
-    }
-}
-
-impl SparseWords {
+impl SparseMomentum {
     /// `table`: `[words, dim]` row-major; velocities start at zero, as the dense optimiser's.
     pub fn new(table: Vec<f32>, dim: usize, momentum: f64) -> Self {
         assert!(
@@ -99,25 +49,8 @@ impl SparseWords {
         }
     }
 
-    /// The vectors of `ids`, each brought up to date first, `[ids, dim]` row-major. A new
-    /// learning rate brings every row up to date at the old one.
-    pub fn lookup(&mut self, ids: &[i64], lr: f64) -> Vec<f32> {
-        if lr != self.lr {
-            self.bring_all_up_to_date();
-            self.lr = lr;
-        }
-        let mut vectors = Vec::with_capacity(ids.len() * self.dim);
-        for &id in ids {
-            let row = id as usize;
-            self.bring_up_to_date(row);
-            vectors.extend_from_slice(&self.table[row * self.dim..(row + 1) * self.dim]);
-        }
-        vectors
-    }
-
-    /// One momentum step at the learning rate of the last [`lookup`](Self::lookup), with the
-    /// gradient times `scale`: `v ← μ v + scale · g`, `w ← w − lr v`.
-    pub fn step(&mut self, gradient: &RowGradient, scale: f64) {
+    /// One momentum step with the gradient times `scale`: `v ← μ v + scale · g`, `w ← w − lr v`.
+    fn momentum_step(&mut self, gradient: &RowGradient, scale: f64) {
         self.steps += 1;
         let (momentum, scale, lr) = (self.momentum as f32, scale as f32, self.lr as f32);
         for (row, grad) in gradient.rows() {
@@ -137,7 +70,7 @@ impl SparseWords {
 
     /// The whole table and the velocities, `[words, dim]` each, every row up to date; the state
     /// itself is left as it is.
-    pub fn current(&self) -> (Vec<f32>, Vec<f32>) {
+    fn current(&self) -> (Vec<f32>, Vec<f32>) {
         let (mut table, mut velocity) = (self.table.clone(), self.velocity.clone());
         for (row, &through) in self.current_through.iter().enumerate() {
             let span = row * self.dim..(row + 1) * self.dim;
@@ -181,7 +114,7 @@ impl SparseWords {
     /// Writes the whole state to `path`, rows not caught up included: little-endian `u64` rows,
     /// dimension and steps, the `f64` learning rate, the table's and the velocities' `f32`s, and
     /// each row's `u64` step.
-    pub fn save(&self, path: &Path) -> Result<()> {
+    fn save_state(&self, path: &Path) -> Result<()> {
         let header = [
             self.current_through.len() as u64,
             self.dim as u64,
@@ -200,8 +133,8 @@ impl SparseWords {
         32 + 8 * rows * dim + 8 * rows
     }
 
-    /// Reads a state written by [`save`](Self::save) for a table of this shape.
-    pub fn load(&mut self, path: &Path) -> Result<()> {
+    /// Reads a state written by [`save_state`](Self::save_state) for a table of this shape.
+    fn load_state(&mut self, path: &Path) -> Result<()> {
         let (rows, dim) = (self.current_through.len(), self.dim);
         let bytes = read_state(
             path,
@@ -228,31 +161,41 @@ impl SparseWords {
     }
 }
 
-/// The bytes of a word-table state file (`what` names it in errors): its length must be `size`
-/// and its header, little-endian `u64`s, must start with `rows` and `dim`.
-pub(crate) fn read_state(
-    path: &Path,
-    rows: usize,
-    dim: usize,
-    size: usize,
-    what: &str,
-) -> Result<Vec<u8>> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-    if bytes.len() != size || (u64_at(&bytes, 0), u64_at(&bytes, 1)) != (rows as u64, dim as u64) {
-        return Err(format!(
-            "{}: expected the word embedding's {what} for {rows} rows of {dim} ({size} bytes), \
-             found {} bytes",
-            path.display(),
-            bytes.len()
-        )
-        .into());
+impl RowSparse for SparseMomentum {
+    /// A new rate brings every row up to date at the old one first.
+    fn set_learning_rate(&mut self, lr: f64) {
+        if lr != self.lr {
+            self.bring_all_up_to_date();
+            self.lr = lr;
+        }
     }
-    Ok(bytes)
-}
 
-/// The `i`-th little-endian `u64` of `bytes`.
-pub(crate) fn u64_at(bytes: &[u8], i: usize) -> u64 {
-    u64::from_le_bytes(bytes[8 * i..8 * (i + 1)].try_into().expect("8 bytes"))
+    /// Each row is brought up to date first.
+    fn lookup(&mut self, ids: &[i64]) -> Vec<f32> {
+        let mut vectors = Vec::with_capacity(ids.len() * self.dim);
+        for &id in ids {
+            let row = id as usize;
+            self.bring_up_to_date(row);
+            vectors.extend_from_slice(&self.table[row * self.dim..(row + 1) * self.dim]);
+        }
+        vectors
+    }
+
+    fn step(&mut self, gradient: &RowGradient, scale: f64) {
+        self.momentum_step(gradient, scale);
+    }
+
+    fn table(&self) -> Vec<f32> {
+        self.current().0
+    }
+
+    fn save(&self, path: &Path) -> Result<()> {
+        self.save_state(path)
+    }
+
+    fn load(&mut self, path: &Path) -> Result<()> {
+        self.load_state(path)
+    }
 }
 
 /// `missed` momentum steps without gradient, at rate `lr`, on one row's vector and velocity.
@@ -284,7 +227,7 @@ mod tests {
     impl Dense {
         fn step(&mut self, gradient: &RowGradient, dim: usize, scale: f64, lr: f64, mu: f64) {
             let mut full = vec![0.0f32; self.table.len()];
-            for (&row, g) in gradient.rows.iter().zip(gradient.values.chunks(dim)) {
+            for (row, g) in gradient.rows() {
                 full[row * dim..(row + 1) * dim].copy_from_slice(g);
             }
             for ((w, v), g) in self.table.iter_mut().zip(&mut self.velocity).zip(&full) {
@@ -295,21 +238,13 @@ mod tests {
     }
 
     #[test]
-    fn sums_slot_gradients_per_word() {
-        let g = RowGradient::new(&[3, 0, 3, 1], &[1., 2., 10., 20., 3., 4., 5., 6.], 2);
-        assert_eq!(g.rows, vec![0, 1, 3]);
-        assert_eq!(g.values, vec![10., 20., 5., 6., 4., 6.]);
-        assert_eq!(g.squared_norm(), 100. + 400. + 25. + 36. + 16. + 36.);
-    }
-
-    #[test]
     fn lazy_momentum_equals_the_dense_update() {
         let (rows, dim, mu) = (12, 3, 0.9);
         let mut rng = StdRng::seed_from_u64(5);
         let table: Vec<f32> = (0..rows * dim)
             .map(|_| rng.random_range(-1.0..1.0))
             .collect();
-        let mut sparse = SparseWords::new(table.clone(), dim, mu);
+        let mut sparse = SparseMomentum::new(table.clone(), dim, mu);
         let mut dense = Dense {
             velocity: vec![0.0; table.len()],
             table,
@@ -320,7 +255,8 @@ mod tests {
             let ids: Vec<i64> = (0..4)
                 .map(|_| rng.random_range(0..rows as i64 / 2) * 2)
                 .collect();
-            let looked_up = sparse.lookup(&ids, lr);
+            sparse.set_learning_rate(lr);
+            let looked_up = sparse.lookup(&ids);
             for (slot, &id) in ids.iter().enumerate() {
                 let want = &dense.table[id as usize * dim..(id as usize + 1) * dim];
                 let got = &looked_up[slot * dim..(slot + 1) * dim];
@@ -355,22 +291,23 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("nertrain-words-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("words.bin");
-        let mut words = SparseWords::new(vec![0.5; 8], 2, 0.9);
+        let mut words = SparseMomentum::new(vec![0.5; 8], 2, 0.9);
         for (id, g) in [(1, [1.0, -2.0]), (2, [0.5, 0.25]), (1, [3.0, 1.0])] {
-            words.lookup(&[id], 0.1);
+            words.set_learning_rate(0.1);
+            words.lookup(&[id]);
             words.step(&RowGradient::new(&[id], &g, 2), 1.0);
         }
-        words.save(&path).unwrap();
-        let mut loaded = SparseWords::new(vec![0.0; 8], 2, 0.9);
-        loaded.load(&path).unwrap();
+        words.save_state(&path).unwrap();
+        let mut loaded = SparseMomentum::new(vec![0.0; 8], 2, 0.9);
+        loaded.load_state(&path).unwrap();
         assert_eq!(loaded.current(), words.current());
         assert_eq!(
             loaded.current_through, words.current_through,
             "rows left behind stay behind"
         );
-        assert_eq!(loaded.lookup(&[2, 0], 0.1), words.lookup(&[2, 0], 0.1));
-        let err = SparseWords::new(vec![0.0; 6], 2, 0.9)
-            .load(&path)
+        assert_eq!(loaded.lookup(&[2, 0]), words.lookup(&[2, 0]));
+        let err = SparseMomentum::new(vec![0.0; 6], 2, 0.9)
+            .load_state(&path)
             .unwrap_err();
         assert!(
             err.to_string()
