@@ -6,7 +6,8 @@ scored by a sentence-level and a document-level model, side by side.
 
 Each RUN is a model directory; its row shows dev F1 (conlleval) on each variant, with the model's
 own settings (a document-level model with its consistency weight chosen on dev), and the peak
-RSS of `nertrain eval` on it. The variants, built in a temporary directory from valid.txt (never
+RSS of `nertrain eval` on it. `RUN@W` decodes with consistency weight W instead (`eval
+--consistency W`), which a sentence-level model takes too. The variants, built in a temporary directory from valid.txt (never
 written into the project):
 
   as-is       the file as distributed: -DOCSTART- documents
@@ -83,8 +84,10 @@ def variants(documents, seed):
 
 
 def evaluate(run, data):
+    run, _, weight = run.partition("@")
+    extra = ["--consistency", weight] if weight else []
     result = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", NERTRAIN, "eval", "--model", run, "--data", data],
+        ["/usr/bin/time", "-f", "%M", NERTRAIN, "eval", "--model", run, "--data", data] + extra,
         capture_output=True, text=True, check=True)
     f1 = float(re.search(r"FB1: +([0-9.]+)", result.stdout).group(1))
     rss_kib = int(result.stderr.strip().splitlines()[-1])
