@@ -167,7 +167,7 @@ impl Tagger {
 
     /// [`emissions`](Self::emissions) with the words' share of the LSTM's input projection read
     /// from `cache` rather than computed: for inference, where the weights do not change.
-    pub fn emissions_with_cache(&self, inputs: &BatchTensors, cache: &mut WordGates) -> Tensor<3> {
+    pub fn emissions_with_cache(&self, inputs: &BatchTensors, cache: &WordGates) -> Tensor<3> {
         let gates = cache.gates(self, inputs);
         self.encode(inputs, WordInput::Gates(gates)).0
     }

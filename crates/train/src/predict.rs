@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
-use std::sync::Mutex;
 
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
@@ -15,6 +14,7 @@ use nertrain_data::{
 };
 use nertrain_model::crf::{Potentials, host, host_emissions};
 use nertrain_model::{BatchTensors, Constraints, Tagger, WordGates};
+use rayon::prelude::*;
 
 use crate::{ModelDir, ModelMeta, Result};
 
@@ -98,7 +98,7 @@ pub struct Decoder<'a> {
     pub max_word_len: usize,
     pub device: &'a Device,
     /// Filled as words are met; the model does not change while a decoder holds it.
-    pub word_gates: Mutex<WordGates>,
+    pub word_gates: WordGates,
 }
 
 impl<'a> Decoder<'a> {
@@ -115,7 +115,7 @@ impl<'a> Decoder<'a> {
             output_scheme: meta.file_scheme,
             max_word_len: meta.max_word_len,
             device,
-            word_gates: Mutex::default(),
+            word_gates: WordGates::default(),
         }
     }
 
@@ -137,23 +137,32 @@ impl<'a> Decoder<'a> {
         // of the tensor recursion, whatever the backend. n-best paths come from the tensor version.
         let host_potentials = potentials.to_host();
         let lengths: Vec<usize> = sentences.iter().map(Encoded::len).collect();
-        let mut predictions = vec![Prediction::default(); sentences.len()];
-        let mut finish = |indices: &[usize], emissions: &[Vec<f64>]| {
-            let decoded = self.predictions(
+        // Batches are independent: they are decoded on all of rayon's threads, each taking whole
+        // batches (finer-grained parallelism inside a batch costs more than it gains).
+        let decode_batch = |indices: &Vec<usize>, emissions: &[Vec<f64>]| {
+            self.predictions(
                 &potentials,
                 &host_potentials,
                 indices.iter().map(|&i| lengths[i]).collect(),
                 emissions,
                 options,
-            );
-            for (&i, prediction) in indices.iter().zip(decoded) {
-                predictions[i] = prediction;
+            )
+        };
+        let mut predictions = vec![Prediction::default(); sentences.len()];
+        let mut place = |batches: &[Vec<usize>], decoded: Vec<Vec<Prediction>>| {
+            for (indices, batch) in batches.iter().zip(decoded) {
+                for (&i, prediction) in indices.iter().zip(batch) {
+                    predictions[i] = prediction;
+                }
             }
         };
         if options.consistency == 0.0 {
-            for indices in self.batches(&lengths, (0..sentences.len()).collect(), options) {
-                finish(&indices, &self.emissions(sentences, &indices));
-            }
+            let batches = self.batches(&lengths, (0..sentences.len()).collect(), options);
+            let decoded = batches
+                .par_iter()
+                .map(|indices| decode_batch(indices, &self.emissions(sentences, indices)))
+                .collect();
+            place(&batches, decoded);
             return predictions;
         }
         // Documents are decoded in groups of bounded size: every emission of a group is held
@@ -161,15 +170,14 @@ impl<'a> Decoder<'a> {
         for group in document_groups(documents, &lengths, DECODE_GROUP_TOKENS) {
             let members: Vec<usize> = group.iter().flat_map(|d| d.clone()).collect();
             let batches = self.batches(&lengths, members, options);
-            let mut emissions: HashMap<usize, Vec<f64>> = HashMap::new();
-            for indices in &batches {
-                emissions.extend(
-                    indices
-                        .iter()
-                        .copied()
-                        .zip(self.emissions(sentences, indices)),
-                );
-            }
+            let mut emissions: HashMap<usize, Vec<f64>> = batches
+                .par_iter()
+                .map(|indices| {
+                    let emissions = self.emissions(sentences, indices);
+                    indices.iter().copied().zip(emissions).collect::<Vec<_>>()
+                })
+                .flatten()
+                .collect();
             for document in group {
                 self.pull_towards_other_mentions(
                     &host_potentials,
@@ -179,13 +187,21 @@ impl<'a> Decoder<'a> {
                     options.consistency,
                 );
             }
-            for indices in &batches {
-                let batch: Vec<Vec<f64>> = indices
-                    .iter()
-                    .map(|i| emissions.remove(i).expect("every member decoded"))
-                    .collect();
-                finish(indices, &batch);
-            }
+            let emissions: Vec<Vec<Vec<f64>>> = batches
+                .iter()
+                .map(|indices| {
+                    indices
+                        .iter()
+                        .map(|i| emissions.remove(i).expect("every member decoded"))
+                        .collect()
+                })
+                .collect();
+            let decoded = batches
+                .par_iter()
+                .zip(&emissions)
+                .map(|(indices, emissions)| decode_batch(indices, emissions))
+                .collect();
+            place(&batches, decoded);
         }
         predictions
     }
@@ -216,10 +232,7 @@ impl<'a> Decoder<'a> {
     fn emissions(&self, sentences: &[Encoded], indices: &[usize]) -> Vec<Vec<f64>> {
         let batch = Batch::new(sentences, indices.to_vec(), self.max_word_len);
         let inputs = BatchTensors::new(&batch, self.device);
-        let emissions = {
-            let mut cache = self.word_gates.lock().expect("no panic while held");
-            self.model.emissions_with_cache(&inputs, &mut cache)
-        };
+        let emissions = self.model.emissions_with_cache(&inputs, &self.word_gates);
         host_emissions(emissions, &inputs.lengths)
     }
 
