@@ -197,3 +197,91 @@ fn fit_eval_and_tag_run_on_each_backend() {
         assert_eq!(metrics.lines().count(), 2, "two epochs on {name}");
     }
 }
+
+/// The fused recurrence's cubecl kernels against the tensor-op recurrence, both on wgpu: the
+/// same hidden states and the same gradients of the gates and the recurrent weights, on batches
+/// of sentences of different lengths (including hidden sizes that leave units of a cube idle or
+/// give a unit more than one hidden unit).
+#[cfg(feature = "wgpu")]
+#[test]
+fn fused_recurrence_on_wgpu_matches_tensor_ops_in_value_and_gradient() {
+    use burn::tensor::{Distribution, Tensor};
+    use nertrain_model::recurrence;
+
+    fn values(t: Tensor<3>) -> Vec<f32> {
+        t.into_data().iter::<f32>().collect()
+    }
+    fn assert_close(a: Tensor<3>, b: Tensor<3>, what: &str) {
+        assert_eq!(a.dims(), b.dims(), "{what}");
+        let (a, b) = (values(a), values(b));
+        let worst = a
+            .iter()
+            .zip(&b)
+            .map(|(x, y)| (x - y).abs() / y.abs().max(1.0))
+            .fold(0.0, f32::max);
+        assert!(worst < 1e-4, "{what}: differs by {worst}");
+    }
+
+    let device = Backend::Wgpu.device().unwrap();
+    assert!(recurrence::has_fused(&device, 16));
+    let device = device.autodiff();
+    let cases: [(&[usize], usize); 5] = [
+        (&[1], 1),
+        (&[5, 3], 3),
+        (&[7, 1, 4, 7], 5),
+        (&[12, 9, 2], 33),
+        (&[4, 6], 300),
+    ];
+    for (lengths, h) in cases {
+        let (batch, time) = (lengths.len(), *lengths.iter().max().unwrap());
+        let normal = |sd| Distribution::Normal(0.0, sd);
+        let gates = Tensor::<3>::random([batch, time, 8 * h], normal(1.5), &device);
+        let recurrent =
+            Tensor::<3>::random([2, h, 4 * h], normal(0.7 / (h as f64).sqrt()), &device);
+        // A loss that weighs every hidden state differently.
+        let weights = Tensor::<3>::random([batch, time, 2 * h], normal(1.0), &device);
+        // Padded positions are unspecified: compare real tokens only.
+        let mask: Vec<f32> = lengths
+            .iter()
+            .flat_map(|&l| (0..time).flat_map(move |t| vec![f32::from(t < l); 2 * h]))
+            .collect();
+        let mask = Tensor::<3>::from_data(
+            burn::tensor::TensorData::new(mask, [batch, time, 2 * h]),
+            &device,
+        );
+        let weights = weights * mask.clone();
+
+        let run = |fused: bool| {
+            let gates = gates.clone().require_grad();
+            let recurrent = recurrent.clone().require_grad();
+            let hidden = if fused {
+                recurrence::fused(gates.clone(), recurrent.clone(), lengths)
+            } else {
+                recurrence::tensor_ops(gates.clone(), recurrent.clone(), lengths)
+            };
+            let grads = (hidden.clone() * weights.clone()).sum().backward();
+            (
+                hidden * mask.clone(),
+                Tensor::from_inner(gates.grad(&grads).unwrap()),
+                Tensor::from_inner(recurrent.grad(&grads).unwrap()),
+            )
+        };
+        let (hidden, d_gates, d_recurrent) = run(true);
+        let (want_hidden, want_d_gates, want_d_recurrent) = run(false);
+        let case = format!("lengths {lengths:?}, hidden {h}");
+        assert_close(hidden, want_hidden, &format!("{case}: hidden states"));
+        assert_close(d_gates, want_d_gates, &format!("{case}: gates' gradient"));
+        assert_close(
+            d_recurrent,
+            want_d_recurrent,
+            &format!("{case}: recurrent gradient"),
+        );
+        // Inference (no autodiff) takes the kernel without the saved state.
+        let plain = |t: &Tensor<3>| t.clone().inner();
+        assert_close(
+            recurrence::fused(plain(&gates), plain(&recurrent), lengths) * plain(&mask),
+            recurrence::tensor_ops(plain(&gates), plain(&recurrent), lengths) * plain(&mask),
+            &format!("{case}: inference"),
+        );
+    }
+}

@@ -6,11 +6,13 @@
 //! directions) never reaches a real token's state. States at padded positions are unspecified.
 //!
 //! Two implementations compute the same function. [`tensor_ops`] is a loop of ordinary tensor
-//! operations and runs on every backend (it is what runs on a GPU). [`fused`] is one operation
-//! with a hand-written backward (backpropagation through time) for the flex CPU backend: a step
-//! of the tensor version is about fifteen operations plus the reordering around the loop, each
-//! allocating and each recorded by autodiff, and on a CPU that overhead, not arithmetic, was most
-//! of the time. [`run`] picks `fused` on flex.
+//! operations and runs on every backend. [`fused`] is one operation with a hand-written backward
+//! (backpropagation through time): plain Rust on the flex CPU backend (below), and two cubecl
+//! kernels on wgpu (`recurrence/cube.rs`, with `--features wgpu`). A step of the tensor version
+//! is about fifteen operations plus the reordering around the loop, each allocating and each
+//! recorded by autodiff; on a CPU that overhead, and on a GPU the launch latency of those small
+//! kernels, not arithmetic, was most of the time. [`run`] picks `fused` where [`has_fused`]
+//! says it exists.
 
 use std::sync::Arc;
 
@@ -26,14 +28,40 @@ use burn::backend::{Backend, Dispatch, Flex, backend_extension};
 use burn::tensor::activation::{sigmoid, tanh};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
+#[cfg(feature = "wgpu")]
+mod cube;
+
 /// The recurrence with whichever implementation suits the tensors' device.
 pub fn run(gates: Tensor<3>, recurrent: Tensor<3>, lengths: &[usize]) -> Tensor<3> {
-    // Device equality compares hardware and ignores autodiff, so this holds for training too.
-    if gates.device() == Device::flex() {
+    if has_fused(&gates.device(), recurrent.dims()[1]) {
         fused(gates, recurrent, lengths)
     } else {
         tensor_ops(gates, recurrent, lengths)
     }
+}
+
+/// Set (to anything) to run the tensor-op recurrence everywhere: for measuring the fused one.
+pub const TENSOR_RECURRENCE_VARIABLE: &str = "NERTRAIN_TENSOR_RECURRENCE";
+
+/// Whether [`fused`] runs on `device` (with or without autodiff) for this hidden size: on flex
+/// always, on a cubecl device (wgpu) when its kernels' shared memory fits.
+pub fn has_fused(device: &Device, hidden: usize) -> bool {
+    if std::env::var_os(TENSOR_RECURRENCE_VARIABLE).is_some() {
+        return false;
+    }
+    // Device equality compares hardware and ignores autodiff, so this holds for training too.
+    if *device == Device::flex() {
+        return true;
+    }
+    #[cfg(feature = "wgpu")]
+    if matches!(
+        device.as_dispatch().clone().inner(),
+        burn::backend::DispatchDevice::Cube(_)
+    ) {
+        return hidden <= cube::MAX_HIDDEN;
+    }
+    let _ = hidden;
+    false
 }
 
 /// One step at a time in tensor operations; any backend.
@@ -99,7 +127,7 @@ fn reversal_index(lengths: &[usize], time: usize, device: &Device) -> Tensor<1, 
     Tensor::from_data(TensorData::new(index, [lengths.len() * time]), device)
 }
 
-/// The fused operation; the tensors must be on flex (with or without autodiff).
+/// The fused operation; the tensors must be on a device where [`has_fused`] holds.
 pub fn fused(gates: Tensor<3>, recurrent: Tensor<3>, lengths: &[usize]) -> Tensor<3> {
     Tensor::from_dispatch(<Dispatch as FusedLstm>::lstm_recurrence(
         gates.into_dispatch(),
@@ -108,7 +136,7 @@ pub fn fused(gates: Tensor<3>, recurrent: Tensor<3>, lengths: &[usize]) -> Tenso
     ))
 }
 
-#[backend_extension(Flex, Autodiff)]
+#[backend_extension(Flex, Cube: cfg(feature = "wgpu"), Autodiff)]
 pub trait FusedLstm: Backend {
     fn lstm_recurrence(
         gates: FloatTensor<Self>,
