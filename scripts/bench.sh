@@ -11,7 +11,8 @@
 #
 # Data: ../shared/data/conll2003 if present, else a synthetic corpus of the same shape.
 # Reference: $REF_VENV (default ../shared-ref-venv, installed by ../shared/ref/setup.sh); without
-# it only nertrain is measured.
+# it only nertrain is measured. On a GPU: scripts/bench-gpu.sh (wgpu against PyTorch on CUDA, by
+# batch size).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${1:-3}
