@@ -82,7 +82,7 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
                 ..PredictOptions::default()
             };
             let documents = gold.documents(usize::MAX);
-            let predictions = predictor.predict(&words, &documents, options);
+            let predictions = predictor.predict(&words, &documents, options)?;
             if options.confidence {
                 bins = Some(calibration(&gold, &predictions));
             }

@@ -282,7 +282,9 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
                     .map(|cut| ws[cut.clone()].iter().map(|w| w.text.as_str()).collect())
             })
             .collect();
-        let mut predictions = predictor.predict(&strings, &documents, options).into_iter();
+        let mut predictions = predictor
+            .predict(&strings, &documents, options)?
+            .into_iter();
         for ((text, words), cuts) in texts.iter().zip(&words).zip(&cuts) {
             let prediction = join(
                 predictions.by_ref().take(cuts.len()).collect(),

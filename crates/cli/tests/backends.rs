@@ -110,12 +110,14 @@ fn log_z_and_paths(backend: Backend) -> (Vec<f32>, Vec<Vec<usize>>) {
         log_z.extend(
             potentials
                 .log_partition(emissions.clone(), inputs.mask.clone())
+                .expect("a batch of sentences")
                 .into_data()
                 .iter::<f32>(),
         );
         paths.extend(
             potentials
                 .viterbi(emissions, inputs.mask, &inputs.lengths)
+                .expect("a batch of sentences")
                 .into_iter()
                 .map(|(path, _)| path),
         );

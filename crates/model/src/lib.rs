@@ -17,7 +17,7 @@ pub use bilstm::{BiLstm, BiLstmConfig};
 pub use char_cnn::{CharCnn, CharCnnConfig};
 pub use char_lm::{CharLm, CharLmConfig, Highway, WordStates};
 pub use char_lstm::{CharLstm, CharLstmConfig};
-pub use crf::{Constraints, Crf, CrfConfig, Marginals, Potentials, Reduction};
+pub use crf::{Constraints, Crf, CrfConfig, CrfError, Marginals, Potentials, Reduction};
 pub use inputs::BatchTensors;
 pub use tagger::{CharFeatures, Tagger, TaggerConfig, VocabSizes};
 pub use word_gates::WordGates;

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, CharLm, CharLmConfig, CharLstm,
-    CharLstmConfig, Constraints, Crf, CrfConfig, Reduction, WordGates, WordStates,
+    CharLstmConfig, Constraints, Crf, CrfConfig, CrfError, Reduction, WordGates, WordStates,
     uniform_embedding,
 };
 
@@ -262,8 +262,14 @@ impl Tagger {
         word_vectors: Tensor<3>,
         reduction: Reduction,
         constraints: Option<&Constraints>,
-    ) -> Tensor<1> {
-        let tags = inputs.tags.clone().expect("a training batch carries tags");
+    ) -> Result<Tensor<1>, CrfError> {
+        let Some(tags) = inputs.tags.clone() else {
+            return Err(CrfError::Shape {
+                what: "no gold tags",
+                expected: inputs.mask.dims().to_vec(),
+                found: Vec::new(),
+            });
+        };
         let (emissions, lm_states) = self.encode(inputs, WordInput::Vectors(word_vectors));
         let crf_nll = self.crf.potentials(constraints).nll(
             emissions,
@@ -271,13 +277,13 @@ impl Tagger {
             inputs.mask.clone(),
             &inputs.lengths,
             reduction,
-        );
-        match (&self.char_lm, lm_states) {
+        )?;
+        Ok(match (&self.char_lm, lm_states) {
             (Some(char_lm), Some(states)) => {
                 let lm_nll = char_lm.nll(states, inputs.words.clone(), inputs.mask.clone());
                 crf_nll + reduction.apply(lm_nll, &inputs.lengths) * self.lm_weight
             }
             _ => crf_nll,
-        }
+        })
     }
 }

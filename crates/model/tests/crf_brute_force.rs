@@ -5,7 +5,7 @@ use burn::module::Param;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use nertrain_data::{TagScheme, transition_allowed};
 use nertrain_model::crf::{FORBIDDEN, host};
-use nertrain_model::{Constraints, Crf, CrfConfig, Reduction};
+use nertrain_model::{Constraints, Crf, CrfConfig, CrfError, Reduction};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -190,7 +190,8 @@ fn log_partition_equals_log_sum_exp_over_all_paths() {
         let got = values(
             p.crf(&device)
                 .potentials(None)
-                .log_partition(p.emissions_tensor(&device), p.mask(&device)),
+                .log_partition(p.emissions_tensor(&device), p.mask(&device))
+                .unwrap(),
         );
         for (b, &got) in got.iter().enumerate() {
             let want = p.log_z(b);
@@ -209,12 +210,16 @@ fn path_score_equals_the_sum_along_the_path() {
     let device = Device::default();
     for p in problems(2, 60) {
         let crf = p.crf(&device);
-        let got = values(crf.potentials(None).path_score(
-            p.emissions_tensor(&device),
-            p.tags_tensor(&device),
-            p.mask(&device),
-            &p.lengths,
-        ));
+        let got = values(
+            crf.potentials(None)
+                .path_score(
+                    p.emissions_tensor(&device),
+                    p.tags_tensor(&device),
+                    p.mask(&device),
+                    &p.lengths,
+                )
+                .unwrap(),
+        );
         for (b, &got) in got.iter().enumerate() {
             let want = p.score(b, &p.gold(b));
             assert!(
@@ -236,15 +241,17 @@ fn viterbi_returns_the_enumerated_argmax() {
     let device = Device::default();
     for p in problems(3, 60) {
         let crf = p.crf(&device);
-        let decoded =
-            crf.potentials(None)
-                .viterbi(p.emissions_tensor(&device), p.mask(&device), &p.lengths);
+        let decoded = crf
+            .potentials(None)
+            .viterbi(p.emissions_tensor(&device), p.mask(&device), &p.lengths)
+            .unwrap();
         let host_potentials = crf.potentials(None).to_host();
         for (b, (path, score)) in decoded.iter().enumerate() {
-            let (host_path, host_score) = host::viterbi(&host_potentials, &p.emissions_of(b));
+            let (host_path, host_score) =
+                host::viterbi(&host_potentials, &p.emissions_of(b)).unwrap();
             assert_eq!(&host_path, path, "host and tensor Viterbi agree");
             assert!((host_score - *score as f64).abs() < 1e-4 * host_score.abs().max(1.0));
-            let (exact_path, exact_score) = host::viterbi(&p.host(), &p.emissions_of(b));
+            let (exact_path, exact_score) = host::viterbi(&p.host(), &p.emissions_of(b)).unwrap();
             assert!((p.score(b, &exact_path) - exact_score).abs() < 1e-9);
             let paths = p.paths(p.lengths[b]);
             let best = paths
@@ -272,13 +279,16 @@ fn autodiff_gradients_match_finite_differences() {
     for mut p in problems(4, 12) {
         let crf = p.crf(&device);
         let emissions = p.emissions_tensor(&device).require_grad();
-        let loss = crf.potentials(None).nll(
-            emissions.clone(),
-            p.tags_tensor(&device),
-            p.mask(&device),
-            &p.lengths,
-            Reduction::Sum,
-        );
+        let loss = crf
+            .potentials(None)
+            .nll(
+                emissions.clone(),
+                p.tags_tensor(&device),
+                p.mask(&device),
+                &p.lengths,
+                Reduction::Sum,
+            )
+            .unwrap();
         let grads = loss.backward();
         let emission_grad = values(emissions.grad(&grads).expect("emission gradient"));
         let transition_grad = values(
@@ -317,13 +327,17 @@ fn reductions() {
     let p = problems(5, 1).next().unwrap();
     let crf = p.crf(&device);
     let nll = |r| {
-        values(crf.potentials(None).nll(
-            p.emissions_tensor(&device),
-            p.tags_tensor(&device),
-            p.mask(&device),
-            &p.lengths,
-            r,
-        ))[0]
+        values(
+            crf.potentials(None)
+                .nll(
+                    p.emissions_tensor(&device),
+                    p.tags_tensor(&device),
+                    p.mask(&device),
+                    &p.lengths,
+                    r,
+                )
+                .unwrap(),
+        )[0]
     };
     let sum = p.nll();
     let tokens: usize = p.lengths.iter().sum();
@@ -365,15 +379,14 @@ fn constrained_viterbi_returns_the_best_well_formed_path() {
         }
         let constraints = Constraints::for_scheme(&tags, scheme);
         let crf = p.crf(&device);
-        let decoded = crf.potentials(Some(&constraints)).viterbi(
-            p.emissions_tensor(&device),
-            p.mask(&device),
-            &p.lengths,
-        );
+        let decoded = crf
+            .potentials(Some(&constraints))
+            .viterbi(p.emissions_tensor(&device), p.mask(&device), &p.lengths)
+            .unwrap();
         let host_potentials = crf.potentials(Some(&constraints)).to_host();
         for (b, (path, _)) in decoded.iter().enumerate() {
             assert!(well_formed(scheme, &tags, path), "{scheme}: {path:?}");
-            let (host_path, _) = host::viterbi(&host_potentials, &p.emissions_of(b));
+            let (host_path, _) = host::viterbi(&host_potentials, &p.emissions_of(b)).unwrap();
             assert_eq!(&host_path, path, "{scheme}: host and tensor Viterbi agree");
             let best = p
                 .paths(p.lengths[b])
@@ -407,7 +420,8 @@ fn marginals_match_enumeration_and_sum_to_one() {
         let m = p
             .crf(&device)
             .potentials(None)
-            .marginals(p.emissions_tensor(&device), p.mask(&device));
+            .marginals(p.emissions_tensor(&device), p.mask(&device))
+            .unwrap();
         let unary = values(m.unary);
         let pairwise = values(m.pairwise);
         let (k, time) = (p.k, p.time);
@@ -457,12 +471,14 @@ fn marginals_are_the_gradient_of_log_z() {
         let emissions = p.emissions_tensor(&device).require_grad();
         let grads = potentials
             .log_partition(emissions.clone(), p.mask(&device))
+            .unwrap()
             .sum()
             .backward();
         let gradient = values(emissions.grad(&grads).expect("emission gradient"));
         let marginals = values(
             potentials
                 .marginals(p.emissions_tensor(&device), p.mask(&device))
+                .unwrap()
                 .unary,
         );
         for (g, m) in gradient.iter().zip(&marginals) {
@@ -477,12 +493,11 @@ fn nbest_returns_the_enumerated_top_paths() {
     let mut rng = StdRng::seed_from_u64(9);
     for p in problems(9, 40) {
         let n = rng.random_range(1..=6);
-        let decoded = p.crf(&device).potentials(None).nbest(
-            p.emissions_tensor(&device),
-            p.mask(&device),
-            &p.lengths,
-            n,
-        );
+        let decoded = p
+            .crf(&device)
+            .potentials(None)
+            .nbest(p.emissions_tensor(&device), p.mask(&device), &p.lengths, n)
+            .unwrap();
         for (b, paths) in decoded.iter().enumerate() {
             let mut all: Vec<f64> = p
                 .paths(p.lengths[b])
@@ -522,16 +537,21 @@ fn host_forward_backward_matches_the_tensor_version_and_enumeration() {
     for p in problems(10, 40) {
         let crf = p.crf(&device);
         let potentials = crf.potentials(None);
-        let log_z = values(potentials.log_partition(p.emissions_tensor(&device), p.mask(&device)));
+        let log_z = values(
+            potentials
+                .log_partition(p.emissions_tensor(&device), p.mask(&device))
+                .unwrap(),
+        );
         let unary = values(
             potentials
                 .marginals(p.emissions_tensor(&device), p.mask(&device))
+                .unwrap()
                 .unary,
         );
         let host_potentials = crf.potentials(None).to_host();
         for b in 0..p.batch() {
             let emissions = p.emissions_of(b);
-            let fb = host::ForwardBackward::new(&host_potentials, &emissions);
+            let fb = host::ForwardBackward::new(&host_potentials, &emissions).unwrap();
             assert!((fb.log_z - log_z[b]).abs() < 1e-3 * log_z[b].abs().max(1.0));
             for t in 0..p.lengths[b] {
                 for tag in 0..p.k {
@@ -540,7 +560,7 @@ fn host_forward_backward_matches_the_tensor_version_and_enumeration() {
                 }
             }
             // A segment's probability, with "the next tag is not 0" as the end condition.
-            let exact = host::ForwardBackward::new(&p.host(), &emissions);
+            let exact = host::ForwardBackward::new(&p.host(), &emissions).unwrap();
             let len = p.lengths[b];
             let start = len / 2;
             let segment: Vec<usize> = p.gold(b)[start..].iter().copied().take(2).collect();
@@ -551,8 +571,103 @@ fn host_forward_backward_matches_the_tensor_version_and_enumeration() {
                 .filter(|(q, _)| q[start..after] == segment[..] && (after == len || q[after] != 0))
                 .map(|(_, pr)| pr)
                 .sum();
-            let got = exact.segment_probability(&p.host(), &emissions, start, &segment, |j| j != 0);
+            let got = exact
+                .segment_probability(&p.host(), &emissions, start, &segment, |j| j != 0)
+                .unwrap();
             assert!((got - want).abs() < 1e-9, "segment {got} vs {want}");
         }
     }
+}
+
+#[test]
+fn empty_or_mismatched_input_is_an_error_in_both_versions() {
+    let device = Device::default();
+    let crf = CrfConfig::new(3).init(&device);
+    let potentials = crf.potentials(None);
+    let emissions = |b: usize, t: usize, k: usize| Tensor::<3>::zeros([b, t, k], &device);
+    let mask = |b: usize, t: usize| Tensor::<2>::ones([b, t], &device);
+    let tags = |b: usize, t: usize| Tensor::<2, Int>::zeros([b, t], &device);
+
+    for (b, t) in [(0, 4), (2, 0)] {
+        assert_eq!(
+            potentials
+                .log_partition(emissions(b, t, 3), mask(b, t))
+                .err(),
+            Some(CrfError::Empty)
+        );
+        assert_eq!(
+            potentials.marginals(emissions(b, t, 3), mask(b, t)).err(),
+            Some(CrfError::Empty)
+        );
+        assert_eq!(
+            potentials
+                .viterbi(emissions(b, t, 3), mask(b, t), &vec![1; b])
+                .err(),
+            Some(CrfError::Empty)
+        );
+    }
+    assert_eq!(
+        potentials
+            .log_partition(emissions(2, 4, 5), mask(2, 4))
+            .err(),
+        Some(CrfError::Tags {
+            expected: 3,
+            found: 5
+        })
+    );
+    assert!(matches!(
+        potentials.marginals(emissions(2, 4, 3), mask(2, 3)),
+        Err(CrfError::Shape { what: "a mask", .. })
+    ));
+    assert!(matches!(
+        potentials.path_score(emissions(2, 4, 3), tags(2, 5), mask(2, 4), &[4, 2]),
+        Err(CrfError::Shape { what: "tags", .. })
+    ));
+    assert!(matches!(
+        potentials.nll(
+            emissions(2, 4, 3),
+            tags(2, 4),
+            mask(2, 4),
+            &[4],
+            Reduction::Sum
+        ),
+        Err(CrfError::Shape {
+            what: "lengths",
+            ..
+        })
+    ));
+    for bad in [0, 5] {
+        assert_eq!(
+            potentials
+                .nbest(emissions(2, 4, 3), mask(2, 4), &[4, bad], 2)
+                .err(),
+            Some(CrfError::Length {
+                sequence: 1,
+                length: bad,
+                time: 4
+            })
+        );
+    }
+    assert_eq!(
+        potentials
+            .nbest(emissions(1, 4, 3), mask(1, 4), &[4], 0)
+            .err(),
+        Some(CrfError::NoPaths)
+    );
+
+    let host_potentials = potentials.to_host();
+    assert_eq!(
+        host::viterbi(&host_potentials, &[]).err(),
+        Some(CrfError::Empty)
+    );
+    assert_eq!(
+        host::ForwardBackward::new(&host_potentials, &[0.0; 7]).err(),
+        Some(CrfError::Ragged { values: 7, tags: 3 })
+    );
+    let fb = host::ForwardBackward::new(&host_potentials, &[0.0; 6]).unwrap();
+    assert_eq!(
+        fb.segment_probability(&host_potentials, &[0.0; 6], 0, &[], |_| true)
+            .err(),
+        Some(CrfError::Empty)
+    );
 }

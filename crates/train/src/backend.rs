@@ -42,12 +42,11 @@ impl Backend {
             #[cfg(feature = "wgpu")]
             Backend::Wgpu => Ok(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice)),
             #[allow(unreachable_patterns)]
-            other => Err(format!(
+            other => Err(crate::Error::Backend(format!(
                 "this nertrain was built without the `{0}` backend; rebuild with \
                  `cargo build --release --features {0}`",
                 other.name()
-            )
-            .into()),
+            ))),
         }
     }
 }

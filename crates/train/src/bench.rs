@@ -47,8 +47,9 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
     // Training: whole steps (forward, backward, clipping, optimiser) at steady state.
     let train_device = device.clone().autodiff();
     train_device.seed(options.seed);
-    let mut model = config.init(sizes, &train_device);
-    let mut trainer = Trainer::new(&model, UpdateRule::sgd(0.9), 5.0, Reduction::Sum, None);
+    let model = config.init(sizes, &train_device);
+    let (mut trainer, mut model) =
+        Trainer::new(model, UpdateRule::sgd(0.9), 5.0, Reduction::Sum, None);
     let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
     let mut batches = std::iter::successors(Some(0u64), |e| Some(e + 1)).flat_map(|epoch| {
         BatchPlan::shuffled(&lengths, options.batch_size, options.seed + epoch).batches
@@ -66,7 +67,7 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
             sentences += batch.size();
             tokens += batch.token_count();
         }
-        model = trainer.step(model, &batch, 0.015, &train_device).0;
+        model = trainer.step(model, &batch, 0.015, &train_device)?.0;
         if step >= options.warmup {
             step_seconds.push(step_started.elapsed().as_secs_f64());
         }
@@ -76,7 +77,7 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
     let quarter = options.steps.div_ceil(4);
     let first_quarter = median(&step_seconds[..quarter]);
     let last_quarter = median(&step_seconds[options.steps - quarter..]);
-    let model = trainer.with_trained_words(model);
+    let model = trainer.with_trained_words(&model);
     let train_seconds = started.elapsed().as_secs_f64();
 
     // Decoding the dev set as `eval` does (length-sorted batches), without constraints as the
@@ -101,10 +102,10 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
                 word_gates: Default::default(),
             };
             let started = Instant::now();
-            decoder.decode(&dev_encoded, &[], decode_options);
-            started.elapsed().as_secs_f64()
+            decoder.decode(&dev_encoded, &[], decode_options)?;
+            Ok(started.elapsed().as_secs_f64())
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let decode_seconds = median(&decode_times);
 
     // The CRF alone, on the emissions of dev batches in file order (as the reference does).
@@ -121,7 +122,7 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
     let started = Instant::now();
     for (inputs, emissions) in &prepared {
         potentials
-            .log_partition(emissions.clone(), inputs.mask.clone())
+            .log_partition(emissions.clone(), inputs.mask.clone())?
             .into_data();
     }
     let forward_seconds = started.elapsed().as_secs_f64();
@@ -130,14 +131,14 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
     let started = Instant::now();
     for (inputs, emissions) in &prepared {
         for sentence in host_emissions(emissions.clone(), &inputs.lengths) {
-            host::viterbi(&host_potentials, &sentence);
+            host::viterbi(&host_potentials, &sentence)?;
         }
     }
     let viterbi_seconds = started.elapsed().as_secs_f64();
     // The tensor Viterbi, what n-best decoding builds on.
     let started = Instant::now();
     for (inputs, emissions) in &prepared {
-        potentials.viterbi(emissions.clone(), inputs.mask.clone(), &inputs.lengths);
+        potentials.viterbi(emissions.clone(), inputs.mask.clone(), &inputs.lengths)?;
     }
     let tensor_viterbi_seconds = started.elapsed().as_secs_f64();
 

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use nertrain_data::DataError;
+use nertrain_model::CrfError;
 
 use crate::config::ConfigError;
 
@@ -27,10 +28,26 @@ pub enum Error {
         batch: usize,
         kept: String,
     },
-    /// Anything else: a model directory or checkpoint that cannot be read, a file that cannot be
-    /// written, a backend that is not available.
+    /// A file or directory that cannot be read, written, created or deleted.
+    #[error("{}: cannot {action}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        action: &'static str,
+        source: std::io::Error,
+    },
+    /// A model directory, checkpoint or state file that is not what nertrain wrote, or not for
+    /// this experiment.
+    #[error("{}: {message}", path.display())]
+    Model { path: PathBuf, message: String },
+    /// A batch the CRF cannot score (a bug, reported rather than a panic).
+    #[error("the CRF: {0}")]
+    Crf(#[from] CrfError),
+    /// A value that would not serialise to JSON.
+    #[error("cannot write JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// A backend this build or machine does not have.
     #[error("{0}")]
-    Failed(String),
+    Backend(String),
 }
 
 impl Error {
@@ -40,22 +57,25 @@ impl Error {
             message: message.into(),
         }
     }
-}
 
-impl From<String> for Error {
-    fn from(message: String) -> Self {
-        Self::Failed(message)
+    /// `source` while trying to `action` ("read", "write", …) `path`.
+    pub(crate) fn io(
+        path: impl Into<PathBuf>,
+        action: &'static str,
+        source: std::io::Error,
+    ) -> Self {
+        Self::Io {
+            path: path.into(),
+            action,
+            source,
+        }
     }
-}
 
-impl From<&str> for Error {
-    fn from(message: &str) -> Self {
-        Self::Failed(message.to_string())
-    }
-}
-
-impl From<serde_json::Error> for Error {
-    fn from(error: serde_json::Error) -> Self {
-        Self::Failed(error.to_string())
+    /// `path` is not a readable model, checkpoint or state: `message` says what is wrong.
+    pub(crate) fn model(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> Self {
+        Self::Model {
+            path: path.into(),
+            message: message.to_string(),
+        }
     }
 }

@@ -9,8 +9,8 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{
-    Batch, BatchPlan, ColumnSpec, Corpus, Encoded, Report, TagScheme, Vectors, Vocab, Vocabularies,
-    check_tag, convert_tags, read_conll, read_vectors, set_mention_casing,
+    Batch, BatchPlan, ColumnSpec, Corpus, DataError, Encoded, Report, TagScheme, Vectors, Vocab,
+    Vocabularies, check_tag, convert_tags, read_conll, read_vectors, set_mention_casing,
 };
 use nertrain_model::{Constraints, Tagger, VocabSizes};
 use rand::rngs::StdRng;
@@ -353,16 +353,18 @@ fn fit_once(
         epoch_loss: 0.0,
         epoch_seconds: 0.0,
     });
-    let mut trainer = Trainer::new(
-        &model,
+    if let Some((weights, _)) = &checkpoint {
+        model = load_module(model, weights)?;
+    }
+    let (mut trainer, mut model) = Trainer::new(
+        model,
         train_config.update_rule(),
         train_config.clip_norm,
         train_config.reduction,
         training_constraints,
     );
-    if let Some((weights, files)) = checkpoint {
-        // The trainer's own state, loaded after the model, replaces the word table it copied.
-        model = load_module(model, &weights)?;
+    if let Some((_, files)) = checkpoint {
+        // The trainer's own state replaces the word table it took from the model.
         trainer.load(&files)?;
         let within = if state.batches_done > 0 {
             format!(" and batch {} of the next", state.batches_done)
@@ -435,7 +437,7 @@ fn fit_once(
                     }
                 }
             }
-            let (trained, value) = trainer.step(model, &batch, lr, &train_device);
+            let (trained, value) = trainer.step(model, &batch, lr, &train_device)?;
             model = trained;
             if !value.is_finite() {
                 events(FitEvent::EpochTrained);
@@ -474,8 +476,8 @@ fn fit_once(
                 state.batches_done = batch_number + 1;
                 state.epoch_loss = loss_sum;
                 state.epoch_seconds += started.elapsed().as_secs_f64();
-                model = trainer.with_trained_words(model);
-                save_checkpoint(&run, &model, &trainer, &state, None)?;
+                let trained = trainer.with_trained_words(&model);
+                save_checkpoint(&run, &trained, &trainer, &state, None)?;
                 events(FitEvent::Interrupted {
                     epoch: epoch + 1,
                     batch: batch_number + 1,
@@ -497,17 +499,20 @@ fn fit_once(
         state.epoch_seconds = 0.0;
 
         let eval_started = Instant::now();
-        model = trainer.with_trained_words(model);
-        let valid = model.valid();
+        let trained = trainer.with_trained_words(&model);
+        let valid = trained.valid();
         let decoder = Decoder::new(&valid, &vocab, &meta, device);
-        let report = decoder.score(&dev, &dev_encoded, &dev_documents, decode_options);
+        let report = decoder.score(&dev, &dev_encoded, &dev_documents, decode_options)?;
         let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
         let eval_seconds = eval_started.elapsed().as_secs_f64();
-        let test_f1 = test_set.as_ref().map(|(corpus, encoded, documents)| {
-            decoder
-                .score(corpus, encoded, documents, decode_options)
-                .f1()
-        });
+        let test_f1 = test_set
+            .as_ref()
+            .map(|(corpus, encoded, documents)| {
+                decoder
+                    .score(corpus, encoded, documents, decode_options)
+                    .map(|report| report.f1())
+            })
+            .transpose()?;
 
         // Trained on dev, the last epoch is the one kept.
         let best = dev_f1 > state.best_f1 || stage != Stage::Selection;
@@ -538,7 +543,7 @@ fn fit_once(
         });
         save_checkpoint(
             &run,
-            &model,
+            &trained,
             &trainer,
             &state,
             dev_scores.as_ref().map(|(valid, scores)| (*valid, scores)),
@@ -579,12 +584,10 @@ fn fit_once(
                     consistency: weight,
                     ..decode_options
                 };
-                let f1 = decoder
-                    .score(&dev, &dev_encoded, &dev_documents, options)
-                    .f1();
-                (weight, f1)
+                let report = decoder.score(&dev, &dev_encoded, &dev_documents, options)?;
+                Ok((weight, report.f1()))
             })
-            .collect();
+            .collect::<Result<_>>()?;
         // The smallest weight among the best: ties go to decoding sentences on their own.
         let (weight, dev_f1) =
             scores.iter().fold(
@@ -611,7 +614,7 @@ fn fit_once(
                 encoded,
                 documents,
                 decode_options,
-            );
+            )?;
             run.write_test_report(&report.to_json())?;
             events(FitEvent::TestScored {
                 path: test.path.clone(),
@@ -667,10 +670,7 @@ fn reopen_run(
     let state = match run.read_checkpoint()? {
         Some(stored) => {
             let state: LoopState = serde_json::from_str(&stored.state).map_err(|e| {
-                format!(
-                    "{}: not a checkpoint state: {e}",
-                    stored.state_file.display()
-                )
+                Error::model(&stored.state_file, format!("not a checkpoint state: {e}"))
             })?;
             Some(Checkpoint {
                 weights: stored.weights,
@@ -723,13 +723,14 @@ fn describe_run(
     let vectors = data.vectors.as_deref().map(read_vectors).transpose()?;
     if let Some(vectors) = &vectors {
         if vectors.dim != experiment.model.word_dim {
-            return Err(format!(
+            let path = data.vectors.as_deref().unwrap_or(Path::new(""));
+            let message = format!(
                 "model.word_dim is {} but the vectors in {} have {} dimensions",
                 experiment.model.word_dim,
-                data.vectors.as_deref().unwrap_or(Path::new("")).display(),
+                path.display(),
                 vectors.dim
-            )
-            .into());
+            );
+            return Err(DataError::file(path, message).into());
         }
         let corpora: Vec<&Corpus> = [Some(train), Some(dev), corpora.test]
             .into_iter()

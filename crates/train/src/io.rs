@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Module;
 
-use crate::Result;
+use crate::{Error, Result};
 
 /// The suffix of a file being written, before it is renamed into place.
 pub const PARTIAL: &str = "partial";
@@ -17,7 +17,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .and_then(|()| std::fs::rename(&partial, path))
         .map_err(|e| {
             let _ = std::fs::remove_file(&partial);
-            format!("{}: cannot write: {e}", path.display()).into()
+            Error::io(path, "write", e)
         })
 }
 
@@ -43,7 +43,7 @@ pub fn remove_if_present(path: &Path) -> Result<()> {
         Ok(meta) if meta.is_dir() => std::fs::remove_dir_all(path),
         Ok(_) => std::fs::remove_file(path),
     };
-    removed.map_err(|e| format!("{}: cannot delete: {e}", path.display()).into())
+    removed.map_err(|e| Error::io(path, "delete", e))
 }
 
 /// Saves a module's weights atomically.
@@ -53,11 +53,11 @@ pub fn save_module<M: Module>(module: &M, path: &Path) -> Result<()> {
         module
             .clone()
             .save_file(&partial)
-            .map_err(|e| format!("{}: cannot save weights: {e}", path.display()))?;
+            .map_err(|e| Error::io(path, "save weights", std::io::Error::other(e.to_string())))?;
         std::fs::File::open(&partial)
             .and_then(|f| f.sync_all())
             .and_then(|()| std::fs::rename(&partial, path))
-            .map_err(|e| format!("{}: cannot write: {e}", path.display()).into())
+            .map_err(|e| Error::io(path, "write", e))
     });
     if saved.is_err() {
         let _ = std::fs::remove_file(&partial);
@@ -70,23 +70,18 @@ pub fn save_module<M: Module>(module: &M, path: &Path) -> Result<()> {
 pub fn load_module<M: Module>(module: M, path: &Path) -> Result<M> {
     use burn::store::RecordError;
     module.try_load_file(path).map_err(|e| {
-        match e {
+        let message = match e {
             RecordError::Io(detail) if !path.exists() => {
-                format!(
-                    "{}: cannot read: the file is missing ({detail})",
-                    path.display()
-                )
+                format!("cannot read: the file is missing ({detail})")
             }
             RecordError::Io(detail) => format!(
-                "{}: not a readable weights file: it is truncated or damaged ({detail}); \
-                 restore it or train again",
-                path.display()
+                "not a readable weights file: it is truncated or damaged ({detail}); \
+                 restore it or train again"
             ),
-            RecordError::Validation(detail) => format!(
-                "{}: weights do not fit this model (as model.json describes it): {detail}",
-                path.display()
-            ),
-        }
-        .into()
+            RecordError::Validation(detail) => {
+                format!("weights do not fit this model (as model.json describes it): {detail}")
+            }
+        };
+        Error::model(path, message)
     })
 }

@@ -192,7 +192,7 @@ impl ModelDir {
             };
         }
         let mut entries = std::fs::read_dir(&self.path)
-            .map_err(|e| format!("{}: cannot read the directory: {e}", self.path.display()))?;
+            .map_err(|e| Error::io(&self.path, "read the directory", e))?;
         if entries.next().is_some() {
             return refused(
                 "not empty and not a nertrain run; nertrain writes only into a new or empty \
@@ -238,7 +238,10 @@ impl ModelDir {
             .enumerate()
             .map(|(i, line)| {
                 serde_json::from_str(line).map_err(|e| {
-                    format!("{}:{}: not an epoch record: {e}", path.display(), i + 1).into()
+                    Error::model(
+                        format!("{}:{}", path.display(), i + 1),
+                        format!("not an epoch record: {e}"),
+                    )
                 })
             })
             .collect()
@@ -249,8 +252,8 @@ impl ModelDir {
     pub fn read_dev_report(&self) -> Result<serde_json::Value> {
         let path = self.dev_report_file();
         let text = std::fs::read_to_string(&path).map_err(|e| missing_or(&self.path, &path, e))?;
-        Ok(serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not a dev score file: {e}", path.display()))?)
+        serde_json::from_str(&text)
+            .map_err(|e| Error::model(&path, format!("not a dev score file: {e}")))
     }
 
     /// The checkpoint to resume from: `checkpoint/`, or `checkpoint.old/` when a crash came
@@ -284,8 +287,7 @@ impl ModelDir {
         let old = with_suffix(&current, OLD);
         let staged = (|| {
             remove_if_present(&partial)?;
-            std::fs::create_dir_all(&partial)
-                .map_err(|e| format!("{}: cannot create: {e}", partial.display()))?;
+            std::fs::create_dir_all(&partial).map_err(|e| Error::io(&partial, "create", e))?;
             save_module(model, &partial.join(TRAINING_WEIGHTS))?;
             write(&TrainerFiles::in_dir(&partial))?;
             if let Some((best, report)) = best {
@@ -302,13 +304,13 @@ impl ModelDir {
             let _ = std::fs::remove_dir_all(&partial);
             return Err(e);
         }
-        let io = |e: std::io::Error| format!("{}: cannot replace: {e}", current.display());
+        let io = |e: std::io::Error| Error::io(&current, "replace", e);
         remove_if_present(&old)?;
         if current.exists() {
             std::fs::rename(&current, &old).map_err(io)?;
         }
         let swapped =
-            failpoint("swap").and_then(|()| Ok(std::fs::rename(&partial, &current).map_err(io)?));
+            failpoint("swap").and_then(|()| std::fs::rename(&partial, &current).map_err(io));
         if let Err(e) = swapped {
             // Put the last checkpoint back, so the run is as it was before this epoch.
             let _ = std::fs::remove_dir_all(&partial);
@@ -326,13 +328,12 @@ impl ModelDir {
     pub(crate) fn publish(&self, metrics_jsonl: &str, curves_svg: &str) -> Result<()> {
         let checkpoint = self
             .checkpoint()
-            .ok_or_else(|| format!("{}: no checkpoint to publish", self.path.display()))?;
+            .ok_or_else(|| Error::model(&self.path, "no checkpoint to publish"))?;
         let mut staged: Vec<(PathBuf, Vec<u8>)> = Vec::new();
         for (kept, published) in [(BEST_WEIGHTS, WEIGHTS), (DEV_REPORT, DEV_REPORT)] {
             let from = checkpoint.join(kept);
             if from.exists() {
-                let bytes = std::fs::read(&from)
-                    .map_err(|e| format!("{}: cannot read: {e}", from.display()))?;
+                let bytes = std::fs::read(&from).map_err(|e| Error::io(&from, "read", e))?;
                 staged.push((self.path.join(published), bytes));
             }
         }
@@ -340,7 +341,7 @@ impl ModelDir {
         staged.push((self.curves_file(), curves_svg.as_bytes().to_vec()));
         let written = staged.iter().try_for_each(|(path, bytes)| {
             write_synced(&with_suffix(path, PARTIAL), bytes)
-                .map_err(|e| format!("{}: cannot write: {e}", path.display()).into())
+                .map_err(|e| Error::io(path, "write", e))
         });
         let written = written.and_then(|()| failpoint("publish"));
         if let Err(e) = written {
@@ -351,7 +352,7 @@ impl ModelDir {
         }
         for (path, _) in &staged {
             std::fs::rename(with_suffix(path, PARTIAL), path)
-                .map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+                .map_err(|e| Error::io(path, "write", e))?;
         }
         Ok(())
     }
@@ -362,8 +363,8 @@ impl ModelDir {
             return Ok(None);
         };
         let state_file = dir.join(STATE);
-        let state = std::fs::read_to_string(&state_file)
-            .map_err(|e| format!("{}: cannot read: {e}", state_file.display()))?;
+        let state =
+            std::fs::read_to_string(&state_file).map_err(|e| Error::io(&state_file, "read", e))?;
         Ok(Some(StoredCheckpoint {
             weights: dir.join(TRAINING_WEIGHTS),
             trainer: TrainerFiles::in_dir(&dir),
@@ -391,8 +392,7 @@ impl ModelDir {
         vocab: &Vocabularies,
         config_toml: &str,
     ) -> Result<()> {
-        std::fs::create_dir_all(&self.path)
-            .map_err(|e| format!("{}: cannot create: {e}", self.path.display()))?;
+        std::fs::create_dir_all(&self.path).map_err(|e| Error::io(&self.path, "create", e))?;
         write_atomic(
             &self.meta_file(),
             serde_json::to_string_pretty(meta)?.as_bytes(),
@@ -413,7 +413,7 @@ impl ModelDir {
         let path = self.meta_file();
         let text = std::fs::read_to_string(&path).map_err(|e| missing_or(&self.path, &path, e))?;
         let not_a_model = |e: serde_json::Error| {
-            format!("{}: not a nertrain model description: {e}", path.display())
+            Error::model(&path, format!("not a nertrain model description: {e}"))
         };
         let mut given: serde_json::Value = serde_json::from_str(&text).map_err(not_a_model)?;
         // Settings added after a model was saved take their defaults, which is what the model was
@@ -430,12 +430,13 @@ impl ModelDir {
         }
         let meta: ModelMeta = serde_json::from_value(given).map_err(not_a_model)?;
         if meta.format != FORMAT_VERSION {
-            return Err(format!(
-                "{}: model format {} but this nertrain reads format {FORMAT_VERSION}",
-                path.display(),
-                meta.format
-            )
-            .into());
+            return Err(Error::model(
+                &path,
+                format!(
+                    "model format {} but this nertrain reads format {FORMAT_VERSION}",
+                    meta.format
+                ),
+            ));
         }
         Ok(meta)
     }
@@ -444,19 +445,20 @@ impl ModelDir {
         let path = self.vocab_file();
         let text = std::fs::read_to_string(&path).map_err(|e| missing_or(&self.path, &path, e))?;
         let vocab: Vocabularies = serde_json::from_str(&text)
-            .map_err(|e| format!("{}: not a vocabulary file: {e}", path.display()))?;
+            .map_err(|e| Error::model(&path, format!("not a vocabulary file: {e}")))?;
         // The language model's share of the words is the model's, not the vocabulary's.
         let sizes = VocabSizes {
             lm_words: meta.sizes.lm_words.min(vocab.words.len()),
             ..VocabSizes::from(&vocab)
         };
         if sizes != meta.sizes {
-            return Err(format!(
-                "{}: vocabulary sizes {sizes:?} do not match model.json's {:?}",
-                path.display(),
-                meta.sizes
-            )
-            .into());
+            return Err(Error::model(
+                &path,
+                format!(
+                    "vocabulary sizes {sizes:?} do not match model.json's {:?}",
+                    meta.sizes
+                ),
+            ));
         }
         Ok(vocab)
     }
@@ -467,11 +469,10 @@ impl ModelDir {
         let vocab = self.read_vocab(&meta)?;
         let weights = self.weights_file();
         if !weights.exists() {
-            return Err(format!(
-                "{}: no weights yet (model.bpk is written when the first epoch ends)",
-                self.path.display()
-            )
-            .into());
+            return Err(Error::model(
+                &self.path,
+                "no weights yet (model.bpk is written when the first epoch ends)",
+            ));
         }
         let model = load_module(meta.model.init(meta.sizes, device), &weights)?;
         Ok((meta, vocab, model))
@@ -481,17 +482,18 @@ impl ModelDir {
 fn missing_or(dir: &Path, file: &Path, e: std::io::Error) -> crate::Error {
     if e.kind() == std::io::ErrorKind::NotFound {
         if dir.is_dir() {
-            format!(
-                "{}: not a nertrain model directory ({} is missing)",
-                dir.display(),
-                file.display()
+            Error::model(
+                dir,
+                format!(
+                    "not a nertrain model directory ({} is missing)",
+                    file.display()
+                ),
             )
-            .into()
         } else {
-            format!("{}: no such model directory", dir.display()).into()
+            Error::model(dir, "no such model directory")
         }
     } else {
-        format!("{}: cannot read: {e}", file.display()).into()
+        Error::io(file, "read", e)
     }
 }
 
@@ -517,5 +519,9 @@ fn failpoint(name: &str) -> Result<()> {
         // Ends at once, as a crash or `kill -9` would, without leaving a core file behind.
         std::process::exit(134);
     }
-    Err(format!("failpoint {name} reached").into())
+    Err(Error::io(
+        name,
+        "go past a failpoint",
+        std::io::Error::other("failpoint reached"),
+    ))
 }

@@ -128,7 +128,7 @@ impl<'a> Decoder<'a> {
         sentences: &[Encoded],
         documents: &[Range<usize>],
         options: PredictOptions,
-    ) -> Vec<Prediction> {
+    ) -> Result<Vec<Prediction>> {
         let constraints = options
             .constrained
             .then(|| Constraints::for_scheme(self.vocab.tags.items(), self.train_scheme));
@@ -161,9 +161,9 @@ impl<'a> Decoder<'a> {
             let decoded = batches
                 .par_iter()
                 .map(|indices| decode_batch(indices, &self.emissions(sentences, indices)))
-                .collect();
+                .collect::<Result<_>>()?;
             place(&batches, decoded);
-            return predictions;
+            return Ok(predictions);
         }
         // Documents are decoded in groups of bounded size: every emission of a group is held
         // until its documents have been seen whole.
@@ -185,7 +185,7 @@ impl<'a> Decoder<'a> {
                     document.clone(),
                     &mut emissions,
                     options.consistency,
-                );
+                )?;
             }
             let emissions: Vec<Vec<Vec<f64>>> = batches
                 .iter()
@@ -200,10 +200,10 @@ impl<'a> Decoder<'a> {
                 .par_iter()
                 .zip(&emissions)
                 .map(|(indices, emissions)| decode_batch(indices, emissions))
-                .collect();
+                .collect::<Result<_>>()?;
             place(&batches, decoded);
         }
-        predictions
+        Ok(predictions)
     }
 
     /// The decoding batches of the sentences `members`, empty ones left out.
@@ -244,7 +244,7 @@ impl<'a> Decoder<'a> {
         lengths: Vec<usize>,
         emissions: &[Vec<f64>],
         options: PredictOptions,
-    ) -> Vec<Prediction> {
+    ) -> Result<Vec<Prediction>> {
         let k = self.vocab.tags.len();
         let nbest = (options.nbest > 1).then(|| {
             let time = lengths.iter().copied().max().unwrap_or(0);
@@ -266,9 +266,10 @@ impl<'a> Decoder<'a> {
                 options.nbest,
             )
         });
+        let nbest = nbest.transpose()?;
         let mut predictions = Vec::with_capacity(lengths.len());
         for (row, emissions) in emissions.iter().enumerate() {
-            let (best_path, score) = host::viterbi(p, emissions);
+            let (best_path, score) = host::viterbi(p, emissions)?;
             let tags = self.tags_of(&best_path);
             let mut prediction = Prediction {
                 tags: convert_tags(&tags, self.output_scheme),
@@ -276,7 +277,7 @@ impl<'a> Decoder<'a> {
                 ..Default::default()
             };
             if options.confidence || options.marginals || nbest.is_some() {
-                let fb = host::ForwardBackward::new(p, emissions);
+                let fb = host::ForwardBackward::new(p, emissions)?;
                 if options.confidence {
                     prediction.confidences = spans(&tags)
                         .iter()
@@ -291,7 +292,7 @@ impl<'a> Decoder<'a> {
                                 may_follow,
                             )
                         })
-                        .collect();
+                        .collect::<std::result::Result<_, _>>()?;
                 }
                 if options.marginals {
                     prediction.marginals = (0..lengths[row])
@@ -312,7 +313,7 @@ impl<'a> Decoder<'a> {
             }
             predictions.push(prediction);
         }
-        predictions
+        Ok(predictions)
     }
 
     /// Adds to the emission scores of each capitalised word mentioned more than once in
@@ -326,7 +327,7 @@ impl<'a> Decoder<'a> {
         document: Range<usize>,
         emissions: &mut HashMap<usize, Vec<f64>>,
         weight: f64,
-    ) {
+    ) -> Result<()> {
         let k = self.vocab.tags.len();
         let types = entity_types(self.vocab.tags.items());
         let class_of: Vec<usize> = self
@@ -352,12 +353,14 @@ impl<'a> Decoder<'a> {
                 continue;
             };
             let sentence = &sentences[i];
-            let mut fb = None;
+            if !sentence.casing.iter().any(|c| capitalized.contains(c)) {
+                continue;
+            }
+            let fb = host::ForwardBackward::new(p, values)?;
             for t in 0..sentence.len() {
                 if !capitalized.contains(&sentence.casing[t]) {
                     continue;
                 }
-                let fb = fb.get_or_insert_with(|| host::ForwardBackward::new(p, values));
                 let mut probabilities = vec![0.0; classes];
                 for tag in 0..k {
                     probabilities[class_of[tag]] += fb.marginal(t, tag);
@@ -398,6 +401,7 @@ impl<'a> Decoder<'a> {
                 values[t * k + tag] += pull[class_of[tag]];
             }
         }
+        Ok(())
     }
 
     /// Decodes a tagged corpus and scores the predictions against its gold tags.
@@ -407,13 +411,13 @@ impl<'a> Decoder<'a> {
         encoded: &[Encoded],
         documents: &[Range<usize>],
         options: PredictOptions,
-    ) -> Report {
+    ) -> Result<Report> {
         let predicted: Vec<Vec<String>> = self
-            .decode(encoded, documents, options)
+            .decode(encoded, documents, options)?
             .into_iter()
             .map(|p| p.tags)
             .collect();
-        score_corpus(gold, &predicted)
+        Ok(score_corpus(gold, &predicted))
     }
 
     fn tags_of(&self, path: &[usize]) -> Vec<String> {
@@ -516,7 +520,7 @@ impl Predictor {
         sentences: &[Vec<S>],
         documents: &[Range<usize>],
         options: PredictOptions,
-    ) -> Vec<Prediction> {
+    ) -> Result<Vec<Prediction>> {
         let mut encoded: Vec<Encoded> = sentences
             .iter()
             .map(|words| self.vocab.encode_words(words))

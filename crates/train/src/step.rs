@@ -8,11 +8,11 @@ use burn::tensor::{Device, Tensor, TensorData};
 use nertrain_data::Batch;
 use nertrain_model::{BatchTensors, Constraints, Reduction, Tagger};
 
-use crate::Result;
 use crate::config::{Optimizer, UpdateRule};
 use crate::model_dir::TrainerFiles;
 use crate::optim::clip::{clip_factor, scale, squared_norm};
 use crate::optim::{RowGradient, RowSparse, SparseAdam, SparseMomentum};
+use crate::{Error, Result};
 
 pub struct Trainer {
     optimizer: ModuleOptimizer,
@@ -26,16 +26,21 @@ pub struct Trainer {
 }
 
 impl Trainer {
-    /// Starts from `model`'s word table.
+    /// Takes `model`'s word table, which the trainer then owns: the model it returns has an
+    /// empty one (no rows) until [`with_trained_words`](Self::with_trained_words) makes a copy
+    /// of it with the table as trained, to evaluate or save.
     pub fn new(
-        model: &Tagger,
+        mut model: Tagger,
         rule: UpdateRule,
         clip_norm: f64,
         reduction: Reduction,
         constraints: Option<Constraints>,
-    ) -> Self {
+    ) -> (Self, Tagger) {
         let [_, dim] = model.words.weight.dims();
         let table: Vec<f32> = model.words.weight.val().into_data().iter::<f32>().collect();
+        let device = model.words.weight.device();
+        let id = model.words.weight.id;
+        model.words.weight = Param::initialized(id, Tensor::zeros([0, dim], &device));
         let (optimizer, words): (_, Box<dyn RowSparse>) = match rule.optimizer {
             Optimizer::Sgd => (
                 SgdConfig::new()
@@ -56,14 +61,15 @@ impl Trainer {
                 Box::new(SparseAdam::new(table, dim, rule.betas, rule.epsilon)),
             ),
         };
-        Self {
+        let trainer = Self {
             optimizer,
             words,
             dim,
             clip_norm,
             reduction,
             constraints,
-        }
+        };
+        (trainer, model)
     }
 
     /// Trains on `batch` at learning rate `lr`, on `device` (an autodiff device); returns the
@@ -74,7 +80,7 @@ impl Trainer {
         batch: &Batch,
         lr: f64,
         device: &Device,
-    ) -> (Tagger, f64) {
+    ) -> Result<(Tagger, f64)> {
         let inputs = BatchTensors::new(batch, device);
         let dim = self.dim;
         self.words.set_learning_rate(lr);
@@ -89,10 +95,10 @@ impl Trainer {
             word_vectors.clone(),
             self.reduction,
             self.constraints.as_ref(),
-        );
+        )?;
         let value = loss.clone().into_scalar::<f64>();
         if !value.is_finite() {
-            return (model, value);
+            return Ok((model, value));
         }
         let mut grads = loss.backward();
         let slot_gradients: Vec<f32> = word_vectors
@@ -109,14 +115,16 @@ impl Trainer {
             scale(&model, &mut grads, factor);
         }
         self.words.step(&word_gradient, factor);
-        (self.optimizer.step(lr, model, grads), value)
+        Ok((self.optimizer.step(lr, model, grads), value))
     }
 
-    /// `model` with the word table as trained so far (every row up to date), for evaluating or
-    /// saving it.
-    pub fn with_trained_words(&self, mut model: Tagger) -> Tagger {
-        let [rows, dim] = model.words.weight.dims();
-        let table = TensorData::new(self.words.table(), [rows, dim]);
+    /// A copy of the model being trained with the word table as trained so far (every row up to
+    /// date), for evaluating or saving it.
+    pub fn with_trained_words(&self, model: &Tagger) -> Tagger {
+        let mut model = model.clone();
+        let table = self.words.table();
+        let rows = table.len() / self.dim;
+        let table = TensorData::new(table, [rows, self.dim]);
         let device = model.words.weight.device();
         let id = model.words.weight.id;
         model.words.weight = Param::initialized(id, Tensor::from_data(table, &device));
@@ -126,10 +134,8 @@ impl Trainer {
     /// Writes the optimiser's state into checkpoint directory `dir`.
     pub fn save(&self, files: &TrainerFiles) -> Result<()> {
         self.optimizer.save(&files.optimizer).map_err(|e| {
-            format!(
-                "{}: cannot save optimiser state: {e:?}",
-                files.optimizer.display()
-            )
+            let detail = std::io::Error::other(format!("{e:?}"));
+            Error::io(&files.optimizer, "save optimiser state", detail)
         })?;
         self.words.save(&files.words)
     }
@@ -138,9 +144,9 @@ impl Trainer {
     pub fn load(&mut self, files: &TrainerFiles) -> Result<()> {
         let optimizer = std::mem::replace(&mut self.optimizer, SgdConfig::new().init());
         self.optimizer = optimizer.load(&files.optimizer).map_err(|e| {
-            format!(
-                "{}: cannot load optimiser state: {e:?}",
-                files.optimizer.display()
+            Error::model(
+                &files.optimizer,
+                format!("cannot load optimiser state: {e:?}"),
             )
         })?;
         self.words.load(&files.words)
@@ -196,26 +202,37 @@ mod tests {
         let batches = [vec![0, 1], vec![2, 3], vec![1, 3], vec![0, 2], vec![1, 2]];
         // A small limit, so that clipping acts.
         let clip = 0.5;
-        let mut trainer = Trainer::new(&model, UpdateRule::sgd(0.9), clip, Reduction::Sum, None);
+        let (mut trainer, mut sparse) = Trainer::new(
+            model.clone(),
+            UpdateRule::sgd(0.9),
+            clip,
+            Reduction::Sum,
+            None,
+        );
         let mut dense_optimizer = SgdConfig::new()
             .with_momentum(Some(
                 MomentumConfig::new().with_momentum(0.9).with_dampening(0.0),
             ))
             .init();
-        let (mut sparse, mut dense) = (model.clone(), model);
+        let mut dense = model;
         let mut clipped_steps = 0;
         for (step, indices) in batches.iter().enumerate() {
             let lr = if step < 3 { 0.1 } else { 0.05 };
             let batch = Batch::new(&sentences, indices.clone(), 10);
-            sparse = trainer.step(sparse, &batch, lr, &device).0;
+            sparse = trainer
+                .step(sparse, &batch, lr, &device)
+                .expect("a training batch")
+                .0;
 
             let inputs = BatchTensors::new(&batch, &device);
-            let loss = dense.loss(
-                &inputs,
-                dense.words.forward(inputs.words.clone()),
-                Reduction::Sum,
-                None,
-            );
+            let loss = dense
+                .loss(
+                    &inputs,
+                    dense.words.forward(inputs.words.clone()),
+                    Reduction::Sum,
+                    None,
+                )
+                .expect("a training batch");
             let mut grads = GradientsParams::from_grads(loss.backward(), &dense);
             let factor = clip_factor(squared_norm(&dense, &grads).sqrt(), clip);
             clipped_steps += usize::from(factor < 1.0);
@@ -223,7 +240,7 @@ mod tests {
             dense = dense_optimizer.step(lr, dense, grads);
         }
         assert!(clipped_steps > 0, "clipping acted");
-        let sparse = trainer.with_trained_words(sparse);
+        let sparse = trainer.with_trained_words(&sparse);
         let batch = Batch::new(&sentences, vec![0, 1, 2, 3], 10);
         let inputs = BatchTensors::new(&batch, &device);
         for (name, a, b) in [

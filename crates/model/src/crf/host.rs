@@ -2,6 +2,8 @@
 //! tagging uses for best paths, entity confidences and marginals, tested against the tensor
 //! version in `tensor.rs` and against brute force.
 
+use super::CrfError;
+
 /// Start, transition (`[from * k + to]`) and end scores.
 #[derive(Debug, Clone)]
 pub struct Potentials {
@@ -9,6 +11,20 @@ pub struct Potentials {
     pub start: Vec<f64>,
     pub transitions: Vec<f64>,
     pub end: Vec<f64>,
+}
+
+/// The number of tokens in `emissions` (`[len * k]`), checked: at least one, whole rows.
+fn tokens(p: &Potentials, emissions: &[f64]) -> Result<usize, CrfError> {
+    if emissions.is_empty() {
+        return Err(CrfError::Empty);
+    }
+    if p.k == 0 || !emissions.len().is_multiple_of(p.k) {
+        return Err(CrfError::Ragged {
+            values: emissions.len(),
+            tags: p.k,
+        });
+    }
+    Ok(emissions.len() / p.k)
 }
 
 fn log_sum_exp(values: impl Iterator<Item = f64> + Clone) -> f64 {
@@ -21,9 +37,9 @@ fn log_sum_exp(values: impl Iterator<Item = f64> + Clone) -> f64 {
 
 /// The best path of one sentence (`emissions`: `[len * k]`, at least one token) and its
 /// score. Ties go to the lowest tag id, as in the tensor Viterbi.
-pub fn viterbi(p: &Potentials, emissions: &[f64]) -> (Vec<usize>, f64) {
+pub fn viterbi(p: &Potentials, emissions: &[f64]) -> Result<(Vec<usize>, f64), CrfError> {
     let k = p.k;
-    let len = emissions.len() / k;
+    let len = tokens(p, emissions)?;
     let mut score: Vec<f64> = (0..k).map(|j| p.start[j] + emissions[j]).collect();
     let mut next = vec![0.0; k];
     let mut backpointers = vec![0usize; len * k];
@@ -45,7 +61,7 @@ pub fn viterbi(p: &Potentials, emissions: &[f64]) -> (Vec<usize>, f64) {
         path[t] = tag;
         tag = backpointers[t * k + tag];
     }
-    (path, best)
+    Ok((path, best))
 }
 
 /// The score of `path` (start, emissions, transitions and end), in f64: with
@@ -76,9 +92,9 @@ pub struct ForwardBackward {
 
 impl ForwardBackward {
     /// `emissions`: `[len * k]` for one sentence of at least one token.
-    pub fn new(p: &Potentials, emissions: &[f64]) -> Self {
+    pub fn new(p: &Potentials, emissions: &[f64]) -> Result<Self, CrfError> {
         let k = p.k;
-        let len = emissions.len() / k;
+        let len = tokens(p, emissions)?;
         let mut alpha = vec![0.0; len * k];
         let mut beta = vec![0.0; len * k];
         for j in 0..k {
@@ -100,12 +116,12 @@ impl ForwardBackward {
             }
         }
         let log_z = log_sum_exp((0..k).map(|j| alpha[(len - 1) * k + j] + p.end[j]));
-        Self {
+        Ok(Self {
             k,
             alpha,
             beta,
             log_z,
-        }
+        })
     }
 
     pub fn len(&self) -> usize {
@@ -130,14 +146,16 @@ impl ForwardBackward {
         start: usize,
         segment: &[usize],
         may_follow: impl Fn(usize) -> bool,
-    ) -> f64 {
+    ) -> Result<f64, CrfError> {
         let k = self.k;
-        let mut score = self.alpha[start * k + segment[0]];
+        let (Some(&first), Some(&last)) = (segment.first(), segment.last()) else {
+            return Err(CrfError::Empty);
+        };
+        let mut score = self.alpha[start * k + first];
         for (offset, pair) in segment.windows(2).enumerate() {
             let t = start + offset + 1;
             score += p.transitions[pair[0] * k + pair[1]] + emissions[t * k + pair[1]];
         }
-        let last = *segment.last().expect("a non-empty segment");
         let after = start + segment.len();
         let rest = if after == self.len() {
             p.end[last]
@@ -146,6 +164,6 @@ impl ForwardBackward {
                 p.transitions[last * k + j] + emissions[after * k + j] + self.beta[after * k + j]
             }))
         };
-        (score + rest - self.log_z).exp()
+        Ok((score + rest - self.log_z).exp())
     }
 }

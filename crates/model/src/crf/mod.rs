@@ -20,7 +20,8 @@
 //! any kernel launch. Both are tested against brute-force enumeration of every tag sequence
 //! (`tests/crf_brute_force.rs`) and against each other. In the tensor version a sequence of length
 //! `L` in a batch padded to `T` stops changing after step `L-1` (the mask blends the old state
-//! through), so padding never enters its scores. Every sequence has at least one token.
+//! through), so padding never enters its scores. Every sequence needs at least one token: input
+//! that is empty or of mismatched shapes is a [`CrfError`], in both versions.
 
 use burn::config::Config;
 use burn::module::{Module, Param};
@@ -31,10 +32,41 @@ use serde::{Deserialize, Serialize};
 pub mod host;
 mod tensor;
 
-pub use tensor::{host_emissions, log_sum_exp};
+pub use tensor::{ScoredPath, host_emissions, log_sum_exp};
 
 /// The score added to a forbidden move: far below any real path, yet finite.
 pub const FORBIDDEN: f32 = -10_000.0;
+
+/// Input the CRF's algorithms cannot score.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CrfError {
+    /// A batch without sequences, or a sequence without tokens.
+    #[error("nothing to score: every sequence needs at least one token")]
+    Empty,
+    /// Emissions over another number of tags than the CRF's.
+    #[error("emissions over {found} tags for a CRF over {expected}")]
+    Tags { expected: usize, found: usize },
+    /// A mask, tag or length input whose shape is not the emissions' `[batch, time]`.
+    #[error("{what} of shape {found:?}; the emissions need {expected:?}")]
+    Shape {
+        what: &'static str,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
+    /// A sequence length outside `1..=time`.
+    #[error("sequence {sequence} has length {length}, outside 1..={time}")]
+    Length {
+        sequence: usize,
+        length: usize,
+        time: usize,
+    },
+    /// Host emissions that are not whole rows of `tags` scores.
+    #[error("{values} emission scores are not whole rows of {tags} tags")]
+    Ragged { values: usize, tags: usize },
+    /// An n-best list of no paths.
+    #[error("an n-best list needs n >= 1")]
+    NoPaths,
+}
 
 #[derive(Config, Debug)]
 pub struct CrfConfig {

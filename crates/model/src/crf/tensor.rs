@@ -5,7 +5,10 @@
 
 use burn::tensor::{Int, Tensor, TensorData};
 
-use super::{FORBIDDEN, Marginals, Potentials, Reduction, host};
+use super::{CrfError, FORBIDDEN, Marginals, Potentials, Reduction, host};
+
+/// A tag path (tag ids, one per token) and its score.
+pub type ScoredPath = (Vec<usize>, f32);
 
 impl Potentials {
     /// The same potentials on the host in f64, for the [`host`] routines.
@@ -20,7 +23,51 @@ impl Potentials {
         }
     }
 
-    /// Forward log-scores α_t (`[batch, k]` per step), blended through padding, and log Z.
+    /// Whether emissions `[batch, time, tags]`, a mask and sequence lengths (when given) are
+    /// something the algorithms below can score.
+    fn check(
+        &self,
+        emissions: [usize; 3],
+        mask: [usize; 2],
+        lengths: Option<&[usize]>,
+    ) -> Result<(), CrfError> {
+        let [batch, time, k] = emissions;
+        if batch == 0 || time == 0 {
+            return Err(CrfError::Empty);
+        }
+        let expected = self.start.dims()[0];
+        if k != expected {
+            return Err(CrfError::Tags { expected, found: k });
+        }
+        if mask != [batch, time] {
+            return Err(CrfError::Shape {
+                what: "a mask",
+                expected: vec![batch, time],
+                found: mask.to_vec(),
+            });
+        }
+        let Some(lengths) = lengths else {
+            return Ok(());
+        };
+        if lengths.len() != batch {
+            return Err(CrfError::Shape {
+                what: "lengths",
+                expected: vec![batch],
+                found: vec![lengths.len()],
+            });
+        }
+        match lengths.iter().position(|&l| l == 0 || l > time) {
+            Some(sequence) => Err(CrfError::Length {
+                sequence,
+                length: lengths[sequence],
+                time,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Forward log-scores α_t (`[batch, k]` per step), blended through padding, and log Z, for
+    /// checked input.
     fn forward(&self, emissions: Tensor<3>, mask: Tensor<2>) -> (Vec<Tensor<2>>, Tensor<1>) {
         let [batch, time, k] = emissions.dims();
         // Made only when used: an autodiff node that no loss reaches is never freed by Burn, and
@@ -29,7 +76,7 @@ impl Potentials {
         let transitions = (time > 1).then(|| self.transitions.clone().unsqueeze_dim::<3>(0));
         let mut steps = time_steps(emissions).into_iter();
         let masks = time_steps(mask.unsqueeze_dim(2));
-        let first = steps.next().expect("a sequence has at least one token");
+        let first = steps.next().expect("checked: at least one token");
         let mut alphas = vec![self.start.clone().unsqueeze_dim(0) + first];
         for (emission, mask) in steps.zip(masks.into_iter().skip(1)) {
             let alpha = alphas.last().expect("the first step").clone();
@@ -47,8 +94,13 @@ impl Potentials {
     /// `log Z(x)` for each sequence by the forward algorithm in log space.
     ///
     /// `emissions`: `[batch, time, tags]`; `mask`: `[batch, time]` with 1.0 at real tokens.
-    pub fn log_partition(&self, emissions: Tensor<3>, mask: Tensor<2>) -> Tensor<1> {
-        self.forward(emissions, mask).1
+    pub fn log_partition(
+        &self,
+        emissions: Tensor<3>,
+        mask: Tensor<2>,
+    ) -> Result<Tensor<1>, CrfError> {
+        self.check(emissions.dims(), mask.dims(), None)?;
+        Ok(self.forward(emissions, mask).1)
     }
 
     /// The score of the given tag paths. `tags`: `[batch, time]`, any value at padding.
@@ -58,7 +110,15 @@ impl Potentials {
         tags: Tensor<2, Int>,
         mask: Tensor<2>,
         lengths: &[usize],
-    ) -> Tensor<1> {
+    ) -> Result<Tensor<1>, CrfError> {
+        self.check(emissions.dims(), mask.dims(), Some(lengths))?;
+        if tags.dims() != mask.dims() {
+            return Err(CrfError::Shape {
+                what: "tags",
+                expected: mask.dims().to_vec(),
+                found: tags.dims().to_vec(),
+            });
+        }
         let [batch, time, k] = emissions.dims();
         let device = emissions.device();
         let emitted = emissions
@@ -87,7 +147,7 @@ impl Potentials {
         let last_index =
             Tensor::<2, Int>::from_data(TensorData::new(last_index, [batch, 1]), &device);
         let last = tags.gather(1, last_index).reshape([batch]);
-        score + self.end.clone().select(0, last)
+        Ok(score + self.end.clone().select(0, last))
     }
 
     /// Negative log-likelihood of the gold tags.
@@ -98,14 +158,15 @@ impl Potentials {
         mask: Tensor<2>,
         lengths: &[usize],
         reduction: Reduction,
-    ) -> Tensor<1> {
-        let log_z = self.log_partition(emissions.clone(), mask.clone());
-        let nll = log_z - self.path_score(emissions, tags, mask, lengths);
-        reduction.apply(nll, lengths)
+    ) -> Result<Tensor<1>, CrfError> {
+        let gold = self.path_score(emissions.clone(), tags, mask.clone(), lengths)?;
+        let log_z = self.forward(emissions, mask).1;
+        Ok(reduction.apply(log_z - gold, lengths))
     }
 
     /// Token and pairwise marginals by forward-backward in log space, for the whole batch.
-    pub fn marginals(&self, emissions: Tensor<3>, mask: Tensor<2>) -> Marginals {
+    pub fn marginals(&self, emissions: Tensor<3>, mask: Tensor<2>) -> Result<Marginals, CrfError> {
+        self.check(emissions.dims(), mask.dims(), None)?;
         let [batch, time, k] = emissions.dims();
         let (alphas, log_z) = self.forward(emissions.clone(), mask.clone());
         let transitions = self.transitions.clone().unsqueeze_dim::<3>(0);
@@ -141,10 +202,10 @@ impl Potentials {
         } else {
             Tensor::stack(pairwise, 1)
         };
-        Marginals {
+        Ok(Marginals {
             unary: Tensor::stack(unary, 1),
             pairwise,
-        }
+        })
     }
 
     /// The best path of every sequence and its score, by batched max-product; the backpointers
@@ -154,11 +215,9 @@ impl Potentials {
         emissions: Tensor<3>,
         mask: Tensor<2>,
         lengths: &[usize],
-    ) -> Vec<(Vec<usize>, f32)> {
-        self.nbest(emissions, mask, lengths, 1)
-            .into_iter()
-            .map(|mut paths| paths.remove(0))
-            .collect()
+    ) -> Result<Vec<ScoredPath>, CrfError> {
+        let best = self.nbest(emissions, mask, lengths, 1)?;
+        Ok(best.into_iter().map(|mut paths| paths.remove(0)).collect())
     }
 
     /// The `n` best paths of every sequence with their scores, best first (fewer when a sequence
@@ -170,14 +229,17 @@ impl Potentials {
         mask: Tensor<2>,
         lengths: &[usize],
         n: usize,
-    ) -> Vec<Vec<(Vec<usize>, f32)>> {
-        assert!(n >= 1, "at least one path");
+    ) -> Result<Vec<Vec<ScoredPath>>, CrfError> {
+        self.check(emissions.dims(), mask.dims(), Some(lengths))?;
+        if n == 0 {
+            return Err(CrfError::NoPaths);
+        }
         let [batch, time, k] = emissions.dims();
         let device = emissions.device();
         let transitions = self.transitions.clone().unsqueeze_dim::<3>(0); // [1, from, to]
         let mut steps = time_steps(emissions).into_iter();
         let masks = time_steps(mask.unsqueeze_dim(2));
-        let first = steps.next().expect("a sequence has at least one token");
+        let first = steps.next().expect("checked: at least one token");
         // Rank 0 holds the one real path into each tag; the other ranks start out of reach.
         let first = (self.start.clone().unsqueeze_dim(0) + first).unsqueeze_dim::<3>(1);
         let unreachable =
@@ -216,7 +278,7 @@ impl Potentials {
         // A path through an unreachable start scores below this.
         let reachable = FORBIDDEN * time as f32;
 
-        (0..batch)
+        Ok((0..batch)
             .map(|b| {
                 let len = lengths[b];
                 (0..n)
@@ -237,7 +299,7 @@ impl Potentials {
                     })
                     .collect()
             })
-            .collect()
+            .collect())
     }
 }
 

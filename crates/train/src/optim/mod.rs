@@ -14,7 +14,7 @@ use std::path::Path;
 pub use adam::SparseAdam;
 pub use sgd::SparseMomentum;
 
-use crate::Result;
+use crate::{Error, Result};
 
 /// A row-sparse update of the word table.
 pub trait RowSparse {
@@ -92,15 +92,16 @@ pub(crate) fn read_state(
     size: usize,
     what: &str,
 ) -> Result<Vec<u8>> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, "read", e))?;
     if bytes.len() != size || (u64_at(&bytes, 0), u64_at(&bytes, 1)) != (rows as u64, dim as u64) {
-        return Err(format!(
-            "{}: expected the word embedding's {what} for {rows} rows of {dim} ({size} bytes), \
-             found {} bytes",
-            path.display(),
-            bytes.len()
-        )
-        .into());
+        return Err(Error::model(
+            path,
+            format!(
+                "expected the word embedding's {what} for {rows} rows of {dim} ({size} bytes), \
+                 found {} bytes",
+                bytes.len()
+            ),
+        ));
     }
     Ok(bytes)
 }
