@@ -1,0 +1,461 @@
+//! The training loop: epochs of shuffled batches, evaluation on dev after each, early stopping,
+//! a checkpoint committed every epoch, and at the end the document consistency weight and the
+//! test score. Reading the data and describing the run are in `setup`, the run's progress on disk
+//! in `checkpoint`, and what the loop reports in `events`.
+
+mod checkpoint;
+mod events;
+mod setup;
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use burn::module::Module;
+use burn::tensor::Device;
+use nertrain_data::{Batch, BatchPlan, Encoded, Report, Vocab};
+use nertrain_model::Constraints;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+pub use events::{EpochMetrics, FitEvent, FitOptions, FitOutcome};
+pub use setup::read_tagged;
+
+use crate::io::load_module;
+use crate::model_dir::ModelDir;
+use crate::predict::{Decoder, PredictOptions};
+use crate::step::Trainer;
+use crate::{Error, Experiment, Result};
+use checkpoint::{Checkpoint, LoopState, save_checkpoint};
+use setup::{Prepared, prepare, singleton_words};
+
+/// The document consistency weights tried on dev when a document-level run ends.
+const CONSISTENCY_WEIGHTS: [f64; 7] = [0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0];
+
+/// Trains the experiment's model, choosing the epoch on dev; with `train.with_dev`, then trains
+/// a second one on train and dev for that many epochs (see [`FitOutcome::with_dev`]).
+pub fn fit(
+    experiment: &Experiment,
+    options: FitOptions,
+    device: &Device,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<FitOutcome> {
+    let interrupt = options.interrupt.clone();
+    let mut outcome = fit_once(experiment, options, device, events, Stage::Selection)?;
+    if !experiment.train.with_dev || outcome.interrupted || outcome.best_epoch == 0 {
+        return Ok(outcome);
+    }
+    let run = ModelDir::new(&experiment.train.output);
+    let consistency = run.read_meta()?.document.map(|d| d.consistency);
+    let mut second = experiment.clone();
+    second.train.with_dev = false;
+    second.train.epochs = outcome.best_epoch;
+    second.train.patience = outcome.best_epoch;
+    second.train.output = run.with_dev_dir();
+    events(FitEvent::TrainingWithDev {
+        epochs: outcome.best_epoch,
+        output: second.train.output.clone(),
+    });
+    let options = FitOptions {
+        resume: false,
+        overwrite: true,
+        interrupt,
+    };
+    let with_dev = fit_once(
+        &second,
+        options,
+        device,
+        events,
+        Stage::WithDev { consistency },
+    )?;
+    outcome.interrupted = with_dev.interrupted;
+    outcome.with_dev = Some(Box::new(with_dev));
+    Ok(outcome)
+}
+
+/// Which of `fit`'s trainings a run is.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Stage {
+    /// On train, the epoch chosen on dev.
+    Selection,
+    /// On train and dev, for a chosen number of epochs, keeping the last; a document-level
+    /// model keeps the consistency weight the selection run chose.
+    WithDev { consistency: Option<f64> },
+}
+
+fn fit_once(
+    experiment: &Experiment,
+    options: FitOptions,
+    device: &Device,
+    events: &mut dyn FnMut(FitEvent),
+    stage: Stage,
+) -> Result<FitOutcome> {
+    let data = &experiment.data;
+    let train_config = &experiment.train;
+    let Prepared {
+        run,
+        meta,
+        vocab,
+        state,
+        vectors,
+        train,
+        dev,
+        encoded,
+        dev_encoded,
+        dev_documents,
+        test_set,
+    } = prepare(experiment, &options, stage != Stage::Selection, events)?;
+    let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
+    let train_tokens: usize = lengths.iter().sum();
+    let singletons = singleton_words(&encoded, vocab.words.len());
+
+    let training_constraints = experiment
+        .crf
+        .constrained_training
+        .then(|| Constraints::for_scheme(vocab.tags.items(), meta.train_scheme));
+    let decode_options = PredictOptions {
+        constrained: meta.crf.constrained_decoding,
+        batch_size: train_config.eval_batch_size,
+        ..PredictOptions::default()
+    };
+    let train_device = device.clone().autodiff();
+    train_device.seed(train_config.seed);
+    let mut model = meta.model.init(meta.sizes, &train_device);
+    if let Some(vectors) = &vectors {
+        let (with_vectors, found) = model.with_word_vectors(&vocab.words, vectors);
+        model = with_vectors;
+        events(FitEvent::Info(format!(
+            "{found} of {} word embeddings start from pretrained vectors",
+            vocab.words.len()
+        )));
+    }
+    let (checkpoint, state) = match state {
+        Some(Checkpoint {
+            weights,
+            trainer,
+            state,
+        }) => (Some((weights, trainer)), Some(state)),
+        None => (None, None),
+    };
+    let mut state = state.unwrap_or(LoopState {
+        epochs_done: 0,
+        best_f1: -1.0,
+        best_epoch: 0,
+        history: Vec::new(),
+        batches_done: 0,
+        epoch_loss: 0.0,
+        epoch_seconds: 0.0,
+    });
+    if let Some((weights, _)) = &checkpoint {
+        model = load_module(model, weights)?;
+    }
+    let (mut trainer, mut model) = Trainer::new(
+        model,
+        train_config.update_rule(),
+        train_config.clip_norm,
+        train_config.reduction,
+        training_constraints,
+    );
+    if let Some((_, files)) = checkpoint {
+        // The trainer's own state replaces the word table it took from the model.
+        trainer.load(&files)?;
+        let within = if state.batches_done > 0 {
+            format!(" and batch {} of the next", state.batches_done)
+        } else {
+            String::new()
+        };
+        events(FitEvent::Info(format!(
+            "resuming {} after epoch {}{within}",
+            run.path.display(),
+            state.epochs_done
+        )));
+    }
+
+    events(FitEvent::Info(format!(
+        "train {}{}: {} sentences, {} tokens; dev {}: {} sentences; {} words, {} chars, {} tags ({} scheme, trained as {})",
+        train.path.display(),
+        if stage == Stage::Selection {
+            String::new()
+        } else {
+            format!(" + dev {}", dev.path.display())
+        },
+        train.sentences.len(),
+        train_tokens,
+        dev.path.display(),
+        dev.sentences.len(),
+        vocab.words.len(),
+        vocab.chars.len(),
+        vocab.tags.len(),
+        meta.file_scheme,
+        meta.train_scheme
+    )));
+
+    let epochs_since_best = |state: &LoopState| state.epochs_done - state.best_epoch;
+    while state.epochs_done < train_config.epochs
+        && (state.epochs_done == 0 || epochs_since_best(&state) < train_config.patience)
+    {
+        let epoch = state.epochs_done;
+        let lr = train_config.lr / (1.0 + train_config.lr_decay * epoch as f64);
+        // Batches come from the epoch's seed and every random draw of a step from the batch's,
+        // so a run resumed at any batch boundary continues exactly as it would have.
+        let epoch_seed = train_config.seed.wrapping_add(epoch as u64 * 1_000_003);
+        let plan = BatchPlan::shuffled(&lengths, train_config.batch_size, epoch_seed);
+
+        let started = Instant::now();
+        let mut loss_sum = state.epoch_loss;
+        let done = plan.batches[..state.batches_done]
+            .iter()
+            .map(Vec::len)
+            .sum();
+        events(FitEvent::EpochStarted {
+            epoch: epoch + 1,
+            epochs: train_config.epochs,
+            sentences: encoded.len(),
+            done,
+            loss_sum,
+        });
+        let skip = state.batches_done;
+        for (batch_number, indices) in plan.batches.into_iter().enumerate().skip(skip) {
+            let batch_seed =
+                epoch_seed ^ (batch_number as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            train_device.seed(batch_seed);
+            let mut word_dropout = StdRng::seed_from_u64(batch_seed);
+            let mut batch = Batch::new(&encoded, indices, meta.max_word_len);
+            if data.singleton_unk > 0.0 {
+                for word in &mut batch.words {
+                    if singletons[*word as usize]
+                        && word_dropout.random::<f64>() < data.singleton_unk
+                    {
+                        *word = Vocab::UNK_ID as i64;
+                    }
+                }
+            }
+            let (trained, value) = trainer.step(model, &batch, lr, &train_device)?;
+            model = trained;
+            if !value.is_finite() {
+                events(FitEvent::EpochTrained);
+                let kept = if state.best_epoch > 0 {
+                    format!(
+                        "the best model so far (epoch {}) is kept in {}",
+                        state.best_epoch,
+                        run.path.display()
+                    )
+                } else {
+                    "no epoch had completed, so no model was saved".to_string()
+                };
+                return Err(Error::Diverged {
+                    value,
+                    epoch: epoch + 1,
+                    batch: batch_number + 1,
+                    kept,
+                });
+            }
+            let sentence_loss = match train_config.reduction {
+                nertrain_model::Reduction::Sum => value,
+                nertrain_model::Reduction::Mean => value * batch.size() as f64,
+                nertrain_model::Reduction::TokenMean => value * batch.token_count() as f64,
+            };
+            loss_sum += sentence_loss;
+            events(FitEvent::Batch {
+                sentences: batch.size(),
+                loss: sentence_loss,
+            });
+            if options
+                .interrupt
+                .as_ref()
+                .is_some_and(|flag| flag.load(Ordering::SeqCst))
+            {
+                events(FitEvent::EpochTrained);
+                state.batches_done = batch_number + 1;
+                state.epoch_loss = loss_sum;
+                state.epoch_seconds += started.elapsed().as_secs_f64();
+                let trained = trainer.with_trained_words(&model);
+                save_checkpoint(&run, &trained, &trainer, &state, None)?;
+                events(FitEvent::Interrupted {
+                    epoch: epoch + 1,
+                    batch: batch_number + 1,
+                });
+                return Ok(FitOutcome {
+                    best_epoch: state.best_epoch,
+                    best_dev_f1: state.best_f1,
+                    history: state.history,
+                    test: None,
+                    interrupted: true,
+                    with_dev: None,
+                });
+            }
+        }
+        events(FitEvent::EpochTrained);
+        let train_seconds = state.epoch_seconds + started.elapsed().as_secs_f64();
+        state.batches_done = 0;
+        state.epoch_loss = 0.0;
+        state.epoch_seconds = 0.0;
+
+        let eval_started = Instant::now();
+        let trained = trainer.with_trained_words(&model);
+        let valid = trained.valid();
+        let decoder = Decoder::new(&valid, &vocab, &meta, device);
+        let report = decoder.score(&dev, &dev_encoded, &dev_documents, decode_options)?;
+        let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
+        let eval_seconds = eval_started.elapsed().as_secs_f64();
+        let test_f1 = test_set
+            .as_ref()
+            .map(|(corpus, encoded, documents)| {
+                decoder
+                    .score(corpus, encoded, documents, decode_options)
+                    .map(|report| report.f1())
+            })
+            .transpose()?;
+
+        // Trained on dev, the last epoch is the one kept.
+        let best = dev_f1 > state.best_f1 || stage != Stage::Selection;
+        if best {
+            state.best_f1 = dev_f1;
+            state.best_epoch = epoch + 1;
+        }
+        let metrics = EpochMetrics {
+            epoch: epoch + 1,
+            lr,
+            loss: loss_sum / encoded.len() as f64,
+            train_seconds,
+            sentences_per_second: encoded.len() as f64 / train_seconds,
+            tokens_per_second: train_tokens as f64 / train_seconds,
+            dev_precision,
+            dev_recall,
+            dev_f1,
+            eval_seconds,
+            best,
+            test_f1,
+        };
+        state.history.push(metrics.clone());
+        state.epochs_done += 1;
+        let dev_scores = best.then(|| {
+            let mut scores = report.to_json();
+            scores["epoch"] = serde_json::json!(epoch + 1);
+            (&valid, scores)
+        });
+        save_checkpoint(
+            &run,
+            &trained,
+            &trainer,
+            &state,
+            dev_scores.as_ref().map(|(valid, scores)| (*valid, scores)),
+        )?;
+        events(FitEvent::EpochEnded(metrics));
+    }
+    if state.epochs_done < train_config.epochs {
+        events(FitEvent::EarlyStop {
+            patience: train_config.patience,
+        });
+    }
+    events(FitEvent::Finished {
+        best_epoch: state.best_epoch,
+        best_dev_f1: state.best_f1,
+        weights: run.weights_file(),
+    });
+
+    let prepared = Prepared {
+        run,
+        meta,
+        vocab,
+        state: None,
+        vectors: None,
+        train,
+        dev,
+        encoded,
+        dev_encoded,
+        dev_documents,
+        test_set,
+    };
+    let test_report = finish(prepared, decode_options, stage, device, events)?;
+    Ok(FitOutcome {
+        best_epoch: state.best_epoch,
+        best_dev_f1: state.best_f1,
+        history: state.history,
+        test: test_report,
+        interrupted: false,
+        with_dev: None,
+    })
+}
+
+/// After the last epoch: a document-level run's consistency weight (chosen on dev among
+/// [`CONSISTENCY_WEIGHTS`], or kept from the selection run when training with dev), then the
+/// best model's test score, when there is a test set.
+fn finish(
+    prepared: Prepared,
+    mut decode_options: PredictOptions,
+    stage: Stage,
+    device: &Device,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<Option<Report>> {
+    let Prepared {
+        run,
+        mut meta,
+        vocab,
+        dev,
+        dev_encoded,
+        dev_documents,
+        test_set,
+        ..
+    } = prepared;
+    let best = if meta.document.is_some() || test_set.is_some() {
+        Some(load_module(
+            meta.model.init(meta.sizes, device),
+            &run.weights_file(),
+        )?)
+    } else {
+        None
+    };
+    if let (Stage::WithDev { consistency }, Some(document)) = (stage, meta.document.as_mut()) {
+        document.consistency = consistency.unwrap_or(0.0);
+        decode_options.consistency = document.consistency;
+        run.update_meta(&meta)?;
+    } else if let (Some(_), Some(best)) = (meta.document, &best) {
+        let decoder = Decoder::new(best, &vocab, &meta, device);
+        let scores: Vec<(f64, f64)> = CONSISTENCY_WEIGHTS
+            .iter()
+            .map(|&weight| {
+                let options = PredictOptions {
+                    consistency: weight,
+                    ..decode_options
+                };
+                let report = decoder.score(&dev, &dev_encoded, &dev_documents, options)?;
+                Ok((weight, report.f1()))
+            })
+            .collect::<Result<_>>()?;
+        // The smallest weight among the best: ties go to decoding sentences on their own.
+        let (weight, dev_f1) =
+            scores.iter().fold(
+                scores[0],
+                |best, &(w, f)| {
+                    if f > best.1 { (w, f) } else { best }
+                },
+            );
+        if let Some(document) = meta.document.as_mut() {
+            document.consistency = weight;
+        }
+        decode_options.consistency = weight;
+        run.update_meta(&meta)?;
+        events(FitEvent::ConsistencyChosen {
+            scores,
+            weight,
+            dev_f1,
+        });
+    }
+    Ok(match (&test_set, &best) {
+        (Some((test, encoded, documents)), Some(best)) => {
+            let report = Decoder::new(best, &vocab, &meta, device).score(
+                test,
+                encoded,
+                documents,
+                decode_options,
+            )?;
+            run.write_test_report(&report.to_json())?;
+            events(FitEvent::TestScored {
+                path: test.path.clone(),
+                report: report.clone(),
+            });
+            Some(report)
+        }
+        _ => None,
+    })
+}
