@@ -1,0 +1,143 @@
+//! The sessions in the documentation are real: every `$ $B …` command in `docs/usage.md` is run
+//! in order, in a scratch copy of the sample, and must print what the page shows. Only the speed
+//! figures (sentences per second and seconds), which change from run to run, are not compared.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{scratch, workspace};
+
+/// A command of a documented session and the output the page shows for it.
+struct Example {
+    line: usize,
+    command: String,
+    output: Vec<String>,
+}
+
+/// The `$ $B …` commands of `markdown`'s fenced blocks, each with the lines up to the next
+/// command or the end of its block.
+fn examples(markdown: &str) -> Vec<Example> {
+    let mut examples: Vec<Example> = Vec::new();
+    let (mut in_block, mut in_example) = (false, false);
+    for (number, line) in markdown.lines().enumerate() {
+        if line.starts_with("```") {
+            in_block = !in_block;
+            in_example = false;
+        } else if let Some(command) = line.strip_prefix("$ $B ").filter(|_| in_block) {
+            examples.push(Example {
+                line: number + 1,
+                command: format!("\"$B\" {command}"),
+                output: Vec::new(),
+            });
+            in_example = true;
+        } else if in_example {
+            examples.last_mut().unwrap().output.push(line.to_string());
+        }
+    }
+    examples
+}
+
+/// `line` with its speed figures masked: a count before `sent/s`, seconds before `train` or
+/// `dev`, and the last two columns (sentences/s, seconds) of a `report` epoch row.
+fn without_speed(line: &str) -> String {
+    let words: Vec<&str> = line.split_whitespace().collect();
+    let report_row = words.len() == 8 && words[0].parse::<usize>().is_ok();
+    let masked: Vec<&str> = words
+        .iter()
+        .enumerate()
+        .map(|(i, &word)| {
+            let next = words.get(i + 1).copied().unwrap_or("");
+            let seconds = word.ends_with('s') && word[..word.len() - 1].parse::<f64>().is_ok();
+            if (report_row && i >= 6)
+                || next == "sent/s"
+                || (seconds && (next == "train," || next == "dev"))
+            {
+                "#"
+            } else {
+                word
+            }
+        })
+        .collect();
+    masked.join(" ")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn the_usage_session_prints_what_the_page_shows() {
+    let root = workspace();
+    let page = root.join("docs/usage.md");
+    let markdown = std::fs::read_to_string(&page).unwrap();
+    let examples = examples(&markdown);
+    assert!(
+        examples.len() >= 5,
+        "expected the session's commands in {}, found {}",
+        page.display(),
+        examples.len()
+    );
+    let dir = scratch("docs");
+    copy_dir(&root.join("data/sample"), &dir.join("data/sample"));
+    copy_dir(&root.join("configs"), &dir.join("configs"));
+    for example in &examples {
+        let output = Command::new("sh")
+            .arg("-c")
+            .arg(&example.command)
+            .env("B", env!("CARGO_BIN_EXE_nertrain"))
+            .env("RAYON_NUM_THREADS", "1")
+            .current_dir(&dir)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "docs/usage.md:{}: `{}` failed: {}",
+            example.line,
+            example.command,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let printed: Vec<String> = String::from_utf8_lossy(&output.stdout)
+            .lines()
+            .map(without_speed)
+            .collect();
+        let shown: Vec<String> = example.output.iter().map(|l| without_speed(l)).collect();
+        // A blank line that ends the output does not show on the page.
+        let trimmed = |mut lines: Vec<String>| {
+            while lines.last().is_some_and(String::is_empty) {
+                lines.pop();
+            }
+            lines
+        };
+        let (printed, shown) = (trimmed(printed), trimmed(shown));
+        assert_eq!(
+            printed, shown,
+            "docs/usage.md:{}: `{}` printed something else than the page shows",
+            example.line, example.command
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn speed_figures_alone_are_masked() {
+    assert_eq!(
+        without_speed(
+            "epoch   1: loss 11.4168  dev F1 13.90 *  1019 sent/s  0.6s train, 0.0s dev  lr 0.01500"
+        ),
+        "epoch 1: loss 11.4168 dev F1 13.90 * # sent/s # train, # dev lr 0.01500"
+    );
+    assert_eq!(
+        without_speed("    1   11.4168   0.01500   30.69    8.99   13.90*    1019      0.6"),
+        "1 11.4168 0.01500 30.69 8.99 13.90* # #"
+    );
+    assert_eq!(
+        without_speed("best dev F1 98.11 at epoch 8 → runs/sample/model.bpk"),
+        "best dev F1 98.11 at epoch 8 → runs/sample/model.bpk"
+    );
+}
