@@ -41,6 +41,7 @@ pub struct TagArgs {
     /// documents, lines up to a blank one are one document.
     #[arg(long)]
     input: Option<PathBuf>,
+    /// How each input and its entities are printed on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
     /// Add every token's tag probabilities (marginals) to the JSON output.
