@@ -91,22 +91,23 @@ fn fit_once(
 ) -> Result<FitOutcome> {
     let data = &experiment.data;
     let train_config = &experiment.train;
+    let mut prepared = prepare(experiment, &options, stage != Stage::Selection, events)?;
+    let (state, vectors) = (prepared.state.take(), prepared.vectors.take());
     let Prepared {
         run,
         meta,
         vocab,
-        state,
-        vectors,
         train,
         dev,
         encoded,
         dev_encoded,
         dev_documents,
         test_set,
-    } = prepare(experiment, &options, stage != Stage::Selection, events)?;
+        ..
+    } = &prepared;
     let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
     let train_tokens: usize = lengths.iter().sum();
-    let singletons = singleton_words(&encoded, vocab.words.len());
+    let singletons = singleton_words(encoded, vocab.words.len());
 
     let training_constraints = experiment
         .crf
@@ -219,7 +220,7 @@ fn fit_once(
                 epoch_seed ^ (batch_number as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             train_device.seed(batch_seed);
             let mut word_dropout = StdRng::seed_from_u64(batch_seed);
-            let mut batch = Batch::new(&encoded, indices, meta.max_word_len);
+            let mut batch = Batch::new(encoded, indices, meta.max_word_len);
             if data.singleton_unk > 0.0 {
                 for word in &mut batch.words {
                     if singletons[*word as usize]
@@ -269,7 +270,7 @@ fn fit_once(
                 state.epoch_loss = loss_sum;
                 state.epoch_seconds += started.elapsed().as_secs_f64();
                 let trained = trainer.with_trained_words(&model);
-                save_checkpoint(&run, &trained, &trainer, &state, None)?;
+                save_checkpoint(run, &trained, &trainer, &state, None)?;
                 events(FitEvent::Interrupted {
                     epoch: epoch + 1,
                     batch: batch_number + 1,
@@ -293,8 +294,8 @@ fn fit_once(
         let eval_started = Instant::now();
         let trained = trainer.with_trained_words(&model);
         let valid = trained.valid();
-        let decoder = Decoder::new(&valid, &vocab, &meta, device);
-        let report = decoder.score(&dev, &dev_encoded, &dev_documents, decode_options)?;
+        let decoder = Decoder::new(&valid, vocab, meta, device);
+        let report = decoder.score(dev, dev_encoded, dev_documents, decode_options)?;
         let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
         let eval_seconds = eval_started.elapsed().as_secs_f64();
         let test_f1 = test_set
@@ -334,7 +335,7 @@ fn fit_once(
             (&valid, scores)
         });
         save_checkpoint(
-            &run,
+            run,
             &trained,
             &trainer,
             &state,
@@ -353,20 +354,7 @@ fn fit_once(
         weights: run.weights_file(),
     });
 
-    let prepared = Prepared {
-        run,
-        meta,
-        vocab,
-        state: None,
-        vectors: None,
-        train,
-        dev,
-        encoded,
-        dev_encoded,
-        dev_documents,
-        test_set,
-    };
-    let test_report = finish(prepared, decode_options, stage, device, events)?;
+    let test_report = finish(&prepared, decode_options, stage, device, events)?;
     Ok(FitOutcome {
         best_epoch: state.best_epoch,
         best_dev_f1: state.best_f1,
@@ -381,7 +369,7 @@ fn fit_once(
 /// [`CONSISTENCY_WEIGHTS`], or kept from the selection run when training with dev), then the
 /// best model's test score, when there is a test set.
 fn finish(
-    prepared: Prepared,
+    prepared: &Prepared,
     mut decode_options: PredictOptions,
     stage: Stage,
     device: &Device,
@@ -389,7 +377,6 @@ fn finish(
 ) -> Result<Option<Report>> {
     let Prepared {
         run,
-        mut meta,
         vocab,
         dev,
         dev_encoded,
@@ -397,6 +384,7 @@ fn finish(
         test_set,
         ..
     } = prepared;
+    let mut meta = prepared.meta.clone();
     let best = if meta.document.is_some() || test_set.is_some() {
         Some(load_module(
             meta.model.init(meta.sizes, device),
@@ -410,7 +398,7 @@ fn finish(
         decode_options.consistency = document.consistency;
         run.update_meta(&meta)?;
     } else if let (Some(_), Some(best)) = (meta.document, &best) {
-        let decoder = Decoder::new(best, &vocab, &meta, device);
+        let decoder = Decoder::new(best, vocab, &meta, device);
         let scores: Vec<(f64, f64)> = CONSISTENCY_WEIGHTS
             .iter()
             .map(|&weight| {
@@ -418,7 +406,7 @@ fn finish(
                     consistency: weight,
                     ..decode_options
                 };
-                let report = decoder.score(&dev, &dev_encoded, &dev_documents, options)?;
+                let report = decoder.score(dev, dev_encoded, dev_documents, options)?;
                 Ok((weight, report.f1()))
             })
             .collect::<Result<_>>()?;
@@ -443,7 +431,7 @@ fn finish(
     }
     Ok(match (&test_set, &best) {
         (Some((test, encoded, documents)), Some(best)) => {
-            let report = Decoder::new(best, &vocab, &meta, device).score(
+            let report = Decoder::new(best, vocab, &meta, device).score(
                 test,
                 encoded,
                 documents,
