@@ -31,14 +31,8 @@ ref_python=${REF_PYTHON:-../shared-ref-venv/bin/python}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-corpus=${CORPUS:-../shared/data/conll2003}
-if [ -f "$corpus/train.txt" ]; then
-  train=$corpus/train.txt dev=$corpus/valid.txt
-else
-  echo "no CoNLL-2003 at $corpus: using a synthetic corpus of the same shape"
-  python3 scripts/synthetic_corpus.py "$work"
-  train=$work/train.txt dev=$work/dev.txt
-fi
+. scripts/bench-corpus.sh
+bench_corpus "$work"
 have_ref=0
 if [ -f "$ref_script" ] && "$ref_python" -c "import torch, torchcrf; assert torch.cuda.is_available()" 2>/dev/null; then
   have_ref=1

@@ -24,14 +24,8 @@ ref_script=../shared/ref/bilstm_crf_torch.py
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-corpus=../shared/data/conll2003
-if [ -f "$corpus/train.txt" ]; then
-  train=$corpus/train.txt dev=$corpus/valid.txt
-else
-  echo "no CoNLL-2003 at $corpus: using a synthetic corpus of the same shape"
-  python3 scripts/synthetic_corpus.py "$work"
-  train=$work/train.txt dev=$work/dev.txt
-fi
+. scripts/bench-corpus.sh
+bench_corpus "$work"
 have_ref=0
 if [ -x "$ref_venv/bin/python" ] && [ -f "$ref_script" ]; then have_ref=1; else echo "no reference at $ref_venv: measuring nertrain only"; fi
 
