@@ -6,8 +6,6 @@ use nertrain_data::Batch;
 pub struct BatchTensors {
     /// `[batch, max_len]`
     pub words: Tensor<2, Int>,
-    /// The same ids on the host, for work done there (the word-gate cache).
-    pub word_ids: Vec<i64>,
     /// Each word's [`nertrain_data::Casing`] id, `[batch, max_len]`.
     pub casing: Tensor<2, Int>,
     /// Each word's [`nertrain_data::MentionCasing`] id, `[batch, max_len]`.
@@ -44,7 +42,6 @@ impl BatchTensors {
             .collect();
         Self {
             words: ints(&batch.words, shape),
-            word_ids: batch.words.clone(),
             casing: ints(&batch.casing, shape),
             mentions: ints(&batch.mentions, shape),
             chars: ints(

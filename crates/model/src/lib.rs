@@ -11,6 +11,7 @@ pub mod crf;
 mod inputs;
 pub mod recurrence;
 mod tagger;
+mod vectorize;
 mod word_gates;
 
 pub use bilstm::{BiLstm, BiLstmConfig};
@@ -20,7 +21,7 @@ pub use char_lstm::{CharLstm, CharLstmConfig};
 pub use crf::{Constraints, Crf, CrfConfig, CrfError, Marginals, Potentials, Reduction};
 pub use inputs::BatchTensors;
 pub use tagger::{CharFeatures, Tagger, TaggerConfig, VocabSizes};
-pub use word_gates::WordGates;
+pub use word_gates::{FormInputs, WordGates};
 
 /// An embedding table initialised uniformly in ±√(3 / dim), so each entry has variance 1 / dim
 /// (Lample et al.; Ma & Hovy).

@@ -3,13 +3,13 @@ use burn::module::Module;
 use burn::module::Param;
 use burn::nn::{Dropout, DropoutConfig, Embedding, Linear, LinearConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
-use nertrain_data::{Casing, MentionCasing, Vectors, Vocab};
+use nertrain_data::{Batch, Casing, MentionCasing, Vectors, Vocab};
 use serde::{Deserialize, Serialize};
 
 use crate::{
     BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, CharLm, CharLmConfig, CharLstm,
-    CharLstmConfig, Constraints, Crf, CrfConfig, CrfError, Reduction, WordGates, WordStates,
-    uniform_embedding,
+    CharLstmConfig, Constraints, Crf, CrfConfig, CrfError, FormInputs, Reduction, WordGates,
+    WordStates, uniform_embedding,
 };
 
 /// Which character features each word gets besides its embedding.
@@ -135,7 +135,8 @@ impl TaggerConfig {
 enum WordInput {
     /// Their embeddings, `[batch, max_len, word_dim]`.
     Vectors(Tensor<3>),
-    /// Their share of the input projection, `[batch, max_len, 8 * hidden]` ([`WordGates`]).
+    /// Their share of the input projection, `[batch, max_len, 8 * hidden]`
+    /// ([`Tagger::form_gates`], from [`WordGates`]).
     Gates(Tensor<3>),
 }
 
@@ -165,64 +166,101 @@ impl Tagger {
         self.encode(inputs, WordInput::Vectors(vectors)).0
     }
 
-    /// [`emissions`](Self::emissions) with the words' share of the LSTM's input projection read
+    /// [`emissions`](Self::emissions) with each word's share of the LSTM's input projection read
     /// from `cache` rather than computed: for inference, where the weights do not change.
-    pub fn emissions_with_cache(&self, inputs: &BatchTensors, cache: &WordGates) -> Tensor<3> {
-        let gates = cache.gates(self, inputs);
-        self.encode(inputs, WordInput::Gates(gates)).0
+    pub fn emissions_with_cache(&self, batch: &Batch, cache: &WordGates) -> Tensor<3> {
+        let inputs = BatchTensors::new(batch, &self.words.weight.device());
+        let gates = cache.gates(self, batch);
+        self.encode(&inputs, WordInput::Gates(gates)).0
     }
 
-    /// The words' share of the LSTM's input projection, bias included: `E[ids] · W_words + b`,
-    /// `[ids, 8 * hidden]`.
-    pub fn word_gates(&self, ids: Tensor<1, Int>) -> Tensor<2> {
-        let [word_dim, width] = [self.words.weight.dims()[1], 8 * self.encoder.d_hidden()];
+    /// The share of the LSTM's input projection that depends on the word as written alone (its
+    /// embedding, casing class and character features), bias included: `[words, 8 * hidden]`.
+    pub fn form_gates(&self, forms: &FormInputs) -> Tensor<2> {
+        let [n, _] = forms.words.dims();
+        let word_dim = self.words.weight.dims()[1];
+        let vectors = self
+            .words
+            .forward(forms.words.clone())
+            .reshape([n, word_dim]);
+        let features = self.form_features(forms.casing.clone(), &forms.chars, &forms.char_lengths);
+        let x = Tensor::cat([vec![vectors], features].concat(), 1);
+        let d_form = x.dims()[1];
         let input = &self.encoder.input;
-        let weight = input.weight.val().slice([0..word_dim, 0..width]);
-        let gates = self.words.weight.val().select(0, ids).matmul(weight);
+        let width = 8 * self.encoder.d_hidden();
+        let gates = x.matmul(input.weight.val().slice([0..d_form, 0..width]));
         match &input.bias {
             Some(bias) => gates + bias.val().unsqueeze_dim(0),
             None => gates,
         }
     }
 
+    /// The input features that depend on the word as written, after its embedding, in input
+    /// order (casing, char-CNN, char-LSTM): `[slots, d]` each, for `casing` `[rows, columns]`
+    /// and `chars` `[rows * columns, max_word_len]`.
+    fn form_features(
+        &self,
+        casing: Tensor<2, Int>,
+        chars: &Tensor<2, Int>,
+        char_lengths: &[usize],
+    ) -> Vec<Tensor<2>> {
+        let slots = char_lengths.len();
+        let mut features = Vec::new();
+        if let Some(embedding) = &self.casing {
+            let d = embedding.weight.dims()[1];
+            features.push(embedding.forward(casing).reshape([slots, d]));
+        }
+        if let Some(char_cnn) = &self.chars {
+            features.push(char_cnn.forward(chars.clone()));
+        }
+        if let Some(char_lstm) = &self.char_lstm {
+            features.push(char_lstm.forward(chars.clone(), char_lengths));
+        }
+        features
+    }
+
     /// The emissions, and the character language model's states when there is one.
     fn encode(&self, inputs: &BatchTensors, words: WordInput) -> (Tensor<3>, Option<WordStates>) {
         let [batch, time] = inputs.words.dims();
-        let mut features = Vec::new();
-        if let Some(casing) = &self.casing {
-            features.push(casing.forward(inputs.casing.clone()));
-        }
-        if let Some(chars) = &self.chars {
-            let f = chars.forward(inputs.chars.clone());
+        let in_sentence = |f: Tensor<2>| {
             let d = f.dims()[1];
-            features.push(f.reshape([batch, time, d]));
-        }
-        if let Some(char_lstm) = &self.char_lstm {
-            let f = char_lstm.forward(inputs.chars.clone(), &inputs.char_lengths);
-            let d = f.dims()[1];
-            features.push(f.reshape([batch, time, d]));
-        }
+            f.reshape([batch, time, d])
+        };
+        // The word's own features: with the word vectors only, as the gates hold them already.
+        let form: Vec<Tensor<3>> = match words {
+            WordInput::Vectors(_) => self
+                .form_features(inputs.casing.clone(), &inputs.chars, &inputs.char_lengths)
+                .into_iter()
+                .map(in_sentence)
+                .collect(),
+            WordInput::Gates(_) => Vec::new(),
+        };
+        // What depends on the sentence or the document, after the word's own features.
+        let mut context = Vec::new();
         let lm_states = self.char_lm.as_ref().map(|char_lm| {
             let states = char_lm.word_states(inputs);
-            features.push(char_lm.features(&states));
+            context.push(char_lm.features(&states));
             states
         });
         if let Some(mentions) = &self.mentions {
-            features.push(mentions.forward(inputs.mentions.clone()));
+            context.push(mentions.forward(inputs.mentions.clone()));
         }
         let gates = match words {
             WordInput::Vectors(vectors) => {
-                let x = Tensor::cat([vec![vectors], features].concat(), 2);
+                let x = Tensor::cat([vec![vectors], form, context].concat(), 2);
                 self.encoder.input.forward(self.dropout.forward(x))
             }
             // Inference only, where dropout is the identity.
-            WordInput::Gates(gates) if features.is_empty() => gates,
+            WordInput::Gates(gates) if context.is_empty() => gates,
             WordInput::Gates(gates) => {
                 let weight = self.encoder.input.weight.val();
                 let [d_input, width] = weight.dims();
-                let word_dim = self.words.weight.dims()[1];
-                let rest = weight.slice([word_dim..d_input, 0..width]).unsqueeze_dim(0);
-                gates + Tensor::cat(features, 2).matmul(rest)
+                let context = Tensor::cat(context, 2);
+                let d_context = context.dims()[2];
+                let rest = weight
+                    .slice([d_input - d_context..d_input, 0..width])
+                    .unsqueeze_dim(0);
+                gates + context.matmul(rest)
             }
         };
         let h = self.encoder.forward_gates(gates, &inputs.lengths);

@@ -1,16 +1,21 @@
 //! Emissions computed with the word-gate cache equal those computed from the embeddings, with and
-//! without character and casing features, for cached words, words met again, and words beyond the
-//! cache.
+//! without character, casing, mention and language-model features, for words met for the first
+//! time, words met again, and words beyond the cache's capacity.
 
 use burn::tensor::{Device, Tensor};
 use nertrain_data::{Batch, Casing, Encoded};
 use nertrain_model::{BatchTensors, CharFeatures, TaggerConfig, VocabSizes, WordGates};
 
+/// A word's characters and casing vary with its position as well as its id, as they do when words
+/// are lowercased for their ids: the cache must tell these apart.
 fn sentence(words: &[usize]) -> Encoded {
+    let position = || words.iter().enumerate();
     Encoded {
         words: words.to_vec(),
-        chars: words.iter().map(|&w| vec![2 + w % 5, 3]).collect(),
-        casing: words.iter().map(|&w| 1 + w % (Casing::COUNT - 1)).collect(),
+        chars: position().map(|(t, &w)| vec![2 + (w + t) % 5, 3]).collect(),
+        casing: position()
+            .map(|(t, &w)| 1 + (w + t / 2) % (Casing::COUNT - 1))
+            .collect(),
         mentions: words.iter().map(|&w| 1 + w % 4).collect(),
         tags: Vec::new(),
     }
@@ -23,23 +28,26 @@ fn values(t: Tensor<3>) -> Vec<f32> {
 #[test]
 fn cached_word_gates_give_the_same_emissions() {
     let device = Device::default();
-    let rare = WordGates::CACHED_WORDS + 5;
     let sizes = VocabSizes {
-        words: WordGates::CACHED_WORDS + 10,
+        words: 40,
         chars: 8,
         tags: 5,
-        lm_words: 0,
+        lm_words: 6,
     };
     let batches = [
-        vec![sentence(&[2, 3, rare, 2]), sentence(&[7, rare])],
-        vec![sentence(&[3, 2, 9]), sentence(&[rare + 1, 7, 3])],
+        vec![sentence(&[2, 3, 35, 2]), sentence(&[7, 35])],
+        vec![sentence(&[3, 2, 9]), sentence(&[36, 7, 3, 12, 13, 14])],
+        vec![sentence(&[2, 9, 36, 35, 12])],
     ];
-    for (features, casing_dim) in [
-        (CharFeatures::None, 0),
-        (CharFeatures::Cnn, 0),
-        (CharFeatures::Lstm, 0),
-        (CharFeatures::None, 2),
-        (CharFeatures::Cnn, 2),
+    for (features, casing_dim, mention_dim, char_lm) in [
+        (CharFeatures::None, 0, 0, false),
+        (CharFeatures::Cnn, 0, 0, false),
+        (CharFeatures::Lstm, 0, 0, false),
+        (CharFeatures::None, 2, 0, false),
+        (CharFeatures::Cnn, 2, 0, false),
+        (CharFeatures::Cnn, 2, 3, false),
+        (CharFeatures::None, 0, 0, true),
+        (CharFeatures::Cnn, 2, 3, true),
     ] {
         let model = TaggerConfig::new()
             .with_word_dim(4)
@@ -49,19 +57,27 @@ fn cached_word_gates_give_the_same_emissions() {
             .with_char_hidden(2)
             .with_char_features(features)
             .with_casing_dim(casing_dim)
+            .with_mention_dim(mention_dim)
+            .with_char_lm(char_lm)
+            .with_char_lm_hidden(2)
             .init(sizes, &device);
-        let cache = WordGates::default();
-        for sentences in &batches {
-            let batch = Batch::new(sentences, (0..sentences.len()).collect(), 10);
-            let inputs = BatchTensors::new(&batch, &device);
-            let want = values(model.emissions(&inputs));
-            let got = values(model.emissions_with_cache(&inputs, &cache));
-            assert_eq!(want.len(), got.len());
-            for (a, b) in want.iter().zip(&got) {
-                assert!(
-                    (a - b).abs() < 1e-5,
-                    "{features:?}, casing {casing_dim}: {want:?} vs {got:?}"
-                );
+        // Room for every word, and room for four rows (8 * hidden floats each) only.
+        for cache in [
+            WordGates::default(),
+            WordGates::with_capacity(4 * 8 * 3 * 4),
+        ] {
+            for sentences in &batches {
+                let batch = Batch::new(sentences, (0..sentences.len()).collect(), 10);
+                let want = values(model.emissions(&BatchTensors::new(&batch, &device)));
+                let got = values(model.emissions_with_cache(&batch, &cache));
+                assert_eq!(want.len(), got.len());
+                for (a, b) in want.iter().zip(&got) {
+                    assert!(
+                        (a - b).abs() < 1e-5,
+                        "{features:?}, casing {casing_dim}, mentions {mention_dim}, \
+                         char_lm {char_lm}: {want:?} vs {got:?}"
+                    );
+                }
             }
         }
     }

@@ -13,7 +13,7 @@ use nertrain_data::{
     Vocabularies, convert_tags, document_pieces, ends_before, parse_tag, set_mention_casing, spans,
 };
 use nertrain_model::crf::{Potentials, host, host_emissions};
-use nertrain_model::{BatchTensors, Constraints, Tagger, WordGates};
+use nertrain_model::{Constraints, Tagger, WordGates};
 use rayon::prelude::*;
 
 use crate::{ModelDir, ModelMeta, Result};
@@ -231,9 +231,8 @@ impl<'a> Decoder<'a> {
     /// The emissions of `sentences[i]` for each of `indices`, on the host, `[length * tags]` each.
     fn emissions(&self, sentences: &[Encoded], indices: &[usize]) -> Vec<Vec<f64>> {
         let batch = Batch::new(sentences, indices.to_vec(), self.max_word_len);
-        let inputs = BatchTensors::new(&batch, self.device);
-        let emissions = self.model.emissions_with_cache(&inputs, &self.word_gates);
-        host_emissions(emissions, &inputs.lengths)
+        let emissions = self.model.emissions_with_cache(&batch, &self.word_gates);
+        host_emissions(emissions, &batch.lengths)
     }
 
     /// Best paths, and what `options` asks for besides, from each sentence's emissions.
