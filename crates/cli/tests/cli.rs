@@ -1524,6 +1524,34 @@ fn label_at(json_line: &str, at: usize) -> Option<String> {
     })
 }
 
+/// A word's row in the inference cache can differ in its last bits with the words it was
+/// computed with; filled by whichever thread met the word first, the same text tagged twice gave
+/// different probabilities. (The document model: the smaller test model happened not to show it.)
+#[test]
+fn tagging_gives_the_same_bits_on_one_thread_and_two() {
+    let tag = |threads: &str| {
+        let output = Command::new(env!("CARGO_BIN_EXE_nertrain"))
+            .args(["tag", "--model", document_model().to_str().unwrap()])
+            .args([
+                "--format",
+                "json",
+                "--probs",
+                "--input",
+                "data/sample/dev.txt",
+            ])
+            .env("RAYON_NUM_THREADS", threads)
+            .current_dir(workspace())
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        output.stdout
+    };
+    let one = tag("1");
+    for _ in 0..3 {
+        assert!(tag("2") == one, "two threads tagged differently from one");
+    }
+}
+
 #[test]
 fn tag_recognises_a_second_mention_from_the_first_in_its_document() {
     let model = document_model().to_str().unwrap();

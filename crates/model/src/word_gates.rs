@@ -4,26 +4,29 @@
 //! Most of it depends on nothing but the word as written: its embedding, its casing class and
 //! its character features ([`Tagger::form_gates`]). Computed once per word, that share is a row
 //! copy ever after, and the character network runs once per distinct word of a corpus instead of
-//! once per token, which also bounds its memory to a batch's new words. Only what depends on the
-//! sentence or the document (the character language model, mention casing) is computed with
-//! each batch.
+//! once per token. Only what depends on the sentence or the document (the character language
+//! model, mention casing) is computed with each batch.
+//!
+//! The rows are computed before decoding ([`WordGates::fill`]), in chunks fixed by the order in
+//! which the sentences first use each word, and only read while batches are decoded in parallel.
+//! A row's last bits depend on which words it was computed with; filled by whichever thread met
+//! a word first, tagging the same text twice could differ in them.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{PoisonError, RwLock};
 
-use burn::tensor::{Int, Tensor, TensorData};
-use nertrain_data::Batch;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use nertrain_data::{Batch, Encoded, Vocab};
+use rayon::prelude::*;
 
-use crate::Tagger;
+use crate::{Tagger, host_values};
 
-/// Valid for the weights of one model: build a new one when they change. Shared by the threads
-/// that decode batches in parallel: the lock is held to look rows up and copy them, never while
-/// computing them.
+/// Valid for the weights of one model: build a new one when they change.
 #[derive(Debug)]
 pub struct WordGates {
     table: RwLock<Table>,
-    /// Rows kept at most; a batch's words beyond them are computed with it and not kept.
+    /// Rows kept at most; words beyond them are computed with each batch that has them.
     capacity_bytes: usize,
 }
 
@@ -33,14 +36,38 @@ struct Table {
     /// block: a table that grows is never copied, and holds no more than a block unused.
     blocks: Vec<Vec<f32>>,
     rows: usize,
-    /// A word's row, by its [`form`](WordGates::form).
+    /// A word's row, by its [`form`].
     index: Forms<usize>,
 }
 
 const BLOCK_ROWS: usize = 1024;
 
-/// Maps keyed by a word's form.
-type Forms<V> = HashMap<Box<[i64]>, V, BuildHasherDefault<FormHasher>>;
+/// What a word's row depends on ([`form`]).
+type Form = Box<[i64]>;
+
+/// Where a word is used: (sentence, position).
+type Place = (usize, usize);
+
+/// Maps keyed by a word's [`Form`].
+type Forms<V> = HashMap<Form, V, BuildHasherDefault<FormHasher>>;
+
+impl Table {
+    fn row(&self, row: usize, width: usize) -> &[f32] {
+        let at = (row % BLOCK_ROWS) * width;
+        &self.blocks[row / BLOCK_ROWS][at..at + width]
+    }
+
+    fn push(&mut self, values: &[f32]) -> usize {
+        if self.rows.is_multiple_of(BLOCK_ROWS) {
+            self.blocks
+                .push(Vec::with_capacity(BLOCK_ROWS * values.len()));
+        }
+        let block = self.blocks.last_mut().expect("a block with room");
+        block.extend_from_slice(values);
+        self.rows += 1;
+        self.rows - 1
+    }
+}
 
 /// rustc's FxHash. Forms are a few small ids, looked up once per token: SipHash, the standard
 /// maps' default, guards against keys chosen to collide, which a tagger's own vocabulary ids are
@@ -72,21 +99,22 @@ impl Hasher for FormHasher {
     }
 }
 
-impl Table {
-    fn row(&self, row: usize, width: usize) -> &[f32] {
-        let at = (row % BLOCK_ROWS) * width;
-        &self.blocks[row / BLOCK_ROWS][at..at + width]
+/// What a word's row depends on, into `key`: its word id, and its casing class and characters
+/// (those the model reads, the first `max_word_len`) where the model reads them.
+fn form(
+    model: &Tagger,
+    word: i64,
+    casing: i64,
+    chars: impl Iterator<Item = i64>,
+    key: &mut Vec<i64>,
+) {
+    key.clear();
+    key.push(word);
+    if model.casing.is_some() {
+        key.push(casing);
     }
-
-    fn push(&mut self, values: &[f32]) -> usize {
-        if self.rows.is_multiple_of(BLOCK_ROWS) {
-            self.blocks
-                .push(Vec::with_capacity(BLOCK_ROWS * values.len()));
-        }
-        let block = self.blocks.last_mut().expect("a block with room");
-        block.extend_from_slice(values);
-        self.rows += 1;
-        self.rows - 1
+    if model.chars.is_some() || model.char_lstm.is_some() {
+        key.extend(chars);
     }
 }
 
@@ -108,6 +136,9 @@ impl WordGates {
     /// 64 MiB: 20,000 words at hidden size 100, more than a CoNLL-2003 split has.
     pub const CAPACITY_BYTES: usize = 64 << 20;
 
+    /// Words whose rows are computed together by [`fill`](Self::fill).
+    const CHUNK_WORDS: usize = 512;
+
     pub fn with_capacity(capacity_bytes: usize) -> Self {
         Self {
             table: RwLock::default(),
@@ -115,70 +146,93 @@ impl WordGates {
         }
     }
 
-    /// What a word slot's row depends on: its word id, and its casing class and characters
-    /// where the model reads them.
-    fn form(model: &Tagger, batch: &Batch, slot: usize, key: &mut Vec<i64>) {
-        key.clear();
-        key.push(batch.words[slot]);
-        if model.casing.is_some() {
-            key.push(batch.casing[slot]);
-        }
-        if model.chars.is_some() || model.char_lstm.is_some() {
-            let width = batch.chars.max_word_len;
-            let length = batch.chars.lengths[slot];
-            key.extend_from_slice(&batch.chars.ids[slot * width..slot * width + length]);
+    /// Computes and keeps the rows of the words of `sentences` not kept yet, as far as the
+    /// capacity allows. The result depends on the sentences alone, not on the threads.
+    pub fn fill(&self, model: &Tagger, sentences: &[Encoded], max_word_len: usize) {
+        let width = 8 * model.encoder.d_hidden();
+        let mut table = self.table.write().unwrap_or_else(PoisonError::into_inner);
+        let room = (self.capacity_bytes / (4 * width)).saturating_sub(table.rows);
+        // The new words in the order the sentences first use them, found in parts on all threads
+        // and merged in order: the same list however many threads there are.
+        let part = sentences
+            .len()
+            .div_ceil(rayon::current_num_threads())
+            .max(1);
+        let parts: Vec<Vec<(Form, Place)>> = sentences
+            .par_chunks(part)
+            .enumerate()
+            .map(|(p, chunk)| {
+                let mut key = Vec::new();
+                let mut met: Forms<()> = Forms::default();
+                let mut new = Vec::new();
+                for (i, sentence) in chunk.iter().enumerate() {
+                    for t in 0..sentence.len() {
+                        let chars = sentence.chars[t].iter().take(max_word_len);
+                        let (word, casing) = (sentence.words[t] as i64, sentence.casing[t] as i64);
+                        form(model, word, casing, chars.map(|&c| c as i64), &mut key);
+                        if !table.index.contains_key(key.as_slice())
+                            && met.insert(key.as_slice().into(), ()).is_none()
+                        {
+                            new.push((key.as_slice().into(), (p * part + i, t)));
+                        }
+                    }
+                }
+                new
+            })
+            .collect();
+        let mut met: Forms<()> = Forms::default();
+        let (forms, words): (Vec<Form>, Vec<Place>) = parts
+            .into_iter()
+            .flatten()
+            .filter(|(form, _)| met.insert(form.clone(), ()).is_none())
+            .take(room)
+            .unzip();
+        let device = model.words.weight.device();
+        let rows: Vec<Vec<f32>> = words
+            .par_chunks(Self::CHUNK_WORDS)
+            .map(|chunk| {
+                let inputs = FormInputs::of_words(sentences, chunk, max_word_len, &device);
+                host_values(model.form_gates(&inputs))
+            })
+            .collect();
+        let rows = rows.iter().flat_map(|chunk| chunk.chunks(width));
+        for (form, values) in forms.into_iter().zip(rows) {
+            let row = table.push(values);
+            table.index.insert(form, row);
         }
     }
 
-    /// The batch's word gates, `[batch, max_len, 8 * hidden]`.
+    /// The batch's word gates, `[batch, max_len, 8 * hidden]`: kept rows where there are, the
+    /// others computed with the batch.
     pub fn gates(&self, model: &Tagger, batch: &Batch) -> Tensor<3> {
         let device = model.words.weight.device();
         let width = 8 * model.encoder.d_hidden();
         let slots = batch.words.len();
+        let table = self.table.read().unwrap_or_else(PoisonError::into_inner);
         let mut key = Vec::new();
         let mut rows = Vec::with_capacity(slots);
-        // The batch's words not kept yet, each once: its first slot, by form.
+        // The batch's words not kept, each once: its first slot, by form.
         let mut new: Forms<usize> = Forms::default();
         let mut new_slots = Vec::new();
-        {
-            let table = self.table.read().unwrap_or_else(PoisonError::into_inner);
-            for slot in 0..slots {
-                Self::form(model, batch, slot, &mut key);
-                let row = match table.index.get(key.as_slice()) {
-                    Some(&row) => Row::Kept(row),
-                    None => Row::New(*new.entry(key.as_slice().into()).or_insert_with(|| {
-                        new_slots.push(slot);
-                        new_slots.len() - 1
-                    })),
-                };
-                rows.push(row);
-            }
+        let char_width = batch.chars.max_word_len;
+        for slot in 0..slots {
+            let chars = &batch.chars.ids[slot * char_width..][..batch.chars.lengths[slot]];
+            let (word, casing) = (batch.words[slot], batch.casing[slot]);
+            form(model, word, casing, chars.iter().copied(), &mut key);
+            rows.push(match table.index.get(key.as_slice()) {
+                Some(&row) => Row::Kept(row),
+                None => Row::New(*new.entry(key.as_slice().into()).or_insert_with(|| {
+                    new_slots.push(slot);
+                    new_slots.len() - 1
+                })),
+            });
         }
-        let computed: Vec<f32> = if new_slots.is_empty() {
+        let computed = if new_slots.is_empty() {
             Vec::new()
         } else {
-            model
-                .form_gates(&FormInputs::of_slots(batch, &new_slots, &device))
-                .into_data()
-                .iter::<f32>()
-                .collect()
+            host_values(model.form_gates(&FormInputs::of_slots(batch, &new_slots, &device)))
         };
-        if !new.is_empty() {
-            let mut table = self.table.write().unwrap_or_else(PoisonError::into_inner);
-            let room = (self.capacity_bytes / (4 * width)).saturating_sub(table.index.len());
-            // Another thread may have kept some of them meanwhile; its rows are the same.
-            let mut keep: Vec<(Box<[i64]>, usize)> = new
-                .into_iter()
-                .filter(|(form, _)| !table.index.contains_key(form))
-                .collect();
-            keep.sort_unstable_by_key(|&(_, row)| row);
-            for (form, row) in keep.into_iter().take(room) {
-                let at = table.push(&computed[row * width..(row + 1) * width]);
-                table.index.insert(form, at);
-            }
-        }
         let mut gates = Vec::with_capacity(slots * width);
-        let table = self.table.read().unwrap_or_else(PoisonError::into_inner);
         for row in rows {
             gates.extend_from_slice(match row {
                 Row::Kept(row) => table.row(row, width),
@@ -200,33 +254,84 @@ pub struct FormInputs {
     pub words: Tensor<2, Int>,
     /// Each word's casing class, `[words, 1]`.
     pub casing: Tensor<2, Int>,
-    /// `[words, max_word_len]`
+    /// `[words, max_word_len]`, padded with `<pad>`.
     pub chars: Tensor<2, Int>,
     pub char_lengths: Vec<usize>,
 }
 
 impl FormInputs {
-    /// The words at `slots` of `batch`.
-    fn of_slots(batch: &Batch, slots: &[usize], device: &burn::tensor::Device) -> Self {
-        let n = slots.len();
-        let column = |values: &[i64]| {
-            let picked: Vec<i64> = slots.iter().map(|&slot| values[slot]).collect();
-            Tensor::<2, Int>::from_data(TensorData::new(picked, [n, 1]), device)
-        };
-        let width = batch.chars.max_word_len;
-        let chars: Vec<i64> = slots
-            .iter()
-            .flat_map(|&slot| &batch.chars.ids[slot * width..(slot + 1) * width])
-            .copied()
-            .collect();
+    fn new(
+        words: Vec<i64>,
+        casing: Vec<i64>,
+        chars: Vec<i64>,
+        char_lengths: Vec<usize>,
+        device: &Device,
+    ) -> Self {
+        let n = words.len();
+        let column = |values: Vec<i64>| Tensor::from_data(TensorData::new(values, [n, 1]), device);
+        let char_width = chars.len() / n.max(1);
         Self {
-            words: column(&batch.words),
-            casing: column(&batch.casing),
-            chars: Tensor::from_data(TensorData::new(chars, [n, width]), device),
-            char_lengths: slots
+            words: column(words),
+            casing: column(casing),
+            chars: Tensor::from_data(TensorData::new(chars, [n, char_width]), device),
+            char_lengths,
+        }
+    }
+
+    /// The words at `slots` of `batch`.
+    fn of_slots(batch: &Batch, slots: &[usize], device: &Device) -> Self {
+        let width = batch.chars.max_word_len;
+        Self::new(
+            slots.iter().map(|&slot| batch.words[slot]).collect(),
+            slots.iter().map(|&slot| batch.casing[slot]).collect(),
+            slots
+                .iter()
+                .flat_map(|&slot| &batch.chars.ids[slot * width..(slot + 1) * width])
+                .copied()
+                .collect(),
+            slots
                 .iter()
                 .map(|&slot| batch.chars.lengths[slot])
                 .collect(),
+            device,
+        )
+    }
+
+    /// The words at `(sentence, position)` of `sentences`, their first `max_word_len`
+    /// characters.
+    fn of_words(
+        sentences: &[Encoded],
+        words: &[Place],
+        max_word_len: usize,
+        device: &Device,
+    ) -> Self {
+        let chars_of = |&(i, t): &Place| &sentences[i].chars[t][..];
+        let char_lengths: Vec<usize> = words
+            .iter()
+            .map(|w| chars_of(w).len().min(max_word_len))
+            .collect();
+        let width = char_lengths.iter().copied().max().unwrap_or(0).max(1);
+        let mut chars = vec![Vocab::PAD_ID as i64; words.len() * width];
+        for (row, (word, &length)) in words.iter().zip(&char_lengths).enumerate() {
+            for (slot, &c) in chars[row * width..]
+                .iter_mut()
+                .zip(&chars_of(word)[..length])
+            {
+                *slot = c as i64;
+            }
         }
+        Self::new(
+            words
+                .iter()
+                .map(|&(i, t)| sentences[i].words[t] as i64)
+                .collect(),
+            words
+                .iter()
+                .map(|&(i, t)| sentences[i].casing[t] as i64)
+                .collect(),
+            chars,
+            char_lengths,
+            device,
+        )
     }
 }

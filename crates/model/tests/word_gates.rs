@@ -61,12 +61,17 @@ fn cached_word_gates_give_the_same_emissions() {
             .with_char_lm(char_lm)
             .with_char_lm_hidden(2)
             .init(sizes, &device);
-        // Room for every word, and room for four rows (8 * hidden floats each) only.
-        for cache in [
-            WordGates::default(),
-            WordGates::with_capacity(4 * 8 * 3 * 4),
+        // Room for every word, room for four rows (8 * hidden floats each) only, and a cache
+        // never filled, where every row is computed with its batch.
+        for (cache, filled) in [
+            (WordGates::default(), true),
+            (WordGates::with_capacity(4 * 8 * 3 * 4), true),
+            (WordGates::default(), false),
         ] {
             for sentences in &batches {
+                if filled {
+                    cache.fill(&model, sentences, 10);
+                }
                 let batch = Batch::new(sentences, (0..sentences.len()).collect(), 10);
                 let want = values(model.emissions(&BatchTensors::new(&batch, &device)));
                 let got = values(model.emissions_with_cache(&batch, &cache));

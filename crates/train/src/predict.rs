@@ -97,7 +97,8 @@ pub struct Decoder<'a> {
     pub output_scheme: TagScheme,
     pub max_word_len: usize,
     pub device: &'a Device,
-    /// Filled as words are met; the model does not change while a decoder holds it.
+    /// Filled with the words of what is decoded; the model does not change while a decoder
+    /// holds it.
     pub word_gates: WordGates,
 }
 
@@ -137,6 +138,8 @@ impl<'a> Decoder<'a> {
         // of the tensor recursion, whatever the backend. n-best paths come from the tensor version.
         let host_potentials = potentials.to_host();
         let lengths: Vec<usize> = sentences.iter().map(Encoded::len).collect();
+        self.word_gates
+            .fill(self.model, sentences, self.max_word_len);
         // Batches are independent: they are decoded on all of rayon's threads, each taking whole
         // batches (finer-grained parallelism inside a batch costs more than it gains).
         let decode_batch = |indices: &Vec<usize>, emissions: &[Vec<f64>]| {

@@ -6,7 +6,7 @@ use burn::optim::momentum::MomentumConfig;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::tensor::{Device, Tensor, TensorData};
 use nertrain_data::Batch;
-use nertrain_model::{BatchTensors, Constraints, Reduction, Tagger};
+use nertrain_model::{BatchTensors, Constraints, Reduction, Tagger, host_values};
 
 use crate::config::{Optimizer, UpdateRule};
 use crate::model_dir::TrainerFiles;
@@ -101,12 +101,11 @@ impl Trainer {
             return Ok((model, value));
         }
         let mut grads = loss.backward();
-        let slot_gradients: Vec<f32> = word_vectors
-            .grad_remove(&mut grads)
-            .expect("the word vectors take part in the loss")
-            .into_data()
-            .iter::<f32>()
-            .collect();
+        let slot_gradients = host_values(
+            word_vectors
+                .grad_remove(&mut grads)
+                .expect("the word vectors take part in the loss"),
+        );
         let word_gradient = RowGradient::new(&batch.words, &slot_gradients, dim);
         let mut grads = GradientsParams::from_grads(grads, &model);
         let norm = (squared_norm(&model, &grads) + word_gradient.squared_norm()).sqrt();

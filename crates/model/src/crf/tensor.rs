@@ -327,10 +327,15 @@ fn advance(previous: Tensor<2>, next: Tensor<2>, mask: Tensor<2>) -> Tensor<2> {
 /// Each sentence's emissions on the host in f64, `[length * k]`, for the [`host`] routines.
 pub fn host_emissions(emissions: Tensor<3>, lengths: &[usize]) -> Vec<Vec<f64>> {
     let [_, time, k] = emissions.dims();
-    let values: Vec<f64> = emissions.into_data().iter::<f32>().map(f64::from).collect();
+    let values = crate::host_values(emissions);
     lengths
         .iter()
         .enumerate()
-        .map(|(b, &length)| values[b * time * k..(b * time + length) * k].to_vec())
+        .map(|(b, &length)| {
+            values[b * time * k..(b * time + length) * k]
+                .iter()
+                .map(|&v| f64::from(v))
+                .collect()
+        })
         .collect()
 }
