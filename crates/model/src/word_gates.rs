@@ -32,15 +32,19 @@ pub struct WordGates {
 
 #[derive(Debug, Default)]
 struct Table {
-    /// The rows, `[8 * hidden]` each, in the order their words were met, [`BLOCK_ROWS`] to a
-    /// block: a table that grows is never copied, and holds no more than a block unused.
+    /// The rows, `[8 * hidden]` each, one block per chunk of words computed together: a table
+    /// that grows is never copied.
     blocks: Vec<Vec<f32>>,
     rows: usize,
-    /// A word's row, by its [`form`].
-    index: Forms<usize>,
+    /// A word's row, by its [`form`]: (block, row in the block).
+    index: Forms<(usize, usize)>,
 }
 
-const BLOCK_ROWS: usize = 1024;
+impl Table {
+    fn row(&self, (block, row): (usize, usize), width: usize) -> &[f32] {
+        &self.blocks[block][row * width..(row + 1) * width]
+    }
+}
 
 /// What a word's row depends on ([`form`]).
 type Form = Box<[i64]>;
@@ -50,24 +54,6 @@ type Place = (usize, usize);
 
 /// Maps keyed by a word's [`Form`].
 type Forms<V> = HashMap<Form, V, BuildHasherDefault<FormHasher>>;
-
-impl Table {
-    fn row(&self, row: usize, width: usize) -> &[f32] {
-        let at = (row % BLOCK_ROWS) * width;
-        &self.blocks[row / BLOCK_ROWS][at..at + width]
-    }
-
-    fn push(&mut self, values: &[f32]) -> usize {
-        if self.rows.is_multiple_of(BLOCK_ROWS) {
-            self.blocks
-                .push(Vec::with_capacity(BLOCK_ROWS * values.len()));
-        }
-        let block = self.blocks.last_mut().expect("a block with room");
-        block.extend_from_slice(values);
-        self.rows += 1;
-        self.rows - 1
-    }
-}
 
 /// rustc's FxHash. Forms are a few small ids, looked up once per token: SipHash, the standard
 /// maps' default, guards against keys chosen to collide, which a tagger's own vocabulary ids are
@@ -127,7 +113,8 @@ impl Default for WordGates {
 /// Where a word slot's row comes from.
 #[derive(Clone, Copy)]
 enum Row {
-    Kept(usize),
+    /// (block, row in the block) of the table.
+    Kept((usize, usize)),
     /// Computed with this batch: the row in [`WordGates::gates`]'s `computed`.
     New(usize),
 }
@@ -180,26 +167,30 @@ impl WordGates {
                 new
             })
             .collect();
-        let mut met: Forms<()> = Forms::default();
-        let (forms, words): (Vec<Form>, Vec<Place>) = parts
-            .into_iter()
-            .flatten()
-            .filter(|(form, _)| met.insert(form.clone(), ()).is_none())
-            .take(room)
-            .unzip();
+        let first_block = table.blocks.len();
+        let mut words: Vec<Place> = Vec::new();
+        let mut index: Forms<(usize, usize)> = Forms::default();
+        for (form, place) in parts.into_iter().flatten() {
+            if words.len() == room {
+                break;
+            }
+            if !table.index.contains_key(&form) && !index.contains_key(&form) {
+                let chunk = words.len() / Self::CHUNK_WORDS;
+                index.insert(form, (first_block + chunk, words.len() % Self::CHUNK_WORDS));
+                words.push(place);
+            }
+        }
         let device = model.words.weight.device();
-        let rows: Vec<Vec<f32>> = words
+        let blocks: Vec<Vec<f32>> = words
             .par_chunks(Self::CHUNK_WORDS)
             .map(|chunk| {
                 let inputs = FormInputs::of_words(sentences, chunk, max_word_len, &device);
                 host_values(model.form_gates(&inputs))
             })
             .collect();
-        let rows = rows.iter().flat_map(|chunk| chunk.chunks(width));
-        for (form, values) in forms.into_iter().zip(rows) {
-            let row = table.push(values);
-            table.index.insert(form, row);
-        }
+        table.blocks.extend(blocks);
+        table.index.extend(index);
+        table.rows += words.len();
     }
 
     /// The batch's word gates, `[batch, max_len, 8 * hidden]`: kept rows where there are, the
@@ -220,7 +211,7 @@ impl WordGates {
             let (word, casing) = (batch.words[slot], batch.casing[slot]);
             form(model, word, casing, chars.iter().copied(), &mut key);
             rows.push(match table.index.get(key.as_slice()) {
-                Some(&row) => Row::Kept(row),
+                Some(&at) => Row::Kept(at),
                 None => Row::New(*new.entry(key.as_slice().into()).or_insert_with(|| {
                     new_slots.push(slot);
                     new_slots.len() - 1
@@ -235,7 +226,7 @@ impl WordGates {
         let mut gates = Vec::with_capacity(slots * width);
         for row in rows {
             gates.extend_from_slice(match row {
-                Row::Kept(row) => table.row(row, width),
+                Row::Kept(at) => table.row(at, width),
                 Row::New(row) => &computed[row * width..(row + 1) * width],
             });
         }
