@@ -333,9 +333,14 @@ fn for_each_at_step(
     mut f: impl FnMut(std::ops::Range<usize>, std::ops::Range<usize>),
 ) {
     let batch = lengths.len();
-    for b in 0..batch {
+    for (b, &length) in lengths.iter().enumerate() {
         for d in 0..DIRECTIONS {
-            let sentence_order = natural_offset(lengths, time, width, b, d, t);
+            let position = if d == 0 {
+                t
+            } else {
+                reversed_position(length, t)
+            };
+            let sentence_order = ((b * time + position) * DIRECTIONS + d) * width;
             let step_order = (d * batch + b) * width;
             f(
                 sentence_order..sentence_order + width,
@@ -343,24 +348,6 @@ fn for_each_at_step(
             );
         }
     }
-}
-
-/// Where sentence `b`'s row for direction `d` at step `t` starts in the natural layout
-/// `[batch, time, direction, width]`.
-fn natural_offset(
-    lengths: &[usize],
-    time: usize,
-    width: usize,
-    b: usize,
-    d: usize,
-    t: usize,
-) -> usize {
-    let position = if d == 0 {
-        t
-    } else {
-        reversed_position(lengths[b], t)
-    };
-    ((b * time + position) * DIRECTIONS + d) * width
 }
 
 /// `[direction, h, 4h]` recurrent weights as one row-major `[h, 4h]` matrix per direction

@@ -226,7 +226,9 @@ impl Tagger {
             let d = f.dims()[1];
             f.reshape([batch, time, d])
         };
-        // The word's own features: with the word vectors only, as the gates hold them already.
+        // The word's own features, needed beside its vectors only (the cached gates hold them).
+        // Made before the context's: the order in which autodiff records operations changes the
+        // last bits of training, and runs made before this order was kept reproduce exactly.
         let form: Vec<Tensor<3>> = match words {
             WordInput::Vectors(_) => self
                 .form_features(inputs.casing.clone(), &inputs.chars, &inputs.char_lengths)

@@ -117,6 +117,8 @@ enum Row {
     Kept((usize, usize)),
     /// Computed with this batch: the row in [`WordGates::gates`]'s `computed`.
     New(usize),
+    /// A padding slot, zeros: what the LSTM computes there never reaches a real token.
+    Padding,
 }
 
 impl WordGates {
@@ -207,6 +209,10 @@ impl WordGates {
         let mut new_slots = Vec::new();
         let char_width = batch.chars.max_word_len;
         for slot in 0..slots {
+            if slot % batch.max_len >= batch.lengths[slot / batch.max_len] {
+                rows.push(Row::Padding);
+                continue;
+            }
             let chars = &batch.chars.ids[slot * char_width..][..batch.chars.lengths[slot]];
             let (word, casing) = (batch.words[slot], batch.casing[slot]);
             form(model, word, casing, chars.iter().copied(), &mut key);
@@ -225,10 +231,11 @@ impl WordGates {
         };
         let mut gates = Vec::with_capacity(slots * width);
         for row in rows {
-            gates.extend_from_slice(match row {
-                Row::Kept(at) => table.row(at, width),
-                Row::New(row) => &computed[row * width..(row + 1) * width],
-            });
+            match row {
+                Row::Kept(at) => gates.extend_from_slice(table.row(at, width)),
+                Row::New(row) => gates.extend_from_slice(&computed[row * width..(row + 1) * width]),
+                Row::Padding => gates.resize(gates.len() + width, 0.0),
+            }
         }
         drop(table);
         Tensor::from_data(
