@@ -11,7 +11,7 @@ use nertrain_data::{
     Batch, BatchPlan, ColumnSpec, Encoded, TagScheme, TextNormalization, Vocabularies, read_conll,
 };
 use nertrain_model::crf::{host, host_emissions};
-use nertrain_model::{BatchTensors, CharFeatures, Reduction, TaggerConfig, VocabSizes};
+use nertrain_model::{BatchTensors, CharFeatures, Reduction, TaggerConfig, VocabSizes, WordGates};
 
 use crate::Result;
 use crate::config::UpdateRule;
@@ -92,6 +92,7 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
     };
     let decode_times: Vec<f64> = (0..DECODE_REPEATS)
         .map(|_| {
+            let word_gates = WordGates::default();
             let decoder = Decoder {
                 model: &model,
                 vocab: &vocab,
@@ -99,7 +100,7 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
                 output_scheme: TagScheme::Iob2,
                 max_word_len: 25,
                 device,
-                word_gates: Default::default(),
+                word_gates: &word_gates,
             };
             let started = Instant::now();
             decoder.decode(&dev_encoded, &[], decode_options)?;

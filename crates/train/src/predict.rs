@@ -97,9 +97,8 @@ pub struct Decoder<'a> {
     pub output_scheme: TagScheme,
     pub max_word_len: usize,
     pub device: &'a Device,
-    /// Filled with the words of what is decoded; the model does not change while a decoder
-    /// holds it.
-    pub word_gates: WordGates,
+    /// Filled with the words of what is decoded: valid while the model does not change.
+    pub word_gates: &'a WordGates,
 }
 
 impl<'a> Decoder<'a> {
@@ -108,6 +107,7 @@ impl<'a> Decoder<'a> {
         vocab: &'a Vocabularies,
         meta: &ModelMeta,
         device: &'a Device,
+        word_gates: &'a WordGates,
     ) -> Self {
         Self {
             model,
@@ -116,7 +116,7 @@ impl<'a> Decoder<'a> {
             output_scheme: meta.file_scheme,
             max_word_len: meta.max_word_len,
             device,
-            word_gates: WordGates::default(),
+            word_gates,
         }
     }
 
@@ -234,7 +234,7 @@ impl<'a> Decoder<'a> {
     /// The emissions of `sentences[i]` for each of `indices`, on the host, `[length * tags]` each.
     fn emissions(&self, sentences: &[Encoded], indices: &[usize]) -> Vec<Vec<f64>> {
         let batch = Batch::new(sentences, indices.to_vec(), self.max_word_len);
-        let emissions = self.model.emissions_with_cache(&batch, &self.word_gates);
+        let emissions = self.model.emissions_with_cache(&batch, self.word_gates);
         host_emissions(emissions, &batch.lengths)
     }
 
@@ -487,6 +487,9 @@ pub struct Predictor {
     pub vocab: Vocabularies,
     pub model: Tagger,
     pub device: Device,
+    /// Kept across calls: `tag` predicts a long input chunk by chunk, and most words of a chunk
+    /// were met in the ones before.
+    word_gates: WordGates,
 }
 
 impl Predictor {
@@ -497,6 +500,7 @@ impl Predictor {
             vocab,
             model: model.valid(),
             device: device.clone(),
+            word_gates: WordGates::default(),
         })
     }
 
@@ -562,7 +566,13 @@ impl Predictor {
     }
 
     pub fn decoder(&self) -> Decoder<'_> {
-        Decoder::new(&self.model, &self.vocab, &self.meta, &self.device)
+        Decoder::new(
+            &self.model,
+            &self.vocab,
+            &self.meta,
+            &self.device,
+            &self.word_gates,
+        )
     }
 }
 

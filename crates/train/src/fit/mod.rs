@@ -13,7 +13,7 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{Batch, BatchPlan, Encoded, Report, Vocab};
-use nertrain_model::Constraints;
+use nertrain_model::{Constraints, WordGates};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -294,7 +294,8 @@ fn fit_once(
         let eval_started = Instant::now();
         let trained = trainer.with_trained_words(&model);
         let valid = trained.valid();
-        let decoder = Decoder::new(&valid, vocab, meta, device);
+        let word_gates = WordGates::default();
+        let decoder = Decoder::new(&valid, vocab, meta, device, &word_gates);
         let report = decoder.score(dev, dev_encoded, dev_documents, decode_options)?;
         let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
         let eval_seconds = eval_started.elapsed().as_secs_f64();
@@ -398,7 +399,8 @@ fn finish(
         decode_options.consistency = document.consistency;
         run.update_meta(&meta)?;
     } else if let (Some(_), Some(best)) = (meta.document, &best) {
-        let decoder = Decoder::new(best, vocab, &meta, device);
+        let word_gates = WordGates::default();
+        let decoder = Decoder::new(best, vocab, &meta, device, &word_gates);
         let scores: Vec<(f64, f64)> = CONSISTENCY_WEIGHTS
             .iter()
             .map(|&weight| {
@@ -431,7 +433,10 @@ fn finish(
     }
     Ok(match (&test_set, &best) {
         (Some((test, encoded, documents)), Some(best)) => {
-            let report = Decoder::new(best, vocab, &meta, device).score(
+            // A cache of its own, as `nertrain eval` of the test file would start with: the
+            // last bits of a word's row depend on the words it was computed with.
+            let word_gates = WordGates::default();
+            let report = Decoder::new(best, vocab, &meta, device, &word_gates).score(
                 test,
                 encoded,
                 documents,
