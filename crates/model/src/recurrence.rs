@@ -12,7 +12,8 @@
 //! is about fifteen operations plus the reordering around the loop, each allocating and each
 //! recorded by autodiff; on a CPU that overhead, and on a GPU the launch latency of those small
 //! kernels, not arithmetic, was most of the time. [`run`] picks `fused` where [`has_fused`]
-//! says it exists.
+//! says it exists. For inference on the CPU, [`infer_from_rows`] runs the same forward pass
+//! reading each token's input projections (the word cache's rows) straight into each step.
 
 use std::sync::Arc;
 
@@ -153,7 +154,13 @@ impl FusedLstm for Flex {
         recurrent: FlexTensor,
         lengths: Vec<usize>,
     ) -> FlexTensor {
-        Forward::run(&gates, &recurrent, lengths, Keep::Output).hidden_tensor()
+        Forward::run(
+            Gates::Natural(gates.to_contiguous()),
+            &recurrent,
+            lengths,
+            Keep::Output,
+        )
+        .hidden_tensor()
     }
 }
 
@@ -170,7 +177,7 @@ impl<C: CheckpointStrategy> FusedLstm for Autodiff<Flex, C> {
         {
             OpsKind::Tracked(prep) => {
                 let forward = Forward::run(
-                    gates.primitive(),
+                    Gates::Natural(gates.primitive().to_contiguous()),
                     recurrent.primitive(),
                     lengths,
                     Keep::AllSteps,
@@ -184,7 +191,7 @@ impl<C: CheckpointStrategy> FusedLstm for Autodiff<Flex, C> {
             }
             OpsKind::UnTracked(prep) => prep.finish(
                 Forward::run(
-                    gates.primitive(),
+                    Gates::Natural(gates.primitive().to_contiguous()),
                     recurrent.primitive(),
                     lengths,
                     Keep::Output,
@@ -495,6 +502,38 @@ fn backward_rows(
 
 const DIRECTIONS: usize = 2;
 
+/// The input projections a forward pass reads.
+enum Gates<'a> {
+    /// `[batch, time, 2 * 4h]`, as [`fused`] takes them, contiguous.
+    Natural(FlexTensor),
+    /// Sentence `b`'s row at position `p`, `[2 * 4h]`, from `row(b, p)`, read straight into each
+    /// step: a batch's gates are never laid out whole.
+    Rows(RowSource<'a>),
+}
+
+/// Sentence `b`'s input projections at position `p`, `[2 * 4h]` (both directions).
+pub type RowSource<'a> = &'a (dyn Fn(usize, usize) -> &'a [f32] + Sync);
+
+/// Whether [`infer_from_rows`] serves inference on `device`: the flex CPU backend, unless
+/// [`TENSOR_RECURRENCE_VARIABLE`] asks for the tensor-op recurrence.
+pub fn infers_from_rows(device: &Device) -> bool {
+    *device == Device::flex() && std::env::var_os(TENSOR_RECURRENCE_VARIABLE).is_none()
+}
+
+/// The fused recurrence for inference on the host, reading each real token's input
+/// projections from `row` as each step needs them: the same arithmetic as [`fused`] without
+/// laying the batch's gates out first. Hidden states `[batch, time, 2h]` (`time` the longest
+/// of `lengths`), as [`fused`] returns them.
+pub fn infer_from_rows(row: RowSource, recurrent: Tensor<3>, lengths: &[usize]) -> Tensor<3> {
+    let device = recurrent.device();
+    let shape = recurrent.dims();
+    let recurrent = flex(crate::host_values(recurrent), shape);
+    let forward = Forward::run(Gates::Rows(row), &recurrent, lengths.to_vec(), Keep::Output);
+    let (batch, time, h) = (forward.batch, forward.time, forward.hidden_size);
+    let hidden = natural(&forward.hidden, &forward.lengths, time, h);
+    Tensor::from_data(TensorData::new(hidden, [batch, time, 2 * h]), &device)
+}
+
 /// What a forward pass keeps: every step's activations and cells for a backward pass, or only
 /// what the next step reads when none follows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -521,14 +560,15 @@ struct Forward {
 }
 
 impl Forward {
-    fn run(gates: &FlexTensor, recurrent: &FlexTensor, lengths: Vec<usize>, keep: Keep) -> Self {
-        let [batch, time, both_widths] = gates.layout().shape().dims::<3>();
-        let width = both_widths / 2;
-        let h = width / 4;
+    fn run(gates: Gates, recurrent: &FlexTensor, lengths: Vec<usize>, keep: Keep) -> Self {
+        let [_, h, width] = recurrent.layout().shape().dims::<3>();
+        let batch = lengths.len();
         let step_gates = DIRECTIONS * batch * width;
         let step_states = DIRECTIONS * batch * h;
-        let gates = gates.to_contiguous();
-        let gates = f32s(&gates);
+        let time = match &gates {
+            Gates::Natural(gates) => gates.layout().shape().dims::<3>()[1],
+            Gates::Rows(_) => lengths.iter().copied().max().unwrap_or(0),
+        };
         let (kept_activations, kept_cells) = match keep {
             Keep::AllSteps => (time, time),
             Keep::Output => (1, 2),
@@ -566,9 +606,33 @@ impl Forward {
             let previous_hidden = (t > 0).then(|| &earlier_hidden[(t - 1) * step_states..]);
             let slot = if keep == Keep::AllSteps { t } else { 0 };
             let step = &mut forward.activations[slot * step_gates..(slot + 1) * step_gates];
-            for_each_at_step(&forward.lengths, time, width, t, |natural, step_order| {
-                step[step_order].copy_from_slice(&gates[natural]);
-            });
+            match &gates {
+                Gates::Natural(natural_gates) => {
+                    let natural_gates = f32s(natural_gates);
+                    for_each_at_step(&forward.lengths, time, width, t, |natural, step_order| {
+                        step[step_order].copy_from_slice(&natural_gates[natural]);
+                    });
+                }
+                Gates::Rows(row) => {
+                    // Real tokens only: a padding slot keeps what the step held before, which
+                    // never reaches a real token.
+                    for (b, &length) in forward.lengths.iter().enumerate() {
+                        if t >= length {
+                            continue;
+                        }
+                        for d in 0..DIRECTIONS {
+                            let position = if d == 0 {
+                                t
+                            } else {
+                                reversed_position(length, t)
+                            };
+                            let at = (d * batch + b) * width;
+                            step[at..at + width]
+                                .copy_from_slice(&row(b, position)[d * width..(d + 1) * width]);
+                        }
+                    }
+                }
+            }
             // The two directions are independent: one thread each when rayon has two.
             let (step_forward, step_backward) = step.split_at_mut(half_gates);
             let (cells_forward, cells_backward) = cells[..step_states].split_at_mut(half_states);

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, CharLm, CharLmConfig, CharLstm,
     CharLstmConfig, Constraints, Crf, CrfConfig, CrfError, FormInputs, Reduction, WordGates,
-    WordStates, uniform_embedding,
+    WordStates, recurrence, uniform_embedding,
 };
 
 /// Which character features each word gets besides its embedding.
@@ -169,7 +169,20 @@ impl Tagger {
     /// [`emissions`](Self::emissions) with each word's share of the LSTM's input projection read
     /// from `cache` rather than computed: for inference, where the weights do not change.
     pub fn emissions_with_cache(&self, batch: &Batch, cache: &WordGates) -> Tensor<3> {
-        let inputs = BatchTensors::new(batch, &self.words.weight.device());
+        let device = self.words.weight.device();
+        // On the CPU, without sentence or document features to add, the recurrence reads the
+        // cached rows straight into each step: a batch's gates are never laid out whole.
+        if self.char_lm.is_none()
+            && self.mentions.is_none()
+            && recurrence::infers_from_rows(&device)
+        {
+            let h = cache.with_rows(self, batch, |row| {
+                let at = |b: usize, position: usize| row(b * batch.max_len + position);
+                recurrence::infer_from_rows(&at, self.encoder.recurrent.val(), &batch.lengths)
+            });
+            return self.emissions.forward(self.dropout.forward(h));
+        }
+        let inputs = BatchTensors::new(batch, &device);
         let gates = cache.gates(self, batch);
         self.encode(&inputs, WordInput::Gates(gates)).0
     }

@@ -117,7 +117,7 @@ enum Row {
     Kept((usize, usize)),
     /// Computed with this batch: the row in [`WordGates::gates`]'s `computed`.
     New(usize),
-    /// A padding slot, zeros: what the LSTM computes there never reaches a real token.
+    /// A padding slot.
     Padding,
 }
 
@@ -198,6 +198,29 @@ impl WordGates {
     /// The batch's word gates, `[batch, max_len, 8 * hidden]`: kept rows where there are, the
     /// others computed with the batch.
     pub fn gates(&self, model: &Tagger, batch: &Batch) -> Tensor<3> {
+        let width = 8 * model.encoder.d_hidden();
+        let gates = self.with_rows(model, batch, |row| {
+            let mut gates = Vec::with_capacity(batch.words.len() * width);
+            for slot in 0..batch.words.len() {
+                gates.extend_from_slice(row(slot));
+            }
+            gates
+        });
+        Tensor::from_data(
+            TensorData::new(gates, [batch.size(), batch.max_len, width]),
+            &model.words.weight.device(),
+        )
+    }
+
+    /// Calls `gather` with each word slot's row of the batch, `[8 * hidden]` (zeros at padding:
+    /// what the LSTM computes there never reaches a real token): kept rows where there are, the
+    /// others computed with the batch.
+    pub fn with_rows<R>(
+        &self,
+        model: &Tagger,
+        batch: &Batch,
+        gather: impl for<'a> FnOnce(&'a (dyn Fn(usize) -> &'a [f32] + Sync)) -> R,
+    ) -> R {
         let device = model.words.weight.device();
         let width = 8 * model.encoder.d_hidden();
         let slots = batch.words.len();
@@ -229,19 +252,12 @@ impl WordGates {
         } else {
             host_values(model.form_gates(&FormInputs::of_slots(batch, &new_slots, &device)))
         };
-        let mut gates = Vec::with_capacity(slots * width);
-        for row in rows {
-            match row {
-                Row::Kept(at) => gates.extend_from_slice(table.row(at, width)),
-                Row::New(row) => gates.extend_from_slice(&computed[row * width..(row + 1) * width]),
-                Row::Padding => gates.resize(gates.len() + width, 0.0),
-            }
-        }
-        drop(table);
-        Tensor::from_data(
-            TensorData::new(gates, [batch.size(), batch.max_len, width]),
-            &device,
-        )
+        let zeros = vec![0.0; width];
+        gather(&|slot| match rows[slot] {
+            Row::Kept(at) => table.row(at, width),
+            Row::New(row) => &computed[row * width..(row + 1) * width],
+            Row::Padding => &zeros,
+        })
     }
 }
 
