@@ -35,7 +35,6 @@ struct Table {
     /// The rows, `[8 * hidden]` each, one block per chunk of words computed together: a table
     /// that grows is never copied.
     blocks: Vec<Vec<f32>>,
-    rows: usize,
     /// A word's row, by its [`form`]: (block, row in the block).
     index: Forms<(usize, usize)>,
 }
@@ -140,7 +139,7 @@ impl WordGates {
     pub fn fill(&self, model: &Tagger, sentences: &[Encoded], max_word_len: usize) {
         let width = 8 * model.encoder.d_hidden();
         let mut table = self.table.write().unwrap_or_else(PoisonError::into_inner);
-        let room = (self.capacity_bytes / (4 * width)).saturating_sub(table.rows);
+        let room = (self.capacity_bytes / (4 * width)).saturating_sub(table.index.len());
         // The new words in the order the sentences first use them, found in parts on all threads
         // and merged in order: the same list however many threads there are.
         let part = sentences
@@ -192,7 +191,6 @@ impl WordGates {
             .collect();
         table.blocks.extend(blocks);
         table.index.extend(index);
-        table.rows += words.len();
     }
 
     /// The batch's word gates, `[batch, max_len, 8 * hidden]`: kept rows where there are, the
