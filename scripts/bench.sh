@@ -69,7 +69,7 @@ print(json.dumps({"tool": "nertrain", "fit_epoch_peak_rss_mb": rss_kb / 1024, "c
 PY
 
 python3 - "$results" <<'PY' | tee bench-results.txt
-import json, statistics, sys
+import json, math, statistics, sys
 rows = [json.loads(line) for line in open(sys.argv[1])]
 json.dump(rows, open("bench-results.json", "w"), indent=1)
 # (nertrain's key, the reference's key, name). The reference times one tagging pass, right after
@@ -85,7 +85,7 @@ for ours_key, their_key, name in metrics:
     for threads in (1, 2):
         for batch in (32, 10):
             o, t = median_of("nertrain", ours_key, threads, batch), median_of("reference", their_key, threads, batch)
-            if o == o:
+            if not math.isnan(o):
                 print(f"{name:36} {threads:>7} {batch:>5} {o:>10.0f} {t:>10.0f} {o / t:>6.2f}")
 scaling = [median_of("nertrain", "decode_tokens_per_s", 2, b) / median_of("nertrain", "decode_tokens_per_s", 1, b) for b in (32, 10)]
 print(f"nertrain tagging, 2 threads / 1 thread (rows 32 / 10): {scaling[0]:.2f} / {scaling[1]:.2f}")

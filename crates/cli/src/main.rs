@@ -345,8 +345,7 @@ fn on_the_thread_pool(command: impl FnOnce() -> Result<()> + Send) -> Result<()>
 fn main() -> ExitCode {
     keep_freed_memory();
     let cli = Cli::parse();
-    let result = on_the_thread_pool(|| run(cli));
-    match result {
+    match on_the_thread_pool(|| run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             if tag::is_broken_pipe(error.as_ref()) {

@@ -31,8 +31,8 @@ pub struct BenchOptions {
 
 /// How many times dev is decoded for the tagging figure (the median is reported), after one
 /// pass reported apart: the first passes after training run slower than the rest, at two threads
-/// up to twice as slow for three passes (e.g. 123, 73, 94, then 57, 57, 57 ms), so that a median
-/// of a few measured the shift between the phases as much as tagging.
+/// up to twice as slow (e.g. 102, 68, 54, then 51 ms and on), so that a median of a few measured
+/// the shift between the phases as much as tagging.
 const DECODE_REPEATS: usize = 9;
 
 /// Runs the benchmark and returns its measurements as JSON.
