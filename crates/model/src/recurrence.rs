@@ -526,8 +526,8 @@ pub fn infers_from_rows(device: &Device) -> bool {
 /// of `lengths`), as [`fused`] returns them.
 pub fn infer_from_rows(row: RowSource, recurrent: Tensor<3>, lengths: &[usize]) -> Tensor<3> {
     let device = recurrent.device();
-    let shape = recurrent.dims();
-    let recurrent = flex(crate::host_values(recurrent), shape);
+    // Its values as they are, with no copy besides the one each direction takes (`by_direction`).
+    let recurrent = FlexTensor::from_data(recurrent.into_data());
     let forward = Forward::run(Gates::Rows(row), &recurrent, lengths.to_vec(), Keep::Output);
     let (batch, time, h) = (forward.batch, forward.time, forward.hidden_size);
     let hidden = natural(&forward.hidden, &forward.lengths, time, h);
