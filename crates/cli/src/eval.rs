@@ -1,12 +1,11 @@
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 use clap::Args;
-use nertrain_data::{ColumnSpec, Corpus, TagScheme, read_conll};
-use nertrain_train::{
-    CalibrationBin, PredictOptions, Predictor, calibration, entity_types, score_corpus,
-};
+use nertrain_data::{ColumnSpec, Corpus, TagScheme, is_annotated, read_annotated, read_conll};
+use nertrain_tagger::{TagOptions, Tagger};
+use nertrain_train::{CalibrationBin, entity_types, score_corpus};
 
 use crate::Result;
 
@@ -15,7 +14,9 @@ pub struct EvalArgs {
     /// A model directory written by `nertrain fit`.
     #[arg(long, requires = "data", conflicts_with = "predicted")]
     model: Option<PathBuf>,
-    /// A tagged CoNLL file to predict and score (read with the model's columns).
+    /// A tagged CoNLL file to predict and score (read with the model's columns), or text with
+    /// character spans (`.jsonl`: `{"text", "spans": [{"start", "end", "label"}]}` a line),
+    /// tagged as `tag` tags text and scored as exact character spans.
     #[arg(long)]
     data: Option<PathBuf>,
     /// Score a file whose last two columns are the gold and predicted tags, as conlleval does.
@@ -60,33 +61,24 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
     let (gold, predicted) = match (&args.model, &args.data, &args.predicted) {
         (_, _, Some(path)) => read_predicted(path)?,
         (Some(model), Some(data), None) => {
-            let predictor = Predictor::load(model, device)?;
-            let gold = nertrain_train::read_tagged(data, predictor.meta.columns)?;
-            warn_malformed_iobes(&gold);
-            let unseen = unseen_tags(&gold, &predictor);
-            if !unseen.is_empty() {
-                eprintln!(
-                    "warning: {}: tags the model never saw in training (it cannot predict them): {}",
-                    data.display(),
-                    unseen.join(", ")
-                );
-            }
-            let words: Vec<Vec<String>> = gold.sentences.iter().map(|s| s.words.clone()).collect();
-            let options = PredictOptions {
-                constrained: predictor.meta.crf.constrained_decoding && !args.unconstrained,
+            let tagger = Tagger::load(model, device)?;
+            let defaults = tagger.options();
+            let options = TagOptions {
+                constrained: defaults.constrained && !args.unconstrained,
                 confidence: args.calibration || args.json,
                 batch_size: args.batch_size,
-                consistency: args
-                    .consistency
-                    .unwrap_or(predictor.default_options().consistency),
-                ..PredictOptions::default()
+                consistency: args.consistency.unwrap_or(defaults.consistency),
+                ..TagOptions::default()
             };
-            let documents = gold.documents(usize::MAX);
-            let predictions = predictor.predict(&words, &documents, options)?;
-            if options.confidence {
-                bins = Some(calibration(&gold, &predictions));
+            if is_annotated(data) {
+                return eval_spans(&args, &tagger, data, options);
             }
-            (gold, predictions.into_iter().map(|p| p.tags).collect())
+            let gold = nertrain_train::read_tagged(data, tagger.meta().columns)?;
+            warn_malformed_iobes(&gold);
+            warn_unseen_tags(data, &gold, &tagger);
+            let evaluation = tagger.evaluate(&gold, options)?;
+            bins = evaluation.calibration;
+            (gold, evaluation.predicted)
         }
         _ => return Err("give --model DIR --data FILE, or --predicted FILE".into()),
     };
@@ -170,18 +162,64 @@ pub fn warn_malformed_iobes(corpus: &Corpus) {
     }
 }
 
-/// Entity types of the gold tags that the model never saw in training.
-fn unseen_tags(gold: &Corpus, predictor: &Predictor) -> Vec<String> {
-    let known = entity_types(predictor.vocab.tags.items());
+/// Warns of entity types of the gold tags that the model never saw in training.
+fn warn_unseen_tags(data: &Path, gold: &Corpus, tagger: &Tagger) {
+    let known = entity_types(tagger.labels());
     let gold_tags: Vec<String> = gold
         .sentences
         .iter()
         .flat_map(|s| s.tags.iter().cloned())
         .collect();
-    entity_types(&gold_tags)
+    let unseen: Vec<String> = entity_types(&gold_tags)
         .into_iter()
         .filter(|label| !known.contains(label))
-        .collect()
+        .collect();
+    if !unseen.is_empty() {
+        eprintln!(
+            "warning: {}: tags the model never saw in training (it cannot predict them): {}",
+            data.display(),
+            unseen.join(", ")
+        );
+    }
+}
+
+/// `eval` of span-annotated text: the texts tagged as `tag` tags them, entities scored as exact
+/// character spans.
+fn eval_spans(args: &EvalArgs, tagger: &Tagger, data: &Path, options: TagOptions) -> Result<()> {
+    let gold = read_annotated(data)?;
+    let evaluation = tagger.evaluate_spans(&gold, options)?;
+    if let Some(first) = evaluation.misaligned.first() {
+        eprintln!(
+            "warning: {first} ({} span{} in all fall between the model's tokens; scored as missed)",
+            evaluation.misaligned.len(),
+            if evaluation.misaligned.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        );
+    }
+    if let Some(path) = &args.output {
+        let mut text = String::new();
+        for (tagged, gold) in evaluation.tagged.iter().zip(&evaluation.gold_tags) {
+            for ((token, gold), predicted) in tagged.tokens.iter().zip(gold).zip(&tagged.tags) {
+                text.push_str(&format!("{} {gold} {predicted}\n", token.text));
+            }
+            text.push('\n');
+        }
+        nertrain_train::write_atomic(path, text.as_bytes())?;
+    }
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&evaluation.report.to_json())?
+        )?;
+    } else {
+        write!(out, "{}", evaluation.report)?;
+    }
+    Ok(())
 }
 
 fn write_columns(path: &std::path::Path, gold: &Corpus, predicted: &[Vec<String>]) -> Result<()> {

@@ -94,6 +94,15 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Tag raw text with a trained model.
     Tag(tag::TagArgs),
+    /// Cut text into words and sentences as a model does before tagging: one sentence a line,
+    /// words separated by spaces, a blank line after each text.
+    Tokenize {
+        /// A model directory written by `nertrain fit`.
+        #[arg(long)]
+        model: PathBuf,
+        /// Texts to cut; without them, lines are read from stdin, each one a text.
+        texts: Vec<String>,
+    },
     /// Print a run's per-epoch metrics and the best epoch's per-type dev scores.
     Report {
         /// A run directory written by `nertrain fit`.
@@ -132,7 +141,8 @@ enum Command {
         /// The tag column (negative counts from the end).
         #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
         tag_column: isize,
-        /// The CoNLL file to convert.
+        /// The CoNLL file to convert, or span-annotated text (`.jsonl`), written as CoNLL
+        /// columns cut into words by the treebank rules, as `fit` reads it.
         file: PathBuf,
         /// Write here instead of stdout.
         #[arg(long)]
@@ -210,6 +220,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Eval(args) => eval::run(args, &device()?),
         Command::Tag(args) => tag::run(args, &device()?),
+        Command::Tokenize { model, texts } => tag::tokenize(&model, &texts),
         Command::Report { dir } => report(&dir),
         Command::Bench {
             train,
@@ -239,6 +250,13 @@ fn run(cli: Cli) -> Result<()> {
             file,
             output,
         } => {
+            if nertrain_data::is_annotated(&file) {
+                let converted = annotated_to_conll(&file, to)?;
+                return match output {
+                    Some(path) => Ok(nertrain_train::write_atomic(&path, converted.as_bytes())?),
+                    None => Ok(std::io::stdout().lock().write_all(converted.as_bytes())?),
+                };
+            }
             let text = std::fs::read(&file)
                 .map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
             let text = String::from_utf8(text)
@@ -258,6 +276,30 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
     }
+}
+
+/// Span-annotated text as a CoNLL file of `word tag` lines in `scheme`, cut by the treebank rules
+/// as `fit` cuts it, documents after `-DOCSTART-` lines.
+fn annotated_to_conll(file: &std::path::Path, scheme: TagScheme) -> Result<String> {
+    let tokenizer = nertrain_data::Tokenizer::new(&nertrain_data::TokenizerSpec::treebank())?;
+    let (corpus, misaligned) = nertrain_data::read_annotated(file)?.tokenize(&tokenizer);
+    for span in &misaligned {
+        eprintln!("warning: {span}");
+    }
+    let mut text = String::new();
+    let mut document = None;
+    for sentence in &corpus.sentences {
+        if document != Some(sentence.document) {
+            text.push_str("-DOCSTART- O\n\n");
+            document = Some(sentence.document);
+        }
+        let tags = nertrain_data::convert_tags(&sentence.tags, scheme);
+        for (word, tag) in sentence.words.iter().zip(tags) {
+            text.push_str(&format!("{word} {tag}\n"));
+        }
+        text.push('\n');
+    }
+    Ok(text)
 }
 
 fn report(dir: &std::path::Path) -> Result<()> {

@@ -5,6 +5,7 @@
 //!
 //! Nothing here knows about tensors: the model crate turns a [`Batch`] into them.
 
+mod annotated;
 mod batch;
 mod casing;
 mod conll;
@@ -12,9 +13,14 @@ mod context;
 mod error;
 mod scheme;
 mod score;
+mod tokenize;
 mod vectors;
 mod vocab;
 
+pub use annotated::{
+    AnnotatedCorpus, AnnotatedText, CharSpan, Misaligned, is_annotated, parse_annotated,
+    read_annotated,
+};
 pub use batch::{Batch, BatchPlan, CharIds, SentenceChars};
 pub use casing::Casing;
 pub use conll::{ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, read_conll};
@@ -25,5 +31,6 @@ pub use scheme::{
     render_spans, spans, transition_allowed,
 };
 pub use score::{ChunkCounts, Confusion, Report, Scorer, TypeScore};
+pub use tokenize::{TREEBANK_RULES, Token, Tokenizer, TokenizerError, TokenizerSpec};
 pub use vectors::{Vectors, parse_vectors, read_vectors};
 pub use vocab::{Encoded, PAD, TextNormalization, UNK, Vocab, Vocabularies};

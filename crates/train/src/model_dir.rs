@@ -25,7 +25,7 @@
 use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
-use nertrain_data::{ColumnSpec, TagScheme, Vocabularies};
+use nertrain_data::{ColumnSpec, TagScheme, Tokenizer, TokenizerSpec, Vocabularies};
 use nertrain_model::{Tagger, TaggerConfig, VocabSizes};
 use serde::{Deserialize, Serialize};
 
@@ -119,6 +119,21 @@ pub struct ModelMeta {
     /// Trained on the dev set too (`train.with_dev`): its dev scores are not held out.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub trained_on_dev: bool,
+    /// How raw text is cut into words and sentences, as the training data was; absent in models
+    /// written before it was saved, which read text with BERT's pre-tokenizer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<TokenizerSpec>,
+}
+
+impl ModelMeta {
+    /// The model's tokenizer, compiled. Models without a saved one cut text as nertrain did when
+    /// they were trained: BERT's pre-tokenizer, and sentences only for document-level models.
+    pub fn tokenizer(&self) -> Result<Tokenizer> {
+        match &self.tokenizer {
+            Some(spec) => Tokenizer::new(spec).map_err(|e| Error::model("model.json", e.0)),
+            None => Ok(Tokenizer::bert(self.document.is_some())),
+        }
+    }
 }
 
 #[derive(Debug, Clone)]

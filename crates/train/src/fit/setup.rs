@@ -6,8 +6,9 @@ use std::ops::Range;
 use std::path::Path;
 
 use nertrain_data::{
-    ColumnSpec, Corpus, DataError, Encoded, TagScheme, Vectors, Vocab, Vocabularies, check_tag,
-    convert_tags, read_conll, read_vectors, set_mention_casing,
+    ColumnSpec, Corpus, DataError, Encoded, TagScheme, Tokenizer, TokenizerSpec, Vectors, Vocab,
+    Vocabularies, check_tag, convert_tags, is_annotated, read_annotated, read_conll, read_vectors,
+    set_mention_casing,
 };
 use nertrain_model::VocabSizes;
 
@@ -24,6 +25,28 @@ pub fn read_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus> {
         for (i, tag) in sentence.tags.iter().enumerate() {
             check_tag(tag).map_err(|message| corpus.error_at(sentence, i, message))?;
         }
+    }
+    Ok(corpus)
+}
+
+/// Reads a training, dev or test file: CoNLL columns, or span-annotated text (`.jsonl`) cut into
+/// words and sentences by the treebank rules, its spans that fall between words reported.
+fn read_corpus(
+    path: &Path,
+    columns: ColumnSpec,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<Corpus> {
+    if !is_annotated(path) {
+        return read_tagged(path, columns);
+    }
+    let tokenizer = Tokenizer::new(&TokenizerSpec::treebank()).expect("the treebank rules");
+    let (corpus, misaligned) = read_annotated(path)?.tokenize(&tokenizer);
+    if let Some(first) = misaligned.first() {
+        events(FitEvent::Warning(format!(
+            "{first} ({} span{} in all)",
+            misaligned.len(),
+            if misaligned.len() == 1 { "" } else { "s" }
+        )));
     }
     Ok(corpus)
 }
@@ -67,12 +90,12 @@ pub(super) fn prepare(
         run.check_new(options.overwrite)?;
     }
 
-    let train = read_tagged(&data.train, data.columns())?;
-    let dev = read_tagged(&data.dev, data.columns())?;
+    let train = read_corpus(&data.train, data.columns(), events)?;
+    let dev = read_corpus(&data.dev, data.columns(), events)?;
     let test = data
         .test
         .as_deref()
-        .map(|path| read_tagged(path, data.columns()))
+        .map(|path| read_corpus(path, data.columns(), events))
         .transpose()?;
     let file_scheme = data
         .scheme
@@ -263,6 +286,7 @@ fn describe_run(
             consistency: 0.0,
         }),
         trained_on_dev: false,
+        tokenizer: Some(TokenizerSpec::learn(&train.sentences)),
     };
     Ok((meta, vocab, vectors))
 }

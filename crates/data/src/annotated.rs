@@ -1,0 +1,349 @@
+//! Text annotated with character spans, as JSON lines: one text a line,
+//! `{"text": "...", "spans": [{"start": 0, "end": 5, "label": "PER"}]}`, the shape doccano and
+//! Label Studio export. Offsets are code points, end exclusive. Lines sharing a `"doc"` key
+//! (a string or a number) are one document; without it, each line is one. Other keys are
+//! ignored.
+//!
+//! [`AnnotatedCorpus::tokenize`] turns such a file into sentences of words and IOB2 tags with the
+//! same [`Tokenizer`] that tags raw text; a span that does not fall on token boundaries is
+//! reported, never moved.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::{Corpus, DataError, Sentence, Tokenizer};
+
+/// An entity as character offsets into its text.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CharSpan {
+    /// Its first character, in code points.
+    pub start: usize,
+    /// One past its last character, in code points.
+    pub end: usize,
+    /// Its type.
+    pub label: String,
+}
+
+/// One line of the file.
+#[derive(Deserialize)]
+struct Line {
+    text: String,
+    #[serde(default)]
+    spans: Vec<CharSpan>,
+    #[serde(default)]
+    doc: Option<DocumentKey>,
+}
+
+#[derive(Deserialize, PartialEq, Eq, Hash)]
+#[serde(untagged)]
+enum DocumentKey {
+    Text(String),
+    Number(i64),
+}
+
+/// One annotated text and where it was read.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnnotatedText {
+    /// The text.
+    pub text: String,
+    /// Its entities, sorted by start.
+    pub spans: Vec<CharSpan>,
+    /// Its line in the file, from 1.
+    pub line: usize,
+    /// Its document, counting from 0 in order of first appearance.
+    pub document: usize,
+}
+
+/// The texts of one file, a document's texts together, in the order their documents first
+/// appear.
+#[derive(Debug, Clone)]
+pub struct AnnotatedCorpus {
+    /// The file, for messages.
+    pub path: PathBuf,
+    /// Its texts.
+    pub texts: Vec<AnnotatedText>,
+}
+
+/// A span that does not start and end where tokens do.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Misaligned {
+    /// The file.
+    pub path: PathBuf,
+    /// The line of its text.
+    pub line: usize,
+    /// The span.
+    pub span: CharSpan,
+    /// The characters it covers.
+    pub text: String,
+}
+
+impl fmt::Display for Misaligned {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}:{}: span {}..{} {:?} ({}) does not start and end at token boundaries; left out",
+            self.path.display(),
+            self.line,
+            self.span.start,
+            self.span.end,
+            self.text,
+            self.span.label
+        )
+    }
+}
+
+/// Whether a file is read as span-annotated JSON lines rather than CoNLL columns: its name ends
+/// in `.jsonl`.
+pub fn is_annotated(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "jsonl")
+}
+
+/// Reads a span-annotated file; every line is checked (JSON, offsets within the text, spans that
+/// do not overlap, labels without spaces), and an error names the line and field.
+pub fn read_annotated(path: &Path) -> Result<AnnotatedCorpus, DataError> {
+    let bytes =
+        std::fs::read(path).map_err(|e| DataError::file(path, format!("cannot read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+        DataError::at(path, line, "invalid UTF-8: expected a UTF-8 text file")
+    })?;
+    parse_annotated(&text, path)
+}
+
+/// Parses span-annotated JSON lines; `path` is used only to locate errors.
+pub fn parse_annotated(text: &str, path: &Path) -> Result<AnnotatedCorpus, DataError> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut documents: HashMap<DocumentKey, usize> = HashMap::new();
+    let mut texts = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let number = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let record: Line = serde_json::from_str(line).map_err(|e| {
+            DataError::at(
+                path,
+                number,
+                format!("expected {{\"text\": ..., \"spans\": [{{\"start\", \"end\", \"label\"}}]}}: {e}"),
+            )
+        })?;
+        let length = record.text.chars().count();
+        let mut spans = record.spans;
+        spans.sort();
+        for (k, span) in spans.iter().enumerate() {
+            let bad = |message: String| Err(DataError::at(path, number, message));
+            if span.start >= span.end || span.end > length {
+                return bad(format!(
+                    "span {}..{} ({}) is not within the text's {length} characters (offsets are \
+                     code points, end exclusive)",
+                    span.start, span.end, span.label
+                ));
+            }
+            if span.label.is_empty() || span.label.contains(char::is_whitespace) {
+                return bad(format!(
+                    "span {}..{}: label {:?} must be non-empty, without spaces",
+                    span.start, span.end, span.label
+                ));
+            }
+            if let Some(previous) = k.checked_sub(1).map(|p| &spans[p])
+                && previous.end > span.start
+            {
+                return bad(format!(
+                    "spans {}..{} ({}) and {}..{} ({}) overlap; entities here are flat",
+                    previous.start, previous.end, previous.label, span.start, span.end, span.label
+                ));
+            }
+        }
+        let next = documents.len();
+        let document = match record.doc {
+            Some(key) => *documents.entry(key).or_insert(next),
+            None => {
+                documents.insert(DocumentKey::Number(-1 - i as i64), next);
+                next
+            }
+        };
+        texts.push(AnnotatedText {
+            text: record.text,
+            spans,
+            line: number,
+            document,
+        });
+    }
+    // A document's lines together, documents in order of first appearance.
+    texts.sort_by_key(|t| t.document);
+    Ok(AnnotatedCorpus {
+        path: path.to_path_buf(),
+        texts,
+    })
+}
+
+impl AnnotatedCorpus {
+    /// Words and IOB2 tags, cut into sentences by `tokenizer`; spans that do not fall on token
+    /// boundaries are left out and returned. Each sentence's `first_line` is its text's line.
+    pub fn tokenize(&self, tokenizer: &Tokenizer) -> (Corpus, Vec<Misaligned>) {
+        let mut sentences = Vec::new();
+        let mut misaligned = Vec::new();
+        for text in &self.texts {
+            let tokens = tokenizer.tokens(&text.text);
+            let (tags, bad) = self.tags(text, &tokens);
+            misaligned.extend(bad);
+            for range in tokenizer.sentences(&text.text, &tokens) {
+                sentences.push(Sentence {
+                    words: tokens[range.clone()]
+                        .iter()
+                        .map(|t| t.text.clone())
+                        .collect(),
+                    tags: tags[range].to_vec(),
+                    first_line: text.line,
+                    document: text.document,
+                });
+            }
+        }
+        let corpus = Corpus {
+            path: self.path.clone(),
+            sentences,
+        };
+        (corpus, misaligned)
+    }
+
+    /// IOB2 tags of `tokens` for the text's spans that fall on their boundaries, and the spans
+    /// that do not.
+    pub fn tags(
+        &self,
+        text: &AnnotatedText,
+        tokens: &[crate::Token],
+    ) -> (Vec<String>, Vec<Misaligned>) {
+        let mut tags = vec!["O".to_string(); tokens.len()];
+        let mut misaligned = Vec::new();
+        for span in &text.spans {
+            let first = tokens.iter().position(|t| t.start == span.start);
+            let last = tokens.iter().position(|t| t.end == span.end);
+            match (first, last) {
+                (Some(first), Some(last)) if first <= last => {
+                    tags[first] = format!("B-{}", span.label);
+                    for tag in &mut tags[first + 1..=last] {
+                        *tag = format!("I-{}", span.label);
+                    }
+                }
+                _ => misaligned.push(Misaligned {
+                    path: self.path.clone(),
+                    line: text.line,
+                    span: span.clone(),
+                    text: text
+                        .text
+                        .chars()
+                        .skip(span.start)
+                        .take(span.end - span.start)
+                        .collect(),
+                }),
+            }
+        }
+        (tags, misaligned)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{TREEBANK_RULES, TokenizerSpec};
+
+    fn tokenizer() -> Tokenizer {
+        Tokenizer::new(&TokenizerSpec::Treebank {
+            rules: TREEBANK_RULES,
+            keep: Vec::new(),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn spans_become_tags_of_the_tokenizers_words() {
+        let text = concat!(
+            r#"{"id": 7, "text": "Anna Kovacs flew to São Paulo. She left.", "spans": [{"start": 20, "end": 29, "label": "LOC"}, {"start": 0, "end": 11, "label": "PER"}], "doc": "a"}"#,
+            "\n\n",
+            r#"{"text": "No entities here"}"#,
+            "\n",
+            r#"{"text": "Kovacs again", "spans": [{"start": 0, "end": 3, "label": "PER"}], "doc": "a"}"#,
+            "\n"
+        );
+        let corpus = parse_annotated(text, Path::new("t.jsonl")).unwrap();
+        assert_eq!(
+            corpus
+                .texts
+                .iter()
+                .map(|t| (t.line, t.document))
+                .collect::<Vec<_>>(),
+            [(1, 0), (4, 0), (3, 1)],
+            "a document's lines together"
+        );
+        let (tokens, misaligned) = corpus.tokenize(&tokenizer());
+        let sentences: Vec<(Vec<&str>, Vec<&str>)> = tokens
+            .sentences
+            .iter()
+            .map(|s| {
+                (
+                    s.words.iter().map(String::as_str).collect(),
+                    s.tags.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            sentences[0].0,
+            ["Anna", "Kovacs", "flew", "to", "São", "Paulo", "."]
+        );
+        assert_eq!(
+            sentences[0].1,
+            ["B-PER", "I-PER", "O", "O", "B-LOC", "I-LOC", "O"]
+        );
+        assert_eq!(sentences[1].0, ["She", "left", "."]);
+        assert_eq!(sentences.len(), 4);
+        assert_eq!(misaligned.len(), 1);
+        assert_eq!(
+            misaligned[0].to_string(),
+            "t.jsonl:4: span 0..3 \"Kov\" (PER) does not start and end at token boundaries; left out"
+        );
+        assert_eq!(
+            sentences[2].1,
+            ["O", "O"],
+            "the misaligned span is left out"
+        );
+    }
+
+    #[test]
+    fn bad_lines_are_errors_naming_the_line() {
+        let cases = [
+            (r#"{"text": 5}"#, "invalid type"),
+            (r#"{"spans": []}"#, "missing field `text`"),
+            (
+                r#"{"text": "ab", "spans": [{"start": 1, "end": 3, "label": "X"}]}"#,
+                "not within",
+            ),
+            (
+                r#"{"text": "ab", "spans": [{"start": 1, "end": 1, "label": "X"}]}"#,
+                "not within",
+            ),
+            (
+                r#"{"text": "ab", "spans": [{"start": 0, "end": 1, "label": "A B"}]}"#,
+                "label",
+            ),
+            (
+                r#"{"text": "abc", "spans": [{"start": 0, "end": 2, "label": "X"}, {"start": 1, "end": 3, "label": "Y"}]}"#,
+                "overlap",
+            ),
+            ("not json", "expected"),
+        ];
+        for (line, expected) in cases {
+            let text = format!("{{\"text\": \"fine\"}}\n{line}\n");
+            let error = parse_annotated(&text, Path::new("x.jsonl")).unwrap_err();
+            assert_eq!(error.line, Some(2), "{line}");
+            assert!(
+                error.message.contains(expected),
+                "{line}: {}",
+                error.message
+            );
+        }
+    }
+}

@@ -1,0 +1,599 @@
+//! Raw text → words with character offsets → sentences, cut the way a model's training data was
+//! cut.
+//!
+//! A model saves how it cuts text ([`TokenizerSpec`], in its `model.json`):
+//!
+//! - [`TokenizerSpec::Treebank`]: the Penn Treebank / Reuters conventions of CoNLL-style corpora.
+//!   Abbreviations and initials (`U.S.`, `a.m.`, `J.`), numbers with `.,:/-` inside (`3.5`,
+//!   `1,000`, `10:30`, `1/2`, `1996-08-28`, `6-4`), hyphenated words, URLs, e-mail addresses and
+//!   @handles stay whole; the clitics `n't 's 're 've 'll 'd 'm` and all other punctuation are
+//!   split off. On top of the rules, the training corpus's own tokens that hold punctuation and
+//!   that the rules would split (`vs.`, `Inc.`, `C$`, `S&P`, the `1.` of a ranking) are kept whole
+//!   wherever they occur more often in training whole than cut. Sentences end at Unicode sentence
+//!   boundaries (UAX #29) that follow a token of sentence-final punctuation, so an abbreviation,
+//!   an initial or a decimal point never ends one; a blank line always does.
+//! - [`TokenizerSpec::Bert`]: models trained before tokenizers were saved; BERT's pre-tokenizer
+//!   (whitespace, then each punctuation character alone), kept so that they tag as they did.
+//!
+//! Offsets are in Unicode code points (what Python and spaCy slice with), end exclusive.
+
+use std::collections::{HashMap, HashSet};
+use std::ops::Range;
+
+use fancy_regex::Regex;
+use serde::{Deserialize, Serialize};
+use tokenizers::pre_tokenizers::bert::BertPreTokenizer;
+use tokenizers::{OffsetReferential, OffsetType, PreTokenizedString, PreTokenizer};
+use unicode_segmentation::UnicodeSegmentation;
+
+use crate::Sentence;
+
+/// The version of the treebank rules that [`Tokenizer`] implements; a model names the version
+/// it was trained with, and a version this build does not know is refused rather than guessed.
+pub const TREEBANK_RULES: u32 = 1;
+
+/// How a model cuts raw text into words, saved with the model.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case", deny_unknown_fields)]
+pub enum TokenizerSpec {
+    /// BERT's pre-tokenizer: whitespace, then every punctuation character on its own. Models
+    /// written before the tokenizer was saved with them read text this way.
+    Bert,
+    /// The treebank rules of [`TREEBANK_RULES`], plus tokens of the training corpus kept whole.
+    Treebank {
+        /// Which version of the rules.
+        rules: u32,
+        /// Training tokens holding punctuation that the rules alone would split.
+        keep: Vec<String>,
+    },
+}
+
+impl TokenizerSpec {
+    /// The treebank rules alone, for text that has no corpus to learn from yet (span-annotated
+    /// training data is cut by them).
+    pub fn treebank() -> Self {
+        TokenizerSpec::Treebank {
+            rules: TREEBANK_RULES,
+            keep: Vec::new(),
+        }
+    }
+
+    /// The treebank rules refined by a training corpus: every token that holds punctuation, that
+    /// the rules would cut, and that the corpus holds whole more often than as the rules' pieces
+    /// in a row, is kept whole.
+    pub fn learn(sentences: &[Sentence]) -> Self {
+        let rules = Tokenizer::treebank(&[]).expect("the treebank rules compile");
+        let mut counts: HashMap<&str, usize> = HashMap::new();
+        for word in sentences.iter().flat_map(|s| &s.words) {
+            *counts.entry(word.as_str()).or_default() += 1;
+        }
+        // A candidate's pieces, indexed by their first piece to find them in the corpus.
+        let mut candidates: HashMap<&str, Vec<String>> = HashMap::new();
+        for &word in counts.keys() {
+            if word.chars().count() < 2 || word.chars().all(char::is_alphanumeric) {
+                continue;
+            }
+            let pieces: Vec<String> = rules.tokens(word).into_iter().map(|t| t.text).collect();
+            if pieces.len() > 1 {
+                candidates.insert(word, pieces);
+            }
+        }
+        let mut by_first: HashMap<&str, Vec<(&str, &[String])>> = HashMap::new();
+        for (word, pieces) in &candidates {
+            by_first
+                .entry(pieces[0].as_str())
+                .or_default()
+                .push((word, pieces));
+        }
+        let mut cut: HashMap<&str, usize> = HashMap::new();
+        for sentence in sentences {
+            for (i, word) in sentence.words.iter().enumerate() {
+                for (candidate, pieces) in by_first.get(word.as_str()).into_iter().flatten() {
+                    if sentence.words[i..].starts_with(pieces) {
+                        *cut.entry(candidate).or_default() += 1;
+                    }
+                }
+            }
+        }
+        let mut keep: Vec<String> = candidates
+            .keys()
+            .filter(|w| counts[*w] > cut.get(*w).copied().unwrap_or(0))
+            .map(|w| w.to_string())
+            .collect();
+        keep.sort();
+        TokenizerSpec::Treebank {
+            rules: TREEBANK_RULES,
+            keep,
+        }
+    }
+}
+
+/// A word of a text and where it is: `start..end` in code points.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Token {
+    /// The word as written.
+    pub text: String,
+    /// Its first character's index in the text, counted in code points.
+    pub start: usize,
+    /// One past its last character's index, in code points.
+    pub end: usize,
+}
+
+/// A problem with a saved tokenizer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenizerError(pub String);
+
+impl std::fmt::Display for TokenizerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for TokenizerError {}
+
+/// A [`TokenizerSpec`] ready to cut text: the pattern is compiled once, when a model loads.
+#[derive(Debug, Clone)]
+pub struct Tokenizer {
+    kind: Kind,
+}
+
+#[derive(Debug, Clone)]
+enum Kind {
+    /// `sentences`: cut a text into sentences as document-level models did before the treebank
+    /// rules; sentence-level models read a text whole.
+    Bert {
+        sentences: bool,
+    },
+    Treebank {
+        pattern: Regex,
+    },
+}
+
+/// The clitics split off a word, as the treebank writes them.
+const CLITICS: &str = r"n't|N'T|'(?:s|S|m|M|re|RE|ve|VE|ll|LL|d|D)";
+/// A run of non-space characters longer than this is cut into pieces of it, which bounds the
+/// matcher's work per piece whatever the input.
+const MAX_CHUNK_BYTES: usize = 1024;
+/// Closing punctuation that may follow a sentence's final stop inside its sentence.
+const CLOSERS: &[&str] = &["\"", "'", "''", ")", "]", "}", "»", "”", "’", "`"];
+
+impl Tokenizer {
+    /// Compiles a saved tokenizer.
+    pub fn new(spec: &TokenizerSpec) -> Result<Self, TokenizerError> {
+        match spec {
+            TokenizerSpec::Bert => Ok(Self::bert(false)),
+            TokenizerSpec::Treebank { rules, keep } if *rules == TREEBANK_RULES => {
+                Self::treebank(keep)
+            }
+            TokenizerSpec::Treebank { rules, .. } => Err(TokenizerError(format!(
+                "the model's tokenizer uses treebank rules version {rules}, but this nertrain \
+                 knows version {TREEBANK_RULES} only"
+            ))),
+        }
+    }
+
+    /// BERT's pre-tokenizer, as models before the treebank rules read text; `sentences`: cut
+    /// texts into sentences as document-level models of then did (sentence-level ones did not).
+    pub fn bert(sentences: bool) -> Self {
+        Self {
+            kind: Kind::Bert { sentences },
+        }
+    }
+
+    fn treebank(keep: &[String]) -> Result<Self, TokenizerError> {
+        let mut alternatives: Vec<String> = vec![
+            // URLs, without the punctuation that follows them in a sentence.
+            r#"(?:https?://|www\.)\S+?(?=[.,;:!?)\]'"]*(?:\s|$))"#.into(),
+            r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+".into(),
+            r"[@#]\w+".into(),
+        ];
+        if !keep.is_empty() {
+            let mut keep: Vec<&String> = keep.iter().collect();
+            keep.sort_by_key(|w| std::cmp::Reverse(w.len()));
+            let words: Vec<String> = keep.iter().map(|w| fancy_regex::escape(w).into()).collect();
+            // Whole, and one that ends in a stop not at the very end of the text, where the
+            // corpus writes a sentence's final stop apart (`rose 3 .` but `3. Smith`).
+            alternatives.push(format!(
+                r"(?<!\w)(?:{})(?!\w)(?!(?<=\.)\s*$)",
+                words.join("|")
+            ));
+        }
+        alternatives.extend([
+            // Abbreviations with inner stops: U.S. a.m. F.C.
+            r"\p{L}(?:\.\p{L})+\.?".into(),
+            // Initials, unless at the end of the text.
+            r"\p{Lu}\.(?!\s*$)".into(),
+            // The number of a ranking: `1. Jan Ullrich`.
+            r"\d{1,3}\.(?=\s+\p{Lu})".into(),
+            // A word before its clitic, and the clitic: did n't, John 's.
+            r"\w+(?=(?:n't|N'T)\b)".into(),
+            format!(r"(?:{CLITICS})\b"),
+            // Signed numbers, at the start of a word.
+            r"(?<![^\s(])[+-](?=\d)\w+(?:[.,:/-](?=\d)\w+)*".into(),
+            r"(?<![\w.])\.\d+".into(),
+            // A score or a tie cut by a space: `6- 3`, `10= Smith`.
+            r"\d+[-=](?=\s)".into(),
+            // Words: hyphenated, with apostrophes inside (O'Brien), and numbers with `.,:/`
+            // between digits (3.5, 1,000, 10:30, 1/2, 1996-08-28).
+            format!(r"\w+(?:(?:-|[.,:/](?=\d)|(?!(?:{CLITICS})\b)')\w+)*"),
+            r"-{2,}|\.{2,}|\*{2,}".into(),
+            r"\S".into(),
+        ]);
+        let alternatives: Vec<String> = alternatives.iter().map(|a| format!("(?:{a})")).collect();
+        let pattern = Regex::new(&alternatives.join("|"))
+            .map_err(|e| TokenizerError(format!("the tokenizer's pattern: {e}")))?;
+        Ok(Self {
+            kind: Kind::Treebank { pattern },
+        })
+    }
+
+    /// The words of `text` with their code-point offsets.
+    pub fn tokens(&self, text: &str) -> Vec<Token> {
+        match &self.kind {
+            Kind::Bert { .. } => bert_tokens(text),
+            Kind::Treebank { pattern } => treebank_tokens(pattern, text),
+        }
+    }
+
+    /// The sentences of a text as ranges of its `tokens` (from [`Self::tokens`]), in order and
+    /// covering them all; one range, possibly empty, when nothing ends a sentence.
+    pub fn sentences(&self, text: &str, tokens: &[Token]) -> Vec<Range<usize>> {
+        match self.kind {
+            #[allow(clippy::single_range_in_vec_init)] // One sentence: all the tokens.
+            Kind::Bert { sentences: false } => vec![0..tokens.len()],
+            Kind::Bert { sentences: true } => bert_sentences(tokens),
+            Kind::Treebank { .. } => treebank_sentences(text, tokens),
+        }
+    }
+}
+
+/// The pre-tokenizer keeps per-byte alignments for what it splits, several times the text's
+/// size: long texts go to it in parts of about this many bytes, cut at whitespace (where it
+/// splits anyway, so the words are the same).
+const BERT_SPLIT_BYTES: usize = 1 << 14;
+
+fn bert_tokens(text: &str) -> Vec<Token> {
+    let mut tokens = Vec::new();
+    let mut chars_before = 0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let cut = if rest.len() <= BERT_SPLIT_BYTES {
+            rest.len()
+        } else {
+            let from = rest.floor_char_boundary(BERT_SPLIT_BYTES);
+            rest[from..]
+                .find(char::is_whitespace)
+                .map_or(rest.len(), |i| from + i)
+        };
+        let (part, after) = rest.split_at(cut);
+        let mut pre = PreTokenizedString::from(part);
+        BertPreTokenizer
+            .pre_tokenize(&mut pre)
+            .expect("BERT's pre-tokenizer does not fail");
+        tokens.extend(
+            pre.get_splits(OffsetReferential::Original, OffsetType::Char)
+                .into_iter()
+                .map(|(word, (start, end), _)| Token {
+                    text: word.to_string(),
+                    start: chars_before + start,
+                    end: chars_before + end,
+                }),
+        );
+        chars_before += part.chars().count();
+        rest = after;
+    }
+    tokens
+}
+
+/// Document-level models before the treebank rules read a sentence of more tokens than this in
+/// pieces of this many.
+const BERT_MAX_SENTENCE: usize = 250;
+
+/// As document-level models read text before the treebank rules: a stop (`.`, `!`, `?`) then a
+/// space and a word that does not start in lower case, or [`BERT_MAX_SENTENCE`] tokens.
+fn bert_sentences(tokens: &[Token]) -> Vec<Range<usize>> {
+    let mut sentences = Vec::new();
+    let mut start = 0;
+    for (i, token) in tokens.iter().enumerate() {
+        let ends = matches!(token.text.as_str(), "." | "!" | "?");
+        let spaced = tokens.get(i + 1).is_none_or(|next| {
+            next.start > token.end && !next.text.starts_with(char::is_lowercase)
+        });
+        if (ends && spaced) || i + 1 - start == BERT_MAX_SENTENCE {
+            sentences.push(start..i + 1);
+            start = i + 1;
+        }
+    }
+    if start < tokens.len() || sentences.is_empty() {
+        sentences.push(start..tokens.len());
+    }
+    sentences
+}
+
+/// Matches the pattern within each run of non-space characters, with the text up to the next
+/// one's first character in view, so that the rules that look ahead across a space (the end of
+/// the text, an upper-case word after a ranking's number) see what follows.
+fn treebank_tokens(pattern: &Regex, text: &str) -> Vec<Token> {
+    let mut tokens = Vec::new();
+    // Code points before byte `at`, advanced as matches come in order.
+    let (mut byte, mut chars) = (0, 0);
+    let mut to_chars = |at: usize| {
+        chars += text[byte..at].chars().count();
+        byte = at;
+        chars
+    };
+    let mut rest = text.trim_start();
+    while !rest.is_empty() {
+        let chunk_start = text.len() - rest.len();
+        let mut chunk_len = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        if chunk_len > MAX_CHUNK_BYTES {
+            chunk_len = rest.floor_char_boundary(MAX_CHUNK_BYTES);
+        }
+        let after = &rest[chunk_len..];
+        let next_word = after.trim_start();
+        let view_end = match next_word.chars().next() {
+            Some(c) => text.len() - next_word.len() + c.len_utf8(),
+            None => text.len(),
+        };
+        let view = &text[chunk_start..view_end];
+        let mut at = 0;
+        while at < chunk_len {
+            let found = pattern.find_from_pos(view, at).ok().flatten();
+            let (start, end) = match found {
+                Some(m) if m.start() < chunk_len && m.end() > m.start() => {
+                    (m.start(), m.end().min(chunk_len))
+                }
+                // Only on a pathological input that exhausts the matcher's backtracking: the
+                // next character alone.
+                _ => {
+                    let width = view[at..].chars().next().map_or(1, char::len_utf8);
+                    (at, at + width)
+                }
+            };
+            if start > at {
+                // Whitespace skipped inside the chunk cannot happen; text the pattern did not
+                // match is its own token, so nothing is lost.
+                let (s, e) = (chunk_start + at, chunk_start + start);
+                tokens.push(Token {
+                    text: text[s..e].to_string(),
+                    start: to_chars(s),
+                    end: to_chars(e),
+                });
+            }
+            let (s, e) = (chunk_start + start, chunk_start + end);
+            tokens.push(Token {
+                text: text[s..e].to_string(),
+                start: to_chars(s),
+                end: to_chars(e),
+            });
+            at = end;
+        }
+        rest = next_word;
+    }
+    tokens
+}
+
+/// Unicode's sentence boundaries (UAX #29), kept where the token before is sentence-final
+/// punctuation (with closing quotes or brackets after it) or where a blank line separates.
+fn treebank_sentences(text: &str, tokens: &[Token]) -> Vec<Range<usize>> {
+    let mut cuts: HashSet<usize> = HashSet::new();
+    let mut chars = 0;
+    let mut byte = 0;
+    for (at, _) in text.split_sentence_bound_indices() {
+        chars += text[byte..at].chars().count();
+        byte = at;
+        cuts.insert(chars);
+    }
+    let chars_of: Vec<char> = text.chars().collect();
+    let mut sentences = Vec::new();
+    let mut start = 0;
+    for j in 1..tokens.len() {
+        let (previous, next) = (&tokens[j - 1], &tokens[j]);
+        let gap = &chars_of[previous.end..next.start];
+        let blank_line = gap.iter().filter(|&&c| c == '\n').count() >= 2;
+        let boundary = (previous.end..=next.start).any(|c| cuts.contains(&c));
+        let final_stop = {
+            let mut k = j - 1;
+            while k > start && CLOSERS.contains(&tokens[k].text.as_str()) {
+                k -= 1;
+            }
+            let word = tokens[k].text.as_str();
+            !word.is_empty() && word.chars().all(|c| matches!(c, '.' | '!' | '?' | '…'))
+        };
+        if blank_line || (boundary && final_stop && !gap.is_empty()) {
+            sentences.push(start..j);
+            start = j;
+        }
+    }
+    sentences.push(start..tokens.len());
+    sentences
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(tokenizer: &Tokenizer, text: &str) -> Vec<String> {
+        tokenizer.tokens(text).into_iter().map(|t| t.text).collect()
+    }
+
+    fn treebank(keep: &[&str]) -> Tokenizer {
+        Tokenizer::new(&TokenizerSpec::Treebank {
+            rules: TREEBANK_RULES,
+            keep: keep.iter().map(|w| w.to_string()).collect(),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn the_rules_keep_what_the_treebank_keeps_whole() {
+        let t = treebank(&[]);
+        let cases: &[(&str, &[&str])] = &[
+            (
+                "The U.S. didn't pay $3.5 million.",
+                &[
+                    "The", "U.S.", "did", "n't", "pay", "$", "3.5", "million", ".",
+                ],
+            ),
+            (
+                "Dr. J. Smith's 1996-08-28 score was 6-4, at 10:30 a.m. (1/2)",
+                &[
+                    "Dr",
+                    ".",
+                    "J.",
+                    "Smith",
+                    "'s",
+                    "1996-08-28",
+                    "score",
+                    "was",
+                    "6-4",
+                    ",",
+                    "at",
+                    "10:30",
+                    "a.m.",
+                    "(",
+                    "1/2",
+                    ")",
+                ],
+            ),
+            (
+                "Mail jo.doe@example.com, see https://x.org/a?b=1. @nertrain O'Brien's co-op",
+                &[
+                    "Mail",
+                    "jo.doe@example.com",
+                    ",",
+                    "see",
+                    "https://x.org/a?b=1",
+                    ".",
+                    "@nertrain",
+                    "O'Brien",
+                    "'s",
+                    "co-op",
+                ],
+            ),
+            (
+                "He went to the U.S.. 1. Jan Ullrich rose 3.",
+                &[
+                    "He", "went", "to", "the", "U.S.", ".", "1.", "Jan", "Ullrich", "rose", "3",
+                    ".",
+                ],
+            ),
+            ("did n't -- +44 .500", &["did", "n't", "--", "+44", ".500"]),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(words(&t, text), *expected, "{text}");
+        }
+    }
+
+    #[test]
+    fn offsets_are_code_points_and_slice_the_text() {
+        let t = treebank(&[]);
+        let text = "  Zoë  visited Zürich 🙂 and São Paulo.\n";
+        let chars: Vec<char> = text.chars().collect();
+        let tokens = t.tokens(text);
+        assert_eq!(tokens.len(), 8);
+        for token in &tokens {
+            let slice: String = chars[token.start..token.end].iter().collect();
+            assert_eq!(slice, token.text);
+        }
+        assert_eq!((tokens[0].start, tokens[0].end), (2, 5));
+    }
+
+    #[test]
+    fn corpus_tokens_are_kept_whole_where_the_corpus_keeps_them() {
+        let t = treebank(&["vs.", "C$", "Inc."]);
+        assert_eq!(
+            words(&t, "Spurs vs. Ajax for C$ 5 at Acme Inc. Today"),
+            [
+                "Spurs", "vs.", "Ajax", "for", "C$", "5", "at", "Acme", "Inc.", "Today"
+            ]
+        );
+        // At the end of a text the stop is the sentence's own, as the corpus writes it.
+        assert_eq!(
+            words(&t, "He works at Acme Inc."),
+            ["He", "works", "at", "Acme", "Inc", "."]
+        );
+        assert_eq!(words(&t, "Acme Inc.."), ["Acme", "Inc.", "."]);
+    }
+
+    #[test]
+    fn learning_keeps_the_tokens_a_corpus_holds_whole() {
+        let sentence = |words: &[&str]| Sentence {
+            words: words.iter().map(|w| w.to_string()).collect(),
+            tags: vec!["O".into(); words.len()],
+            first_line: 1,
+            document: 0,
+        };
+        let corpus = [
+            sentence(&["Spurs", "vs.", "Ajax", "U.S.", "S&P"]),
+            sentence(&["Ajax", "vs.", "Spurs", "S", "&", "P"]),
+            sentence(&["S", "&", "P", "rose", "."]),
+        ];
+        let TokenizerSpec::Treebank { keep, .. } = TokenizerSpec::learn(&corpus) else {
+            panic!("treebank rules")
+        };
+        // `U.S.` is the rules' own; `S&P` is cut more often than not.
+        assert_eq!(keep, ["vs."]);
+    }
+
+    #[test]
+    fn sentences_do_not_end_at_abbreviations_initials_or_decimals() {
+        let t = treebank(&["Mr."]);
+        let text = "Mr. J. Smith moved to the U.S. in 2001 and paid $3.5 million. \
+                    \"He left.\" Why? Then... he stayed\n\nHEADLINE WITHOUT STOP\n\nNext one.";
+        let tokens = t.tokens(text);
+        let sentences: Vec<String> = t
+            .sentences(text, &tokens)
+            .into_iter()
+            .map(|r| {
+                tokens[r]
+                    .iter()
+                    .map(|t| t.text.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        assert_eq!(
+            sentences,
+            [
+                "Mr. J. Smith moved to the U.S. in 2001 and paid $ 3.5 million .",
+                "\" He left . \"",
+                "Why ?",
+                "Then ... he stayed",
+                "HEADLINE WITHOUT STOP",
+                "Next one ."
+            ]
+        );
+        assert_eq!(t.sentences("", &[]), vec![0..0; 1]);
+    }
+
+    #[test]
+    fn a_long_run_without_spaces_is_cut_and_nothing_is_lost() {
+        let t = treebank(&["vs."]);
+        for text in [
+            "a".repeat(5000),
+            ".".repeat(3000),
+            "🙂".repeat(700),
+            "U.S.".repeat(600),
+        ] {
+            let tokens = t.tokens(&text);
+            let joined: String = tokens.iter().map(|t| t.text.as_str()).collect();
+            assert_eq!(joined, text);
+            assert!(tokens.iter().all(|t| t.text.len() <= MAX_CHUNK_BYTES));
+        }
+    }
+
+    #[test]
+    fn old_models_read_text_as_before() {
+        let t = Tokenizer::new(&TokenizerSpec::Bert).unwrap();
+        assert_eq!(
+            words(&t, "U.S. didn't"),
+            ["U", ".", "S", ".", "didn", "'", "t"]
+        );
+        let documents = Tokenizer::bert(true);
+        let text = "Kovacs moved to the U.S. in 2001. Kovacs said so! Why?";
+        let tokens = documents.tokens(text);
+        assert_eq!(documents.sentences(text, &tokens).len(), 3);
+        assert_eq!(t.sentences(text, &tokens), vec![0..tokens.len(); 1]);
+    }
+}

@@ -1,0 +1,377 @@
+//! Tagging raw text with a trained nertrain model: the one path from text to entities, called by
+//! every interface (the `nertrain` binary's `tag` and `eval`, and whatever embeds nertrain).
+//!
+//! The pipeline, one type per step:
+//!
+//! 1. **Text → tokens.** The model's own [`Tokenizer`] (saved with it when it was trained) cuts
+//!    each text into words with character offsets, as its training data was cut.
+//! 2. **Tokens → sentences.** The tokenizer ends sentences where its training data did; a
+//!    sentence longer than [`MAX_PIECE_TOKENS`] is read in pieces, so any input runs in bounded
+//!    memory.
+//! 3. **Texts → documents.** A model that reads documents reads the sentences of one document
+//!    together ([`Layout`]): a text, or a run of lines up to a blank one.
+//! 4. **Sentences → predictions.** Batches, emissions and CRF decoding
+//!    ([`nertrain_train::Predictor`]), with entity confidences, marginals and n-best paths on
+//!    request ([`TagOptions`]).
+//! 5. **Predictions → entities.** Each text's [`Tagged`]: its tokens and tags, and its entities
+//!    with labels, character offsets and confidences; [`Tagged::record`] is the JSON object that
+//!    `nertrain tag --format json` prints.
+//!
+//! Offsets count Unicode code points (what Python's `str` and spaCy slice with), end exclusive.
+//!
+//! ```
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! # let run = std::env::temp_dir().join(format!("nertrain-doc-{}", std::process::id()));
+//! # let sample = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/sample");
+//! # let config = format!(
+//! #     "[data]\ntrain = {:?}\ndev = {:?}\n[model]\nhidden = 16\nword_dim = 16\nchar_dim = 8\n\
+//! #      char_filters = 8\n[train]\nepochs = 2\noutput = {:?}\n",
+//! #     sample.join("train.txt"), sample.join("dev.txt"), run);
+//! # let experiment = nertrain_train::Experiment::parse(&config, &[])?;
+//! # let options = nertrain_train::FitOptions { overwrite: true, ..Default::default() };
+//! # nertrain_train::fit(&experiment, options, &burn::tensor::Device::flex(), &mut |_| {})?;
+//! use nertrain_tagger::{Layout, Tagger};
+//!
+//! let tagger = Tagger::load(&run, &burn::tensor::Device::flex())?;
+//! let texts = ["Anna Schmidt, who works for Siemens, arrived in Lisbon on Monday."];
+//! let tagged = tagger.tag(&texts, Layout::Texts, tagger.options())?;
+//! for entity in &tagged[0].entities {
+//!     let text: String = texts[0].chars().skip(entity.start).take(entity.end - entity.start).collect();
+//!     assert_eq!(text, entity.text);
+//!     println!("{} {}..{} {:?}", entity.label, entity.start, entity.end, entity.text);
+//! }
+//! # std::fs::remove_dir_all(&run)?;
+//! # Ok(())
+//! # }
+//! ```
+
+#![warn(missing_docs)]
+
+mod evaluate;
+mod record;
+
+use std::ops::Range;
+use std::path::Path;
+
+use burn::tensor::Device;
+use nertrain_data::{Span, TagScheme, Token, Tokenizer, render_spans, spans};
+use nertrain_train::{ModelMeta, Prediction, Predictor};
+
+pub use evaluate::{Evaluation, SpanEvaluation};
+pub use nertrain_train::PredictOptions as TagOptions;
+pub use record::{Alternative, Entity, Record, TokenProbabilities};
+
+/// What can go wrong while tagging: the model, its tokenizer, or decoding.
+pub type Error = nertrain_train::Error;
+/// A result of this crate.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// A sentence longer than this many tokens is read in pieces of at most this many, each cut
+/// after the last sentence-final stop within it when there is one.
+pub const MAX_PIECE_TOKENS: usize = 250;
+
+/// How a list of texts maps onto documents, for a model that reads documents (others read every
+/// sentence alone either way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// Each text is one document.
+    Texts,
+    /// The texts are a file's lines: a run of lines up to a blank one is one document, and each
+    /// line ends a sentence.
+    Lines,
+}
+
+/// A trained model loaded for tagging text, with the tokenizer it was trained with.
+pub struct Tagger {
+    predictor: Predictor,
+    tokenizer: Tokenizer,
+}
+
+/// One text tagged: its tokens, the best path's tags, and what [`TagOptions`] asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tagged {
+    /// The text as given.
+    pub text: String,
+    /// Its words with character offsets.
+    pub tokens: Vec<Token>,
+    /// The best path's tag for each token, in the training files' scheme.
+    pub tags: Vec<String>,
+    /// The best path's entities, with confidences when asked for.
+    pub entities: Vec<Entity>,
+    /// With `marginals`: for each token, p(tag | text) for every tag of the model, in the order
+    /// of [`Tagger::labels`].
+    pub marginals: Vec<Vec<f64>>,
+    /// With `nbest > 1`: the best paths, best first, with their probabilities. A text of several
+    /// sentences keeps only its best path, whose probability is the product of its sentences'.
+    pub nbest: Vec<TagPath>,
+}
+
+/// One tag sequence of a text and its probability under the model.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TagPath {
+    /// A tag per token, in the training files' scheme.
+    pub tags: Vec<String>,
+    /// The path's entities.
+    pub entities: Vec<Entity>,
+    /// p(path | text).
+    pub probability: f64,
+}
+
+impl Tagger {
+    /// Loads a model directory written by `nertrain fit`.
+    pub fn load(dir: &Path, device: &Device) -> Result<Self> {
+        let predictor = Predictor::load(dir, device)?;
+        let tokenizer = predictor.meta.tokenizer()?;
+        Ok(Self {
+            predictor,
+            tokenizer,
+        })
+    }
+
+    /// Options as the model was trained to be decoded: constrained to its tag scheme when it was
+    /// trained so, with its document consistency weight, and entity confidences.
+    pub fn options(&self) -> TagOptions {
+        TagOptions {
+            confidence: true,
+            ..self.predictor.default_options()
+        }
+    }
+
+    /// The model's description (`model.json`).
+    pub fn meta(&self) -> &ModelMeta {
+        &self.predictor.meta
+    }
+
+    /// The model's tags, in the order of [`Tagged::marginals`].
+    pub fn labels(&self) -> &[String] {
+        self.predictor.vocab.tags.items()
+    }
+
+    /// Whether the model reads documents rather than sentences alone.
+    pub fn reads_documents(&self) -> bool {
+        self.predictor.reads_documents()
+    }
+
+    /// The model's tokenizer.
+    pub fn tokenizer(&self) -> &Tokenizer {
+        &self.tokenizer
+    }
+
+    /// The underlying predictor, for callers that bring their own tokens.
+    pub fn predictor(&self) -> &Predictor {
+        &self.predictor
+    }
+
+    /// Tags `texts`; one [`Tagged`] per text, in order. `layout` says which texts a model that
+    /// reads documents reads together.
+    pub fn tag<S: AsRef<str>>(
+        &self,
+        texts: &[S],
+        layout: Layout,
+        options: TagOptions,
+    ) -> Result<Vec<Tagged>> {
+        let documents = match layout {
+            Layout::Texts => (0..texts.len()).map(|i| i..i + 1).collect(),
+            Layout::Lines => line_documents(texts),
+        };
+        self.tag_documents(texts, &documents, options)
+    }
+
+    /// Tags `texts`, reading each of `documents` (consecutive ranges of them) together; texts
+    /// outside every range are documents alone.
+    pub fn tag_documents<S: AsRef<str>>(
+        &self,
+        texts: &[S],
+        documents: &[Range<usize>],
+        options: TagOptions,
+    ) -> Result<Vec<Tagged>> {
+        let tokens: Vec<Vec<Token>> = texts
+            .iter()
+            .map(|t| self.tokenizer.tokens(t.as_ref()))
+            .collect();
+        let pieces: Vec<Vec<Range<usize>>> = texts
+            .iter()
+            .zip(&tokens)
+            .map(|(text, tokens)| {
+                self.tokenizer
+                    .sentences(text.as_ref(), tokens)
+                    .into_iter()
+                    .flat_map(|sentence| cut_long(tokens, sentence))
+                    .collect()
+            })
+            .collect();
+        // Each text's first piece; the documents of texts become documents of pieces.
+        let mut first_piece = Vec::with_capacity(texts.len() + 1);
+        first_piece.push(0);
+        for p in &pieces {
+            first_piece.push(first_piece.last().copied().unwrap_or(0) + p.len());
+        }
+        let piece_documents: Vec<Range<usize>> = documents
+            .iter()
+            .map(|d| first_piece[d.start]..first_piece[d.end])
+            .collect();
+        let words: Vec<Vec<&str>> = tokens
+            .iter()
+            .zip(&pieces)
+            .flat_map(|(tokens, pieces)| {
+                pieces.iter().map(|piece| {
+                    tokens[piece.clone()]
+                        .iter()
+                        .map(|t| t.text.as_str())
+                        .collect()
+                })
+            })
+            .collect();
+        let mut predictions = self
+            .predictor
+            .predict(&words, &piece_documents, options)?
+            .into_iter();
+        let scheme = self.predictor.meta.file_scheme;
+        Ok(texts
+            .iter()
+            .zip(tokens)
+            .zip(&pieces)
+            .map(|((text, tokens), pieces)| {
+                let prediction = join(predictions.by_ref().take(pieces.len()).collect(), scheme);
+                tagged(text.as_ref(), tokens, prediction)
+            })
+            .collect())
+    }
+}
+
+/// A sentence's pieces of at most [`MAX_PIECE_TOKENS`] tokens.
+fn cut_long(tokens: &[Token], sentence: Range<usize>) -> Vec<Range<usize>> {
+    let mut pieces = Vec::new();
+    let mut start = sentence.start;
+    while sentence.end - start > MAX_PIECE_TOKENS {
+        let window = &tokens[start..start + MAX_PIECE_TOKENS];
+        let stop = window
+            .iter()
+            .rposition(|t| matches!(t.text.as_str(), "." | "!" | "?"));
+        let end = start + stop.map_or(MAX_PIECE_TOKENS, |i| i + 1);
+        pieces.push(start..end);
+        start = end;
+    }
+    pieces.push(start..sentence.end);
+    pieces
+}
+
+/// A file's lines as documents: each run of non-blank lines is one, and each blank line one
+/// alone.
+fn line_documents<S: AsRef<str>>(lines: &[S]) -> Vec<Range<usize>> {
+    let mut documents: Vec<Range<usize>> = Vec::new();
+    let mut previous_blank = true;
+    for (i, line) in lines.iter().enumerate() {
+        let blank = line.as_ref().trim().is_empty();
+        match documents.last_mut() {
+            Some(document) if !previous_blank && !blank => document.end = i + 1,
+            _ => documents.push(i..i + 1),
+        }
+        previous_blank = blank;
+    }
+    documents
+}
+
+/// One text's prediction from its pieces': the entities of each, in the file's scheme, so none
+/// runs into the next; marginals side by side; the best path's probability is the product of
+/// the pieces', and only it is kept of the n best.
+fn join(pieces: Vec<Prediction>, scheme: TagScheme) -> Prediction {
+    if pieces.len() == 1 {
+        return pieces.into_iter().next().expect("one piece");
+    }
+    let mut entities = Vec::new();
+    let mut joined = Prediction::default();
+    let mut best_probability = pieces.iter().all(|p| !p.nbest.is_empty()).then_some(1.0);
+    for piece in pieces {
+        let offset = joined.tags.len();
+        entities.extend(spans(&piece.tags).into_iter().map(|span| Span {
+            start: span.start + offset,
+            end: span.end + offset,
+            label: span.label,
+        }));
+        joined.tags.extend(piece.tags);
+        joined.score += piece.score;
+        joined.confidences.extend(piece.confidences);
+        joined.marginals.extend(piece.marginals);
+        if let (Some(p), Some((_, q))) = (best_probability.as_mut(), piece.nbest.first()) {
+            *p *= q;
+        }
+    }
+    joined.tags = render_spans(&entities, joined.tags.len(), scheme);
+    if let Some(probability) = best_probability {
+        joined.nbest = vec![(joined.tags.clone(), probability)];
+    }
+    joined
+}
+
+/// The entities of `tags` over `text`'s `tokens`, with confidences when given.
+fn entities(text: &[char], tokens: &[Token], tags: &[String], confidences: &[f64]) -> Vec<Entity> {
+    spans(tags)
+        .into_iter()
+        .enumerate()
+        .map(|(i, span)| {
+            let (start, end) = (tokens[span.start].start, tokens[span.end - 1].end);
+            Entity {
+                label: span.label,
+                start,
+                end,
+                text: text[start..end].iter().collect(),
+                confidence: confidences.get(i).copied(),
+                tokens: span.start..span.end,
+            }
+        })
+        .collect()
+}
+
+fn tagged(text: &str, tokens: Vec<Token>, prediction: Prediction) -> Tagged {
+    let chars: Vec<char> = text.chars().collect();
+    let nbest = prediction
+        .nbest
+        .into_iter()
+        .map(|(tags, probability)| TagPath {
+            entities: entities(&chars, &tokens, &tags, &[]),
+            tags,
+            probability,
+        })
+        .collect();
+    Tagged {
+        text: text.to_string(),
+        entities: entities(&chars, &tokens, &prediction.tags, &prediction.confidences),
+        tokens,
+        tags: prediction.tags,
+        marginals: prediction.marginals,
+        nbest,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_sentences_are_cut_after_their_last_stop() {
+        let mut tokens: Vec<Token> = Vec::new();
+        for i in 0..600 {
+            let text = if i % 100 == 99 { "." } else { "w" };
+            tokens.push(Token {
+                text: text.into(),
+                start: 2 * i,
+                end: 2 * i + 1,
+            });
+        }
+        assert_eq!(cut_long(&tokens, 0..600), [0..200, 200..400, 400..600]);
+        assert_eq!(
+            cut_long(&tokens, 5..20).as_slice(),
+            std::slice::from_ref(&(5..20))
+        );
+        let no_stops = vec![tokens[0].clone(); 600];
+        assert_eq!(cut_long(&no_stops, 0..600), [0..250, 250..500, 500..600]);
+    }
+
+    #[test]
+    fn lines_up_to_a_blank_one_are_a_document() {
+        let lines = ["a", "b", "", "c", " ", "", "d", "e", "f"];
+        assert_eq!(line_documents(&lines), [0..2, 2..3, 3..4, 4..5, 5..6, 6..9]);
+        assert!(line_documents::<&str>(&[]).is_empty());
+    }
+}

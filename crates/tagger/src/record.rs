@@ -1,0 +1,98 @@
+//! The JSON records of tagged text: what `nertrain tag --format json` prints, one per text.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use serde::{Deserialize, Serialize};
+
+use crate::Tagged;
+
+/// An entity found in a text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Entity {
+    /// Its type (`PER`, `LOC`, ...).
+    pub label: String,
+    /// Its first character's offset in the text, in code points.
+    pub start: usize,
+    /// One past its last character's offset, in code points.
+    pub end: usize,
+    /// The text it covers.
+    pub text: String,
+    /// The probability that exactly these words form an entity of this type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confidence: Option<f64>,
+    /// The tokens it covers (indices into [`Tagged::tokens`]).
+    #[serde(skip)]
+    pub tokens: Range<usize>,
+}
+
+/// A token with its tag and p(tag | text) for every tag of the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TokenProbabilities {
+    /// The word as written.
+    pub text: String,
+    /// Its offsets, in code points.
+    pub start: usize,
+    /// One past its end, in code points.
+    pub end: usize,
+    /// Its tag on the best path.
+    pub tag: String,
+    /// p(tag | text) for every tag of the model.
+    pub probs: BTreeMap<String, f64>,
+}
+
+/// One of the n best tag paths, as entities.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Alternative {
+    /// p(path | text).
+    pub probability: f64,
+    /// The path's entities.
+    pub entities: Vec<Entity>,
+}
+
+/// One tagged text as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    /// The text as given.
+    pub text: String,
+    /// The best path's entities.
+    pub entities: Vec<Entity>,
+    /// With marginals: every token with its tag probabilities.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tokens: Vec<TokenProbabilities>,
+    /// With n-best paths: each path's entities and probability.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nbest: Vec<Alternative>,
+}
+
+impl Tagged {
+    /// This text as its JSON record; `labels` are the model's tags ([`crate::Tagger::labels`]).
+    pub fn record(&self, labels: &[String]) -> Record {
+        let tokens = self
+            .marginals
+            .iter()
+            .zip(&self.tokens)
+            .zip(&self.tags)
+            .map(|((probs, token), tag)| TokenProbabilities {
+                text: token.text.clone(),
+                start: token.start,
+                end: token.end,
+                tag: tag.clone(),
+                probs: labels.iter().cloned().zip(probs.iter().copied()).collect(),
+            })
+            .collect();
+        Record {
+            text: self.text.clone(),
+            entities: self.entities.clone(),
+            tokens,
+            nbest: self
+                .nbest
+                .iter()
+                .map(|path| Alternative {
+                    probability: path.probability,
+                    entities: path.entities.clone(),
+                })
+                .collect(),
+        }
+    }
+}
