@@ -54,8 +54,8 @@ use std::ops::Range;
 use std::path::Path;
 
 use burn::tensor::Device;
-use nertrain_data::{Span, TagScheme, Token, Tokenizer, render_spans, spans};
-use nertrain_train::{ModelMeta, Prediction, Predictor};
+use nertrain_data::{Span, TagScheme, Token, Tokenizer, render_spans};
+use nertrain_train::{ModelMeta, Prediction, Predictor, RankedPath};
 
 pub use evaluate::{Evaluation, SpanEvaluation};
 pub use nertrain_train::PredictOptions as TagOptions;
@@ -279,34 +279,40 @@ fn join(pieces: Vec<Prediction>, scheme: TagScheme) -> Prediction {
     if pieces.len() == 1 {
         return pieces.into_iter().next().expect("one piece");
     }
-    let mut entities = Vec::new();
     let mut joined = Prediction::default();
     let mut best_probability = pieces.iter().all(|p| !p.nbest.is_empty()).then_some(1.0);
     for piece in pieces {
         let offset = joined.tags.len();
-        entities.extend(spans(&piece.tags).into_iter().map(|span| Span {
-            start: span.start + offset,
-            end: span.end + offset,
-            label: span.label,
-        }));
+        joined
+            .spans
+            .extend(piece.spans.into_iter().map(|span| Span {
+                start: span.start + offset,
+                end: span.end + offset,
+                label: span.label,
+            }));
         joined.tags.extend(piece.tags);
         joined.score += piece.score;
         joined.confidences.extend(piece.confidences);
         joined.marginals.extend(piece.marginals);
-        if let (Some(p), Some((_, q))) = (best_probability.as_mut(), piece.nbest.first()) {
-            *p *= q;
+        if let (Some(p), Some(best)) = (best_probability.as_mut(), piece.nbest.first()) {
+            *p *= best.probability;
         }
     }
-    joined.tags = render_spans(&entities, joined.tags.len(), scheme);
+    joined.tags = render_spans(&joined.spans, joined.tags.len(), scheme);
     if let Some(probability) = best_probability {
-        joined.nbest = vec![(joined.tags.clone(), probability)];
+        joined.nbest = vec![RankedPath {
+            tags: joined.tags.clone(),
+            spans: joined.spans.clone(),
+            probability,
+        }];
     }
     joined
 }
 
-/// The entities of `tags` over `text`'s `tokens`, with confidences when given.
-fn entities(text: &[char], tokens: &[Token], tags: &[String], confidences: &[f64]) -> Vec<Entity> {
-    spans(tags)
+/// `spans` over `text`'s `tokens` as entities with character offsets, with confidences when
+/// given.
+fn entities(text: &[char], tokens: &[Token], spans: Vec<Span>, confidences: &[f64]) -> Vec<Entity> {
+    spans
         .into_iter()
         .enumerate()
         .map(|(i, span)| {
@@ -328,15 +334,15 @@ fn tagged(text: &str, tokens: Vec<Token>, prediction: Prediction) -> Tagged {
     let nbest = prediction
         .nbest
         .into_iter()
-        .map(|(tags, probability)| TagPath {
-            entities: entities(&chars, &tokens, &tags, &[]),
-            tags,
-            probability,
+        .map(|path| TagPath {
+            entities: entities(&chars, &tokens, path.spans, &[]),
+            tags: path.tags,
+            probability: path.probability,
         })
         .collect();
     Tagged {
         text: text.to_string(),
-        entities: entities(&chars, &tokens, &prediction.tags, &prediction.confidences),
+        entities: entities(&chars, &tokens, prediction.spans, &prediction.confidences),
         tokens,
         tags: prediction.tags,
         marginals: prediction.marginals,

@@ -24,7 +24,8 @@ pub use fit::{EpochMetrics, FitEvent, FitOptions, FitOutcome, fit, read_tagged};
 pub use io::write_atomic;
 pub use model_dir::{ModelDir, ModelMeta};
 pub use predict::{
-    CalibrationBin, PredictOptions, Prediction, Predictor, calibration, entity_types, score_corpus,
+    CalibrationBin, PredictOptions, Prediction, Predictor, RankedPath, calibration, entity_types,
+    score_corpus,
 };
 
 pub type Result<T> = std::result::Result<T, Error>;

@@ -9,8 +9,9 @@ use std::path::Path;
 use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
 use nertrain_data::{
-    Batch, BatchPlan, Casing, Corpus, DEFAULT_DOCUMENT_TOKENS, Encoded, Report, Scorer, TagScheme,
-    Vocabularies, convert_tags, document_pieces, ends_before, parse_tag, set_mention_casing, spans,
+    Batch, BatchPlan, Casing, Corpus, DEFAULT_DOCUMENT_TOKENS, Encoded, Report, Scorer, Span,
+    TagScheme, Vocabularies, document_pieces, ends_before, parse_tag, render_spans,
+    set_mention_casing, spans,
 };
 use nertrain_model::crf::{Potentials, host, host_emissions};
 use nertrain_model::{Constraints, Tagger, WordGates};
@@ -52,15 +53,28 @@ impl Default for PredictOptions {
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Prediction {
     pub tags: Vec<String>,
+    /// The best path's entities, found once from the decoded path.
+    pub spans: Vec<Span>,
     /// The best path's score (unnormalised log-potential).
     pub score: f32,
-    /// With `confidence`: for each entity of `spans(&tags)`, in order, the probability that
-    /// exactly these tokens form an entity of this type.
+    /// With `confidence`: for each of `spans`, in order, the probability that exactly these
+    /// tokens form an entity of this type.
     pub confidences: Vec<f64>,
     /// With `marginals`: `[token][tag]` in the order of the model's tag vocabulary.
     pub marginals: Vec<Vec<f64>>,
     /// With `nbest > 1`: the best paths, best first, with their probabilities.
-    pub nbest: Vec<(Vec<String>, f64)>,
+    pub nbest: Vec<RankedPath>,
+}
+
+/// One of a sentence's n best tag paths.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RankedPath {
+    /// Its tags, in the files' scheme.
+    pub tags: Vec<String>,
+    /// Its entities.
+    pub spans: Vec<Span>,
+    /// p(path | sentence).
+    pub probability: f64,
 }
 
 /// With document consistency, documents are decoded in groups of about this many tokens.
@@ -272,16 +286,18 @@ impl<'a> Decoder<'a> {
         let mut predictions = Vec::with_capacity(lengths.len());
         for (row, emissions) in emissions.iter().enumerate() {
             let (best_path, score) = host::viterbi(p, emissions)?;
-            let tags = self.tags_of(&best_path);
+            let (tags, best_spans) = self.path_tags(&best_path);
             let mut prediction = Prediction {
-                tags: convert_tags(&tags, self.output_scheme),
+                tags,
+                spans: best_spans,
                 score: score as f32,
                 ..Default::default()
             };
             if options.confidence || options.marginals || nbest.is_some() {
                 let fb = host::ForwardBackward::new(p, emissions)?;
                 if options.confidence {
-                    prediction.confidences = spans(&tags)
+                    prediction.confidences = prediction
+                        .spans
                         .iter()
                         .map(|span| {
                             let last = self.vocab.tags.item(best_path[span.end - 1]);
@@ -307,8 +323,12 @@ impl<'a> Decoder<'a> {
                         .map(|(path, _)| {
                             // The path's score again in f64, in the precision of log Z.
                             let score = host::path_score(p, emissions, path);
-                            let tags = convert_tags(&self.tags_of(path), self.output_scheme);
-                            (tags, (score - fb.log_z).exp())
+                            let (tags, spans) = self.path_tags(path);
+                            RankedPath {
+                                tags,
+                                spans,
+                                probability: (score - fb.log_z).exp(),
+                            }
                         })
                         .collect();
                 }
@@ -422,10 +442,12 @@ impl<'a> Decoder<'a> {
         Ok(score_corpus(gold, &predicted))
     }
 
-    fn tags_of(&self, path: &[usize]) -> Vec<String> {
-        path.iter()
-            .map(|&id| self.vocab.tags.item(id).to_string())
-            .collect()
+    /// A decoded path's tags in the files' scheme and its entities, read once from the model's
+    /// own tags (the entities are the same in either scheme).
+    fn path_tags(&self, path: &[usize]) -> (Vec<String>, Vec<Span>) {
+        let tags: Vec<&str> = path.iter().map(|&id| self.vocab.tags.item(id)).collect();
+        let spans = spans(&tags);
+        (render_spans(&spans, tags.len(), self.output_scheme), spans)
     }
 }
 
@@ -454,7 +476,7 @@ pub fn calibration(gold: &Corpus, predictions: &[Prediction]) -> Vec<Calibration
     let mut bins: Vec<(usize, f64, usize)> = vec![(0, 0.0, 0); 10];
     for (sentence, prediction) in gold.sentences.iter().zip(predictions) {
         let gold_spans = spans(&sentence.tags);
-        for (span, &confidence) in spans(&prediction.tags).iter().zip(&prediction.confidences) {
+        for (span, &confidence) in prediction.spans.iter().zip(&prediction.confidences) {
             let bin = &mut bins[((confidence * 10.0) as usize).min(9)];
             bin.0 += 1;
             bin.1 += confidence;
