@@ -339,3 +339,57 @@ fn bad_span_files_are_errors_naming_the_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn models_from_before_tokenizers_were_saved_tag_and_score_as_they_did() {
+    let fixtures = "crates/cli/tests/fixtures/before-tokenizers";
+    let texts = format!("{fixtures}/texts.txt");
+    for context in ["sentence", "document"] {
+        let model = format!("{fixtures}/{context}");
+        let cases: [(&str, Vec<&str>); 6] = [
+            (
+                "tag.jsonl",
+                vec!["tag", "--input", &texts, "--format", "json", "--nbest", "3"],
+            ),
+            (
+                "tag.conll",
+                vec!["tag", "--input", &texts, "--format", "conll"],
+            ),
+            (
+                "tag-probs.jsonl",
+                vec![
+                    "tag",
+                    "--format",
+                    "json",
+                    "--probs",
+                    "Toyota's office in São Paulo opened.",
+                    "Dr. J. Smith met Anna Schmidt.",
+                ],
+            ),
+            (
+                "tag.txt",
+                vec![
+                    "tag",
+                    "Anna Schmidt, who works for Siemens, arrived in Lisbon.",
+                    "The U.S. didn't pay.",
+                    "--nbest",
+                    "2",
+                ],
+            ),
+            ("eval.txt", vec!["eval", "--data", "data/sample/test.txt"]),
+            (
+                "eval.json",
+                vec!["eval", "--data", "data/sample/test.txt", "--json"],
+            ),
+        ];
+        for (expected, mut args) in cases {
+            args.extend(["--model", model.as_str()]);
+            let expected =
+                std::fs::read_to_string(workspace().join(&model).join(expected)).unwrap();
+            assert!(
+                ok(&args) == expected,
+                "{context}: {args:?} prints what it printed"
+            );
+        }
+    }
+}

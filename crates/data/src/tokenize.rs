@@ -335,6 +335,20 @@ fn treebank_tokens(pattern: &Regex, text: &str) -> Vec<Token> {
             Some(c) => text.len() - next_word.len() + c.len_utf8(),
             None => text.len(),
         };
+        let chunk = &rest[..chunk_len];
+        // Most runs are plain words, which every rule leaves whole: no pattern for them.
+        if chunk
+            .chars()
+            .all(|c| c.is_alphabetic() || c.is_ascii_digit())
+        {
+            tokens.push(Token {
+                text: chunk.to_string(),
+                start: to_chars(chunk_start),
+                end: to_chars(chunk_start + chunk_len),
+            });
+            rest = next_word;
+            continue;
+        }
         let view = &text[chunk_start..view_end];
         let mut at = 0;
         while at < chunk_len {

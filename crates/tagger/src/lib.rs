@@ -56,6 +56,7 @@ use std::path::Path;
 use burn::tensor::Device;
 use nertrain_data::{Span, TagScheme, Token, Tokenizer, render_spans};
 use nertrain_train::{ModelMeta, Prediction, Predictor, RankedPath};
+use rayon::prelude::*;
 
 pub use evaluate::{Evaluation, SpanEvaluation};
 pub use nertrain_train::PredictOptions as TagOptions;
@@ -164,7 +165,7 @@ impl Tagger {
 
     /// Tags `texts`; one [`Tagged`] per text, in order. `layout` says which texts a model that
     /// reads documents reads together.
-    pub fn tag<S: AsRef<str>>(
+    pub fn tag<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
         layout: Layout,
@@ -179,14 +180,14 @@ impl Tagger {
 
     /// Tags `texts`, reading each of `documents` (consecutive ranges of them) together; texts
     /// outside every range are documents alone.
-    pub fn tag_documents<S: AsRef<str>>(
+    pub fn tag_documents<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
         documents: &[Range<usize>],
         options: TagOptions,
     ) -> Result<Vec<Tagged>> {
         let tokens: Vec<Vec<Token>> = texts
-            .iter()
+            .par_iter()
             .map(|t| self.tokenizer.tokens(t.as_ref()))
             .collect();
         let pieces: Vec<Vec<Range<usize>>> = texts
