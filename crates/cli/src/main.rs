@@ -44,6 +44,7 @@ mod mimalloc_ffi {
 
 mod eval;
 mod progress;
+mod serve;
 mod tag;
 
 use std::path::PathBuf;
@@ -94,6 +95,8 @@ enum Command {
     Eval(eval::EvalArgs),
     /// Tag raw text with a trained model.
     Tag(tag::TagArgs),
+    /// Serve a model over HTTP: POST /tag, GET /model, GET /health, and a page at GET /.
+    Serve(serve::ServeArgs),
     /// Cut text into words and sentences as a model does before tagging: one sentence a line,
     /// words separated by spaces, a blank line after each text.
     Tokenize {
@@ -221,6 +224,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Eval(args) => eval::run(args, &device()?),
         Command::Tag(args) => tag::run(args, &device()?),
         Command::Tokenize { model, texts } => tag::tokenize(&model, &texts),
+        Command::Serve(args) => serve::run(args, &device()?),
         Command::Report { dir } => report(&dir),
         Command::Bench {
             train,
@@ -387,7 +391,13 @@ fn on_the_thread_pool(command: impl FnOnce() -> Result<()> + Send) -> Result<()>
 fn main() -> ExitCode {
     keep_freed_memory();
     let cli = Cli::parse();
-    match on_the_thread_pool(|| run(cli)) {
+    // The server hands its work to a pool of its own from the async runtime's threads.
+    let result = if matches!(cli.command, Command::Serve(_)) {
+        run(cli)
+    } else {
+        on_the_thread_pool(|| run(cli))
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             if tag::is_broken_pipe(error.as_ref()) {

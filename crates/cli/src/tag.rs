@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
-use nertrain_tagger::{Entity, Layout, TagOptions, Tagged, Tagger};
+use nertrain_tagger::{Entity, Layout, Record, TagOptions, Tagged, Tagger, html_page};
 
 use crate::Result;
 
@@ -18,6 +18,9 @@ enum Format {
     Conll,
     /// One JSON object per input: its entities with label and character offsets.
     Json,
+    /// One self-contained HTML page showing every input with its entities highlighted
+    /// (confidence on hover, n-best paths below), as `nertrain serve` shows them.
+    Html,
 }
 
 #[derive(Args)]
@@ -75,23 +78,43 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
     let defaults = tagger.options();
     let options = TagOptions {
         constrained: defaults.constrained && !args.unconstrained,
-        confidence: matches!(args.format, Format::Json),
+        confidence: matches!(args.format, Format::Json | Format::Html),
         marginals: args.probs,
         nbest: usize::from(args.nbest),
         batch_size: args.batch_size,
         consistency: args.consistency.unwrap_or(defaults.consistency),
     };
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // The page is written once every input is tagged.
+    let mut page: Vec<Record> = Vec::new();
     let mut tag_chunk = |texts: &[String], layout: Layout| -> Result<()> {
         for tagged in tagger.tag(texts, layout, options)? {
-            write_one(&mut out, args.format, &tagged, tagger.labels())?;
+            match args.format {
+                Format::Html => page.push(tagged.record(tagger.labels())),
+                format => write_one(&mut out, format, &tagged, tagger.labels())?,
+            }
         }
         out.flush()?;
         Ok(())
     };
-    let Some(path) = &args.input else {
-        return tag_chunk(&args.texts, Layout::Texts);
-    };
+    match &args.input {
+        None => tag_chunk(&args.texts, Layout::Texts)?,
+        Some(path) => read_chunks(path, tagger.reads_documents(), &mut tag_chunk)?,
+    }
+    if matches!(args.format, Format::Html) {
+        out.write_all(html_page(Some(&page)).as_bytes())?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+/// Reads `path` (`-`: stdin) in chunks of lines that end between documents, and hands each to
+/// `tag_chunk`.
+fn read_chunks(
+    path: &std::path::Path,
+    reads_documents: bool,
+    tag_chunk: &mut dyn FnMut(&[String], Layout) -> Result<()>,
+) -> Result<()> {
     let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
     } else {
@@ -99,7 +122,6 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         Box::new(std::io::BufReader::new(file))
     };
-    let reads_documents = tagger.reads_documents();
     let mut chunk = Vec::with_capacity(CHUNK);
     let mut bytes = 0;
     for (number, line) in reader.lines().enumerate() {
@@ -200,6 +222,7 @@ fn write_one(
         Format::Json => {
             writeln!(out, "{}", serde_json::to_string(&tagged.record(labels))?)?;
         }
+        Format::Html => unreachable!("the page is written whole"),
     }
     Ok(())
 }

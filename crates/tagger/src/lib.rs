@@ -51,16 +51,18 @@ mod evaluate;
 mod record;
 
 use std::ops::Range;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
-use nertrain_data::{Span, TagScheme, Token, Tokenizer, render_spans};
-use nertrain_train::{ModelMeta, Prediction, Predictor, RankedPath};
+use nertrain_data::{Span, TagScheme, Token, Tokenizer, TokenizerSpec, render_spans};
+use nertrain_train::config::Context;
+use nertrain_train::{ModelDir, ModelMeta, Prediction, Predictor, RankedPath};
 use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
 
 pub use evaluate::{Evaluation, SpanEvaluation};
 pub use nertrain_train::PredictOptions as TagOptions;
-pub use record::{Alternative, Entity, Record, TokenProbabilities};
+pub use record::{Alternative, Entity, Record, TokenProbabilities, html_page};
 
 /// What can go wrong while tagging: the model, its tokenizer, or decoding.
 pub type Error = nertrain_train::Error;
@@ -86,6 +88,34 @@ pub enum Layout {
 pub struct Tagger {
     predictor: Predictor,
     tokenizer: Tokenizer,
+    dir: PathBuf,
+}
+
+/// What a loaded model is: `nertrain serve`'s `GET /model`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ModelInfo {
+    /// The entity types it finds.
+    pub labels: Vec<String>,
+    /// Its tags, in the order of marginals.
+    pub tags: Vec<String>,
+    /// The tag scheme of its training files, which its tags are written in.
+    pub scheme: TagScheme,
+    /// What it reads a sentence with: the sentence alone, or its document.
+    pub context: Context,
+    /// For a document-level model, its document consistency weight (0 otherwise).
+    pub consistency: f64,
+    /// How it cuts text: `treebank`, or `bert` for models from before tokenizers were saved.
+    pub tokenizer: String,
+    /// Its best epoch's dev F1, when the run recorded it.
+    pub dev_f1: Option<f64>,
+    /// Its test F1, when the run scored a test set.
+    pub test_f1: Option<f64>,
+    /// Whether it was trained on the dev set too (its dev F1 is then not held out).
+    pub trained_on_dev: bool,
+    /// The nertrain that trained it.
+    pub trained_by: String,
+    /// The nertrain running it.
+    pub nertrain_version: String,
 }
 
 /// One text tagged: its tokens, the best path's tags, and what [`TagOptions`] asked for.
@@ -126,7 +156,40 @@ impl Tagger {
         Ok(Self {
             predictor,
             tokenizer,
+            dir: dir.to_path_buf(),
         })
+    }
+
+    /// What the model is, with the scores its run recorded.
+    pub fn info(&self) -> ModelInfo {
+        let meta = &self.predictor.meta;
+        let run = ModelDir::new(&self.dir);
+        let f1 = |path: PathBuf| -> Option<f64> {
+            let text = std::fs::read_to_string(path).ok()?;
+            let report: ScoreFile = serde_json::from_str(&text).ok()?;
+            Some(report.overall.f1)
+        };
+        ModelInfo {
+            labels: nertrain_train::entity_types(self.labels()),
+            tags: self.labels().to_vec(),
+            scheme: meta.file_scheme,
+            context: if meta.document.is_some() {
+                Context::Document
+            } else {
+                Context::Sentence
+            },
+            consistency: meta.document.map_or(0.0, |d| d.consistency),
+            tokenizer: match meta.tokenizer {
+                Some(TokenizerSpec::Treebank { .. }) => "treebank",
+                Some(TokenizerSpec::Bert) | None => "bert",
+            }
+            .into(),
+            dev_f1: f1(run.dev_report_file()),
+            test_f1: f1(run.test_report_file()),
+            trained_on_dev: meta.trained_on_dev,
+            trained_by: meta.nertrain_version.clone(),
+            nertrain_version: env!("CARGO_PKG_VERSION").into(),
+        }
     }
 
     /// Options as the model was trained to be decoded: constrained to its tag scheme when it was
@@ -238,6 +301,17 @@ impl Tagger {
             })
             .collect())
     }
+}
+
+/// The part of `dev.json` and `test.json` that [`ModelInfo`] reports.
+#[derive(Deserialize)]
+struct ScoreFile {
+    overall: OverallScore,
+}
+
+#[derive(Deserialize)]
+struct OverallScore {
+    f1: f64,
 }
 
 /// A sentence's pieces of at most [`MAX_PIECE_TOKENS`] tokens.

@@ -96,3 +96,15 @@ impl Tagged {
         }
     }
 }
+
+/// The page that shows tagged texts with their entities highlighted by type (confidence on
+/// hover, the n best paths under each text): one self-contained HTML file that fetches nothing.
+/// With `records`, it shows them (`nertrain tag --format html`); without, it is `nertrain serve`'s
+/// page, which sends what is pasted into it to `POST /tag`.
+pub fn html_page(records: Option<&[Record]>) -> String {
+    let json = serde_json::to_string(&records).expect("records serialise");
+    // Inside a <script> element, `</` could close it early: `<\/` is the same JSON string.
+    PAGE.replace("RECORDS", &json.replace("</", "<\\/"))
+}
+
+const PAGE: &str = include_str!("page.html");

@@ -1,0 +1,113 @@
+//! `nertrain serve`: loads a model, binds the address, and runs `nertrain-serve` until Ctrl-C or
+//! SIGTERM, printing a line per request on stderr.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use burn::tensor::Device;
+use clap::Args;
+use nertrain_serve::{Logger, RequestLog, ServeOptions};
+use nertrain_tagger::Tagger;
+
+use crate::Result;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// A model directory written by `nertrain fit`.
+    #[arg(long)]
+    model: PathBuf,
+    /// Where to listen (port 0: any free port, printed when listening).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    addr: SocketAddr,
+    /// Threads that tag (default: one per core, or RAYON_NUM_THREADS).
+    #[arg(long, value_parser = crate::at_least_one())]
+    threads: Option<usize>,
+    /// Most texts waiting to be tagged, all requests together; past it, requests get 503.
+    #[arg(long, default_value_t = 10_000, value_parser = crate::at_least_one())]
+    max_queued: usize,
+    /// Most texts in one request.
+    #[arg(long, default_value_t = 1_000, value_parser = crate::at_least_one())]
+    max_texts: usize,
+    /// Largest request body, in bytes; past it, requests get 413.
+    #[arg(long, default_value_t = 1 << 20, value_parser = crate::at_least_one())]
+    max_body: usize,
+    /// How long to wait for more requests to tag together, in milliseconds.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    batch_wait_ms: u64,
+}
+
+pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
+    let tagger = Tagger::load(&args.model, device)?;
+    let mut pool = rayon::ThreadPoolBuilder::new().stack_size(8 << 20);
+    if let Some(threads) = args.threads {
+        pool = pool.num_threads(threads);
+    }
+    let pool = pool
+        .thread_name(|i| format!("nertrain-tag-{i}"))
+        .build()
+        .map_err(|e| format!("cannot start the tagging threads: {e}"))?;
+    let threads = pool.current_num_threads();
+    // The async side only moves bytes; tagging runs on `pool`.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    let options = ServeOptions {
+        max_body_bytes: args.max_body,
+        max_queued_texts: args.max_queued,
+        max_texts: args.max_texts,
+        batch_wait: Duration::from_millis(args.batch_wait_ms),
+        ..ServeOptions::default()
+    };
+    let model = args.model.display().to_string();
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.addr)
+            .await
+            .map_err(|e| format!("{}: cannot listen: {e}", args.addr))?;
+        eprintln!(
+            "serving {model} on http://{} ({threads} tagging thread{}); Ctrl-C or SIGTERM stops",
+            listener.local_addr()?,
+            if threads == 1 { "" } else { "s" }
+        );
+        let log: Logger = Arc::new(|line: RequestLog| eprintln!("{}", log_line(&line)));
+        nertrain_serve::serve(listener, tagger, pool, options, log, stop_signal()).await?;
+        eprintln!("stopped: every request answered");
+        Ok(())
+    })
+}
+
+fn log_line(line: &RequestLog) -> String {
+    let mut text = format!(
+        "{} {} {} {} texts={} tokens={} {:.1}ms",
+        line.id, line.method, line.path, line.status, line.texts, line.tokens, line.millis
+    );
+    if let Some(error) = &line.error {
+        text.push_str(&format!(" error={error:?}"));
+    }
+    text
+}
+
+/// Ctrl-C or SIGTERM.
+async fn stop_signal() {
+    let interrupt = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {},
+        () = terminate => {},
+    }
+    eprintln!("stopping: no new connections; finishing the requests in flight");
+}

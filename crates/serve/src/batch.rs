@@ -1,0 +1,184 @@
+//! The queue of requests and the thread that tags them in batches on the rayon pool.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc::{self, RecvTimeoutError, TryRecvError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use nertrain_tagger::{Layout, Record, TagOptions, Tagger};
+use tokio::sync::oneshot;
+
+use crate::ServeOptions;
+
+/// What a request gets back: its records, or why tagging failed.
+pub(crate) type Reply = Result<Vec<Record>, String>;
+
+/// A request waiting to be tagged.
+struct Job {
+    texts: Vec<String>,
+    options: TagOptions,
+    words: usize,
+    reply: oneshot::Sender<Reply>,
+}
+
+/// Whether a request was queued.
+pub(crate) enum Submitted {
+    /// Queued; its reply comes here.
+    Queued(oneshot::Receiver<Reply>),
+    /// The queue holds as many texts as it may.
+    Full,
+}
+
+/// The queue's sending end and the batching thread.
+pub(crate) struct Batcher {
+    sender: Mutex<Option<mpsc::Sender<Job>>>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+    queued: Arc<AtomicUsize>,
+    max_queued: usize,
+    defaults: TagOptions,
+}
+
+impl Batcher {
+    /// Starts the batching thread, which owns the tagger and runs its work on `pool`.
+    pub(crate) fn start(
+        tagger: Tagger,
+        pool: rayon::ThreadPool,
+        options: ServeOptions,
+    ) -> std::io::Result<Self> {
+        let (sender, receiver) = mpsc::channel();
+        let queued = Arc::new(AtomicUsize::new(0));
+        let defaults = tagger.options();
+        let max_queued = options.max_queued_texts;
+        let thread = {
+            let queued = queued.clone();
+            std::thread::Builder::new()
+                .name("nertrain-batcher".into())
+                .spawn(move || run(&receiver, &tagger, &pool, &options, &queued))?
+        };
+        Ok(Self {
+            sender: Mutex::new(Some(sender)),
+            thread: Mutex::new(Some(thread)),
+            queued,
+            max_queued,
+            defaults,
+        })
+    }
+
+    /// Options as the model was trained to be decoded, with entity confidences.
+    pub(crate) fn default_options(&self) -> TagOptions {
+        self.defaults
+    }
+
+    /// Queues `texts`, unless that would put more texts in the queue than it may hold.
+    pub(crate) fn submit(&self, texts: Vec<String>, options: TagOptions) -> Submitted {
+        let count = texts.len();
+        let before = self.queued.fetch_add(count, Ordering::SeqCst);
+        let refuse = || {
+            self.queued.fetch_sub(count, Ordering::SeqCst);
+            Submitted::Full
+        };
+        if before + count > self.max_queued {
+            return refuse();
+        }
+        let (reply, receiver) = oneshot::channel();
+        let job = Job {
+            words: texts.iter().map(|t| t.split_whitespace().count()).sum(),
+            texts,
+            options,
+            reply,
+        };
+        let sender = self.sender.lock().expect("the sender's lock");
+        match sender.as_ref().map(|s| s.send(job)) {
+            Some(Ok(())) => Submitted::Queued(receiver),
+            _ => refuse(),
+        }
+    }
+
+    /// Lets the batching thread finish what is queued, and waits for it.
+    pub(crate) fn stop(&self) {
+        self.sender.lock().expect("the sender's lock").take();
+        if let Some(thread) = self.thread.lock().expect("the thread's lock").take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// Takes queued requests in batches until the queue's sending end is dropped and it is empty.
+fn run(
+    receiver: &mpsc::Receiver<Job>,
+    tagger: &Tagger,
+    pool: &rayon::ThreadPool,
+    options: &ServeOptions,
+    queued: &AtomicUsize,
+) {
+    while let Ok(first) = receiver.recv() {
+        let mut words = first.words;
+        let mut jobs = vec![first];
+        let deadline = Instant::now() + options.batch_wait;
+        while words < options.batch_words {
+            let next = match receiver.try_recv() {
+                Ok(job) => Ok(job),
+                Err(TryRecvError::Disconnected) => break,
+                Err(TryRecvError::Empty) => match deadline.checked_duration_since(Instant::now()) {
+                    Some(left) => receiver.recv_timeout(left),
+                    None => Err(RecvTimeoutError::Timeout),
+                },
+            };
+            match next {
+                Ok(job) => {
+                    words += job.words;
+                    jobs.push(job);
+                }
+                Err(_) => break,
+            }
+        }
+        queued.fetch_sub(jobs.iter().map(|j| j.texts.len()).sum(), Ordering::SeqCst);
+        // A client that has gone costs nothing more.
+        jobs.retain(|job| !job.reply.is_closed());
+        while !jobs.is_empty() {
+            let options = jobs[0].options;
+            let (group, rest): (Vec<Job>, Vec<Job>) =
+                jobs.into_iter().partition(|job| job.options == options);
+            jobs = rest;
+            tag_group(group, tagger, pool, options);
+        }
+    }
+}
+
+/// Tags the texts of requests with the same options together and answers each.
+fn tag_group(group: Vec<Job>, tagger: &Tagger, pool: &rayon::ThreadPool, options: TagOptions) {
+    let texts: Vec<&str> = group
+        .iter()
+        .flat_map(|job| job.texts.iter().map(String::as_str))
+        .collect();
+    let tagged = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        pool.install(|| tagger.tag(&texts, Layout::Texts, options))
+    }));
+    let records = match tagged {
+        Ok(Ok(tagged)) => Ok(tagged
+            .iter()
+            .map(|t| t.record(tagger.labels()))
+            .collect::<Vec<_>>()),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(panic) => Err(panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into())),
+    };
+    match records {
+        Ok(mut records) => {
+            for job in group.into_iter().rev() {
+                let mine = records.split_off(records.len() - job.texts.len());
+                let _ = job.reply.send(Ok(mine));
+            }
+        }
+        Err(message) => {
+            for job in group {
+                let _ = job.reply.send(Err(message.clone()));
+            }
+        }
+    }
+}
