@@ -154,6 +154,12 @@ fn tag_group(group: Vec<Job>, tagger: &Tagger, pool: &rayon::ThreadPool, options
         .flat_map(|job| job.texts.iter().map(String::as_str))
         .collect();
     let tagged = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        if cfg!(feature = "failpoints")
+            && std::env::var("NERTRAIN_FAILPOINT").is_ok_and(|f| f == "serve-panic")
+            && texts.contains(&"panic")
+        {
+            panic!("failpoint serve-panic");
+        }
         pool.install(|| tagger.tag(&texts, Layout::Texts, options))
     }));
     let records = match tagged {
