@@ -7,15 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use common::{scratch, workspace};
-
-fn nertrain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nertrain"))
-        .args(args)
-        .current_dir(workspace())
-        .output()
-        .unwrap()
-}
+use common::{nertrain, scratch, workspace};
 
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()

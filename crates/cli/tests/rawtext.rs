@@ -7,19 +7,9 @@ mod common;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
 
-use common::{scratch, workspace};
+use common::{nertrain, sample_model, scratch, workspace};
 use serde::Deserialize;
-
-fn nertrain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nertrain"))
-        .args(args)
-        .current_dir(workspace())
-        .output()
-        .unwrap()
-}
 
 fn ok(args: &[&str]) -> String {
     let output = nertrain(args);
@@ -29,39 +19,6 @@ fn ok(args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8(output.stdout).unwrap()
-}
-
-/// A sample model of each kind, trained once for the tests here.
-fn model(context: &str) -> PathBuf {
-    static SENTENCE: OnceLock<PathBuf> = OnceLock::new();
-    static DOCUMENT: OnceLock<PathBuf> = OnceLock::new();
-    let cell = if context == "document" {
-        &DOCUMENT
-    } else {
-        &SENTENCE
-    };
-    cell.get_or_init(|| {
-        let dir = scratch(&format!("rawtext-{context}")).join("run");
-        let output = format!("train.output={}", dir.display());
-        let context = format!("data.context={context}");
-        ok(&[
-            "fit",
-            "--config",
-            "configs/sample.toml",
-            "--set",
-            &output,
-            "--set",
-            &context,
-            "--set",
-            "model.hidden=30",
-            "--set",
-            "model.word_dim=30",
-            "--set",
-            "train.epochs=3",
-        ]);
-        dir
-    })
-    .clone()
 }
 
 fn f1(model: &Path, data: &str) -> f64 {
@@ -103,7 +60,7 @@ fn rawtext() -> Vec<Line> {
 #[test]
 fn text_scores_as_the_tokenized_file_for_both_kinds_of_model() {
     for context in ["sentence", "document"] {
-        let model = model(context);
+        let model = sample_model(context);
         let tokenized = f1(&model, "data/sample/rawtext.txt");
         let text = f1(&model, "data/sample/rawtext.jsonl");
         assert!(
@@ -115,7 +72,7 @@ fn text_scores_as_the_tokenized_file_for_both_kinds_of_model() {
 
 #[test]
 fn tag_finds_in_text_what_eval_scores() {
-    let model = model("document");
+    let model = sample_model("document");
     let lines = rawtext();
     // One sentence a line, a blank line after each document, as `tag --input` reads documents.
     let mut input = String::new();
@@ -181,7 +138,7 @@ fn tag_finds_in_text_what_eval_scores() {
 
 #[test]
 fn the_tokenizer_cuts_text_back_into_the_corpus_tokens() {
-    let model = model("sentence");
+    let model = sample_model("sentence");
     let lines = rawtext();
     let texts: Vec<&str> = lines.iter().map(|l| l.text.as_str()).collect();
     let mut args = vec!["tokenize", "--model", model.to_str().unwrap()];
@@ -225,7 +182,7 @@ fn without_tokenizer(model: &Path, name: &str) -> PathBuf {
 
 #[test]
 fn models_without_a_saved_tokenizer_read_text_as_before() {
-    let old = without_tokenizer(&model("sentence"), "rawtext-old");
+    let old = without_tokenizer(&sample_model("sentence"), "rawtext-old");
     let old = old.to_str().unwrap();
     assert_eq!(
         ok(&["tokenize", "--model", old, "The U.S. didn't pay."]),
@@ -324,7 +281,7 @@ fn bad_span_files_are_errors_naming_the_line() {
         "{\"text\": \"fine\"}\n{\"text\": \"ab\", \"spans\": [{\"start\": 1, \"end\": 9, \"label\": \"X\"}]}\n",
     )
     .unwrap();
-    let model = model("sentence");
+    let model = sample_model("sentence");
     let output = nertrain(&[
         "eval",
         "--model",

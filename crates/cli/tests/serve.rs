@@ -6,57 +6,11 @@ mod common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::OnceLock;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{scratch, workspace};
-
-fn nertrain(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_nertrain"))
-        .args(args)
-        .current_dir(workspace())
-        .output()
-        .unwrap()
-}
-
-fn model(context: &str) -> PathBuf {
-    static SENTENCE: OnceLock<PathBuf> = OnceLock::new();
-    static DOCUMENT: OnceLock<PathBuf> = OnceLock::new();
-    let cell = if context == "document" {
-        &DOCUMENT
-    } else {
-        &SENTENCE
-    };
-    cell.get_or_init(|| {
-        let dir = scratch(&format!("serve-{context}")).join("run");
-        let output = format!("train.output={}", dir.display());
-        let context = format!("data.context={context}");
-        let fit = nertrain(&[
-            "fit",
-            "--config",
-            "configs/sample.toml",
-            "--set",
-            &output,
-            "--set",
-            &context,
-            "--set",
-            "model.hidden=30",
-            "--set",
-            "model.word_dim=30",
-            "--set",
-            "train.epochs=3",
-        ]);
-        assert!(
-            fit.status.success(),
-            "{}",
-            String::from_utf8_lossy(&fit.stderr)
-        );
-        dir
-    })
-    .clone()
-}
+use common::{nertrain, sample_model, workspace};
 
 /// A running server; killed when dropped.
 struct Server {
@@ -174,7 +128,7 @@ fn sample_texts() -> Vec<String> {
 #[test]
 fn answers_equal_tag_json_for_sentence_and_document_models() {
     for context in ["sentence", "document"] {
-        let model = model(context);
+        let model = sample_model(context);
         let texts = sample_texts();
         let mut args = vec![
             "tag",
@@ -248,7 +202,7 @@ fn answers_equal_tag_json_for_sentence_and_document_models() {
 #[test]
 fn bad_requests_get_their_status_and_a_json_error_naming_the_field() {
     let server = Server::start(
-        &model("sentence"),
+        &sample_model("sentence"),
         &["--max-body", "1000", "--max-texts", "5"],
         None,
     );
@@ -333,7 +287,7 @@ fn bad_requests_get_their_status_and_a_json_error_naming_the_field() {
 
 #[test]
 fn overload_is_503_with_retry_after_and_the_server_stays_up() {
-    let server = Server::start(&model("sentence"), &["--max-queued", "4"], None);
+    let server = Server::start(&sample_model("sentence"), &["--max-queued", "4"], None);
     let mut stream = TcpStream::connect(&server.address).unwrap();
     let body = serde_json::json!({"texts": ["a b", "c d", "e f", "g h", "i j"]}).to_string();
     write!(
@@ -377,7 +331,7 @@ fn overload_is_503_with_retry_after_and_the_server_stays_up() {
 #[test]
 fn a_panic_while_tagging_is_a_500_with_an_id_and_the_server_goes_on() {
     let server = Server::start(
-        &model("sentence"),
+        &sample_model("sentence"),
         &[],
         Some(("NERTRAIN_FAILPOINT", "serve-panic")),
     );
@@ -402,7 +356,7 @@ fn a_panic_while_tagging_is_a_500_with_an_id_and_the_server_goes_on() {
 #[test]
 fn sigterm_stops_accepting_and_finishes_the_requests_in_flight() {
     let server = Server::start(
-        &model("sentence"),
+        &sample_model("sentence"),
         &[
             "--threads",
             "1",

@@ -104,14 +104,7 @@ pub fn is_annotated(path: &Path) -> bool {
 /// Reads a span-annotated file; every line is checked (JSON, offsets within the text, spans that
 /// do not overlap, labels without spaces), and an error names the line and field.
 pub fn read_annotated(path: &Path) -> Result<AnnotatedCorpus, DataError> {
-    let bytes =
-        std::fs::read(path).map_err(|e| DataError::file(path, format!("cannot read: {e}")))?;
-    let text = String::from_utf8(bytes).map_err(|e| {
-        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
-        DataError::at(path, line, "invalid UTF-8: expected a UTF-8 text file")
-    })?;
-    parse_annotated(&text, path)
+    parse_annotated(&crate::conll::read_text(path)?, path)
 }
 
 /// Parses span-annotated JSON lines; `path` is used only to locate errors.

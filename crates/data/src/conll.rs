@@ -103,14 +103,18 @@ impl Corpus {
 /// Reads a CoNLL file. Tolerates a UTF-8 BOM, CRLF line ends, whitespace-only separator lines,
 /// `-DOCSTART-` lines with or without a blank line after them, and a missing final blank line.
 pub fn read_conll(path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError> {
+    parse_conll(&read_text(path)?, path, columns)
+}
+
+/// A text file's contents; invalid UTF-8 is an error naming its line.
+pub(crate) fn read_text(path: &Path) -> Result<String, DataError> {
     let bytes =
         std::fs::read(path).map_err(|e| DataError::file(path, format!("cannot read: {e}")))?;
-    let text = String::from_utf8(bytes).map_err(|e| {
+    String::from_utf8(bytes).map_err(|e| {
         let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
         DataError::at(path, line, "invalid UTF-8: expected a UTF-8 text file")
-    })?;
-    parse_conll(&text, path, columns)
+    })
 }
 
 /// Parses CoNLL text; `path` is used only to locate errors.

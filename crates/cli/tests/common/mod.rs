@@ -1,6 +1,9 @@
-//! Helpers shared by the binary's end-to-end tests.
+//! Helpers shared by the binary's end-to-end tests (each test file uses some of them).
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 /// The workspace root, where the tests run the binary (configs and data paths are relative).
 pub fn workspace() -> PathBuf {
@@ -16,4 +19,52 @@ pub fn scratch(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
+}
+
+/// Runs the binary in the workspace root.
+pub fn nertrain(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_nertrain"))
+        .args(args)
+        .current_dir(workspace())
+        .output()
+        .unwrap()
+}
+
+/// A small model trained on the sample once per test binary, reading sentences alone
+/// (`"sentence"`) or documents (`"document"`).
+pub fn sample_model(context: &str) -> PathBuf {
+    static SENTENCE: OnceLock<PathBuf> = OnceLock::new();
+    static DOCUMENT: OnceLock<PathBuf> = OnceLock::new();
+    let cell = if context == "document" {
+        &DOCUMENT
+    } else {
+        &SENTENCE
+    };
+    cell.get_or_init(|| {
+        let dir = scratch(&format!("sample-{context}")).join("run");
+        let output = format!("train.output={}", dir.display());
+        let context = format!("data.context={context}");
+        let fit = nertrain(&[
+            "fit",
+            "--config",
+            "configs/sample.toml",
+            "--set",
+            &output,
+            "--set",
+            &context,
+            "--set",
+            "model.hidden=30",
+            "--set",
+            "model.word_dim=30",
+            "--set",
+            "train.epochs=3",
+        ]);
+        assert!(
+            fit.status.success(),
+            "{}",
+            String::from_utf8_lossy(&fit.stderr)
+        );
+        dir
+    })
+    .clone()
 }
