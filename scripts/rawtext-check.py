@@ -195,9 +195,9 @@ def main():
         row = [f"{f1(args.nertrain, args.model, path):.2f}"]
         for paragraphs in (False, True):
             lines, lost = annotated(documents, detokenize, paragraphs)
-            name = os.path.join(
-                work, os.path.basename(path) + (".paragraphs" if paragraphs else ".lines") + ".jsonl"
-            )
+            # Named by the whole path: conll2003/test.txt and conllpp/test.txt both end in test.txt.
+            stem = os.path.normpath(path).strip(os.sep + ".").replace(os.sep, "_")
+            name = os.path.join(work, stem + (".paragraphs" if paragraphs else ".lines") + ".jsonl")
             with open(name, "w", encoding="utf-8") as f:
                 for line in lines:
                     f.write(json.dumps(line, ensure_ascii=False) + "\n")

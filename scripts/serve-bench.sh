@@ -7,6 +7,7 @@
 #
 #   scripts/serve-bench.sh MODEL_DIR [CONLL_FILE]
 #   SOAK=600 scripts/serve-bench.sh MODEL_DIR   # also 10 minutes at 32 clients, RSS sampled
+#   THREADS=2 scripts/serve-bench.sh MODEL_DIR  # only the server on 2 threads
 set -euo pipefail
 command -v wrk >/dev/null || { echo "serve-bench.sh needs wrk (apt-get install wrk)" >&2; exit 1; }
 cd "$(dirname "$0")/.."
@@ -38,14 +39,28 @@ cli_rate() {
 
 start_server() {
     local threads=$1
-    /usr/bin/time -f "%M" -o "$work/rss" "$bin" serve --model "$model" --addr 127.0.0.1:0 \
-        --threads "$threads" 2> "$work/server.log" &
+    "$bin" serve --model "$model" --addr 127.0.0.1:0 --threads "$threads" 2> "$work/server.log" &
     server=$!
     for _ in $(seq 100); do
         grep -q "serving" "$work/server.log" 2>/dev/null && break
         sleep 0.1
     done
     address=$(grep -o 'http://[0-9.:]*' "$work/server.log" | head -1)
+}
+
+# The server's peak resident memory so far, in MiB.
+peak_rss() {
+    echo $(( $(awk '/^VmHWM/ { print $2 }' "/proc/$server/status") / 1024 ))
+}
+
+# Requests that did not get a 200: answered otherwise by the server, or lost to wrk (connect,
+# read, write errors and timeouts).
+failures() {
+    local answered socket
+    answered=$(grep -c 'POST /tag [0-9]' "$work/server.log" || true)
+    answered=$(( answered - $(grep -c 'POST /tag 200' "$work/server.log" || true) ))
+    socket=$(grep -o 'Socket errors: .*' "$work/wrk.txt" | grep -o '[0-9]\+' | paste -sd+ | bc || true)
+    echo $(( answered + ${socket:-0} ))
 }
 
 stop_server() {
@@ -57,7 +72,7 @@ echo "sentences: $sentences ($tokens tokens) from $corpus; $seconds s per row"
 echo
 echo "| server threads | clients | requests/s | tokens/s | vs tag --input | p50 ms | p99 ms | failed | peak RSS MiB |"
 echo "|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
-for threads in 1 2; do
+for threads in ${THREADS:-1 2}; do
     cli=$(cli_rate "$threads")
     for clients in 1 8 32 128; do
         start_server "$threads"
@@ -65,18 +80,18 @@ for threads in 1 2; do
         SENTENCES="$work/sentences.txt" \
             wrk -t "$wrk_threads" -c "$clients" -d "${seconds}s" --timeout 30s --latency \
             -s scripts/serve-bench.lua "$address" > "$work/wrk.txt"
+        rss=$(peak_rss)
         stop_server
         done_requests=$(grep -o '^ *[0-9]* requests in' "$work/wrk.txt" | grep -o '[0-9]*' | head -1)
         served_tokens=$(grep -o 'POST /tag 200 texts=1 tokens=[0-9]*' "$work/server.log" | grep -o '[0-9]*$' | paste -sd+ | bc)
-        failed=$(( done_requests - $(grep -c 'POST /tag 200' "$work/server.log") ))
-        errors=$(grep -o 'Socket errors:.*\|Non-2xx.*' "$work/wrk.txt" | tr '\n' ' ' || true)
+        failed=$(failures)
         p50=$(awk '$1 == "50%" { print $2 }' "$work/wrk.txt")
         p99=$(awk '$1 == "99%" { print $2 }' "$work/wrk.txt")
         ms() { case $1 in *us) echo "scale=2; ${1%us} / 1000" | bc ;; *ms) echo "${1%ms}" ;; *s) echo "scale=1; ${1%s} * 1000" | bc ;; esac; }
         rate=$(echo "$served_tokens / $seconds" | bc -l)
-        printf '| %s | %s | %.0f | %.0f | %.0f%% | %s | %s | %s%s | %.0f |\n' "$threads" "$clients" \
+        printf '| %s | %s | %.0f | %.0f | %.0f%% | %s | %s | %s | %.0f |\n' "$threads" "$clients" \
             "$(echo "$done_requests / $seconds" | bc -l)" "$rate" "$(echo "100 * $rate / $cli" | bc -l)" \
-            "$(ms "$p50")" "$(ms "$p99")" "$failed" "${errors:+ ($errors)}" "$(echo "$(cat "$work/rss") / 1024" | bc -l)"
+            "$(ms "$p50")" "$(ms "$p99")" "$failed" "$rss"
     done
     printf '| tag --input, %s thread(s) | | | %.0f | 100%% | | | | |\n' "$threads" "$cli"
 done
@@ -88,16 +103,13 @@ if [ -n "${SOAK:-}" ]; then
     SENTENCES="$work/sentences.txt" \
         wrk -t 2 -c 32 -d "${SOAK}s" --timeout 30s --latency -s scripts/serve-bench.lua "$address" > "$work/wrk.txt" &
     soak=$!
-    pid=$(pgrep -P "$server" nertrain || echo "$server")
     samples=()
     while kill -0 "$soak" 2>/dev/null; do
-        samples+=("$(( $(ps -o rss= -p "$pid") / 1024 ))")
+        samples+=("$(( $(ps -o rss= -p "$server") / 1024 ))")
         sleep 10
     done
     echo "${samples[*]}"
     stop_server
-    done_requests=$(grep -o '^ *[0-9]* requests in' "$work/wrk.txt" | grep -o '[0-9]*' | head -1)
-    ok=$(grep -c 'POST /tag 200' "$work/server.log")
-    echo "requests: $done_requests sent, $ok answered 200, $(( done_requests - ok )) failed"
+    echo "requests answered 200: $(grep -c 'POST /tag 200' "$work/server.log"); failed: $(failures)"
     grep -E 'Latency|50%|99%|Requests/sec|Socket|Non-2xx' "$work/wrk.txt"
 fi

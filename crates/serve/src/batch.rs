@@ -12,6 +12,9 @@ use tokio::sync::oneshot;
 
 use crate::ServeOptions;
 
+/// The fewest sentences a decoding batch is cut to when a group is spread over the threads.
+const MIN_BATCH: usize = 8;
+
 /// What a request gets back: its records, or why tagging failed.
 pub(crate) type Reply = Result<Vec<Record>, String>;
 
@@ -106,6 +109,7 @@ impl Batcher {
 }
 
 /// Takes queued requests in batches until the queue's sending end is dropped and it is empty.
+/// One thread: the tagger's calls are serialised anyway (see [`Tagger::tag_documents`]).
 fn run(
     receiver: &mpsc::Receiver<Job>,
     tagger: &Tagger,
@@ -153,6 +157,15 @@ fn tag_group(group: Vec<Job>, tagger: &Tagger, pool: &rayon::ThreadPool, options
         .iter()
         .flat_map(|job| job.texts.iter().map(String::as_str))
         .collect();
+    // Decoding batches go one to a thread: a group of single sentences from a few dozen clients
+    // is cut into as many batches as there are threads, or it would run on one.
+    let threads = pool.current_num_threads().max(1);
+    let options = TagOptions {
+        batch_size: options
+            .batch_size
+            .min(texts.len().div_ceil(threads).max(MIN_BATCH)),
+        ..options
+    };
     let tagged = std::panic::catch_unwind(AssertUnwindSafe(|| {
         if cfg!(feature = "failpoints")
             && std::env::var("NERTRAIN_FAILPOINT").is_ok_and(|f| f == "serve-panic")

@@ -52,6 +52,7 @@ mod record;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 
 use burn::tensor::Device;
 use nertrain_data::{Span, TagScheme, Token, Tokenizer, TokenizerSpec, render_spans};
@@ -89,6 +90,10 @@ pub struct Tagger {
     predictor: Predictor,
     tokenizer: Tokenizer,
     dir: PathBuf,
+    /// Held by each call that tags: the model's word cache is locked inside work spread over
+    /// rayon's threads, and two calls at once on one pool can each end up waiting on a lock
+    /// the other's stolen work holds.
+    one_call: Mutex<()>,
 }
 
 /// What a loaded model is: `nertrain serve`'s `GET /model`.
@@ -157,6 +162,7 @@ impl Tagger {
             predictor,
             tokenizer,
             dir: dir.to_path_buf(),
+            one_call: Mutex::new(()),
         })
     }
 
@@ -221,7 +227,8 @@ impl Tagger {
         &self.tokenizer
     }
 
-    /// The underlying predictor, for callers that bring their own tokens.
+    /// The underlying predictor, for callers that bring their own tokens (its calls are not
+    /// serialised with this tagger's).
     pub fn predictor(&self) -> &Predictor {
         &self.predictor
     }
@@ -242,8 +249,24 @@ impl Tagger {
     }
 
     /// Tags `texts`, reading each of `documents` (consecutive ranges of them) together; texts
-    /// outside every range are documents alone.
+    /// outside every range are documents alone. A tagger may be shared by threads: their calls
+    /// run one at a time, each on all of rayon's threads.
     pub fn tag_documents<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        documents: &[Range<usize>],
+        options: TagOptions,
+    ) -> Result<Vec<Tagged>> {
+        let _one_call = self.one_call();
+        self.tag_documents_unlocked(texts, documents, options)
+    }
+
+    /// Waits for the calls of other threads to end.
+    fn one_call(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.one_call.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn tag_documents_unlocked<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
         documents: &[Range<usize>],
