@@ -8,6 +8,7 @@
 #   scripts/serve-bench.sh MODEL_DIR [CONLL_FILE]
 #   SOAK=600 scripts/serve-bench.sh MODEL_DIR   # also 10 minutes at 32 clients, RSS sampled
 #   THREADS=2 scripts/serve-bench.sh MODEL_DIR  # only the server on 2 threads
+#   SERVE_ARGS="--batch-wait-ms 0" scripts/serve-bench.sh MODEL_DIR  # other server settings
 set -euo pipefail
 command -v wrk >/dev/null || { echo "serve-bench.sh needs wrk (apt-get install wrk)" >&2; exit 1; }
 cd "$(dirname "$0")/.."
@@ -39,7 +40,7 @@ cli_rate() {
 
 start_server() {
     local threads=$1
-    "$bin" serve --model "$model" --addr 127.0.0.1:0 --threads "$threads" 2> "$work/server.log" &
+    "$bin" serve --model "$model" --addr 127.0.0.1:0 --threads "$threads" ${SERVE_ARGS:-} 2> "$work/server.log" &
     server=$!
     for _ in $(seq 100); do
         grep -q "serving" "$work/server.log" 2>/dev/null && break

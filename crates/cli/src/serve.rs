@@ -33,8 +33,9 @@ pub struct ServeArgs {
     /// Largest request body, in bytes; past it, requests get 413.
     #[arg(long, default_value_t = 1 << 20, value_parser = crate::at_least_one())]
     max_body: usize,
-    /// How long to wait for more requests to tag together, in milliseconds.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(0..=1000))]
+    /// How long to wait for more requests to tag together, in milliseconds (by default none:
+    /// the requests that come while a batch is tagged make the next).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1000))]
     batch_wait_ms: u64,
 }
 

@@ -9,7 +9,7 @@
 //!   to paste text into and see its entities.
 //!
 //! Requests wait in one bounded queue. A single batching thread takes what is queued (up to a
-//! token budget, or what arrives within a short wait), drops the requests whose client has gone,
+//! token budget, or what arrives within an optional wait), drops the requests whose client has gone,
 //! and tags the rest together on the rayon pool, so many clients sending one sentence each are
 //! decoded in batches as `tag --input` decodes a file. The async runtime only moves bytes.
 //! Past the queue's bound a request gets `503` with `Retry-After`; past the body limit, `413`;
@@ -51,7 +51,8 @@ pub struct ServeOptions {
     /// A batch is tagged once its texts hold about this many words.
     pub batch_words: usize,
     /// How long the batching thread waits for more requests before tagging a batch below
-    /// `batch_words`.
+    /// `batch_words`. None by default: requests that come while a batch is tagged make the
+    /// next one, and a wait only delays a lone request.
     pub batch_wait: Duration,
 }
 
@@ -62,7 +63,7 @@ impl Default for ServeOptions {
             max_queued_texts: 10_000,
             max_texts: 1_000,
             batch_words: 4_096,
-            batch_wait: Duration::from_millis(1),
+            batch_wait: Duration::ZERO,
         }
     }
 }
