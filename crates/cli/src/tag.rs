@@ -90,8 +90,12 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
     let mut tag_chunk = |texts: &[String], layout: Layout| -> Result<()> {
         for tagged in tagger.tag(texts, layout, options)? {
             match args.format {
-                Format::Html => page.push(tagged.record(tagger.labels())),
-                format => write_one(&mut out, format, &tagged, tagger.labels())?,
+                Format::Html => page.push(tagged.into_record(tagger.labels())),
+                Format::Json => {
+                    let record = tagged.into_record(tagger.labels());
+                    writeln!(out, "{}", serde_json::to_string(&record)?)?;
+                }
+                format => write_one(&mut out, format, &tagged)?,
             }
         }
         out.flush()?;
@@ -187,12 +191,8 @@ fn inline(text: &str, entities: &[Entity]) -> String {
     line
 }
 
-fn write_one(
-    out: &mut impl Write,
-    format: Format,
-    tagged: &Tagged,
-    labels: &[String],
-) -> Result<()> {
+/// One text as inline text or CoNLL lines (JSON and the page are written from its record).
+fn write_one(out: &mut impl Write, format: Format, tagged: &Tagged) -> Result<()> {
     match format {
         Format::Conll => {
             for (t, token) in tagged.tokens.iter().enumerate() {
@@ -219,10 +219,7 @@ fn write_one(
                 )?;
             }
         }
-        Format::Json => {
-            writeln!(out, "{}", serde_json::to_string(&tagged.record(labels))?)?;
-        }
-        Format::Html => unreachable!("the page is written whole"),
+        Format::Json | Format::Html => unreachable!("written from the text's record"),
     }
     Ok(())
 }

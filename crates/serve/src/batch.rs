@@ -74,8 +74,14 @@ impl Batcher {
         self.defaults
     }
 
-    /// Queues `texts`, unless that would put more texts in the queue than it may hold.
-    pub(crate) fn submit(&self, texts: Vec<String>, options: TagOptions) -> Submitted {
+    /// Queues `texts` (`words` of them in all), unless that would put more texts in the queue
+    /// than it may hold.
+    pub(crate) fn submit(
+        &self,
+        texts: Vec<String>,
+        words: usize,
+        options: TagOptions,
+    ) -> Submitted {
         let count = texts.len();
         let before = self.queued.fetch_add(count, Ordering::SeqCst);
         let refuse = || {
@@ -87,7 +93,7 @@ impl Batcher {
         }
         let (reply, receiver) = oneshot::channel();
         let job = Job {
-            words: texts.iter().map(|t| t.split_whitespace().count()).sum(),
+            words,
             texts,
             options,
             reply,
@@ -177,8 +183,8 @@ fn tag_group(group: Vec<Job>, tagger: &Tagger, pool: &rayon::ThreadPool, options
     }));
     let records = match tagged {
         Ok(Ok(tagged)) => Ok(tagged
-            .iter()
-            .map(|t| t.record(tagger.labels()))
+            .into_iter()
+            .map(|t| t.into_record(tagger.labels()))
             .collect::<Vec<_>>()),
         Ok(Err(error)) => Err(error.to_string()),
         Err(panic) => Err(panic

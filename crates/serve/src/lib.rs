@@ -297,7 +297,7 @@ async fn tag_request(state: &AppState, id: u64, request: Request) -> Result<Resp
     let (texts, single, options) = parse_request(state, &body)?;
     let tokens = texts.iter().map(|t| t.split_whitespace().count()).sum();
     let count = texts.len();
-    let reply = match state.batcher.submit(texts, options) {
+    let reply = match state.batcher.submit(texts, tokens, options) {
         Submitted::Queued(reply) => reply,
         Submitted::Full => {
             return Err(Failure::new(

@@ -36,9 +36,10 @@
 //! let texts = ["Anna Schmidt, who works for Siemens, arrived in Lisbon on Monday."];
 //! let tagged = tagger.tag(&texts, Layout::Texts, tagger.options())?;
 //! for entity in &tagged[0].entities {
+//!     // Offsets are code points: slice with `chars()`, as Python slices a `str`.
 //!     let text: String = texts[0].chars().skip(entity.start).take(entity.end - entity.start).collect();
 //!     assert_eq!(text, entity.text);
-//!     println!("{} {}..{} {:?}", entity.label, entity.start, entity.end, entity.text);
+//!     assert!(tagger.info().labels.contains(&entity.label));
 //! }
 //! # std::fs::remove_dir_all(&run)?;
 //! # Ok(())

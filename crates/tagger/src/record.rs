@@ -67,30 +67,30 @@ pub struct Record {
 
 impl Tagged {
     /// This text as its JSON record; `labels` are the model's tags ([`crate::Tagger::labels`]).
-    pub fn record(&self, labels: &[String]) -> Record {
+    pub fn into_record(self, labels: &[String]) -> Record {
         let tokens = self
             .marginals
-            .iter()
-            .zip(&self.tokens)
-            .zip(&self.tags)
+            .into_iter()
+            .zip(self.tokens)
+            .zip(self.tags)
             .map(|((probs, token), tag)| TokenProbabilities {
-                text: token.text.clone(),
+                text: token.text,
                 start: token.start,
                 end: token.end,
-                tag: tag.clone(),
-                probs: labels.iter().cloned().zip(probs.iter().copied()).collect(),
+                tag,
+                probs: labels.iter().cloned().zip(probs).collect(),
             })
             .collect();
         Record {
-            text: self.text.clone(),
-            entities: self.entities.clone(),
+            text: self.text,
+            entities: self.entities,
             tokens,
             nbest: self
                 .nbest
-                .iter()
+                .into_iter()
                 .map(|path| Alternative {
                     probability: path.probability,
-                    entities: path.entities.clone(),
+                    entities: path.entities,
                 })
                 .collect(),
         }
