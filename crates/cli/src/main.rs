@@ -270,7 +270,10 @@ fn run(cli: Cli) -> Result<()> {
                 tag_column,
             };
             if from.is_none() {
-                eval::warn_malformed_iobes(&nertrain_data::parse_conll(&text, &file, columns)?);
+                let corpus = nertrain_data::parse_conll(&text, &file, columns)?;
+                if let Some(warning) = corpus.iobes_warning() {
+                    eprintln!("warning: {warning}");
+                }
             }
             let converted = convert_tag_column(&text, &file, columns, from, to)?;
             match output {

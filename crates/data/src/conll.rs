@@ -90,6 +90,22 @@ impl Corpus {
         Some((error, 1 + bad.count()))
     }
 
+    /// IOBES tags that break the scheme's rules are read as everywhere in nertrain (an `S-` or
+    /// `E-` closes its entity, so `S-PER I-PER` is two), but other tools may read them otherwise:
+    /// a warning saying where, when the corpus is IOBES and has such tags.
+    pub fn iobes_warning(&self) -> Option<String> {
+        let tags = self.sentences.iter().map(|s| s.tags.as_slice());
+        if crate::TagScheme::detect(tags) != crate::TagScheme::Iobes {
+            return None;
+        }
+        let (first, sentences) = self.malformed(crate::TagScheme::Iobes)?;
+        Some(format!(
+            "{first} ({sentences} sentence{} in all); read with conlleval's rules, where an S- or \
+             E- tag ends its entity",
+            if sentences == 1 { "" } else { "s" }
+        ))
+    }
+
     pub fn error_at(
         &self,
         sentence: &Sentence,

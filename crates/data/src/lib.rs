@@ -30,7 +30,7 @@ pub use scheme::{
     Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,
     render_spans, spans, transition_allowed,
 };
-pub use score::{ChunkCounts, Confusion, Report, Scorer, TypeScore};
+pub use score::{ChunkCounts, Confusion, Report, Scorer, Scores, TypeScore};
 pub use tokenize::{TREEBANK_RULES, Token, Tokenizer, TokenizerError, TokenizerSpec};
 pub use vectors::{Vectors, parse_vectors, read_vectors};
 pub use vocab::{Encoded, PAD, TextNormalization, UNK, Vocab, Vocabularies};

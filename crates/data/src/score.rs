@@ -193,20 +193,38 @@ impl Report {
         }
     }
 
-    /// The report as JSON: overall and per-type precision, recall, F1 and counts.
-    pub fn to_json(&self) -> serde_json::Value {
-        let types: BTreeMap<&str, TypeScore> = self
-            .by_type
-            .iter()
-            .map(|(label, counts)| (label.as_str(), TypeScore::from(*counts)))
-            .collect();
-        serde_json::json!({
-            "tokens": self.tokens,
-            "accuracy": self.accuracy(),
-            "overall": TypeScore::from(self.overall),
-            "types": types,
-        })
+    /// The report's scores: overall and per-type precision, recall, F1 and counts.
+    pub fn scores(&self) -> Scores {
+        Scores {
+            tokens: self.tokens,
+            accuracy: self.accuracy(),
+            overall: TypeScore::from(self.overall),
+            types: self
+                .by_type
+                .iter()
+                .map(|(label, counts)| (label.clone(), TypeScore::from(*counts)))
+                .collect(),
+        }
     }
+
+    /// The report's [`Scores`] as JSON (keys sorted).
+    pub fn to_json(&self) -> serde_json::Value {
+        // Plain numbers, strings and maps: nothing here fails to convert.
+        serde_json::to_value(self.scores()).unwrap_or_default()
+    }
+}
+
+/// A report's scores as `eval --json` prints them and a run's report files hold them.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Scores {
+    /// Tokens scored.
+    pub tokens: usize,
+    /// Percent of tokens whose tag is right.
+    pub accuracy: f64,
+    /// Every entity type together.
+    pub overall: TypeScore,
+    /// Each entity type.
+    pub types: BTreeMap<String, TypeScore>,
 }
 
 impl fmt::Display for Report {

@@ -3,9 +3,14 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
+use std::path::Path;
 
-use nertrain_data::{AnnotatedCorpus, CharSpan, ChunkCounts, Corpus, Misaligned, Report, spans};
-use nertrain_train::{CalibrationBin, calibration, score_corpus};
+use nertrain_data::{
+    AnnotatedCorpus, CharSpan, ChunkCounts, Confusion, Corpus, Misaligned, Report, Scores,
+    is_annotated, read_annotated, spans,
+};
+use nertrain_train::{CalibrationBin, calibration, entity_types, read_tagged, score_corpus};
+use serde::Serialize;
 
 use crate::{Result, TagOptions, Tagged, Tagger};
 
@@ -33,7 +38,149 @@ pub struct SpanEvaluation {
     pub report: Report,
 }
 
+/// A model scored on a gold file, as `nertrain eval` scores it.
+#[derive(Debug, Clone)]
+pub struct FileEvaluation {
+    /// What was scored: a CoNLL file's sentences, or span-annotated texts.
+    pub scored: Scored,
+    /// conlleval's counts (exact character spans for span-annotated texts).
+    pub report: Report,
+    /// For a CoNLL file with `confidence`: predicted entities binned by confidence.
+    pub calibration: Option<Vec<CalibrationBin>>,
+    /// What the caller should know about the gold data: tags the model never saw, IOBES tags
+    /// read by conlleval's rules, spans between the model's tokens.
+    pub warnings: Vec<String>,
+}
+
+/// The predictions of a [`FileEvaluation`], beside their gold tags.
+#[derive(Debug, Clone)]
+pub enum Scored {
+    /// A CoNLL file: its sentences and the tags predicted for each.
+    Conll {
+        /// The file as read.
+        gold: Corpus,
+        /// Each sentence's predicted tags, in the file's scheme.
+        predicted: Vec<Vec<String>>,
+    },
+    /// Span-annotated texts, tagged as text.
+    Spans(SpanEvaluation),
+}
+
+/// The numbers `nertrain eval --json` prints.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FileScores {
+    /// Overall and per-type scores.
+    #[serde(flatten)]
+    pub scores: Scores,
+    /// Predicted entities binned by confidence, when asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub calibration: Option<Vec<CalibrationBin>>,
+}
+
+impl FileEvaluation {
+    /// The numbers `nertrain eval --json` prints.
+    pub fn scores(&self) -> FileScores {
+        FileScores {
+            scores: self.report.scores(),
+            calibration: self.calibration.clone(),
+        }
+    }
+
+    /// `word gold predicted` lines, a blank line after each sentence or text.
+    pub fn columns(&self) -> String {
+        let mut text = String::new();
+        match &self.scored {
+            Scored::Conll { gold, predicted } => {
+                for (sentence, tags) in gold.sentences.iter().zip(predicted) {
+                    for ((word, gold), predicted) in
+                        sentence.words.iter().zip(&sentence.tags).zip(tags)
+                    {
+                        push_row(&mut text, [word, gold, predicted]);
+                    }
+                    text.push('\n');
+                }
+            }
+            Scored::Spans(evaluation) => {
+                for (tagged, gold) in evaluation.tagged.iter().zip(&evaluation.gold_tags) {
+                    for ((token, gold), predicted) in
+                        tagged.tokens.iter().zip(gold).zip(&tagged.tags)
+                    {
+                        push_row(&mut text, [&token.text, gold, predicted]);
+                    }
+                    text.push('\n');
+                }
+            }
+        }
+        text
+    }
+
+    /// Entity types confused with each other, with missed and spurious entities (CoNLL files).
+    pub fn confusion(&self) -> Option<Confusion> {
+        let Scored::Conll { gold, predicted } = &self.scored else {
+            return None;
+        };
+        let mut confusion = Confusion::default();
+        for (sentence, tags) in gold.sentences.iter().zip(predicted) {
+            confusion.add_sentence(&sentence.tags, tags);
+        }
+        Some(confusion)
+    }
+}
+
 impl Tagger {
+    /// Scores the model on a gold file: a CoNLL file read with the model's columns (its
+    /// `-DOCSTART-` blocks are the documents) by conlleval's rules, or span-annotated text
+    /// (`.jsonl`) tagged as text and scored as exact character spans.
+    pub fn evaluate_file(&self, path: &Path, options: TagOptions) -> Result<FileEvaluation> {
+        if is_annotated(path) {
+            let evaluation = self.evaluate_spans(&read_annotated(path)?, options)?;
+            let mut warnings = Vec::new();
+            if let Some(first) = evaluation.misaligned.first() {
+                let count = evaluation.misaligned.len();
+                warnings.push(format!(
+                    "{first} ({count} span{} in all fall between the model's tokens; scored as \
+                     missed)",
+                    if count == 1 { "" } else { "s" }
+                ));
+            }
+            return Ok(FileEvaluation {
+                report: evaluation.report.clone(),
+                calibration: None,
+                warnings,
+                scored: Scored::Spans(evaluation),
+            });
+        }
+        let gold = read_tagged(path, self.meta().columns)?;
+        let mut warnings: Vec<String> = gold.iobes_warning().into_iter().collect();
+        let known = entity_types(self.labels());
+        let gold_tags: Vec<String> = gold
+            .sentences
+            .iter()
+            .flat_map(|s| s.tags.iter().cloned())
+            .collect();
+        let unseen: Vec<String> = entity_types(&gold_tags)
+            .into_iter()
+            .filter(|label| !known.contains(label))
+            .collect();
+        if !unseen.is_empty() {
+            warnings.push(format!(
+                "{}: tags the model never saw in training (it cannot predict them): {}",
+                path.display(),
+                unseen.join(", ")
+            ));
+        }
+        let evaluation = self.evaluate(&gold, options)?;
+        Ok(FileEvaluation {
+            report: evaluation.report,
+            calibration: evaluation.calibration,
+            warnings,
+            scored: Scored::Conll {
+                gold,
+                predicted: evaluation.predicted,
+            },
+        })
+    }
+
     /// Predicts a tagged corpus's sentences (its `-DOCSTART-` blocks are the documents) and scores
     /// them with conlleval's rules.
     pub fn evaluate(&self, gold: &Corpus, options: TagOptions) -> Result<Evaluation> {
@@ -89,6 +236,12 @@ impl Tagger {
             report: counts.report(),
         })
     }
+}
+
+/// One `word gold predicted` line.
+fn push_row(text: &mut String, columns: [&str; 3]) {
+    text.push_str(&columns.join(" "));
+    text.push('\n');
 }
 
 /// Entity and token counts over texts.

@@ -62,7 +62,7 @@ use nertrain_train::{ModelDir, ModelMeta, Prediction, Predictor, RankedPath};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-pub use evaluate::{Evaluation, SpanEvaluation};
+pub use evaluate::{Evaluation, FileEvaluation, FileScores, Scored, SpanEvaluation};
 pub use nertrain_train::PredictOptions as TagOptions;
 pub use record::{Alternative, Entity, Record, TokenProbabilities, html_page};
 
