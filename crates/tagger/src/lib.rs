@@ -251,7 +251,9 @@ impl Tagger {
 
     /// Tags `texts`, reading each of `documents` (consecutive ranges of them) together; texts
     /// outside every range are documents alone. A tagger may be shared by threads: their calls
-    /// run one at a time, each on all of rayon's threads.
+    /// run one at a time, each on all of rayon's threads. Threads that share one should call it
+    /// from outside the pool, or take a lock of their own before `ThreadPool::install`: inside,
+    /// the lock is taken on a worker, which may run another queued call while it waits.
     pub fn tag_documents<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],

@@ -1,0 +1,141 @@
+"""nertrain: train, evaluate and run BiLSTM-CRF named-entity taggers (written in Rust).
+
+Every dict here is the JSON object the ``nertrain`` binary prints for the same call.
+Offsets count code points, as ``str`` slices: ``text[entity["start"]:entity["end"]]``.
+"""
+
+import os
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TypedDict, Union
+
+__version__: str
+
+StrPath = Union[str, "os.PathLike[str]"]
+
+class _EntityBase(TypedDict):
+    label: str
+    start: int
+    end: int
+    text: str
+
+class Entity(_EntityBase, total=False):
+    confidence: float
+    """p(this span has this label | text), from the CRF's marginals."""
+
+class TokenProbabilities(TypedDict):
+    text: str
+    start: int
+    end: int
+    tag: str
+    probs: Dict[str, float]
+
+class Alternative(TypedDict):
+    probability: float
+    entities: List[Entity]
+
+class _RecordBase(TypedDict):
+    text: str
+    entities: List[Entity]
+
+class Record(_RecordBase, total=False):
+    """One text tagged, as ``nertrain tag --format json`` prints it."""
+
+    tokens: List[TokenProbabilities]
+    """With ``probs=True``: every token with its tag probabilities."""
+    nbest: List[Alternative]
+    """With ``nbest > 1``: the best paths' entities and probabilities."""
+
+class ModelInfo(TypedDict):
+    """What a model is, as ``nertrain serve`` answers ``GET /model``."""
+
+    labels: List[str]
+    tags: List[str]
+    scheme: str
+    context: str
+    consistency: float
+    tokenizer: str
+    dev_f1: Optional[float]
+    test_f1: Optional[float]
+    trained_on_dev: bool
+    trained_by: str
+    nertrain_version: str
+
+class TypeScore(TypedDict):
+    precision: float
+    recall: float
+    f1: float
+    gold: int
+    found: int
+    correct: int
+
+CalibrationBin = TypedDict(
+    "CalibrationBin",
+    {"from": float, "to": float, "entities": int, "mean_confidence": float, "precision": float},
+)
+
+class _ScoresBase(TypedDict):
+    tokens: int
+    accuracy: float
+    overall: TypeScore
+    types: Dict[str, TypeScore]
+
+class Scores(_ScoresBase, total=False):
+    """What ``nertrain eval --json`` prints."""
+
+    calibration: List[CalibrationBin]
+
+class Tagger:
+    """A trained model loaded for tagging text.
+
+    Calls release the GIL and run one at a time on the tagger's own ``threads`` (by default
+    ``RAYON_NUM_THREADS``, or one per core); a tagger may be shared by Python threads.
+    """
+
+    def __init__(self, model_dir: StrPath, threads: Optional[int] = None) -> None:
+        """Loads a model directory written by ``nertrain fit``.
+
+        Raises FileNotFoundError when it is not there, ValueError when it is not a model.
+        """
+
+    def tag(self, texts: Sequence[str], probs: bool = False, nbest: int = 1) -> List[Record]:
+        """Tags each text (one document, for a model that reads documents): one record a text.
+
+        ``probs`` adds every token's tag probabilities; ``nbest`` (1 to 100) the best paths.
+        """
+
+    @property
+    def labels(self) -> List[str]:
+        """The entity types the model finds."""
+
+    @property
+    def info(self) -> ModelInfo:
+        """What the model is, with the scores its run recorded."""
+
+def evaluate(model_dir: StrPath, path: StrPath, *, threads: Optional[int] = None) -> Scores:
+    """Scores a model on a gold file: a CoNLL file, or span-annotated text (``.jsonl``).
+
+    The numbers ``nertrain eval --json`` prints; warnings about the gold data are issued as
+    ``UserWarning``.
+    """
+
+Event = Dict[str, Any]
+"""A training event: ``event`` names it (``info``, ``warning``, ``epoch_started``, ``batch``,
+``epoch_trained``, ``epoch_ended`` with ``metrics``, ``interrupted``, ``early_stop``,
+``finished``, ``consistency_chosen``, ``training_with_dev``, ``test_scored``); the other keys
+are its fields."""
+
+def fit(
+    config: StrPath,
+    overrides: Optional[Mapping[str, Union[bool, int, float, str, Sequence[Any]]]] = None,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+    progress: Optional[Callable[[Event], object]] = None,
+    threads: Optional[int] = None,
+) -> Path:
+    """Trains a model as the experiment file describes (``nertrain fit``); returns its run directory.
+
+    ``overrides`` maps ``"section.key"`` to a value, as ``--set``. ``progress`` is called with
+    each event. Ctrl-C, or an exception raised by ``progress``, stops training after the current
+    batch with a checkpoint saved (``resume=True`` continues it), and is raised.
+    """

@@ -1,0 +1,375 @@
+//! nertrain from Python: the `nertrain` extension module, built by maturin into an abi3 wheel.
+//!
+//! A thin edge over the libraries, as the `nertrain` binary is:
+//!
+//! - [`Tagger`] wraps `nertrain_tagger::Tagger`: `tag` returns the objects `nertrain tag --format
+//!   json` prints, `info` what `nertrain serve` answers at `GET /model`.
+//! - [`evaluate`] is `nertrain eval --json` (`nertrain_tagger::Tagger::evaluate_file`).
+//! - [`fit`] is `nertrain fit`; its events go to an optional Python callable as dicts.
+//!
+//! Records cross into Python through their serde form ([`pythonize`]), so a dict here is the JSON
+//! object the CLI prints. Work runs with the GIL released, on a rayon pool of the caller's size;
+//! errors become `FileNotFoundError`, `OSError`, `ValueError` or `RuntimeError` with nertrain's
+//! message.
+
+use std::ffi::CString;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use nertrain_tagger::{Layout, TagOptions};
+use nertrain_train::{ConfigError, ConfigOrigin, Error, Experiment, FitEvent, FitOptions};
+use pyo3::exceptions::{
+    PyFileNotFoundError, PyOSError, PyRuntimeError, PyUserWarning, PyValueError,
+};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+use pythonize::pythonize;
+
+/// The most n-best paths a call may ask for, as `nertrain tag --nbest`.
+const MAX_NBEST: usize = 100;
+
+/// A trained model loaded for tagging text. Its calls release the GIL and run one at a time, on
+/// the tagger's own threads; one tagger may be shared by Python threads.
+#[pyclass(frozen, module = "nertrain")]
+struct Tagger {
+    inner: nertrain_tagger::Tagger,
+    pool: rayon::ThreadPool,
+    /// Held from before a call enters the pool. `inner` runs its calls one at a time too, but
+    /// inside the pool its lock is taken on a worker thread, and a worker that waits for stolen
+    /// work runs other queued calls meanwhile: one of them then waits on the lock its own thread
+    /// holds, and every caller hangs.
+    one_call: Mutex<()>,
+    dir: PathBuf,
+}
+
+#[pymethods]
+impl Tagger {
+    #[new]
+    #[pyo3(signature = (model_dir, threads = None))]
+    fn new(py: Python<'_>, model_dir: PathBuf, threads: Option<usize>) -> PyResult<Self> {
+        let pool = thread_pool(threads)?;
+        let inner = py
+            .detach(|| pool.install(|| nertrain_tagger::Tagger::load(&model_dir, &device()?)))
+            .map_err(python_error)?;
+        Ok(Self {
+            inner,
+            pool,
+            one_call: Mutex::new(()),
+            dir: model_dir,
+        })
+    }
+
+    /// Tags each text (a document, for a model that reads documents) and returns one dict per
+    /// text, as `nertrain tag --format json` prints it.
+    #[pyo3(signature = (texts, probs = false, nbest = 1))]
+    fn tag<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<String>,
+        probs: bool,
+        nbest: usize,
+    ) -> PyResult<Bound<'py, PyList>> {
+        if !(1..=MAX_NBEST).contains(&nbest) {
+            return Err(PyValueError::new_err(format!(
+                "nbest: expected 1 to {MAX_NBEST}, found {nbest}"
+            )));
+        }
+        let options = TagOptions {
+            marginals: probs,
+            nbest,
+            ..self.inner.options()
+        };
+        let records = py
+            .detach(|| {
+                let _one_call = self.one_call.lock().unwrap_or_else(|e| e.into_inner());
+                self.pool.install(|| {
+                    let tagged = self.inner.tag(&texts, Layout::Texts, options)?;
+                    let labels = self.inner.labels();
+                    Ok::<_, Error>(
+                        tagged
+                            .into_iter()
+                            .map(|t| t.into_record(labels))
+                            .collect::<Vec<_>>(),
+                    )
+                })
+            })
+            .map_err(python_error)?;
+        let list = PyList::empty(py);
+        for record in &records {
+            list.append(to_python(py, record)?)?;
+        }
+        Ok(list)
+    }
+
+    /// The entity types the model finds.
+    #[getter]
+    fn labels(&self) -> Vec<String> {
+        nertrain_train::entity_types(self.inner.labels())
+    }
+
+    /// What the model is, as `nertrain serve` answers `GET /model`.
+    #[getter]
+    fn info<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        to_python(py, &self.inner.info())
+    }
+
+    fn __repr__(&self) -> String {
+        format!("nertrain.Tagger({:?})", self.dir.display().to_string())
+    }
+}
+
+/// Scores a model on a gold file (CoNLL, or span-annotated `.jsonl`): the numbers
+/// `nertrain eval --json` prints. Warnings about the gold data go to Python's `warnings`.
+#[pyfunction]
+#[pyo3(signature = (model_dir, path, *, threads = None))]
+fn evaluate<'py>(
+    py: Python<'py>,
+    model_dir: PathBuf,
+    path: PathBuf,
+    threads: Option<usize>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let pool = thread_pool(threads)?;
+    let evaluation = py
+        .detach(|| {
+            pool.install(|| {
+                let tagger = nertrain_tagger::Tagger::load(&model_dir, &device()?)?;
+                let defaults = tagger.options();
+                // As `eval --json`: with the calibration table.
+                let options = TagOptions {
+                    constrained: defaults.constrained,
+                    consistency: defaults.consistency,
+                    confidence: true,
+                    ..TagOptions::default()
+                };
+                tagger.evaluate_file(&path, options)
+            })
+        })
+        .map_err(python_error)?;
+    for warning in &evaluation.warnings {
+        warn(py, warning)?;
+    }
+    to_python(py, &evaluation.scores())
+}
+
+/// Trains a model as the experiment file describes (`nertrain fit`) and returns its run
+/// directory. `overrides` maps `section.key` to a value, as `--set`; `progress`, when given, is
+/// called with a dict for each event. Ctrl-C, or an exception raised by `progress`, stops
+/// training after the current batch with a checkpoint saved (`resume=True` continues it), and is
+/// raised.
+#[pyfunction]
+#[pyo3(signature = (config, overrides = None, *, resume = false, overwrite = false, progress = None, threads = None))]
+fn fit(
+    py: Python<'_>,
+    config: PathBuf,
+    overrides: Option<Bound<'_, PyDict>>,
+    resume: bool,
+    overwrite: bool,
+    progress: Option<Py<PyAny>>,
+    threads: Option<usize>,
+) -> PyResult<PathBuf> {
+    let overrides = match overrides {
+        Some(dict) => override_items(&dict)?,
+        None => Vec::new(),
+    };
+    let experiment = Experiment::load(&config, &overrides).map_err(|e| python_error(e.into()))?;
+    let device = experiment.train.backend.device().map_err(python_error)?;
+    let pool = thread_pool(threads)?;
+    let interrupt = Arc::new(AtomicBool::new(false));
+    let mut raised: Option<PyErr> = None;
+    let options = FitOptions {
+        resume,
+        overwrite,
+        interrupt: Some(interrupt.clone()),
+    };
+    let outcome = py.detach(|| {
+        pool.install(|| {
+            nertrain_train::fit(&experiment, options, &device, &mut |event| {
+                if raised.is_some() {
+                    return;
+                }
+                let delivered = Python::attach(|py| {
+                    py.check_signals()?;
+                    match &progress {
+                        Some(callback) => callback.call1(py, (event_dict(py, &event)?,)).map(drop),
+                        None => Ok(()),
+                    }
+                });
+                if let Err(error) = delivered {
+                    raised = Some(error);
+                    interrupt.store(true, Ordering::SeqCst);
+                }
+            })
+        })
+    });
+    if let Some(error) = raised {
+        return Err(error);
+    }
+    outcome.map_err(python_error)?;
+    Ok(experiment.train.output.clone())
+}
+
+/// `section.key=value` items from a dict, each value written as TOML.
+fn override_items(dict: &Bound<'_, PyDict>) -> PyResult<Vec<String>> {
+    dict.iter()
+        .map(|(key, value)| {
+            let key: String = key.extract()?;
+            let value: toml::Value = pythonize::depythonize(&value).map_err(|e| {
+                PyValueError::new_err(format!("overrides[{key:?}]: not a TOML value: {e}"))
+            })?;
+            Ok(format!("{key}={value}"))
+        })
+        .collect()
+}
+
+/// A fit event as a dict: `event` names it, the rest are its fields.
+fn event_dict<'py>(py: Python<'py>, event: &FitEvent) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    let name = match event {
+        FitEvent::Info(message) => {
+            dict.set_item("message", message)?;
+            "info"
+        }
+        FitEvent::Warning(message) => {
+            dict.set_item("message", message)?;
+            "warning"
+        }
+        FitEvent::EpochStarted {
+            epoch,
+            epochs,
+            sentences,
+            done,
+            loss_sum,
+        } => {
+            dict.set_item("epoch", epoch)?;
+            dict.set_item("epochs", epochs)?;
+            dict.set_item("sentences", sentences)?;
+            dict.set_item("done", done)?;
+            dict.set_item("loss_sum", loss_sum)?;
+            "epoch_started"
+        }
+        FitEvent::Batch { sentences, loss } => {
+            dict.set_item("sentences", sentences)?;
+            dict.set_item("loss", loss)?;
+            "batch"
+        }
+        FitEvent::EpochTrained => "epoch_trained",
+        FitEvent::EpochEnded(metrics) => {
+            dict.set_item("metrics", to_python(py, metrics)?)?;
+            "epoch_ended"
+        }
+        FitEvent::Interrupted { epoch, batch } => {
+            dict.set_item("epoch", epoch)?;
+            dict.set_item("batch", batch)?;
+            "interrupted"
+        }
+        FitEvent::EarlyStop { patience } => {
+            dict.set_item("patience", patience)?;
+            "early_stop"
+        }
+        FitEvent::Finished {
+            best_epoch,
+            best_dev_f1,
+            weights,
+        } => {
+            dict.set_item("best_epoch", best_epoch)?;
+            dict.set_item("best_dev_f1", best_dev_f1)?;
+            dict.set_item("weights", weights)?;
+            "finished"
+        }
+        FitEvent::ConsistencyChosen {
+            scores,
+            weight,
+            dev_f1,
+        } => {
+            dict.set_item("scores", scores)?;
+            dict.set_item("weight", weight)?;
+            dict.set_item("dev_f1", dev_f1)?;
+            "consistency_chosen"
+        }
+        FitEvent::TrainingWithDev { epochs, output } => {
+            dict.set_item("epochs", epochs)?;
+            dict.set_item("output", output)?;
+            "training_with_dev"
+        }
+        FitEvent::TestScored { path, report } => {
+            dict.set_item("path", path)?;
+            dict.set_item("scores", to_python(py, &report.scores())?)?;
+            "test_scored"
+        }
+    };
+    dict.set_item("event", name)?;
+    Ok(dict)
+}
+
+/// A rayon pool of `threads` (by default, `RAYON_NUM_THREADS` or one per core).
+fn thread_pool(threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
+    if threads == Some(0) {
+        return Err(PyValueError::new_err(
+            "threads: expected at least 1, found 0",
+        ));
+    }
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads.unwrap_or(0))
+        // As the binary's: the model's recursion is deep for the default 2 MiB.
+        .stack_size(8 << 20)
+        .build()
+        .map_err(|e| PyRuntimeError::new_err(format!("cannot start the worker threads: {e}")))
+}
+
+/// The CPU device every call runs on.
+fn device() -> Result<burn::tensor::Device, Error> {
+    nertrain_train::Backend::default().device()
+}
+
+fn to_python<'py, T: serde::Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
+    pythonize(py, value).map_err(|e| PyRuntimeError::new_err(e.to_string()))
+}
+
+fn warn(py: Python<'_>, message: &str) -> PyResult<()> {
+    let message = CString::new(message.replace('\0', " "))
+        .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
+    PyErr::warn(py, &py.get_type::<PyUserWarning>(), &message, 1)
+}
+
+/// nertrain's error as the Python exception that fits it, with nertrain's message: a file that
+/// is not there is `FileNotFoundError`, other I/O `OSError`, bad input or settings `ValueError`,
+/// a failed run `RuntimeError`.
+fn python_error(error: Error) -> PyErr {
+    let message = error.to_string();
+    let missing = |path: &Path| !path.exists();
+    let not_found = match &error {
+        Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        Error::Data(e) => missing(&e.path),
+        Error::Config(ConfigError {
+            origin: ConfigOrigin::File {
+                path: Some(path), ..
+            },
+            ..
+        }) => missing(path),
+        Error::Refused { path, .. } | Error::Model { path, .. } => missing(path),
+        _ => false,
+    };
+    if not_found {
+        return PyFileNotFoundError::new_err(message);
+    }
+    match error {
+        Error::Io { .. } => PyOSError::new_err(message),
+        Error::Data(_) | Error::Config(_) | Error::Refused { .. } | Error::Model { .. } => {
+            PyValueError::new_err(message)
+        }
+        Error::Diverged { .. } | Error::Crf(_) | Error::Json(_) | Error::Backend(_) => {
+            PyRuntimeError::new_err(message)
+        }
+    }
+}
+
+/// The `nertrain` module.
+#[pymodule]
+fn nertrain(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    module.add_class::<Tagger>()?;
+    module.add_function(wrap_pyfunction!(evaluate, module)?)?;
+    module.add_function(wrap_pyfunction!(fit, module)?)?;
+    Ok(())
+}

@@ -1,0 +1,229 @@
+"""The `nertrain` module against the `nertrain` binary, run on the installed wheel.
+
+NERTRAIN_BIN names the binary (by default target/release/nertrain under CARGO_TARGET_DIR or the
+workspace). The sample model is trained once, through the module.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import nertrain
+
+ROOT = Path(__file__).resolve().parents[3]
+SAMPLE = ROOT / "data" / "sample"
+TEXTS = [
+    json.loads(line)["text"]
+    for line in (SAMPLE / "rawtext.jsonl").read_text(encoding="utf-8").splitlines()
+][:40] + ["", "Anna Schmidt (Siemens) flew to Lisbon on Monday.", "Zoë  met  Łukasz in Kraków 🙂."]
+
+
+def binary() -> str:
+    if "NERTRAIN_BIN" in os.environ:
+        return os.environ["NERTRAIN_BIN"]
+    target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+    return str(target / "release" / "nertrain")
+
+
+def cli(*args: str) -> str:
+    done = subprocess.run(
+        [binary(), *args], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+@pytest.fixture(scope="session")
+def events(tmp_path_factory):
+    """The sample model, trained through the module: its run directory and every event."""
+    seen = []
+    run = nertrain.fit(
+        ROOT / "configs" / "sample.toml",
+        {"train.output": str(tmp_path_factory.mktemp("fit") / "run"), "train.epochs": 3},
+        progress=seen.append,
+    )
+    return run, seen
+
+
+@pytest.fixture(scope="session")
+def model(events):
+    return events[0]
+
+
+@pytest.fixture(scope="session")
+def tagger(model):
+    return nertrain.Tagger(model)
+
+
+def test_fit_reports_its_events_and_returns_the_run(events):
+    run, seen = events
+    assert (run / "model.json").is_file()
+    names = [event["event"] for event in seen]
+    assert names.count("epoch_started") == 3
+    assert names.count("epoch_ended") == 3
+    assert "batch" in names and "info" in names
+    finished = [e for e in seen if e["event"] == "finished"]
+    assert len(finished) == 1
+    ended = [e["metrics"] for e in seen if e["event"] == "epoch_ended"]
+    assert [m["epoch"] for m in ended] == [1, 2, 3]
+    assert finished[0]["best_dev_f1"] == max(m["dev_f1"] for m in ended)
+    # The module prints nothing: events are the caller's to show.
+
+
+def test_tag_equals_the_cli_json(tagger, model):
+    for options, kwargs in [([], {}), (["--probs", "--nbest", "3"], {"probs": True, "nbest": 3})]:
+        printed = cli("tag", "--model", str(model), "--format", "json", *options, "--", *TEXTS)
+        expected = [json.loads(line) for line in printed.splitlines()]
+        assert tagger.tag(TEXTS, **kwargs) == expected
+
+
+def test_entity_offsets_slice_the_python_string(tagger):
+    for text, record in zip(TEXTS, tagger.tag(TEXTS)):
+        assert record["text"] == text
+        for entity in record["entities"]:
+            assert text[entity["start"] : entity["end"]] == entity["text"]
+            assert entity["label"] in tagger.labels
+
+
+def test_evaluate_equals_eval_json(model):
+    for data in [SAMPLE / "test.txt", SAMPLE / "rawtext.jsonl"]:
+        printed = cli("eval", "--model", str(model), "--data", str(data), "--json")
+        assert nertrain.evaluate(model, data) == json.loads(printed)
+
+
+def test_info_equals_the_servers_model_answer(tagger, model):
+    server = subprocess.Popen(
+        [binary(), "serve", "--model", str(model), "--addr", "127.0.0.1:0"],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        address = re.search(r"http://(\S+)", server.stderr.readline()).group(1)
+        with urllib.request.urlopen(f"http://{address}/model", timeout=30) as answer:
+            assert tagger.info == json.load(answer)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert tagger.labels == tagger.info["labels"]
+
+
+def test_threads_share_one_tagger(tagger):
+    expected = [tagger.tag([text]) for text in TEXTS]
+    results = {}
+
+    def work(worker):
+        for round in range(3):
+            for i, text in enumerate(TEXTS):
+                if (i + worker + round) % 4 == 0:
+                    results[(worker, round, i)] = tagger.tag([text])
+
+    # Daemons with a deadline: a deadlock fails the test instead of hanging the run.
+    threads = [threading.Thread(target=work, args=(w,), daemon=True) for w in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+        assert not thread.is_alive(), "threads sharing a tagger hang"
+    calls = [(w, r, i) for w in range(8) for r in range(3) for i in range(len(TEXTS))]
+    assert len(results) == sum(1 for w, r, i in calls if (i + w + r) % 4 == 0)
+    for (_, _, i), got in results.items():
+        assert got == expected[i]
+
+
+def test_the_gil_is_released_while_tagging(tagger):
+    # Another Python thread keeps running while a long call tags.
+    ticks = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(1)
+            stop.wait(0.001)
+
+    ticker = threading.Thread(target=tick)
+    ticker.start()
+    before = len(ticks)
+    tagger.tag(TEXTS * 20)
+    during = len(ticks) - before
+    stop.set()
+    ticker.join()
+    assert during > 5
+
+
+def test_a_tagger_with_its_own_threads_tags_the_same(tagger, model):
+    assert nertrain.Tagger(model, threads=1).tag(TEXTS) == tagger.tag(TEXTS)
+
+
+def test_missing_files_are_file_not_found(tmp_path, model):
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        nertrain.Tagger(tmp_path / "nowhere")
+    with pytest.raises(FileNotFoundError, match="nowhere.txt"):
+        nertrain.evaluate(model, tmp_path / "nowhere.txt")
+    with pytest.raises(FileNotFoundError, match="nowhere.toml"):
+        nertrain.fit(tmp_path / "nowhere.toml")
+
+
+def test_bad_input_is_a_value_error_naming_file_and_line(tmp_path, model):
+    with pytest.raises(ValueError, match="model"):
+        nertrain.Tagger(tmp_path)
+    bad = tmp_path / "bad.txt"
+    bad.write_text("Peter B-PER\nlives\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad\.txt:2"):
+        nertrain.evaluate(model, bad)
+    with pytest.raises(ValueError, match="model.hiden"):
+        nertrain.fit(ROOT / "configs" / "sample.toml", {"model.hiden": 10})
+    with pytest.raises(ValueError, match="nbest"):
+        nertrain.Tagger(model).tag(["x"], nbest=0)
+    with pytest.raises(ValueError, match="threads"):
+        nertrain.Tagger(model, threads=0)
+    with pytest.raises(TypeError):
+        nertrain.Tagger(model).tag("a string, not a list of them")
+
+
+def test_a_failing_callback_stops_training_resumably(tmp_path):
+    class Stop(Exception):
+        pass
+
+    def stop_in_epoch_two(event):
+        if event["event"] == "batch" and epochs[-1] == 2:
+            raise Stop("enough")
+        if event["event"] == "epoch_started":
+            epochs.append(event["epoch"])
+
+    epochs = [0]
+    settings = {"train.output": str(tmp_path / "run"), "train.epochs": 3}
+    with pytest.raises(Stop, match="enough"):
+        nertrain.fit(ROOT / "configs" / "sample.toml", settings, progress=stop_in_epoch_two)
+    seen = []
+    run = nertrain.fit(ROOT / "configs" / "sample.toml", settings, resume=True, progress=seen.append)
+    assert [e["epoch"] for e in seen if e["event"] == "epoch_started"] == [2, 3]
+    assert (run / "model.json").is_file()
+
+
+def test_evaluate_warns_about_the_gold_data(tmp_path, model):
+    gold = tmp_path / "gold.txt"
+    gold.write_text("Peter B-PER\nin O\nRome B-CITY\n\n", encoding="utf-8")
+    with pytest.warns(UserWarning, match="CITY"):
+        nertrain.evaluate(model, gold)
+
+
+def test_the_docs_example_runs_as_written(tmp_path):
+    page = (ROOT / "docs" / "python.md").read_text(encoding="utf-8")
+    example = re.search(r"```python\n(.*?)```", page, re.S).group(1)
+    for name in ["configs", "data"]:
+        (tmp_path / name).symlink_to(ROOT / name)
+    done = subprocess.run(
+        [sys.executable, "-c", example], cwd=tmp_path, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stderr
+    assert "LOC Berlin 23 29" in done.stdout
+    shutil.rmtree(tmp_path / "runs")
