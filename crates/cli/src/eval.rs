@@ -44,18 +44,24 @@ pub struct EvalArgs {
     /// How strongly a word's other mentions in its document pull its prediction (a
     /// document-level model's own weight, chosen on dev, by default; 0 decodes each sentence on
     /// its own). Documents are the file's `-DOCSTART-` blocks.
-    #[arg(long, value_name = "WEIGHT", value_parser = non_negative, conflicts_with = "predicted")]
+    #[arg(long, value_name = "WEIGHT", value_parser = consistency_weight, conflicts_with = "predicted")]
     consistency: Option<f64>,
     /// Sentences per batch when the model tags (fewer when they are long: a batch holds at
     /// most 8,192 tokens).
-    #[arg(long, default_value_t = 100, value_parser = crate::at_least_one())]
+    #[arg(long, default_value_t = 100, value_parser = crate::count(1, crate::MAX_BATCH))]
     batch_size: usize,
 }
 
-pub fn non_negative(value: &str) -> std::result::Result<f64, String> {
+/// The most a document consistency weight may be: far past any weight that helps (those tried
+/// on dev end at 32), and short of where the decoder's scores stop being finite.
+const MAX_CONSISTENCY: f64 = 1000.0;
+
+pub fn consistency_weight(value: &str) -> std::result::Result<f64, String> {
     match value.parse::<f64>() {
-        Ok(v) if v >= 0.0 && v.is_finite() => Ok(v),
-        _ => Err(format!("expected a number of at least 0, found {value:?}")),
+        Ok(v) if (0.0..=MAX_CONSISTENCY).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "expected a number from 0 to {MAX_CONSISTENCY}, found {value:?}"
+        )),
     }
 }
 
@@ -65,6 +71,7 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
         (Some(model), Some(data), None) => {
             let tagger = Tagger::load(model, device)?;
             let defaults = tagger.options();
+            crate::check_consistency(args.consistency, &tagger)?;
             let options = TagOptions {
                 constrained: defaults.constrained && !args.unconstrained,
                 confidence: args.calibration || args.json,
@@ -80,7 +87,7 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
         eprintln!("warning: {warning}");
     }
     if let Some(path) = &args.output {
-        nertrain_train::write_atomic(path, evaluation.columns().as_bytes())?;
+        nertrain_train::write_output(path, evaluation.columns().as_bytes())?;
     }
     let mut out = std::io::stdout().lock();
     if args.json {

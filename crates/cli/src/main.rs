@@ -52,7 +52,7 @@ use std::process::ExitCode;
 
 use std::io::Write;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 use clap::{Parser, Subcommand};
 use nertrain_data::{ColumnSpec, TagScheme, convert_tag_column};
@@ -120,16 +120,16 @@ enum Command {
         #[arg(long)]
         dev: PathBuf,
         /// Sentences per training step.
-        #[arg(long, default_value_t = 32, value_parser = at_least_one())]
+        #[arg(long, default_value_t = 32, value_parser = count(1, MAX_BATCH))]
         batch_size: usize,
         /// Training steps measured.
-        #[arg(long, default_value_t = 200, value_parser = at_least_one())]
+        #[arg(long, default_value_t = 200, value_parser = count(1, 1_000_000))]
         steps: usize,
         /// Training steps run first and not measured.
-        #[arg(long, default_value_t = 10)]
+        #[arg(long, default_value_t = 10, value_parser = count(0, 1_000_000))]
         warmup: usize,
         /// Sentences per tagging batch.
-        #[arg(long, default_value_t = 100, value_parser = at_least_one())]
+        #[arg(long, default_value_t = 100, value_parser = count(1, MAX_BATCH))]
         eval_batch_size: usize,
     },
     /// Rewrite the tag column of a CoNLL file in another tag scheme; other columns stay as they are.
@@ -156,10 +156,28 @@ enum Command {
 /// Any failure of a command: the library's typed errors, and the CLI's own (output, usage).
 pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
 
-/// Counts and sizes on the command line start at one.
-pub fn at_least_one() -> clap::builder::RangedU64ValueParser<usize> {
-    clap::builder::RangedU64ValueParser::<usize>::new().range(1..)
+/// A count or size on the command line: from `min` to `max`, so that no number asks for more
+/// than a machine has (or overflows).
+pub fn count(min: u64, max: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(min..=max)
 }
+
+/// `--consistency` weighs a word's other mentions in its document: a model that reads
+/// sentences alone has none to weigh, so asking for it is a mistake rather than a no-op.
+pub fn check_consistency(weight: Option<f64>, tagger: &nertrain_tagger::Tagger) -> Result<()> {
+    if weight.is_some() && !tagger.reads_documents() {
+        return Err(UsageError(
+            "--consistency: this model reads each sentence alone (data.context = \"sentence\"); \
+             the weight applies to models that read documents"
+                .into(),
+        )
+        .into());
+    }
+    Ok(())
+}
+
+/// The most sentences a batch may hold.
+pub const MAX_BATCH: u64 = 100_000;
 
 /// A mistake on the command line found after parsing it: exit code 2, as clap's own.
 #[derive(Debug)]
@@ -190,17 +208,8 @@ fn run(cli: Cli) -> Result<()> {
             let device = experiment.train.backend.device()?;
             eprintln!("{}", experiment.to_toml());
             let interrupt = Arc::new(AtomicBool::new(false));
-            let flag = interrupt.clone();
-            ctrlc::set_handler(move || {
-                if flag.swap(true, Ordering::SeqCst) {
-                    // A second Ctrl-C: the user does not want to wait for the save.
-                    std::process::exit(130);
-                }
-                eprintln!(
-                    "\ninterrupt: finishing the current batch and saving (Ctrl-C again to quit now)"
-                );
-            })?;
-            let mut reporter = progress::FitReporter::default();
+            let stopped_by = stop_on_signals(interrupt.clone())?;
+            let mut reporter = progress::FitReporter::new(interrupt.clone());
             let outcome = nertrain_train::fit(
                 &experiment,
                 FitOptions {
@@ -216,8 +225,20 @@ fn run(cli: Cli) -> Result<()> {
                     reporter.show(event)
                 },
             )?;
+            if let Some(error) = reporter.stdout_error {
+                // A closed pipe (`fit | head`) ends quietly, as it does `tag`; the run is saved.
+                if error.kind() == std::io::ErrorKind::BrokenPipe {
+                    return Ok(());
+                }
+                return Err(format!(
+                    "cannot write to stdout: {error}; the run stopped and was saved (continue it \
+                     with --resume)"
+                )
+                .into());
+            }
             if outcome.interrupted {
-                std::process::exit(130);
+                // 128 + the signal, as a shell reports a process the signal ended.
+                std::process::exit(128 + stopped_by.load(Ordering::SeqCst));
             }
             Ok(())
         }
@@ -244,7 +265,7 @@ fn run(cli: Cli) -> Result<()> {
                 seed: 1,
             };
             let result = nertrain_train::bench(&options, &device()?)?;
-            println!("{}", serde_json::to_string(&result)?);
+            writeln!(std::io::stdout(), "{}", serde_json::to_string(&result)?)?;
             Ok(())
         }
         Command::Convert {
@@ -257,7 +278,7 @@ fn run(cli: Cli) -> Result<()> {
             if nertrain_data::is_annotated(&file) {
                 let converted = annotated_to_conll(&file, to)?;
                 return match output {
-                    Some(path) => Ok(nertrain_train::write_atomic(&path, converted.as_bytes())?),
+                    Some(path) => Ok(nertrain_train::write_output(&path, converted.as_bytes())?),
                     None => Ok(std::io::stdout().lock().write_all(converted.as_bytes())?),
                 };
             }
@@ -277,12 +298,41 @@ fn run(cli: Cli) -> Result<()> {
             }
             let converted = convert_tag_column(&text, &file, columns, from, to)?;
             match output {
-                Some(path) => nertrain_train::write_atomic(&path, converted.as_bytes())?,
+                Some(path) => nertrain_train::write_output(&path, converted.as_bytes())?,
                 None => std::io::stdout().lock().write_all(converted.as_bytes())?,
             }
             Ok(())
         }
     }
+}
+
+/// On Ctrl-C (SIGINT) or SIGTERM (what `kill`, systemd, Docker and Slurm send), sets
+/// `interrupt`: training stops after the current batch and saves. A second signal ends the
+/// process at once. Returns where the signal's number is kept.
+fn stop_on_signals(interrupt: Arc<AtomicBool>) -> Result<Arc<AtomicI32>> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let received = Arc::new(AtomicI32::new(SIGINT));
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])
+        .map_err(|e| format!("cannot handle signals: {e}"))?;
+    let stopped_by = received.clone();
+    std::thread::spawn(move || {
+        for signal in signals.forever() {
+            if interrupt.swap(true, Ordering::SeqCst) {
+                // A second signal: the user does not want to wait for the save.
+                std::process::exit(128 + signal);
+            }
+            stopped_by.store(signal, Ordering::SeqCst);
+            eprintln!(
+                "\n{}: finishing the current batch and saving (again to quit now)",
+                if signal == SIGTERM {
+                    "terminated"
+                } else {
+                    "interrupt"
+                }
+            );
+        }
+    });
+    Ok(received)
 }
 
 /// Span-annotated text as a CoNLL file of `word tag` lines in `scheme`, cut by the treebank rules

@@ -1,22 +1,51 @@
 //! What `fit` shows of a training run: each epoch's progress (an indicatif bar on a terminal, a
 //! few plain lines otherwise) on stderr, and its results on stdout.
 
-use std::io::IsTerminal;
+use std::io::{IsTerminal, Write};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use nertrain_train::FitEvent;
 
-/// Renders a run's [`FitEvent`]s as they come.
-#[derive(Default)]
+/// Renders a run's [`FitEvent`]s as they come. When stdout cannot be written (a closed pipe, a
+/// full disk), it stops printing and asks the run to stop as Ctrl-C does, saving first.
 pub struct FitReporter {
     progress: Option<EpochProgress>,
+    interrupt: Arc<AtomicBool>,
+    /// The first failed write to stdout.
+    pub stdout_error: Option<std::io::Error>,
 }
 
 impl FitReporter {
+    pub fn new(interrupt: Arc<AtomicBool>) -> Self {
+        Self {
+            progress: None,
+            interrupt,
+            stdout_error: None,
+        }
+    }
+
+    /// A line of results on stdout, unless stdout has already failed.
+    fn line(&mut self, line: std::fmt::Arguments<'_>) {
+        if self.stdout_error.is_some() {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let written = out
+            .write_fmt(line)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush());
+        if let Err(error) = written {
+            self.stdout_error = Some(error);
+            self.interrupt.store(true, Ordering::SeqCst);
+        }
+    }
+
     pub fn show(&mut self, event: FitEvent) {
         match event {
-            FitEvent::Info(line) => println!("{line}"),
+            FitEvent::Info(line) => self.line(format_args!("{line}")),
             FitEvent::Warning(line) => eprintln!("warning: {line}"),
             FitEvent::EpochStarted {
                 epoch,
@@ -41,7 +70,7 @@ impl FitReporter {
                     progress.finish();
                 }
             }
-            FitEvent::EpochEnded(m) => println!(
+            FitEvent::EpochEnded(m) => self.line(format_args!(
                 "epoch {:>3}: loss {:.4}  dev P {:.2} R {:.2} F1 {:.2}{}{}  {:.0} sent/s  {:.1}s train, {:.1}s dev  lr {:.5}",
                 m.epoch,
                 m.loss,
@@ -56,21 +85,21 @@ impl FitReporter {
                 m.train_seconds,
                 m.eval_seconds,
                 m.lr
-            ),
-            FitEvent::Interrupted { epoch, batch } => println!(
+            )),
+            FitEvent::Interrupted { epoch, batch } => self.line(format_args!(
                 "interrupted: saved after batch {batch} of epoch {epoch}; continue with --resume"
-            ),
+            )),
             FitEvent::EarlyStop { patience } => {
-                println!("early stop: no better dev F1 in {patience} epochs")
+                self.line(format_args!("early stop: no better dev F1 in {patience} epochs"))
             }
             FitEvent::Finished {
                 best_epoch,
                 best_dev_f1,
                 weights,
-            } => println!(
+            } => self.line(format_args!(
                 "best dev F1 {best_dev_f1:.2} at epoch {best_epoch} → {}",
                 weights.display()
-            ),
+            )),
             FitEvent::ConsistencyChosen {
                 scores,
                 weight,
@@ -80,18 +109,22 @@ impl FitReporter {
                     .iter()
                     .map(|(w, f1)| format!("{w}: {f1:.2}"))
                     .collect();
-                println!(
+                self.line(format_args!(
                     "document consistency {weight} (dev F1 {dev_f1:.2}; by weight {})",
                     tried.join(", ")
-                )
+                ))
             }
-            FitEvent::TrainingWithDev { epochs, output } => println!(
+            FitEvent::TrainingWithDev { epochs, output } => self.line(format_args!(
                 "\ntraining on train and dev for {epochs} epochs into {} (its dev scores are not \
                  held out)",
                 output.display()
-            ),
+            )),
             FitEvent::TestScored { path, report } => {
-                println!("test {}: F1 {:.2}\n{report}", path.display(), report.f1())
+                self.line(format_args!(
+                    "test {}: F1 {:.2}\n{report}",
+                    path.display(),
+                    report.f1()
+                ))
             }
         }
     }

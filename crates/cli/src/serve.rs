@@ -22,16 +22,16 @@ pub struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
     /// Threads that tag (default: one per core, or RAYON_NUM_THREADS).
-    #[arg(long, value_parser = crate::at_least_one())]
+    #[arg(long, value_parser = crate::count(1, 1024))]
     threads: Option<usize>,
     /// Most texts waiting to be tagged, all requests together; past it, requests get 503.
-    #[arg(long, default_value_t = 10_000, value_parser = crate::at_least_one())]
+    #[arg(long, default_value_t = 10_000, value_parser = crate::count(1, 10_000_000))]
     max_queued: usize,
     /// Most texts in one request.
-    #[arg(long, default_value_t = 1_000, value_parser = crate::at_least_one())]
+    #[arg(long, default_value_t = 1_000, value_parser = crate::count(1, 1_000_000))]
     max_texts: usize,
     /// Largest request body, in bytes; past it, requests get 413.
-    #[arg(long, default_value_t = 1 << 20, value_parser = crate::at_least_one())]
+    #[arg(long, default_value_t = 1 << 20, value_parser = crate::count(1, 1 << 30))]
     max_body: usize,
     /// How long to wait for more requests to tag together, in milliseconds (by default none:
     /// the requests that come while a batch is tagged make the next).

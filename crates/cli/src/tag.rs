@@ -51,10 +51,10 @@ pub struct TagArgs {
     /// How strongly a word's other mentions in its document pull its prediction (a
     /// document-level model's own weight, chosen on dev, by default; 0 tags each sentence on its
     /// own).
-    #[arg(long, value_name = "WEIGHT", value_parser = crate::eval::non_negative)]
+    #[arg(long, value_name = "WEIGHT", value_parser = crate::eval::consistency_weight)]
     consistency: Option<f64>,
     /// Sentences per batch (fewer when they are long: a batch holds at most 8,192 tokens).
-    #[arg(long, default_value_t = 100, value_parser = crate::at_least_one())]
+    #[arg(long, default_value_t = 100, value_parser = crate::count(1, crate::MAX_BATCH))]
     batch_size: usize,
 }
 
@@ -76,6 +76,7 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
     }
     let tagger = Tagger::load(&args.model, device)?;
     let defaults = tagger.options();
+    crate::check_consistency(args.consistency, &tagger)?;
     let options = TagOptions {
         constrained: defaults.constrained && !args.unconstrained,
         confidence: matches!(args.format, Format::Json | Format::Html),

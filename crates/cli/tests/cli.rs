@@ -453,7 +453,7 @@ fn config_errors_name_the_key() {
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains(&format!(
-            "{}:{line}: model.hidden: expected at least 1",
+            "{}:{line}: model.hidden: expected 1 to 4096",
             config.display()
         )),
         "{}",

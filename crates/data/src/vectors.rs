@@ -106,11 +106,13 @@ pub fn parse_vectors(text: &str, path: &Path) -> Result<Vectors, DataError> {
         let word = fields[..fields.len() - d].join(" ");
         let mut values = Vec::with_capacity(d);
         for field in &fields[fields.len() - d..] {
-            let value: f32 = field.parse().map_err(|_| {
+            // `nan`, `inf` and numbers beyond f32 parse, but would make the first loss NaN.
+            let value = field.parse::<f32>().ok().filter(|v| v.is_finite());
+            let value = value.ok_or_else(|| {
                 DataError::at(
                     path,
                     index + 1,
-                    format!("expected a number, found {field:?}"),
+                    format!("expected a finite number, found {field:?}"),
                 )
             })?;
             values.push(value);
@@ -166,6 +168,17 @@ mod tests {
     }
 
     #[test]
+    fn values_that_are_not_finite_name_the_line() {
+        for bad in ["nan", "inf", "-inf", "1e39"] {
+            let err = parse(&format!("a 1 2\nb 1 {bad}\n")).unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                format!("v.txt:2: expected a finite number, found {bad:?}")
+            );
+        }
+    }
+
+    #[test]
     fn malformed_lines_name_the_line() {
         let err = parse("a 1 2\nb 1\n").unwrap_err();
         assert_eq!(
@@ -173,7 +186,10 @@ mod tests {
             "v.txt:2: expected a word and 2 values, found 2 fields"
         );
         let err = parse("a 1 2\nb 1 x\n").unwrap_err();
-        assert_eq!(err.to_string(), "v.txt:2: expected a number, found \"x\"");
+        assert_eq!(
+            err.to_string(),
+            "v.txt:2: expected a finite number, found \"x\""
+        );
         assert!(
             parse("\n\n")
                 .unwrap_err()

@@ -320,8 +320,9 @@ impl Experiment {
 
     /// Values that parse but make no sense are errors naming the key and the range expected.
     fn validate(&self) -> Result<(), (&'static str, String)> {
+        check_model(&self.model)?;
         let (d, m, t) = (&self.data, &self.model, &self.train);
-        let checks: [(bool, &str, &str); 23] = [
+        let checks: [(bool, &str, &str); 17] = [
             (d.document_tokens >= 1, "data.document_tokens", "at least 1"),
             (
                 m.mention_dim == 0 || d.context == Context::Document,
@@ -341,28 +342,6 @@ impl Experiment {
             ),
             (d.max_word_len >= 1, "data.max_word_len", "at least 1"),
             (d.lm_min_count >= 1, "data.lm_min_count", "at least 1"),
-            (m.word_dim >= 1, "model.word_dim", "at least 1"),
-            (m.hidden >= 1, "model.hidden", "at least 1"),
-            (
-                m.char_dim >= 1 && m.char_filters >= 1,
-                "model.char_dim and model.char_filters",
-                "at least 1",
-            ),
-            (
-                m.char_hidden >= 1 && m.char_lm_hidden >= 1,
-                "model.char_hidden and model.char_lm_hidden",
-                "at least 1",
-            ),
-            (
-                m.lm_weight >= 0.0 && m.lm_weight.is_finite(),
-                "model.lm_weight",
-                "zero or positive",
-            ),
-            (
-                (0.0..1.0).contains(&m.dropout),
-                "model.dropout",
-                "a probability in [0, 1)",
-            ),
             (t.epochs >= 1, "train.epochs", "at least 1"),
             (t.batch_size >= 1, "train.batch_size", "at least 1"),
             (
@@ -429,6 +408,51 @@ impl Experiment {
 
 /// Where an error about `key` (`section.key`, or `a and b`) comes from: the override that set it,
 /// or else the file, at the key's line when the file has it.
+/// The largest layer size accepted: past it a BiLSTM's weights and optimiser state alone take
+/// gigabytes, and a size with zeros too many would end the process on a failed allocation
+/// (after `--overwrite` had deleted the old run).
+pub const MAX_LAYER: usize = 4096;
+
+/// The model settings that make no sense, as `(key, "key: expected ...")`: checked for an
+/// experiment before anything is read or deleted, and for a model's `model.json` before anything
+/// is allocated.
+pub fn check_model(m: &TaggerConfig) -> Result<(), (&'static str, String)> {
+    let size = |v: usize| (1..=MAX_LAYER).contains(&v);
+    let checks: [(bool, &str, &str); 7] = [
+        (size(m.word_dim), "model.word_dim", "1 to 4096"),
+        (size(m.hidden), "model.hidden", "1 to 4096"),
+        (
+            size(m.char_dim) && size(m.char_filters),
+            "model.char_dim and model.char_filters",
+            "1 to 4096",
+        ),
+        (
+            size(m.char_hidden) && size(m.char_lm_hidden),
+            "model.char_hidden and model.char_lm_hidden",
+            "1 to 4096",
+        ),
+        (
+            m.casing_dim <= MAX_LAYER && m.mention_dim <= MAX_LAYER,
+            "model.casing_dim and model.mention_dim",
+            "0 to 4096",
+        ),
+        (
+            m.lm_weight >= 0.0 && m.lm_weight.is_finite(),
+            "model.lm_weight",
+            "zero or positive",
+        ),
+        (
+            (0.0..1.0).contains(&m.dropout),
+            "model.dropout",
+            "a probability in [0, 1)",
+        ),
+    ];
+    match checks.iter().find(|(ok, _, _)| !ok) {
+        Some((_, key, expected)) => Err((key, format!("{key}: expected {expected}"))),
+        None => Ok(()),
+    }
+}
+
 fn locate(text: &str, overrides: &[String], key: &str, message: String) -> ConfigError {
     let key = key.split_whitespace().next().unwrap_or_default();
     let related = |a: &str, b: &str| a == b || a.starts_with(&format!("{b}."));

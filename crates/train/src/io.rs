@@ -16,16 +16,75 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     write_synced(&partial, bytes)
         .and_then(|()| std::fs::rename(&partial, path))
         .map_err(|e| {
-            let _ = std::fs::remove_file(&partial);
+            let _ = remove_stale(&partial);
             Error::io(path, "write", e)
         })
 }
 
+/// Writes a file the user named (`--output`) as `cp` would: through a symbolic link to where it
+/// points, straight into a device or pipe, and otherwise atomically ([`write_atomic`]).
+pub fn write_output(path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut target = path.to_path_buf();
+    // A chain of links ends at a file, something else, or nothing (a dangling link).
+    for _ in 0..40 {
+        match std::fs::symlink_metadata(&target) {
+            Ok(meta) if meta.file_type().is_symlink() => {
+                let link =
+                    std::fs::read_link(&target).map_err(|e| Error::io(&target, "read", e))?;
+                target = target.parent().unwrap_or(Path::new("")).join(link);
+            }
+            Ok(meta) if meta.is_dir() => {
+                return Err(Error::io(
+                    path,
+                    "write",
+                    std::io::Error::other("it is a directory"),
+                ));
+            }
+            Ok(meta) if !meta.is_file() => {
+                use std::io::Write;
+                let mut file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&target)
+                    .map_err(|e| Error::io(path, "write", e))?;
+                return file
+                    .write_all(bytes)
+                    .map_err(|e| Error::io(path, "write", e));
+            }
+            _ => return write_atomic(&target, bytes),
+        }
+    }
+    Err(Error::io(
+        path,
+        "write",
+        std::io::Error::other("too many levels of symbolic links"),
+    ))
+}
+
+/// Creates `path` afresh (never through a link planted there: a stale file or link is removed
+/// first, and the new file is created exclusively), writes `bytes` and syncs them.
 pub fn write_synced(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let mut file = std::fs::File::create(path)?;
+    remove_stale(path)?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)?;
     file.write_all(bytes)?;
     file.sync_all()
+}
+
+/// Removes a temporary file left by an earlier write, or a link in its place; anything else
+/// there is not nertrain's and is an error.
+fn remove_stale(path: &Path) -> std::io::Result<()> {
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(meta) if meta.is_file() || meta.file_type().is_symlink() => std::fs::remove_file(path),
+        Ok(_) => Err(std::io::Error::other(format!(
+            "{} is in the way of the temporary file and is not nertrain's",
+            path.display()
+        ))),
+    }
 }
 
 /// `name.suffix` beside `name`.
@@ -67,21 +126,36 @@ pub fn save_module<M: Module>(module: &M, path: &Path) -> Result<()> {
 
 /// Loads weights into a module of the right architecture; a damaged file, or one for another
 /// shape, is an error that says which.
+///
+/// The file is read whole, from one open, before any of it is used: read by path, tensor by
+/// tensor, a model replaced while it loads (as `fit` replaces the best one each better epoch)
+/// gave weights of both, or a missing file halfway.
 pub fn load_module<M: Module>(module: M, path: &Path) -> Result<M> {
-    use burn::store::RecordError;
-    module.try_load_file(path).map_err(|e| {
-        let message = match e {
-            RecordError::Io(detail) if !path.exists() => {
-                format!("cannot read: the file is missing ({detail})")
-            }
-            RecordError::Io(detail) => format!(
-                "not a readable weights file: it is truncated or damaged ({detail}); \
-                 restore it or train again"
-            ),
-            RecordError::Validation(detail) => {
-                format!("weights do not fit this model (as model.json describes it): {detail}")
-            }
+    use burn::store::{ModuleRecord, RecordError};
+    let bytes = std::fs::read(path).map_err(|e| {
+        let message = if e.kind() == std::io::ErrorKind::NotFound {
+            format!("cannot read: the file is missing ({e})")
+        } else {
+            format!("cannot read: {e}")
         };
         Error::model(path, message)
-    })
+    })?;
+    let record = ModuleRecord::from_bytes(burn::tensor::Bytes::from_bytes_vec(bytes));
+    record
+        .and_then(|record| module.try_load_record(record))
+        .map_err(|e| {
+            let message = match e {
+                RecordError::Io(detail) if !path.exists() => {
+                    format!("cannot read: the file is missing ({detail})")
+                }
+                RecordError::Io(detail) => format!(
+                    "not a readable weights file: it is truncated or damaged ({detail}); \
+                 restore it or train again"
+                ),
+                RecordError::Validation(detail) => {
+                    format!("weights do not fit this model (as model.json describes it): {detail}")
+                }
+            };
+            Error::model(path, message)
+        })
 }

@@ -21,7 +21,7 @@ pub use config::{
 };
 pub use error::Error;
 pub use fit::{EpochMetrics, FitEvent, FitOptions, FitOutcome, fit, read_tagged};
-pub use io::write_atomic;
+pub use io::{write_atomic, write_output};
 pub use model_dir::{ModelDir, ModelMeta};
 pub use predict::{
     CalibrationBin, PredictOptions, Prediction, Predictor, RankedPath, calibration, entity_types,

@@ -13,6 +13,8 @@
 //! test.json      the best model's test scores, when the experiment names a test set
 //! checkpoint/    the last epoch's weights, optimiser and loop state, for `fit --resume`; when
 //!                that epoch was the best, also its weights and dev scores as published above
+//! .nertrain.lock the writer's lock: `fit` holds an advisory lock on it while it runs, and
+//!                writes its process id in it
 //! ```
 //!
 //! nertrain writes only into a new or empty directory or into a run of its own, and deletes only
@@ -92,8 +94,20 @@ const RUN_FILES: [&str; 9] = [
     TEST_REPORT,
     CHECKPOINT,
 ];
+/// Why a directory that is neither empty nor a run is refused.
+const NOT_OURS: &str = "not empty and not a nertrain run; nertrain writes only into a new or \
+                        empty directory or one of its own runs (choose another train.output)";
+/// Locked by the one process writing the run (`fit`), which writes its pid in it. Kept: taking a
+/// lock on a file that another process may be deleting is a race.
+const LOCK: &str = ".nertrain.lock";
 /// The replaced checkpoint, between the two renames that swap in a new one.
 const OLD: &str = "old";
+
+/// The most values a model's word table may hold (4 GiB of floats), tags it may have (its CRF
+/// holds their square), and characters a word may be read with.
+const MAX_WORD_TABLE: usize = 1 << 30;
+const MAX_TAGS: usize = 4096;
+const MAX_WORD_LEN: usize = 1 << 16;
 
 /// Bumped whenever the directory's layout or a file's meaning changes.
 pub const FORMAT_VERSION: u32 = 1;
@@ -141,6 +155,42 @@ pub struct ModelDir {
     pub path: PathBuf,
 }
 
+/// The right to write a run directory, held by one process at a time: an advisory lock, which the
+/// system releases when the process ends, however it ends.
+#[derive(Debug)]
+pub struct RunLock {
+    file: std::fs::File,
+    /// The directory did not exist before the lock made it.
+    pub created_dir: bool,
+}
+
+impl Drop for RunLock {
+    /// Empties the file before the lock goes, so that no one reads this process's id as the
+    /// holder's after it.
+    fn drop(&mut self) {
+        let _ = self.file.set_len(0);
+    }
+}
+
+/// The id of the process holding a run's lock, as it wrote it. A holder writes it just after
+/// taking the lock, so an empty file (or the id of a process that is gone, left by one that was
+/// killed) is read again for a moment.
+fn lock_holder(file: &mut std::fs::File) -> Option<u32> {
+    use std::io::{Read, Seek};
+    for _ in 0..50 {
+        let mut text = String::new();
+        let read = file.rewind().and_then(|()| file.read_to_string(&mut text));
+        let pid = read.ok().and_then(|_| text.trim().parse::<u32>().ok());
+        if let Some(pid) = pid
+            && Path::new(&format!("/proc/{pid}")).exists()
+        {
+            return Some(pid);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    None
+}
+
 impl ModelDir {
     pub fn new(path: impl Into<PathBuf>) -> Self {
         Self { path: path.into() }
@@ -178,6 +228,73 @@ impl ModelDir {
         self.path.join(CHECKPOINT)
     }
 
+    /// Takes the run's writer lock (creating the directory when it is not there), or refuses,
+    /// naming the process that holds it. Held until the lock is dropped.
+    pub fn lock(&self) -> Result<RunLock> {
+        use std::io::{Seek, Write};
+        let created_dir = !self.path.exists();
+        if created_dir {
+            std::fs::create_dir_all(&self.path)
+                .map_err(|e| Error::io(&self.path, "create the directory", e))?;
+        } else if !self.path.is_dir() {
+            return Err(Error::refused(
+                &self.path,
+                "exists and is not a directory; choose another train.output",
+            ));
+        } else if !self.is_run() && !self.is_empty()? {
+            // Not even a lock file goes where nertrain would not write a run.
+            return Err(Error::refused(&self.path, NOT_OURS));
+        }
+        let path = self.path.join(LOCK);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+            return Err(Error::refused(
+                &path,
+                "is not a regular file (a link?); nertrain locks runs with a file of its own",
+            ));
+        }
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| Error::io(&path, "open the run's lock", e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = match lock_holder(&mut file) {
+                    Some(pid) => format!("process {pid}"),
+                    None => "another process".to_string(),
+                };
+                return Err(Error::refused(
+                    &self.path,
+                    format!(
+                        "{holder} is writing this run (nertrain fit); wait for it to finish, or \
+                         stop it, then try again"
+                    ),
+                ));
+            }
+            Err(std::fs::TryLockError::Error(e)) => {
+                return Err(Error::io(&path, "lock", e));
+            }
+        }
+        let written = file
+            .set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| writeln!(file, "{}", std::process::id()));
+        written.map_err(|e| Error::io(&path, "write", e))?;
+        Ok(RunLock { file, created_dir })
+    }
+
+    /// Undoes what [`ModelDir::lock`] made when nothing else was written: the lock file, and
+    /// the directory when the lock created it.
+    pub fn remove_unused(&self, lock: RunLock) {
+        if lock.created_dir && !self.is_run() {
+            let _ = std::fs::remove_file(self.path.join(LOCK));
+            let _ = std::fs::remove_dir(&self.path);
+        }
+    }
+
     /// Whether the directory holds a run: its `model.json` is a nertrain model description.
     pub fn is_run(&self) -> bool {
         std::fs::read_to_string(self.meta_file())
@@ -206,15 +323,18 @@ impl ModelDir {
                 )
             };
         }
-        let mut entries = std::fs::read_dir(&self.path)
-            .map_err(|e| Error::io(&self.path, "read the directory", e))?;
-        if entries.next().is_some() {
-            return refused(
-                "not empty and not a nertrain run; nertrain writes only into a new or empty \
-                 directory or one of its own runs (choose another train.output)",
-            );
+        if !self.is_empty()? {
+            return refused(NOT_OURS);
         }
         Ok(())
+    }
+
+    /// Whether the directory holds nothing but, perhaps, the writer's lock.
+    fn is_empty(&self) -> Result<bool> {
+        let entries = std::fs::read_dir(&self.path)
+            .map_err(|e| Error::io(&self.path, "read the directory", e))?;
+        let mut others = entries.filter(|e| e.as_ref().map_or(true, |e| e.file_name() != LOCK));
+        Ok(others.next().is_none())
     }
 
     /// Deletes the files of a previous run here and nothing else; refuses a directory that is not
@@ -230,6 +350,13 @@ impl ModelDir {
             ));
         }
         let with_dev = ModelDir::new(self.with_dev_dir());
+        if std::fs::symlink_metadata(&with_dev.path).is_ok_and(|m| m.file_type().is_symlink()) {
+            return Err(Error::refused(
+                &with_dev.path,
+                "is a symbolic link, not this run's own directory; nertrain neither deletes nor \
+                 writes through it: move it away and try again",
+            ));
+        }
         if with_dev.is_run() {
             with_dev.clear()?;
             // Left in place when it holds files of other programs.
@@ -452,6 +579,36 @@ impl ModelDir {
                     meta.format
                 ),
             ));
+        }
+        // Sizes are checked before any of them is allocated: a changed or damaged description
+        // must be an error, not gigabytes allocated or a panic in a layer.
+        let damaged = |message: String| {
+            Error::model(
+                &path,
+                format!("{message}; the file was changed or damaged, or not written by nertrain"),
+            )
+        };
+        crate::config::check_model(&meta.model).map_err(|(_, message)| damaged(message))?;
+        let sizes = &meta.sizes;
+        let word_table = sizes.words.saturating_mul(meta.model.word_dim);
+        let sizes_fit = word_table <= MAX_WORD_TABLE && sizes.chars <= MAX_WORD_TABLE / 64;
+        if !sizes_fit || sizes.lm_words > sizes.words {
+            return Err(damaged(format!(
+                "sizes: {} words of {} values and {} characters is more than nertrain makes",
+                sizes.words, meta.model.word_dim, sizes.chars
+            )));
+        }
+        if !(1..=MAX_TAGS).contains(&sizes.tags) {
+            return Err(damaged(format!(
+                "sizes.tags: expected 1 to {MAX_TAGS}, found {}",
+                sizes.tags
+            )));
+        }
+        if !(1..=MAX_WORD_LEN).contains(&meta.max_word_len) {
+            return Err(damaged(format!(
+                "max_word_len: expected 1 to {MAX_WORD_LEN}, found {}",
+                meta.max_word_len
+            )));
         }
         Ok(meta)
     }

@@ -39,6 +39,22 @@ pub fn fit(
     device: &Device,
     events: &mut dyn FnMut(FitEvent),
 ) -> Result<FitOutcome> {
+    let run = ModelDir::new(&experiment.train.output);
+    // One writer at a time, from the first check to the with-dev model's last file.
+    let lock = run.lock()?;
+    let outcome = fit_locked(experiment, options, device, events);
+    if outcome.is_err() {
+        run.remove_unused(lock);
+    }
+    outcome
+}
+
+fn fit_locked(
+    experiment: &Experiment,
+    options: FitOptions,
+    device: &Device,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<FitOutcome> {
     let interrupt = options.interrupt.clone();
     let mut outcome = fit_once(experiment, options, device, events, Stage::Selection)?;
     if !experiment.train.with_dev || outcome.interrupted || outcome.best_epoch == 0 {

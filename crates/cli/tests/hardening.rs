@@ -1,0 +1,534 @@
+//! Two processes on one run, symbolic links, sizes checked before anything is allocated or
+//! deleted, numbers out of range, closed and full outputs, and SIGTERM: each case as a user or an
+//! attacker would meet it, through the binary.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{nertrain, scratch, workspace};
+
+/// `fit` on the sample into `output`, with `extra` overrides, as a command not yet run.
+fn fit_command(output: &Path, extra: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_nertrain"));
+    command
+        .args(["fit", "--config", "configs/sample.toml", "--set"])
+        .arg(format!("train.output={}", output.display()))
+        .args(["--set", "model.hidden=20", "--set", "model.word_dim=20"])
+        .args(extra.iter().flat_map(|e| ["--set", e]))
+        .current_dir(workspace());
+    command
+}
+
+fn fit(output: &Path, extra: &[&str], flags: &[&str]) -> std::process::Output {
+    fit_command(output, extra).args(flags).output().unwrap()
+}
+
+fn stderr(output: &std::process::Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Every file under `dir` (not following links) with its bytes, for byte-for-byte comparison;
+/// the writer's lock file aside (each `fit` writes its pid there, run or refused).
+fn snapshot(dir: &Path) -> Snapshot {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.is_dir() {
+                stack.push(path);
+            } else if meta.is_file() && !path.ends_with(".nertrain.lock") {
+                files.push((path.clone(), std::fs::read(&path).unwrap()));
+            }
+        }
+    }
+    files.sort();
+    Snapshot(files)
+}
+
+/// Files and their bytes; compared, a difference names the files.
+#[derive(PartialEq)]
+struct Snapshot(Vec<(PathBuf, Vec<u8>)>);
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let files: Vec<String> = self
+            .0
+            .iter()
+            .map(|(path, bytes)| format!("{} ({} bytes)", path.display(), bytes.len()))
+            .collect();
+        f.debug_list().entries(files).finish()
+    }
+}
+
+/// A small trained run in a fresh scratch directory.
+fn trained(name: &str, extra: &[&str]) -> PathBuf {
+    let run = scratch(name).join("run");
+    let out = fit(&run, &[&["train.epochs=2"], extra].concat(), &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    run
+}
+
+fn wait_for(path: &Path) {
+    let start = Instant::now();
+    while !path.exists() {
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "{} never came",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn two_writers_of_one_run_never_mix_and_the_second_is_told_who_writes() {
+    let run = trained("two-writers", &[]);
+    let mut refused = 0;
+    for round in 0..10 {
+        // Other sizes, so that weights of one beside the description of the other cannot load.
+        let a = fit_command(&run, &["train.epochs=3", "model.hidden=16"])
+            .arg("--overwrite")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let b = fit_command(&run, &["train.epochs=3", "model.hidden=24"])
+            .arg("--overwrite")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (a_pid, b_pid) = (a.id(), b.id());
+        let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+        assert!(
+            a.status.success() || b.status.success(),
+            "round {round}: both failed"
+        );
+        for (out, other) in [(&a, b_pid), (&b, a_pid)] {
+            if !out.status.success() {
+                refused += 1;
+                let message = stderr(out);
+                assert!(
+                    message.contains(&format!("process {other} is writing this run")),
+                    "round {round}: {message}"
+                );
+            }
+        }
+        let eval = nertrain(&[
+            "eval",
+            "--model",
+            run.to_str().unwrap(),
+            "--data",
+            "data/sample/test.txt",
+        ]);
+        assert!(eval.status.success(), "round {round}: {}", stderr(&eval));
+    }
+    assert!(
+        refused > 0,
+        "the two runs never overlapped: the race was not tried"
+    );
+}
+
+#[test]
+fn resuming_a_run_that_is_still_training_is_refused() {
+    let run = scratch("resume-while-running").join("run");
+    let mut first = fit_command(&run, &["train.epochs=60", "train.patience=60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&run.join("model.json"));
+    let resumed = fit(
+        &run,
+        &["train.epochs=60", "train.patience=60"],
+        &["--resume"],
+    );
+    let _ = first.kill();
+    let _ = first.wait();
+    assert_eq!(resumed.status.code(), Some(1));
+    let message = stderr(&resumed);
+    assert!(
+        message.contains(&format!("process {} is writing this run", first.id())),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_refused_new_run_leaves_no_directory_behind() {
+    let run = scratch("refused-new").join("nested").join("run");
+    let out = fit(&run, &["data.train=data/sample/missing.txt"], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(!run.exists(), "{} was left behind", run.display());
+}
+
+#[test]
+fn a_reader_sees_the_old_model_or_the_new_one_while_it_is_replaced() {
+    let old = trained("reader-old", &["train.seed=1"]);
+    let new = trained("reader-new", &["train.seed=2"]);
+    let live = scratch("reader-live").join("run");
+    std::fs::create_dir_all(&live).unwrap();
+    for entry in std::fs::read_dir(&old).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            std::fs::copy(&path, live.join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let text = "Anna Schmidt of Siemens met Peter Brown in Lisbon and Berlin on Monday.";
+    let tag = |model: &Path| {
+        let out = nertrain(&[
+            "tag",
+            "--model",
+            model.to_str().unwrap(),
+            "--format",
+            "json",
+            text,
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        out.stdout
+    };
+    let (old_output, new_output) = (tag(&old), tag(&new));
+    assert_ne!(
+        old_output, new_output,
+        "the two models must differ to tell them apart"
+    );
+    let weights = [
+        std::fs::read(old.join("model.bpk")).unwrap(),
+        std::fs::read(new.join("model.bpk")).unwrap(),
+    ];
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let publisher = {
+        let (live, stop) = (live.clone(), stop.clone());
+        // As `fit` publishes a better model: written beside, then renamed over the old one.
+        std::thread::spawn(move || {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                let partial = live.join("model.bpk.partial");
+                std::fs::write(&partial, &weights[i % 2]).unwrap();
+                std::fs::rename(&partial, live.join("model.bpk")).unwrap();
+                i += 1;
+            }
+        })
+    };
+    for _ in 0..40 {
+        let output = tag(&live);
+        assert!(
+            output == old_output || output == new_output,
+            "a mix of both models"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    publisher.join().unwrap();
+}
+
+#[test]
+fn overwriting_never_deletes_through_a_linked_with_dev() {
+    let other = trained("with-dev-other", &[]);
+    let run = trained("with-dev-run", &[]);
+    std::os::unix::fs::symlink(&other, run.join("with-dev")).unwrap();
+    let (other_before, run_before) = (snapshot(&other), snapshot(&run));
+    let out = fit(&run, &["train.epochs=1"], &["--overwrite"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("symbolic link"), "{}", stderr(&out));
+    assert_eq!(snapshot(&other), other_before);
+    assert_eq!(snapshot(&run), run_before);
+}
+
+fn convert_to(output: &Path) -> std::process::Output {
+    nertrain(&[
+        "convert",
+        "--to",
+        "iobes",
+        "data/sample/test.txt",
+        "--output",
+        output.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn a_link_planted_at_the_temporary_name_is_not_written_through() {
+    let dir = scratch("planted-partial");
+    let victim = dir.join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    let output = dir.join("out.txt");
+    std::os::unix::fs::symlink(&victim, dir.join("out.txt.partial")).unwrap();
+    let out = convert_to(&output);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    assert!(std::fs::read_to_string(&output).unwrap().contains("S-"));
+}
+
+#[test]
+fn an_output_that_is_a_link_is_written_through_as_cp_does() {
+    let dir = scratch("output-link");
+    let target = dir.join("target.txt");
+    std::fs::write(&target, "old").unwrap();
+    let link = dir.join("link.txt");
+    std::os::unix::fs::symlink("target.txt", &link).unwrap();
+    let dangling = dir.join("dangling.txt");
+    std::os::unix::fs::symlink("created.txt", &dangling).unwrap();
+    for output in [&link, &dangling] {
+        let out = convert_to(output);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            std::fs::symlink_metadata(output)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+    }
+    assert!(std::fs::read_to_string(&target).unwrap().contains("S-"));
+    assert!(
+        std::fs::read_to_string(dir.join("created.txt"))
+            .unwrap()
+            .contains("S-")
+    );
+    // `eval --output` writes through the same way.
+    let predicted = dir.join("predicted.txt");
+    std::fs::write(&predicted, "Peter B-PER B-PER\nlives O O\n").unwrap();
+    let eval = nertrain(&[
+        "eval",
+        "--predicted",
+        predicted.to_str().unwrap(),
+        "--output",
+        link.to_str().unwrap(),
+    ]);
+    assert!(eval.status.success(), "{}", stderr(&eval));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        std::fs::read_to_string(&target).unwrap(),
+        "Peter B-PER B-PER\nlives O O\n\n"
+    );
+}
+
+#[test]
+fn absurd_sizes_are_refused_before_the_old_run_is_touched() {
+    let run = trained("absurd-sizes", &[]);
+    let before = snapshot(&run);
+    for setting in [
+        "model.hidden=100000000",
+        "model.hidden=20000",
+        "model.word_dim=1000000",
+        "model.char_filters=10000000",
+    ] {
+        let out = fit(&run, &[setting], &["--overwrite"]);
+        // A usage error (2) when the key is an override, a config error (1) naming the file.
+        assert!(
+            matches!(out.status.code(), Some(1 | 2)),
+            "{setting}: {}",
+            stderr(&out)
+        );
+        let key = setting.split('=').next().unwrap();
+        assert!(stderr(&out).contains(key), "{setting}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("expected 1 to 4096"),
+            "{}",
+            stderr(&out)
+        );
+        assert_eq!(snapshot(&run), before, "{setting} changed the old run");
+    }
+}
+
+#[test]
+fn vectors_that_are_not_finite_are_a_reader_error_before_the_old_run_is_touched() {
+    let run = trained("nan-vectors", &[]);
+    let before = snapshot(&run);
+    let vectors = scratch("nan-vectors-file").join("vectors.txt");
+    std::fs::write(&vectors, "the 0.1 0.2\nGermany nan 0.5\n").unwrap();
+    let setting = format!("data.vectors={}", vectors.display());
+    let out = fit(&run, &[&setting, "model.word_dim=2"], &["--overwrite"]);
+    assert_eq!(out.status.code(), Some(1));
+    let expected = format!(
+        "{}:2: expected a finite number, found \"nan\"",
+        vectors.display()
+    );
+    assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
+    assert_eq!(snapshot(&run), before);
+}
+
+#[test]
+fn a_changed_model_description_is_an_error_before_anything_is_allocated() {
+    let run = trained("tampered", &[]);
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("model.json")).unwrap()).unwrap();
+    let cases: [(&str, &[&str], serde_json::Value, &str); 5] = [
+        (
+            "hidden",
+            &["model", "hidden"],
+            1_000_000_000.into(),
+            "model.hidden",
+        ),
+        (
+            "dropout",
+            &["model", "dropout"],
+            5.0.into(),
+            "model.dropout",
+        ),
+        (
+            "negative dropout",
+            &["model", "dropout"],
+            (-0.1).into(),
+            "model.dropout",
+        ),
+        ("tags", &["sizes", "tags"], 100_000.into(), "sizes.tags"),
+        (
+            "words",
+            &["sizes", "words"],
+            1_000_000_000_000u64.into(),
+            "sizes",
+        ),
+    ];
+    for (name, path, value, key) in cases {
+        let dir = scratch(&format!("tampered-{}", name.replace(' ', "-")));
+        for entry in std::fs::read_dir(&run).unwrap() {
+            let from = entry.unwrap().path();
+            if from.is_file() {
+                std::fs::copy(&from, dir.join(from.file_name().unwrap())).unwrap();
+            }
+        }
+        let mut changed = meta.clone();
+        *changed
+            .pointer_mut(&format!("/{}", path.join("/")))
+            .unwrap() = value;
+        std::fs::write(dir.join("model.json"), changed.to_string()).unwrap();
+        let out = nertrain(&[
+            "tag",
+            "--model",
+            dir.to_str().unwrap(),
+            "Peter lives in Berlin.",
+        ]);
+        assert_eq!(out.status.code(), Some(1), "{name}: {}", stderr(&out));
+        assert!(stderr(&out).contains(key), "{name}: {}", stderr(&out));
+    }
+}
+
+#[test]
+fn numbers_out_of_range_are_usage_errors() {
+    let model = common::sample_model("document");
+    let model = model.to_str().unwrap();
+    let cases: [&[&str]; 5] = [
+        &[
+            "bench",
+            "--train",
+            "x",
+            "--dev",
+            "y",
+            "--steps",
+            "1000000000000",
+        ],
+        &[
+            "bench",
+            "--train",
+            "x",
+            "--dev",
+            "y",
+            "--warmup",
+            "18446744073709551615",
+        ],
+        &["tag", "--model", model, "--consistency", "1e308", "Peter"],
+        &[
+            "tag",
+            "--model",
+            model,
+            "--batch-size",
+            "10000000000",
+            "Peter",
+        ],
+        &[
+            "eval",
+            "--model",
+            model,
+            "--data",
+            "data/sample/test.txt",
+            "--consistency",
+            "-1",
+        ],
+    ];
+    for args in cases {
+        let out = nertrain(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+    }
+    let sentence_level = common::sample_model("sentence");
+    let out = nertrain(&[
+        "tag",
+        "--model",
+        sentence_level.to_str().unwrap(),
+        "--consistency",
+        "2",
+        "Peter",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--consistency"));
+}
+
+#[test]
+fn a_closed_pipe_ends_fit_quietly_and_a_full_disk_is_an_error() {
+    let run = scratch("fit-pipe").join("run");
+    let mut child = fit_command(&run, &["train.epochs=30"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Read one line, then close the pipe, as `| head -1` does.
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+
+    let run = scratch("fit-full").join("run");
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = fit_command(&run, &["train.epochs=2"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot write to stdout"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+}
+
+#[test]
+fn sigterm_stops_fit_like_ctrl_c_saving_first() {
+    let run = scratch("sigterm").join("run");
+    let settings = ["train.epochs=60", "train.patience=60"];
+    let child = fit_command(&run, &settings)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&run.join("checkpoint"));
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    let partial = snapshot(&run)
+        .0
+        .into_iter()
+        .find(|(path, _)| path.to_string_lossy().contains(".partial"));
+    assert!(partial.is_none(), "left {partial:?}");
+    let resumed = fit(&run, &settings, &["--resume"]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+}
