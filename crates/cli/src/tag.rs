@@ -88,13 +88,28 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     // The page is written once every input is tagged.
     let mut page: Vec<Record> = Vec::new();
-    let mut tag_chunk = |texts: &[String], layout: Layout| -> Result<()> {
-        for tagged in tagger.tag(texts, layout, options)? {
+    let input = args.input.clone();
+    let mut tag_chunk = |texts: &[String], layout: Layout, first_line: usize| -> Result<()> {
+        let tagged =
+            tagger
+                .tag(texts, layout, options)
+                .map_err(|error| match (&error, &input) {
+                    (nertrain_tagger::Error::TooManyWords { text, max }, Some(path)) => format!(
+                        "{}:{}: more than {max} words in one line; split it",
+                        path.display(),
+                        first_line + text
+                    )
+                    .into(),
+                    _ => Box::<dyn std::error::Error + Send + Sync>::from(error),
+                })?;
+        for tagged in tagged {
             match args.format {
                 Format::Html => page.push(tagged.into_record(tagger.labels())),
                 Format::Json => {
                     let record = tagged.into_record(tagger.labels());
-                    writeln!(out, "{}", serde_json::to_string(&record)?)?;
+                    // Straight to the output: a long text's JSON is never held whole.
+                    serde_json::to_writer(&mut out, &record)?;
+                    writeln!(out)?;
                 }
                 format => write_one(&mut out, format, &tagged)?,
             }
@@ -103,7 +118,7 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
         Ok(())
     };
     match &args.input {
-        None => tag_chunk(&args.texts, Layout::Texts)?,
+        None => tag_chunk(&args.texts, Layout::Texts, 1)?,
         Some(path) => read_chunks(path, tagger.reads_documents(), &mut tag_chunk)?,
     }
     if matches!(args.format, Format::Html) {
@@ -113,12 +128,15 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
     Ok(())
 }
 
+/// Tags a chunk of texts, laid out as given, whose first is line `first_line` of the input.
+type TagChunk<'a> = dyn FnMut(&[String], Layout, usize) -> Result<()> + 'a;
+
 /// Reads `path` (`-`: stdin) in chunks of lines that end between documents, and hands each to
-/// `tag_chunk`.
+/// `tag_chunk` with the number of its first line.
 fn read_chunks(
     path: &std::path::Path,
     reads_documents: bool,
-    tag_chunk: &mut dyn FnMut(&[String], Layout) -> Result<()>,
+    tag_chunk: &mut TagChunk<'_>,
 ) -> Result<()> {
     let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
         Box::new(std::io::stdin().lock())
@@ -129,6 +147,7 @@ fn read_chunks(
     };
     let mut chunk = Vec::with_capacity(CHUNK);
     let mut bytes = 0;
+    let mut first_line = 1;
     for (number, line) in reader.lines().enumerate() {
         let line =
             line.map_err(|e| format!("{}:{}: cannot read: {e}", path.display(), number + 1))?;
@@ -140,12 +159,13 @@ fn read_chunks(
         let full = chunk.len() >= CHUNK || bytes >= CHUNK_BYTES;
         let overfull = chunk.len() >= 8 * CHUNK || bytes >= 8 * CHUNK_BYTES;
         if (full && (blank || !reads_documents)) || overfull {
-            tag_chunk(&chunk, Layout::Lines)?;
+            tag_chunk(&chunk, Layout::Lines, first_line)?;
+            first_line = number + 2;
             chunk.clear();
             bytes = 0;
         }
     }
-    tag_chunk(&chunk, Layout::Lines)
+    tag_chunk(&chunk, Layout::Lines, first_line)
 }
 
 /// `nertrain tokenize`: each text's sentences, one a line, words joined by spaces.

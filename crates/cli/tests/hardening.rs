@@ -532,3 +532,25 @@ fn sigterm_stops_fit_like_ctrl_c_saving_first() {
     let resumed = fit(&run, &settings, &["--resume"]);
     assert!(resumed.status.success(), "{}", stderr(&resumed));
 }
+
+#[test]
+fn a_line_of_more_words_than_a_text_may_have_is_an_error_naming_the_line() {
+    let model = common::sample_model("sentence");
+    let input = scratch("too-many-words").join("input.txt");
+    let line = "#".repeat(nertrain_tagger::MAX_TEXT_WORDS + 1);
+    std::fs::write(&input, format!("Peter lives in Berlin.\n{line}\n")).unwrap();
+    let out = nertrain(&[
+        "tag",
+        "--model",
+        model.to_str().unwrap(),
+        "--input",
+        input.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let expected = format!(
+        "{}:2: more than {} words in one line; split it",
+        input.display(),
+        nertrain_tagger::MAX_TEXT_WORDS
+    );
+    assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
+}

@@ -17,7 +17,7 @@
 //!
 //! Offsets are in Unicode code points (what Python and spaCy slice with), end exclusive.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::ops::Range;
 
 use fancy_regex::Regex;
@@ -229,10 +229,18 @@ impl Tokenizer {
 
     /// The words of `text` with their code-point offsets.
     pub fn tokens(&self, text: &str) -> Vec<Token> {
-        match &self.kind {
+        self.tokens_at_most(text, usize::MAX)
+            .expect("no text has more than usize::MAX words")
+    }
+
+    /// The words of `text`, or `None` as soon as there are more than `max` of them: a text's
+    /// words take some 200 bytes each, so a bound on them bounds the memory any input takes.
+    pub fn tokens_at_most(&self, text: &str, max: usize) -> Option<Vec<Token>> {
+        let tokens = match &self.kind {
             Kind::Bert { .. } => bert_tokens(text),
-            Kind::Treebank { pattern } => treebank_tokens(pattern, text),
-        }
+            Kind::Treebank { pattern } => treebank_tokens(pattern, text, max)?,
+        };
+        (tokens.len() <= max).then_some(tokens)
     }
 
     /// The sentences of a text as ranges of its `tokens` (from [`Self::tokens`]), in order and
@@ -313,7 +321,7 @@ fn bert_sentences(tokens: &[Token]) -> Vec<Range<usize>> {
 /// Matches the pattern within each run of non-space characters, with the text up to the next
 /// one's first character in view, so that the rules that look ahead across a space (the end of
 /// the text, an upper-case word after a ranking's number) see what follows.
-fn treebank_tokens(pattern: &Regex, text: &str) -> Vec<Token> {
+fn treebank_tokens(pattern: &Regex, text: &str, max: usize) -> Option<Vec<Token>> {
     let mut tokens = Vec::new();
     // Code points before byte `at`, advanced as matches come in order.
     let (mut byte, mut chars) = (0, 0);
@@ -322,15 +330,25 @@ fn treebank_tokens(pattern: &Regex, text: &str) -> Vec<Token> {
         byte = at;
         chars
     };
-    let mut rest = text.trim_start();
+    let mut rest = text.trim_start_matches(separates);
     while !rest.is_empty() {
+        if tokens.len() > max {
+            return None;
+        }
         let chunk_start = text.len() - rest.len();
-        let mut chunk_len = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        // The space that ends the run is looked for within the chunk's reach only: searched to
+        // the end of a run of megabytes for every chunk of it, tokenizing was quadratic.
+        let head = &rest[..rest.floor_char_boundary(MAX_CHUNK_BYTES + 8)];
+        let mut chunk_len = match head.find(separates) {
+            Some(space) => space,
+            None if head.len() == rest.len() => rest.len(),
+            None => usize::MAX,
+        };
         if chunk_len > MAX_CHUNK_BYTES {
             chunk_len = rest.floor_char_boundary(MAX_CHUNK_BYTES);
         }
         let after = &rest[chunk_len..];
-        let next_word = after.trim_start();
+        let next_word = after.trim_start_matches(separates);
         let view_end = match next_word.chars().next() {
             Some(c) => text.len() - next_word.len() + c.len_utf8(),
             None => text.len(),
@@ -384,28 +402,52 @@ fn treebank_tokens(pattern: &Regex, text: &str) -> Vec<Token> {
         }
         rest = next_word;
     }
-    tokens
+    Some(tokens)
+}
+
+/// What separates words: white space, and control characters (NUL and the like), which are no
+/// part of any word; a run of them is read as a space is.
+fn separates(c: char) -> bool {
+    c.is_whitespace() || c.is_control()
 }
 
 /// Unicode's sentence boundaries (UAX #29), kept where the token before is sentence-final
 /// punctuation (with closing quotes or brackets after it) or where a blank line separates.
 fn treebank_sentences(text: &str, tokens: &[Token]) -> Vec<Range<usize>> {
-    let mut cuts: HashSet<usize> = HashSet::new();
-    let mut chars = 0;
-    let mut byte = 0;
+    if tokens.len() < 2 {
+        #[allow(clippy::single_range_in_vec_init)] // One sentence: all the tokens.
+        return vec![0..tokens.len()];
+    }
+    // The boundaries as code points, ascending; the text is walked once, in step with the
+    // tokens (which are in order), so that memory stays in proportion to the words rather than
+    // to the text.
+    let mut cuts: Vec<usize> = Vec::new();
+    let (mut byte, mut chars) = (0, 0);
     for (at, _) in text.split_sentence_bound_indices() {
         chars += text[byte..at].chars().count();
         byte = at;
-        cuts.insert(chars);
+        cuts.push(chars);
     }
-    let chars_of: Vec<char> = text.chars().collect();
+    let (mut byte, mut chars) = (0, 0);
+    let mut byte_of = |at: usize| {
+        byte += text[byte..]
+            .char_indices()
+            .nth(at - chars)
+            .map_or(text.len() - byte, |(b, _)| b);
+        chars = at;
+        byte
+    };
+    let mut next_cut = 0;
     let mut sentences = Vec::new();
     let mut start = 0;
     for j in 1..tokens.len() {
         let (previous, next) = (&tokens[j - 1], &tokens[j]);
-        let gap = &chars_of[previous.end..next.start];
-        let blank_line = gap.iter().filter(|&&c| c == '\n').count() >= 2;
-        let boundary = (previous.end..=next.start).any(|c| cuts.contains(&c));
+        let gap = &text[byte_of(previous.end)..byte_of(next.start)];
+        let blank_line = gap.bytes().filter(|&b| b == b'\n').count() >= 2;
+        while cuts.get(next_cut).is_some_and(|&c| c < previous.end) {
+            next_cut += 1;
+        }
+        let boundary = cuts.get(next_cut).is_some_and(|&c| c <= next.start);
         let final_stop = {
             let mut k = j - 1;
             while k > start && CLOSERS.contains(&tokens[k].text.as_str()) {
@@ -437,6 +479,46 @@ mod tests {
             keep: keep.iter().map(|w| w.to_string()).collect(),
         })
         .unwrap()
+    }
+
+    #[test]
+    fn control_characters_separate_words_as_spaces_do() {
+        let t = treebank(&[]);
+        let tokens = t.tokens("\0Peter\u{1}lives\0\0in Berlin.\u{7f}");
+        let words: Vec<(&str, usize, usize)> = tokens
+            .iter()
+            .map(|t| (t.text.as_str(), t.start, t.end))
+            .collect();
+        assert_eq!(
+            words,
+            [
+                ("Peter", 1, 6),
+                ("lives", 7, 12),
+                ("in", 14, 16),
+                ("Berlin", 17, 23),
+                (".", 23, 24)
+            ]
+        );
+        assert!(t.tokens(&"\0".repeat(10_000)).is_empty());
+    }
+
+    #[test]
+    fn a_text_of_more_words_than_the_bound_is_refused_and_long_runs_are_cut() {
+        let t = treebank(&[]);
+        assert_eq!(t.tokens_at_most("a b c", 3).map(|w| w.len()), Some(3));
+        assert_eq!(t.tokens_at_most("a b c d", 3), None);
+        assert_eq!(t.tokens_at_most(&"#".repeat(100), 10), None);
+        // A run without a space is read in pieces of at most MAX_CHUNK_BYTES, which cover it.
+        let run = "a".repeat(10 * MAX_CHUNK_BYTES + 7);
+        let tokens = t.tokens(&run);
+        assert_eq!(tokens.len(), 11);
+        assert!(tokens.iter().all(|w| w.text.len() <= MAX_CHUNK_BYTES));
+        assert_eq!(
+            tokens.iter().map(|w| w.text.as_str()).collect::<String>(),
+            run
+        );
+        let sentences = t.sentences(&run, &tokens);
+        assert_eq!((sentences.len(), sentences[0].clone()), (1, 0..11));
     }
 
     #[test]

@@ -355,9 +355,11 @@ fn python_error(error: Error) -> PyErr {
     }
     match error {
         Error::Io { .. } => PyOSError::new_err(message),
-        Error::Data(_) | Error::Config(_) | Error::Refused { .. } | Error::Model { .. } => {
-            PyValueError::new_err(message)
-        }
+        Error::Data(_)
+        | Error::Config(_)
+        | Error::Refused { .. }
+        | Error::Model { .. }
+        | Error::TooManyWords { .. } => PyValueError::new_err(message),
         Error::Diverged { .. } | Error::Crf(_) | Error::Json(_) | Error::Backend(_) => {
             PyRuntimeError::new_err(message)
         }

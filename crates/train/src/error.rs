@@ -48,6 +48,9 @@ pub enum Error {
     /// A backend this build or machine does not have.
     #[error("{0}")]
     Backend(String),
+    /// A text with more words than one text may have (text `text` of those given, from 0).
+    #[error("text {}: more than {max} words; split it into smaller texts", text + 1)]
+    TooManyWords { text: usize, max: usize },
 }
 
 impl Error {
