@@ -17,9 +17,9 @@ pub struct EvalArgs {
     /// A model directory written by `nertrain fit`.
     #[arg(long, requires = "data", conflicts_with = "predicted")]
     model: Option<PathBuf>,
-    /// A tagged CoNLL file to predict and score (read with the model's columns), or text with
-    /// character spans (`.jsonl`: `{"text", "spans": [{"start", "end", "label"}]}` a line),
-    /// tagged as `tag` tags text and scored as exact character spans.
+    /// A tagged CoNLL file to predict and score (read with the model's columns; `-`: stdin), or
+    /// text with character spans (`.jsonl`: `{"text", "spans": [{"start", "end", "label"}]}` a
+    /// line), tagged as `tag` tags text and scored as exact character spans.
     #[arg(long)]
     data: Option<PathBuf>,
     /// Score a file whose last two columns are the gold and predicted tags, as conlleval does.
@@ -79,7 +79,14 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
                 consistency: args.consistency.unwrap_or(defaults.consistency),
                 ..TagOptions::default()
             };
-            tagger.evaluate_file(data, options)?
+            if data.as_os_str() == "-" {
+                let text = crate::read_stdin()?;
+                let stdin = std::path::Path::new("stdin");
+                let gold = nertrain_train::parse_tagged(&text, stdin, tagger.meta().columns)?;
+                tagger.evaluate_gold(gold, options)?
+            } else {
+                tagger.evaluate_file(data, options)?
+            }
         }
         _ => return Err("give --model DIR --data FILE, or --predicted FILE".into()),
     };

@@ -144,8 +144,8 @@ enum Command {
         /// The tag column (negative counts from the end).
         #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
         tag_column: isize,
-        /// The CoNLL file to convert, or span-annotated text (`.jsonl`), written as CoNLL
-        /// columns cut into words by the treebank rules, as `fit` reads it.
+        /// The CoNLL file to convert (`-`: stdin), or span-annotated text (`.jsonl`), written as
+        /// CoNLL columns cut into words by the treebank rules, as `fit` reads it.
         file: PathBuf,
         /// Write here instead of stdout.
         #[arg(long)]
@@ -282,10 +282,11 @@ fn run(cli: Cli) -> Result<()> {
                     None => Ok(std::io::stdout().lock().write_all(converted.as_bytes())?),
                 };
             }
-            let text = std::fs::read(&file)
-                .map_err(|e| format!("{}: cannot read: {e}", file.display()))?;
-            let text = String::from_utf8(text)
-                .map_err(|_| format!("{}: invalid UTF-8", file.display()))?;
+            let (text, file) = if file.as_os_str() == "-" {
+                (read_stdin()?, PathBuf::from("stdin"))
+            } else {
+                (nertrain_data::read_text(&file)?, file)
+            };
             let columns = ColumnSpec {
                 word_column: 0,
                 tag_column,
@@ -333,6 +334,21 @@ fn stop_on_signals(interrupt: Arc<AtomicBool>) -> Result<Arc<AtomicI32>> {
         }
     });
     Ok(received)
+}
+
+/// All of stdin as text; bytes that are not UTF-8 are an error naming their line.
+pub fn read_stdin() -> Result<String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::io::stdin()
+        .lock()
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("stdin: cannot read: {e}"))?;
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
+        format!("stdin:{line}: invalid UTF-8: expected UTF-8 text").into()
+    })
 }
 
 /// Span-annotated text as a CoNLL file of `word tag` lines in `scheme`, cut by the treebank rules

@@ -554,3 +554,134 @@ fn a_line_of_more_words_than_a_text_may_have_is_an_error_naming_the_line() {
     );
     assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
 }
+
+#[test]
+fn a_changed_checkpoint_state_is_an_error_not_a_panic() {
+    let run = scratch("state").join("run");
+    let settings = ["train.epochs=60", "train.patience=60"];
+    let child = fit_command(&run, &settings)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(&run.join("checkpoint"));
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    child.wait_with_output().unwrap();
+    let state_file = run.join("checkpoint").join("state.json");
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_file).unwrap()).unwrap();
+    for (key, value) in [
+        ("batches_done", 1_000_000_000_000u64),
+        ("best_epoch", 1_000),
+    ] {
+        let mut changed = state.clone();
+        changed[key] = value.into();
+        std::fs::write(&state_file, changed.to_string()).unwrap();
+        let out = fit(&run, &settings, &["--resume"]);
+        assert_eq!(out.status.code(), Some(1), "{key}: {}", stderr(&out));
+        assert!(
+            stderr(&out).contains("changed or damaged"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn config_values_and_files_that_are_not_right_say_so_briefly() {
+    let out = fit(&scratch("nan-lr").join("run"), &["train.lr=nan"], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("train.lr: expected a finite number, found NaN"),
+        "{}",
+        stderr(&out)
+    );
+    let dir = scratch("long-config-line");
+    let config = dir.join("bad.toml");
+    let text = std::fs::read_to_string(workspace().join("configs/sample.toml")).unwrap();
+    std::fs::write(&config, format!("{text}\nx = \"{}", "y".repeat(3 << 20))).unwrap();
+    let out = nertrain(&["fit", "--config", config.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        out.stderr.len() < 1000,
+        "{} bytes of error",
+        out.stderr.len()
+    );
+    assert!(stderr(&out).contains("not valid TOML"), "{}", stderr(&out));
+    let bad = dir.join("latin1.txt");
+    std::fs::write(&bad, b"Peter B-PER\n\nM\xfcller B-PER\n").unwrap();
+    let out = nertrain(&["convert", "--to", "iobes", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let expected = format!("{}:3: invalid UTF-8", bad.display());
+    assert!(stderr(&out).contains(&expected), "{}", stderr(&out));
+}
+
+#[test]
+fn convert_reads_stdin_for_a_dash() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_nertrain"))
+        .args(["convert", "--to", "iobes", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Peter B-PER\nSchmidt I-PER\nsaid O\n\n")
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Peter B-PER\nSchmidt E-PER\nsaid O\n\n"
+    );
+}
+
+#[test]
+fn eval_warns_when_the_gold_file_is_in_another_scheme_than_the_model_writes() {
+    let model = common::sample_model("sentence");
+    let gold = scratch("other-scheme").join("gold.txt");
+    let converted = nertrain(&["convert", "--to", "iobes", "data/sample/test.txt"]);
+    std::fs::write(&gold, &converted.stdout).unwrap();
+    let out = nertrain(&[
+        "eval",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        gold.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("its tags read as iobes but the model writes iob2"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn eval_reads_stdin_for_a_dash() {
+    let model = common::sample_model("sentence");
+    let model = model.to_str().unwrap();
+    let from_file = nertrain(&[
+        "eval",
+        "--model",
+        model,
+        "--data",
+        "data/sample/test.txt",
+        "--json",
+    ]);
+    let from_stdin = Command::new(env!("CARGO_BIN_EXE_nertrain"))
+        .args(["eval", "--model", model, "--data", "-", "--json"])
+        .current_dir(workspace())
+        .stdin(std::fs::File::open(workspace().join("data/sample/test.txt")).unwrap())
+        .output()
+        .unwrap();
+    assert!(from_stdin.status.success(), "{}", stderr(&from_stdin));
+    assert_eq!(from_stdin.stdout, from_file.stdout);
+}

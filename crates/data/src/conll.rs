@@ -123,7 +123,9 @@ pub fn read_conll(path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError>
 }
 
 /// A text file's contents; invalid UTF-8 is an error naming its line.
-pub(crate) fn read_text(path: &Path) -> Result<String, DataError> {
+/// A text file's contents; a file that is not UTF-8 is an error naming the line of the first bad
+/// byte.
+pub fn read_text(path: &Path) -> Result<String, DataError> {
     let bytes =
         std::fs::read(path).map_err(|e| DataError::file(path, format!("cannot read: {e}")))?;
     String::from_utf8(bytes).map_err(|e| {

@@ -23,7 +23,9 @@ pub use annotated::{
 };
 pub use batch::{Batch, BatchPlan, CharIds, SentenceChars};
 pub use casing::Casing;
-pub use conll::{ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, read_conll};
+pub use conll::{
+    ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, read_conll, read_text,
+};
 pub use context::{DEFAULT_DOCUMENT_TOKENS, MentionCasing, document_pieces, set_mention_casing};
 pub use error::DataError;
 pub use scheme::{

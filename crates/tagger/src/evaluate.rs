@@ -7,7 +7,7 @@ use std::path::Path;
 
 use nertrain_data::{
     AnnotatedCorpus, CharSpan, ChunkCounts, Confusion, Corpus, Misaligned, Report, Scores,
-    is_annotated, read_annotated, spans,
+    TagScheme, is_annotated, read_annotated, spans,
 };
 use nertrain_train::{CalibrationBin, calibration, entity_types, read_tagged, score_corpus};
 use serde::Serialize;
@@ -150,8 +150,24 @@ impl Tagger {
                 scored: Scored::Spans(evaluation),
             });
         }
-        let gold = read_tagged(path, self.meta().columns)?;
+        self.evaluate_gold(read_tagged(path, self.meta().columns)?, options)
+    }
+
+    /// [`Tagger::evaluate_file`] of a CoNLL corpus read elsewhere (stdin, say): the corpus's
+    /// path names it in warnings.
+    pub fn evaluate_gold(&self, gold: Corpus, options: TagOptions) -> Result<FileEvaluation> {
+        let path = gold.path.clone();
         let mut warnings: Vec<String> = gold.iobes_warning().into_iter().collect();
+        let gold_scheme = TagScheme::detect(gold.sentences.iter().map(|s| s.tags.as_slice()));
+        let model_scheme = self.meta().file_scheme;
+        if gold_scheme != model_scheme && !gold.sentences.is_empty() {
+            warnings.push(format!(
+                "{}: its tags read as {gold_scheme} but the model writes {model_scheme}: entities \
+                 are scored alike, but token accuracy compares tags as written (`nertrain \
+                 convert --to {model_scheme}` makes the file comparable token by token)",
+                path.display()
+            ));
+        }
         let known = entity_types(self.labels());
         let gold_tags: Vec<String> = gold
             .sentences

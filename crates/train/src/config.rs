@@ -288,9 +288,16 @@ impl Experiment {
     /// Parses an experiment and applies `key=value` overrides. An error names the key, and its
     /// line in `text` or the override that set it.
     pub fn parse(text: &str, overrides: &[String]) -> Result<Self, ConfigError> {
-        let mut table: toml::Table = text
-            .parse()
-            .map_err(|e: toml::de::Error| ConfigError::in_file(e.to_string().trim_end()))?;
+        let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+            // The error's own rendering quotes the line, which may be megabytes long.
+            let line = e
+                .span()
+                .map(|span| text[..span.start.min(text.len())].matches('\n').count() + 1);
+            ConfigError {
+                origin: ConfigOrigin::File { path: None, line },
+                message: format!("not valid TOML: {}", e.message().trim_end()),
+            }
+        })?;
         for item in overrides {
             apply_override(&mut table, item).map_err(|message| ConfigError {
                 origin: ConfigOrigin::Override(item.clone()),
@@ -298,6 +305,13 @@ impl Experiment {
             })?;
         }
         let located = |key: &str, message: String| locate(text, overrides, key, message);
+        // JSON has no NaN or infinity: they would reach the settings as `null`.
+        if let Some((key, value)) = non_finite(&table, "") {
+            return Err(located(
+                &key,
+                format!("{key}: expected a finite number, found {value}"),
+            ));
+        }
         let given = serde_json::to_value(&table)
             .map_err(|e| ConfigError::in_file(format!("cannot read the settings: {e}")))?;
         // Burn's configs need every field, so the user's keys go over a serialised template.
@@ -517,6 +531,19 @@ fn apply_override(table: &mut toml::Table, item: &str) -> Result<(), String> {
     }
     node.insert(last.to_string(), value);
     Ok(())
+}
+
+/// The first setting whose value is a float that is not finite (`nan`, `inf`), as
+/// `(section.key, value)`.
+fn non_finite(table: &toml::Table, prefix: &str) -> Option<(String, f64)> {
+    table.iter().find_map(|(key, value)| {
+        let key = format!("{prefix}{key}");
+        match value {
+            toml::Value::Float(v) if !v.is_finite() => Some((key, *v)),
+            toml::Value::Table(inner) => non_finite(inner, &format!("{key}.")),
+            _ => None,
+        }
+    })
 }
 
 /// Overlays `given` on `base`, table by table.

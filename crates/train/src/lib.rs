@@ -20,7 +20,7 @@ pub use config::{
     ConfigError, ConfigOrigin, CrfOptions, DataConfig, Experiment, Optimizer, TrainConfig,
 };
 pub use error::Error;
-pub use fit::{EpochMetrics, FitEvent, FitOptions, FitOutcome, fit, read_tagged};
+pub use fit::{EpochMetrics, FitEvent, FitOptions, FitOutcome, fit, parse_tagged, read_tagged};
 pub use io::{write_atomic, write_output};
 pub use model_dir::{ModelDir, ModelMeta};
 pub use predict::{

@@ -618,6 +618,14 @@ impl ModelDir {
         let text = std::fs::read_to_string(&path).map_err(|e| missing_or(&self.path, &path, e))?;
         let vocab: Vocabularies = serde_json::from_str(&text)
             .map_err(|e| Error::model(&path, format!("not a vocabulary file: {e}")))?;
+        let tags = vocab.tags.items();
+        let mut seen = std::collections::HashSet::new();
+        for tag in tags {
+            nertrain_data::check_tag(tag).map_err(|m| Error::model(&path, format!("tags: {m}")))?;
+            if !seen.insert(tag) {
+                return Err(Error::model(&path, format!("tags: {tag:?} is there twice")));
+            }
+        }
         // The language model's share of the words is the model's, not the vocabulary's.
         let sizes = VocabSizes {
             lm_words: meta.sizes.lm_words.min(vocab.words.len()),

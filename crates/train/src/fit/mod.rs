@@ -18,7 +18,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 pub use events::{EpochMetrics, FitEvent, FitOptions, FitOutcome};
-pub use setup::read_tagged;
+pub use setup::{parse_tagged, read_tagged};
 
 use crate::io::load_module;
 use crate::model_dir::ModelDir;
@@ -162,6 +162,16 @@ fn fit_once(
         epoch_loss: 0.0,
         epoch_seconds: 0.0,
     });
+    if state.best_epoch > state.epochs_done {
+        return Err(Error::model(
+            run.path.join("checkpoint"),
+            format!(
+                "its state names epoch {} the best of {} done: the state was changed \
+                 or damaged",
+                state.best_epoch, state.epochs_done
+            ),
+        ));
+    }
     if let Some((weights, _)) = &checkpoint {
         model = load_module(model, weights)?;
     }
@@ -219,6 +229,18 @@ fn fit_once(
 
         let started = Instant::now();
         let mut loss_sum = state.epoch_loss;
+        if state.batches_done > plan.batches.len() {
+            return Err(Error::model(
+                run.path.join("checkpoint"),
+                format!(
+                    "its state has {} batches of epoch {} done, but the epoch has {}: the state \
+                     was changed or damaged",
+                    state.batches_done,
+                    epoch + 1,
+                    plan.batches.len()
+                ),
+            ));
+        }
         let done = plan.batches[..state.batches_done]
             .iter()
             .map(Vec::len)

@@ -20,7 +20,15 @@ use crate::{Experiment, Result};
 
 /// Reads a tagged corpus and checks every tag's shape, naming the line of a bad one.
 pub fn read_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus> {
-    let corpus = read_conll(path, columns)?;
+    checked_tags(read_conll(path, columns)?)
+}
+
+/// [`read_tagged`] of text read elsewhere (stdin); `path` names it in errors.
+pub fn parse_tagged(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpus> {
+    checked_tags(nertrain_data::parse_conll(text, path, columns)?)
+}
+
+fn checked_tags(corpus: Corpus) -> Result<Corpus> {
     for sentence in &corpus.sentences {
         for (i, tag) in sentence.tags.iter().enumerate() {
             check_tag(tag).map_err(|message| corpus.error_at(sentence, i, message))?;
