@@ -7,15 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use common::{nertrain, scratch, workspace};
-
-fn stdout(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
+use common::{nertrain, scratch, snapshot, stderr, stdout, workspace};
 
 /// Small enough to train in seconds, good enough to find the sample's entities.
 const QUICK: [&str; 8] = [
@@ -1067,23 +1059,6 @@ fn conll_configs_train_on_another_layout_by_changing_paths_and_columns() {
     }
 }
 
-/// Every file under `dir` with its bytes: equal snapshots mean nothing was touched.
-fn snapshot(dir: &Path) -> std::collections::BTreeMap<PathBuf, Vec<u8>> {
-    let mut files = std::collections::BTreeMap::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                pending.push(path);
-            } else {
-                files.insert(path.clone(), std::fs::read(&path).unwrap());
-            }
-        }
-    }
-    files
-}
-
 /// `metrics.jsonl` without its timings: equal only if every epoch trained and scored the same.
 fn epoch_records(dir: &Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(dir.join("metrics.jsonl"))
@@ -1276,7 +1251,7 @@ fn a_moved_run_resumes_and_a_changed_one_names_what_changed() {
     assert!(fit(&dir, &["--set", "train.epochs=1"]).status.success());
     let moved = scratch("moved-to").join("run");
     std::fs::create_dir_all(&moved).unwrap();
-    for (from, bytes) in snapshot(&dir) {
+    for (from, bytes) in snapshot(&dir).0 {
         let to = moved.join(from.strip_prefix(&dir).unwrap());
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::write(to, bytes).unwrap();

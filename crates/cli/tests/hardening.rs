@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{nertrain, scratch, workspace};
+use common::{nertrain, scratch, snapshot, stderr, workspace};
 
 /// `fit` on the sample into `output`, with `extra` overrides, as a command not yet run.
 fn fit_command(output: &Path, extra: &[&str]) -> Command {
@@ -24,45 +24,6 @@ fn fit_command(output: &Path, extra: &[&str]) -> Command {
 
 fn fit(output: &Path, extra: &[&str], flags: &[&str]) -> std::process::Output {
     fit_command(output, extra).args(flags).output().unwrap()
-}
-
-fn stderr(output: &std::process::Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
-}
-
-/// Every file under `dir` (not following links) with its bytes, for byte-for-byte comparison;
-/// the writer's lock file aside (each `fit` writes its pid there, run or refused).
-fn snapshot(dir: &Path) -> Snapshot {
-    let mut files = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let path = entry.unwrap().path();
-            let meta = std::fs::symlink_metadata(&path).unwrap();
-            if meta.is_dir() {
-                stack.push(path);
-            } else if meta.is_file() && !path.ends_with(".nertrain.lock") {
-                files.push((path.clone(), std::fs::read(&path).unwrap()));
-            }
-        }
-    }
-    files.sort();
-    Snapshot(files)
-}
-
-/// Files and their bytes; compared, a difference names the files.
-#[derive(PartialEq)]
-struct Snapshot(Vec<(PathBuf, Vec<u8>)>);
-
-impl std::fmt::Debug for Snapshot {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let files: Vec<String> = self
-            .0
-            .iter()
-            .map(|(path, bytes)| format!("{} ({} bytes)", path.display(), bytes.len()))
-            .collect();
-        f.debug_list().entries(files).finish()
-    }
 }
 
 /// A small trained run in a fresh scratch directory.

@@ -68,3 +68,51 @@ pub fn sample_model(context: &str) -> PathBuf {
     })
     .clone()
 }
+
+pub fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+pub fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Every file under `dir` with its bytes (a symbolic link with where it points, never followed):
+/// equal snapshots mean nothing was touched. The writer's lock file is left out: each `fit`
+/// writes its pid there, run or refused.
+pub fn snapshot(dir: &Path) -> Snapshot {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let meta = std::fs::symlink_metadata(&path).unwrap();
+            if meta.file_type().is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                files.push((path, target.into_os_string().into_encoded_bytes()));
+            } else if meta.is_dir() {
+                pending.push(path);
+            } else if !path.ends_with(".nertrain.lock") {
+                let bytes = std::fs::read(&path).unwrap();
+                files.push((path, bytes));
+            }
+        }
+    }
+    files.sort();
+    Snapshot(files)
+}
+
+/// Files and their bytes; shown, only their names and sizes.
+#[derive(PartialEq)]
+pub struct Snapshot(pub Vec<(PathBuf, Vec<u8>)>);
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let files: Vec<String> = self
+            .0
+            .iter()
+            .map(|(path, bytes)| format!("{} ({} bytes)", path.display(), bytes.len()))
+            .collect();
+        f.debug_list().entries(files).finish()
+    }
+}
