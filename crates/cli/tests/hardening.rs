@@ -321,7 +321,14 @@ fn a_changed_model_description_is_an_error_before_anything_is_allocated() {
     let run = trained("tampered", &[]);
     let meta: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.join("model.json")).unwrap()).unwrap();
-    let cases: [(&str, &[&str], serde_json::Value, &str); 5] = [
+    let cases: [(&str, &[&str], serde_json::Value, &str); 6] = [
+        // Within bounds, but not what the weights hold: refused before the model is built.
+        (
+            "hidden in range",
+            &["model", "hidden"],
+            4000.into(),
+            "but model.json describes at least",
+        ),
         (
             "hidden",
             &["model", "hidden"],
@@ -645,4 +652,30 @@ fn eval_reads_stdin_for_a_dash() {
         .unwrap();
     assert!(from_stdin.status.success(), "{}", stderr(&from_stdin));
     assert_eq!(from_stdin.stdout, from_file.stdout);
+}
+
+#[test]
+fn an_output_that_is_a_pipe_is_written_into_not_replaced() {
+    let fifo = scratch("output-fifo").join("pipe");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
+    };
+    let out = convert_to(&fifo);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(reader.join().unwrap().contains("S-"));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
 }

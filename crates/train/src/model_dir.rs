@@ -654,9 +654,30 @@ impl ModelDir {
                 "no weights yet (model.bpk is written when the first epoch ends)",
             ));
         }
+        // A description changed to sizes within bounds but not the weights': refused before the
+        // model is built, which allocates what the description says.
+        let needed = 4 * least_values(&meta);
+        let held = std::fs::metadata(&weights).map_or(0, |m| m.len());
+        if needed > held {
+            return Err(Error::model(
+                &weights,
+                format!(
+                    "not a readable weights file: it is truncated or damaged, or of another run \
+                     ({held} bytes, but model.json describes at least {needed})"
+                ),
+            ));
+        }
         let model = load_module(meta.model.init(meta.sizes, device), &weights)?;
         Ok((meta, vocab, model))
     }
+}
+
+/// The fewest weights a model of this description has: its word table, the BiLSTM's recurrent
+/// matrices (both directions, four gates) and the CRF's transitions; each a 32-bit float.
+fn least_values(meta: &ModelMeta) -> u64 {
+    let (words, dim) = (meta.sizes.words as u64, meta.model.word_dim as u64);
+    let (hidden, tags) = (meta.model.hidden as u64, meta.sizes.tags as u64);
+    words * dim + 8 * hidden * hidden + tags * tags
 }
 
 fn missing_or(dir: &Path, file: &Path, e: std::io::Error) -> crate::Error {
