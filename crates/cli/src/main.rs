@@ -344,11 +344,10 @@ pub fn read_stdin() -> Result<String> {
         .lock()
         .read_to_end(&mut bytes)
         .map_err(|e| format!("stdin: cannot read: {e}"))?;
-    String::from_utf8(bytes).map_err(|e| {
-        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
-        let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;
-        format!("stdin:{line}: invalid UTF-8: expected UTF-8 text").into()
-    })
+    Ok(nertrain_data::text_from_bytes(
+        bytes,
+        std::path::Path::new("stdin"),
+    )?)
 }
 
 /// Span-annotated text as a CoNLL file of `word tag` lines in `scheme`, cut by the treebank rules

@@ -123,11 +123,15 @@ pub fn read_conll(path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError>
 }
 
 /// A text file's contents; invalid UTF-8 is an error naming its line.
-/// A text file's contents; a file that is not UTF-8 is an error naming the line of the first bad
-/// byte.
 pub fn read_text(path: &Path) -> Result<String, DataError> {
     let bytes =
         std::fs::read(path).map_err(|e| DataError::file(path, format!("cannot read: {e}")))?;
+    text_from_bytes(bytes, path)
+}
+
+/// Bytes read from `path` (a file, or stdin under a name) as text; invalid UTF-8 is an error
+/// naming its line.
+pub fn text_from_bytes(bytes: Vec<u8>, path: &Path) -> Result<String, DataError> {
     String::from_utf8(bytes).map_err(|e| {
         let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
         let line = valid.iter().filter(|&&b| b == b'\n').count() + 1;

@@ -25,6 +25,7 @@ pub use batch::{Batch, BatchPlan, CharIds, SentenceChars};
 pub use casing::Casing;
 pub use conll::{
     ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, read_conll, read_text,
+    text_from_bytes,
 };
 pub use context::{DEFAULT_DOCUMENT_TOKENS, MentionCasing, document_pieces, set_mention_casing};
 pub use error::DataError;

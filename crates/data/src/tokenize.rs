@@ -233,8 +233,8 @@ impl Tokenizer {
             .expect("no text has more than usize::MAX words")
     }
 
-    /// The words of `text`, or `None` as soon as there are more than `max` of them: a text's
-    /// words take some 200 bytes each, so a bound on them bounds the memory any input takes.
+    /// The words of `text`, or `None` as soon as there are more than `max` of them, before their
+    /// memory is spent.
     pub fn tokens_at_most(&self, text: &str, max: usize) -> Option<Vec<Token>> {
         let tokens = match &self.kind {
             Kind::Bert { .. } => bert_tokens(text),

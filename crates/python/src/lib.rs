@@ -12,6 +12,8 @@
 //! errors become `FileNotFoundError`, `OSError`, `ValueError` or `RuntimeError` with nertrain's
 //! message.
 
+#![warn(missing_docs)]
+
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};

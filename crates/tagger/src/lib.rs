@@ -75,8 +75,8 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// after the last sentence-final stop within it when there is one.
 pub const MAX_PIECE_TOKENS: usize = 250;
 
-/// The most words one text may have: their tokens, pieces and batches take memory in
-/// proportion, some 200 bytes a word, so any input runs in bounded memory.
+/// The most words one text may have: its tokens, pieces and batches take memory in proportion
+/// to its words, so a bound on them bounds the memory any input takes.
 pub const MAX_TEXT_WORDS: usize = 1_000_000;
 
 /// How a list of texts maps onto documents, for a model that reads documents (others read every
@@ -279,14 +279,11 @@ impl Tagger {
         documents: &[Range<usize>],
         options: TagOptions,
     ) -> Result<Vec<Tagged>> {
-        let tokens: Vec<Option<Vec<Token>>> = texts
+        let tokens: Vec<Vec<Token>> = texts
             .par_iter()
-            .map(|t| self.tokenizer.tokens_at_most(t.as_ref(), MAX_TEXT_WORDS))
-            .collect();
-        let tokens: Vec<Vec<Token>> = tokens
-            .into_iter()
             .enumerate()
-            .map(|(text, tokens)| {
+            .map(|(text, t)| {
+                let tokens = self.tokenizer.tokens_at_most(t.as_ref(), MAX_TEXT_WORDS);
                 tokens.ok_or(Error::TooManyWords {
                     text,
                     max: MAX_TEXT_WORDS,

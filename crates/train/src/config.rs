@@ -420,8 +420,6 @@ impl Experiment {
     }
 }
 
-/// Where an error about `key` (`section.key`, or `a and b`) comes from: the override that set it,
-/// or else the file, at the key's line when the file has it.
 /// The largest layer size accepted: past it a BiLSTM's weights and optimiser state alone take
 /// gigabytes, and a size with zeros too many would end the process on a failed allocation
 /// (after `--overwrite` had deleted the old run).
@@ -467,6 +465,8 @@ pub fn check_model(m: &TaggerConfig) -> Result<(), (&'static str, String)> {
     }
 }
 
+/// Where an error about `key` (`section.key`, or `a and b`) comes from: the override that set it,
+/// or else the file, at the key's line when the file has it.
 fn locate(text: &str, overrides: &[String], key: &str, message: String) -> ConfigError {
     let key = key.split_whitespace().next().unwrap_or_default();
     let related = |a: &str, b: &str| a == b || a.starts_with(&format!("{b}."));

@@ -94,6 +94,8 @@ const RUN_FILES: [&str; 9] = [
     TEST_REPORT,
     CHECKPOINT,
 ];
+/// Why a `train.output` that is a file is refused.
+const NOT_A_DIRECTORY: &str = "exists and is not a directory; choose another train.output";
 /// Why a directory that is neither empty nor a run is refused.
 const NOT_OURS: &str = "not empty and not a nertrain run; nertrain writes only into a new or \
                         empty directory or one of its own runs (choose another train.output)";
@@ -237,10 +239,7 @@ impl ModelDir {
             std::fs::create_dir_all(&self.path)
                 .map_err(|e| Error::io(&self.path, "create the directory", e))?;
         } else if !self.path.is_dir() {
-            return Err(Error::refused(
-                &self.path,
-                "exists and is not a directory; choose another train.output",
-            ));
+            return Err(Error::refused(&self.path, NOT_A_DIRECTORY));
         } else if !self.is_run() && !self.is_empty()? {
             // Not even a lock file goes where nertrain would not write a run.
             return Err(Error::refused(&self.path, NOT_OURS));
@@ -311,7 +310,7 @@ impl ModelDir {
             return Ok(());
         }
         if !self.path.is_dir() {
-            return refused("exists and is not a directory; choose another train.output");
+            return refused(NOT_A_DIRECTORY);
         }
         if self.is_run() {
             return if overwrite {
@@ -592,10 +591,16 @@ impl ModelDir {
         let sizes = &meta.sizes;
         let word_table = sizes.words.saturating_mul(meta.model.word_dim);
         let sizes_fit = word_table <= MAX_WORD_TABLE && sizes.chars <= MAX_WORD_TABLE / 64;
-        if !sizes_fit || sizes.lm_words > sizes.words {
+        if !sizes_fit {
             return Err(damaged(format!(
                 "sizes: {} words of {} values and {} characters is more than nertrain makes",
                 sizes.words, meta.model.word_dim, sizes.chars
+            )));
+        }
+        if sizes.lm_words > sizes.words {
+            return Err(damaged(format!(
+                "sizes.lm_words: expected at most the {} words, found {}",
+                sizes.words, sizes.lm_words
             )));
         }
         if !(1..=MAX_TAGS).contains(&sizes.tags) {
