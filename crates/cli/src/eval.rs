@@ -6,9 +6,8 @@ use std::path::PathBuf;
 
 use burn::tensor::Device;
 use clap::Args;
-use nertrain_data::{ColumnSpec, read_conll};
-use nertrain_tagger::{FileEvaluation, Scored, TagOptions, Tagger};
-use nertrain_train::score_corpus;
+use nertrain_data::{ColumnSpec, read_conll, read_tagged};
+use nertrain_tagger::{FileEvaluation, MAX_CONSISTENCY, Scored, TagSettings, Tagger, score_corpus};
 
 use crate::Result;
 
@@ -52,10 +51,7 @@ pub struct EvalArgs {
     batch_size: usize,
 }
 
-/// The most a document consistency weight may be: far past any weight that helps (those tried
-/// on dev end at 32), and short of where the decoder's scores stop being finite.
-const MAX_CONSISTENCY: f64 = 1000.0;
-
+/// Parses `--consistency`: a weight from 0 to [`MAX_CONSISTENCY`].
 pub fn consistency_weight(value: &str) -> std::result::Result<f64, String> {
     match value.parse::<f64>() {
         Ok(v) if (0.0..=MAX_CONSISTENCY).contains(&v) => Ok(v),
@@ -70,19 +66,18 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
         (_, _, Some(path)) => read_predicted(path)?,
         (Some(model), Some(data), None) => {
             let tagger = Tagger::load(model, device)?;
-            let defaults = tagger.options();
-            crate::check_consistency(args.consistency, &tagger)?;
-            let options = TagOptions {
-                constrained: defaults.constrained && !args.unconstrained,
+            let settings = TagSettings {
+                unconstrained: args.unconstrained,
+                consistency: args.consistency,
                 confidence: args.calibration || args.json,
-                batch_size: args.batch_size,
-                consistency: args.consistency.unwrap_or(defaults.consistency),
-                ..TagOptions::default()
+                batch_size: Some(args.batch_size),
+                ..TagSettings::default()
             };
+            let options = crate::tag_options(&tagger, settings)?;
             if data.as_os_str() == "-" {
                 let text = crate::read_stdin()?;
                 let stdin = std::path::Path::new("stdin");
-                let gold = nertrain_train::parse_tagged(&text, stdin, tagger.meta().columns)?;
+                let gold = nertrain_data::parse_tagged(&text, stdin, tagger.meta().columns)?;
                 tagger.evaluate_gold(gold, options)?
             } else {
                 tagger.evaluate_file(data, options)?
@@ -122,7 +117,7 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
 
 /// A file whose last two columns are the gold and predicted tags, checked to line up and scored.
 fn read_predicted(path: &std::path::Path) -> Result<FileEvaluation> {
-    let gold = nertrain_train::read_tagged(
+    let gold = read_tagged(
         path,
         ColumnSpec {
             word_column: 0,

@@ -45,8 +45,8 @@ impl FitReporter {
 
     pub fn show(&mut self, event: FitEvent) {
         match event {
-            FitEvent::Info(line) => self.line(format_args!("{line}")),
-            FitEvent::Warning(line) => eprintln!("warning: {line}"),
+            FitEvent::Info { message } => self.line(format_args!("{message}")),
+            FitEvent::Warning { message } => eprintln!("warning: {message}"),
             FitEvent::EpochStarted {
                 epoch,
                 epochs,
@@ -70,7 +70,7 @@ impl FitReporter {
                     progress.finish();
                 }
             }
-            FitEvent::EpochEnded(m) => self.line(format_args!(
+            FitEvent::EpochEnded { metrics: m } => self.line(format_args!(
                 "epoch {:>3}: loss {:.4}  dev P {:.2} R {:.2} F1 {:.2}{}{}  {:.0} sent/s  {:.1}s train, {:.1}s dev  lr {:.5}",
                 m.epoch,
                 m.loss,

@@ -41,14 +41,7 @@ pub struct ServeArgs {
 
 pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
     let tagger = Tagger::load(&args.model, device)?;
-    let mut pool = rayon::ThreadPoolBuilder::new().stack_size(8 << 20);
-    if let Some(threads) = args.threads {
-        pool = pool.num_threads(threads);
-    }
-    let pool = pool
-        .thread_name(|i| format!("nertrain-tag-{i}"))
-        .build()
-        .map_err(|e| format!("cannot start the tagging threads: {e}"))?;
+    let pool = nertrain_tagger::thread_pool(args.threads)?;
     let threads = pool.current_num_threads();
     // The async side only moves bytes; tagging runs on `pool`.
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
-use nertrain_tagger::{Entity, Layout, Record, TagOptions, Tagged, Tagger, html_page};
+use nertrain_tagger::{Entity, Layout, MAX_NBEST, Record, TagSettings, Tagged, Tagger, html_page};
 
 use crate::Result;
 
@@ -43,8 +43,8 @@ pub struct TagArgs {
     #[arg(long)]
     probs: bool,
     /// Also print the K best tag sequences with their probabilities.
-    #[arg(long, value_name = "K", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=100))]
-    nbest: u16,
+    #[arg(long, value_name = "K", default_value_t = 1, value_parser = crate::count(1, MAX_NBEST as u64))]
+    nbest: usize,
     /// Decode without the tag scheme's constraints.
     #[arg(long)]
     unconstrained: bool,
@@ -75,16 +75,15 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
         args.input = Some(PathBuf::from("-"));
     }
     let tagger = Tagger::load(&args.model, device)?;
-    let defaults = tagger.options();
-    crate::check_consistency(args.consistency, &tagger)?;
-    let options = TagOptions {
-        constrained: defaults.constrained && !args.unconstrained,
+    let settings = TagSettings {
+        unconstrained: args.unconstrained,
+        consistency: args.consistency,
         confidence: matches!(args.format, Format::Json | Format::Html),
         marginals: args.probs,
-        nbest: usize::from(args.nbest),
-        batch_size: args.batch_size,
-        consistency: args.consistency.unwrap_or(defaults.consistency),
+        nbest: args.nbest,
+        batch_size: Some(args.batch_size),
     };
+    let options = crate::tag_options(&tagger, settings)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     // The page is written once every input is tagged.
     let mut page: Vec<Record> = Vec::new();
@@ -170,8 +169,8 @@ fn read_chunks(
 
 /// `nertrain tokenize`: each text's sentences, one a line, words joined by spaces.
 pub fn tokenize(model: &std::path::Path, texts: &[String]) -> Result<()> {
-    let meta = nertrain_train::ModelDir::new(model).read_meta()?;
-    let tokenizer = meta.tokenizer()?;
+    let files = nertrain_model::ModelFiles::new(model);
+    let tokenizer = files.tokenizer(&files.read_meta()?)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let mut write = |text: &str| -> Result<()> {
         let tokens = tokenizer.tokens(text);

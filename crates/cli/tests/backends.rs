@@ -13,9 +13,11 @@ use std::time::{Duration, Instant};
 
 use common::{scratch, workspace};
 
+use nertrain_data::read_tagged;
 use nertrain_data::{Batch, BatchPlan, ColumnSpec};
 use nertrain_model::BatchTensors;
-use nertrain_train::{Backend, Predictor, read_tagged};
+use nertrain_tagger::Predictor;
+use nertrain_train::Backend;
 
 /// Shader compilation on a software driver is slow, but a run that takes longer than this has
 /// hung (a fused kernel once hung for minutes inside lavapipe's LLVM).

@@ -10,7 +10,9 @@ use crate::{Casing, Encoded, MentionCasing, Vocab};
 /// padded with `<pad>`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CharIds {
+    /// The ids, row by row.
     pub ids: Vec<i64>,
+    /// The longest word's characters (the row width).
     pub max_word_len: usize,
     /// Characters in each word slot (after cutting to `max_word_len`), 0 for padding slots.
     pub lengths: Vec<usize>,
@@ -22,8 +24,11 @@ pub struct CharIds {
 /// long. Rows are `[batch, max_chars]`, padded with `<pad>` past each row's length.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SentenceChars {
+    /// The ids, row by row.
     pub ids: Vec<i64>,
+    /// The longest row (the row width).
     pub max_chars: usize,
+    /// Each row's length.
     pub lengths: Vec<usize>,
     /// `[batch, max_len]`: where the separator after each word is, 0 for padding slots.
     pub word_ends: Vec<i64>,
@@ -78,14 +83,19 @@ impl SentenceChars {
 pub struct Batch {
     /// Which sentences these are, as indices into the slice the batch was made from.
     pub indices: Vec<usize>,
+    /// Each sentence's tokens.
     pub lengths: Vec<usize>,
+    /// The longest sentence's tokens (the row width).
     pub max_len: usize,
+    /// Word ids `[batch, max_len]`, `<pad>` at padding slots.
     pub words: Vec<i64>,
     /// Each word's [`Casing`](crate::Casing) id, `Casing::Padding`'s at padding slots.
     pub casing: Vec<i64>,
     /// Each word's [`MentionCasing`](crate::MentionCasing) id, `Padding`'s at padding slots.
     pub mentions: Vec<i64>,
+    /// Each word slot's characters.
     pub chars: CharIds,
+    /// Each sentence's characters as one sequence.
     pub sentence_chars: SentenceChars,
     /// Empty when the sentences are untagged.
     pub tags: Vec<i64>,
@@ -149,10 +159,12 @@ impl Batch {
         }
     }
 
+    /// Sentences in the batch.
     pub fn size(&self) -> usize {
         self.indices.len()
     }
 
+    /// Tokens in the batch, padding left out.
     pub fn token_count(&self) -> usize {
         self.lengths.iter().sum()
     }
@@ -161,6 +173,7 @@ impl Batch {
 /// Groups sentence indices into batches of similar length, so little of a batch is padding.
 #[derive(Debug, Clone)]
 pub struct BatchPlan {
+    /// Each batch's sentence indices.
     pub batches: Vec<Vec<usize>>,
 }
 

@@ -4,6 +4,7 @@
 /// The classes, tested in this order; `Padding` is only ever a padding slot's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Casing {
+    /// A padding slot.
     Padding,
     /// Digits only: `1996`.
     Numeric,
@@ -25,6 +26,7 @@ impl Casing {
     /// How many classes there are, `Padding` included.
     pub const COUNT: usize = 8;
 
+    /// The class of `word`.
     pub fn of(word: &str) -> Self {
         let chars = word.chars().count();
         let digits = word.chars().filter(char::is_ascii_digit).count();
@@ -47,6 +49,7 @@ impl Casing {
         }
     }
 
+    /// The class's id, in the casing embedding.
     pub fn id(self) -> usize {
         self as usize
     }

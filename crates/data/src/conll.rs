@@ -14,7 +14,9 @@ const DOCSTART: &str = "-DOCSTART-";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ColumnSpec {
+    /// The words' column; negative counts from the end.
     pub word_column: isize,
+    /// The tags' column; negative counts from the end (-1: the last).
     pub tag_column: isize,
 }
 
@@ -43,7 +45,9 @@ impl ColumnSpec {
 /// One sentence as read: parallel words and tags, and where it starts in its file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sentence {
+    /// The tokens.
     pub words: Vec<String>,
+    /// Their tags, one per token (empty when the file is untagged).
     pub tags: Vec<String>,
     /// 1-based line number of the first token; token `i` is on line `first_line + i`.
     pub first_line: usize,
@@ -53,10 +57,12 @@ pub struct Sentence {
 }
 
 impl Sentence {
+    /// Tokens in the sentence.
     pub fn len(&self) -> usize {
         self.words.len()
     }
 
+    /// Whether it has no tokens.
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }
@@ -65,16 +71,50 @@ impl Sentence {
 /// The sentences of one file, with the file's path kept for error messages.
 #[derive(Debug, Clone)]
 pub struct Corpus {
+    /// The file read, for error messages.
     pub path: PathBuf,
+    /// Its sentences, in file order.
     pub sentences: Vec<Sentence>,
 }
 
 impl Corpus {
+    /// The corpus, once every tag is checked to be well formed.
+    fn with_checked_tags(self) -> Result<Self, DataError> {
+        for sentence in &self.sentences {
+            for (i, tag) in sentence.tags.iter().enumerate() {
+                crate::check_tag(tag).map_err(|message| self.error_at(sentence, i, message))?;
+            }
+        }
+        Ok(self)
+    }
+
+    /// The corpus as a CoNLL file of `word tag` lines with its tags in `scheme`, a
+    /// `-DOCSTART-` line before each document.
+    pub fn to_conll(&self, scheme: crate::TagScheme) -> String {
+        let mut text = String::new();
+        let mut document = None;
+        for sentence in &self.sentences {
+            if document != Some(sentence.document) {
+                text.push_str("-DOCSTART- O\n\n");
+                document = Some(sentence.document);
+            }
+            let tags = crate::convert_tags(&sentence.tags, scheme);
+            for (word, tag) in sentence.words.iter().zip(tags) {
+                text.push_str(word);
+                text.push(' ');
+                text.push_str(&tag);
+                text.push('\n');
+            }
+            text.push('\n');
+        }
+        text
+    }
+
+    /// Tokens in all sentences.
     pub fn token_count(&self) -> usize {
         self.sentences.iter().map(Sentence::len).sum()
     }
 
-    /// An error about token `index` of `sentence`, located at its line.
     /// Where the tags are first not well formed in `scheme` (an error naming the file, line and
     /// tag), and in how many sentences they are not.
     pub fn malformed(&self, scheme: crate::TagScheme) -> Option<(DataError, usize)> {
@@ -106,6 +146,7 @@ impl Corpus {
         ))
     }
 
+    /// An error about token `index` of `sentence`, located at its line.
     pub fn error_at(
         &self,
         sentence: &Sentence,
@@ -114,6 +155,17 @@ impl Corpus {
     ) -> DataError {
         DataError::at(&self.path, sentence.first_line + index, message)
     }
+}
+
+/// Reads a tagged CoNLL file (training, dev, test or gold data) whose tags must each be well
+/// formed (`O`, or a prefix and a type: `B-PER`); the first that is not is an error at its line.
+pub fn read_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError> {
+    read_conll(path, columns)?.with_checked_tags()
+}
+
+/// [`read_tagged`] of text read elsewhere (stdin); `path` names it in errors.
+pub fn parse_tagged(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError> {
+    parse_conll(text, path, columns)?.with_checked_tags()
 }
 
 /// Reads a CoNLL file. Tolerates a UTF-8 BOM, CRLF line ends, whitespace-only separator lines,

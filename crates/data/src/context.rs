@@ -8,7 +8,20 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
+use serde::{Deserialize, Serialize};
+
 use crate::{Corpus, Encoded};
+
+/// What a sentence is read with (`data.context`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Context {
+    /// The sentence alone.
+    #[default]
+    Sentence,
+    /// The other sentences of its document.
+    Document,
+}
 
 /// A document of more tokens than this is read in consecutive pieces of at most this many (whole
 /// sentences), so that context costs bounded memory however long a document is.
@@ -52,6 +65,7 @@ impl Corpus {
 /// a sentence that has lower-case words), over its other mentions in the document.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MentionCasing {
+    /// A padding slot.
     Padding,
     /// No other mention in such a position (the class of every word read without context).
     Unseen,
@@ -59,6 +73,7 @@ pub enum MentionCasing {
     Capitalized,
     /// Only without: a common word.
     Lowercase,
+    /// Both, in different mentions.
     Both,
 }
 
@@ -66,6 +81,7 @@ impl MentionCasing {
     /// How many classes there are, `Padding` included.
     pub const COUNT: usize = 5;
 
+    /// The class's id, in the mention-casing embedding.
     pub fn id(self) -> usize {
         self as usize
     }

@@ -4,12 +4,16 @@ use std::path::{Path, PathBuf};
 /// A problem with an input file, located as precisely as we can: file, and line when known.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DataError {
+    /// The file.
     pub path: PathBuf,
+    /// The line, from 1, when the problem is at one.
     pub line: Option<usize>,
+    /// What is wrong, and what was expected.
     pub message: String,
 }
 
 impl DataError {
+    /// A problem at `line` of `path`.
     pub fn at(path: &Path, line: usize, message: impl Into<String>) -> Self {
         Self {
             path: path.to_path_buf(),
@@ -18,6 +22,7 @@ impl DataError {
         }
     }
 
+    /// A problem with `path` as a whole.
     pub fn file(path: &Path, message: impl Into<String>) -> Self {
         Self {
             path: path.to_path_buf(),

@@ -5,6 +5,8 @@
 //!
 //! Nothing here knows about tensors: the model crate turns a [`Batch`] into them.
 
+#![warn(missing_docs)]
+
 mod annotated;
 mod batch;
 mod casing;
@@ -24,10 +26,12 @@ pub use annotated::{
 pub use batch::{Batch, BatchPlan, CharIds, SentenceChars};
 pub use casing::Casing;
 pub use conll::{
-    ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, read_conll, read_text,
-    text_from_bytes,
+    ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, parse_tagged, read_conll,
+    read_tagged, read_text, text_from_bytes,
 };
-pub use context::{DEFAULT_DOCUMENT_TOKENS, MentionCasing, document_pieces, set_mention_casing};
+pub use context::{
+    Context, DEFAULT_DOCUMENT_TOKENS, MentionCasing, document_pieces, set_mention_casing,
+};
 pub use error::DataError;
 pub use scheme::{
     Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,

@@ -11,6 +11,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+/// How chunk boundaries are written in tags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TagScheme {
@@ -23,6 +24,7 @@ pub enum TagScheme {
 }
 
 impl TagScheme {
+    /// Every scheme.
     pub const ALL: [TagScheme; 3] = [TagScheme::Iob1, TagScheme::Iob2, TagScheme::Iobes];
 
     /// Guesses the scheme of tagged sentences: IOBES if any `E-`/`S-` appears, IOB1 if some chunk
@@ -127,19 +129,23 @@ pub fn transition_allowed(scheme: TagScheme, previous: Option<&str>, next: Optio
 /// ones (`S-` → `B-`, `E-` → `I-`) that close their chunk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Tag<'a> {
+    /// `B`, `I` or `O` (after folding IOBES).
     pub prefix: &'a str,
+    /// The entity type (empty for `O`).
     pub label: &'a str,
     /// `S-` or `E-`: nothing may continue this chunk.
     pub closes: bool,
 }
 
 impl<'a> Tag<'a> {
+    /// The tag `O`.
     pub const OUTSIDE: Tag<'static> = Tag {
         prefix: "O",
         label: "",
         closes: false,
     };
 
+    /// Reads a tag as conlleval does.
     pub fn parse(tag: &'a str) -> Self {
         match tag.split_once('-') {
             Some((prefix, label)) => {
@@ -196,8 +202,11 @@ pub(crate) fn start_of_chunk(previous: Tag, current: Tag) -> bool {
 /// An entity: tokens `start..end` carry `label`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct Span {
+    /// Its first token.
     pub start: usize,
+    /// One past its last token.
     pub end: usize,
+    /// Its entity type.
     pub label: String,
 }
 

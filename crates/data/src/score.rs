@@ -7,15 +7,18 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::scheme::{Tag, end_of_chunk, start_of_chunk};
 
 /// Gold, predicted and correct chunk counts.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ChunkCounts {
+    /// Chunks in the gold tags.
     pub gold: usize,
+    /// Chunks predicted.
     pub found: usize,
+    /// Predicted chunks that match a gold one exactly.
     pub correct: usize,
 }
 
@@ -54,6 +57,7 @@ pub struct Scorer {
 }
 
 impl Scorer {
+    /// A scorer that has seen nothing.
     pub fn new() -> Self {
         Self {
             last_gold: ("O".into(), String::new(), false),
@@ -135,6 +139,7 @@ impl Scorer {
         );
     }
 
+    /// The counts so far.
     pub fn report(&self) -> Report {
         debug_assert!(!self.in_correct, "every sentence ends in a break");
         Report {
@@ -149,20 +154,30 @@ impl Scorer {
 /// The outcome of scoring: conlleval's counts, printable in its layout.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Report {
+    /// Tokens scored.
     pub tokens: usize,
+    /// Tokens whose tag is right.
     pub correct_tags: usize,
+    /// Chunk counts over every type.
     pub overall: ChunkCounts,
+    /// Chunk counts per entity type.
     pub by_type: BTreeMap<String, ChunkCounts>,
 }
 
 /// A type's line of the report, for JSON output.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TypeScore {
+    /// Percent of predicted chunks that are right.
     pub precision: f64,
+    /// Percent of gold chunks found.
     pub recall: f64,
+    /// Their harmonic mean.
     pub f1: f64,
+    /// Gold chunks.
     pub gold: usize,
+    /// Predicted chunks.
     pub found: usize,
+    /// Correct chunks.
     pub correct: usize,
 }
 
@@ -181,10 +196,12 @@ impl From<ChunkCounts> for TypeScore {
 }
 
 impl Report {
+    /// Overall span F1, in percent.
     pub fn f1(&self) -> f64 {
         self.overall.prf().2
     }
 
+    /// Percent of tokens whose tag is right.
     pub fn accuracy(&self) -> f64 {
         if self.tokens > 0 {
             100.0 * self.correct_tags as f64 / self.tokens as f64
@@ -215,7 +232,7 @@ impl Report {
 }
 
 /// A report's scores as `eval --json` prints them and a run's report files hold them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Scores {
     /// Tokens scored.
     pub tokens: usize,
@@ -271,6 +288,7 @@ pub struct Confusion {
 }
 
 impl Confusion {
+    /// Counts one sentence's gold against its predicted tags.
     pub fn add_sentence<S: AsRef<str>, T: AsRef<str>>(&mut self, gold: &[S], predicted: &[T]) {
         let gold = crate::spans(gold);
         let predicted = crate::spans(predicted);

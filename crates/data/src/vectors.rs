@@ -10,6 +10,7 @@ use crate::DataError;
 /// Word vectors, all of one dimension.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Vectors {
+    /// The dimension of every vector.
     pub dim: usize,
     words: Vec<String>,
     values: Vec<f32>,
@@ -17,14 +18,17 @@ pub struct Vectors {
 }
 
 impl Vectors {
+    /// Words with a vector.
     pub fn len(&self) -> usize {
         self.words.len()
     }
 
+    /// Whether there are none.
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }
 
+    /// The words, in file order.
     pub fn words(&self) -> impl Iterator<Item = &str> {
         self.words.iter().map(String::as_str)
     }
@@ -65,6 +69,7 @@ pub fn read_vectors(path: &Path) -> Result<Vectors, DataError> {
     parse_vectors(&text, path)
 }
 
+/// Parses word vectors from text (GloVe or word2vec text); `path` names it in errors.
 pub fn parse_vectors(text: &str, path: &Path) -> Result<Vectors, DataError> {
     let mut lines = text
         .lines()

@@ -6,7 +6,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Casing, Corpus, DataError, MentionCasing, Sentence};
 
+/// The padding item, id 0 of every vocabulary.
 pub const PAD: &str = "<pad>";
+/// The unknown item, id 1 of every vocabulary.
 pub const UNK: &str = "<unk>";
 
 /// A string ↔ id table. Word and character vocabularies reserve id 0 for `<pad>` and 1 for
@@ -36,7 +38,9 @@ impl From<Vocab> for Vec<String> {
 }
 
 impl Vocab {
+    /// [`PAD`]'s id.
     pub const PAD_ID: usize = 0;
+    /// [`UNK`]'s id.
     pub const UNK_ID: usize = 1;
 
     /// Items seen at least `min_count` times, most frequent first (ties by string), after
@@ -57,6 +61,7 @@ impl Vocab {
         Self::from(items.map(String::from).collect::<Vec<_>>())
     }
 
+    /// Items, `<pad>` and `<unk>` included.
     pub fn len(&self) -> usize {
         self.items.len()
     }
@@ -71,10 +76,12 @@ impl Vocab {
         self.items.len() - 1
     }
 
+    /// Whether it has no items.
     pub fn is_empty(&self) -> bool {
         self.items.is_empty()
     }
 
+    /// The id of `item`, when it has one.
     pub fn id(&self, item: &str) -> Option<usize> {
         self.ids.get(item).copied()
     }
@@ -84,10 +91,12 @@ impl Vocab {
         self.id(item).unwrap_or(Self::UNK_ID)
     }
 
+    /// The item of `id`.
     pub fn item(&self, id: usize) -> &str {
         &self.items[id]
     }
 
+    /// Every item, in id order.
     pub fn items(&self) -> &[String] {
         &self.items
     }
@@ -98,12 +107,14 @@ impl Vocab {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TextNormalization {
+    /// Words are lowercased.
     pub lowercase: bool,
     /// Every digit becomes `0`, so `1996` and `1997` share an embedding.
     pub digits_to_zero: bool,
 }
 
 impl TextNormalization {
+    /// `word` as the word vocabulary looks it up.
     pub fn apply(&self, word: &str) -> String {
         let mut normalized = String::with_capacity(word.len());
         for c in word.chars() {
@@ -125,9 +136,13 @@ impl TextNormalization {
 /// Everything needed to turn sentences into ids and ids back into tags; saved with a model.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Vocabularies {
+    /// How words are normalised before lookup.
     pub normalization: TextNormalization,
+    /// Words (normalised).
     pub words: Vocab,
+    /// Characters of the raw words.
     pub chars: Vocab,
+    /// Tags.
     pub tags: Vocab,
 }
 
@@ -183,10 +198,12 @@ impl Vocabularies {
         self.words.len() - before
     }
 
+    /// The id of `word` (normalised), or `<unk>`'s.
     pub fn word_id(&self, word: &str) -> usize {
         self.words.id_or_unk(&self.normalization.apply(word))
     }
 
+    /// The ids of `word`'s characters, `<unk>`'s for unknown ones.
     pub fn char_ids(&self, word: &str) -> Vec<usize> {
         word.chars()
             .map(|c| self.chars.id_or_unk(c.encode_utf8(&mut [0; 4])))
@@ -253,20 +270,26 @@ impl Vocabularies {
 /// untagged).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Encoded {
+    /// Word ids.
     pub words: Vec<usize>,
+    /// Each word's character ids.
     pub chars: Vec<Vec<usize>>,
+    /// Each word's [`Casing`] id.
     pub casing: Vec<usize>,
     /// Each word's [`MentionCasing`]: `Unseen` unless set from its document
     /// ([`set_mention_casing`](crate::set_mention_casing)).
     pub mentions: Vec<usize>,
+    /// Tag ids (empty when untagged).
     pub tags: Vec<usize>,
 }
 
 impl Encoded {
+    /// Tokens in the sentence.
     pub fn len(&self) -> usize {
         self.words.len()
     }
 
+    /// Whether it has no tokens.
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
     }

@@ -13,8 +13,10 @@ use burn::tensor::{Device, Distribution, Tensor, TensorData};
 
 use crate::recurrence;
 
+/// A bidirectional LSTM's sizes.
 #[derive(Config, Debug)]
 pub struct BiLstmConfig {
+    /// Size of each input vector.
     pub d_input: usize,
     /// Hidden size of each direction; the output has twice this.
     pub d_hidden: usize,
@@ -43,6 +45,7 @@ impl BiLstmConfig {
     }
 }
 
+/// A bidirectional LSTM that reads each sentence to its length only (padding never reaches a real token).
 #[derive(Module, Debug)]
 pub struct BiLstm {
     /// Input to gates for both directions: `[d_input, 8 * hidden]`, forward's gates first, each
@@ -53,6 +56,7 @@ pub struct BiLstm {
 }
 
 impl BiLstm {
+    /// Hidden size of each direction.
     pub fn d_hidden(&self) -> usize {
         self.recurrent.dims()[1]
     }

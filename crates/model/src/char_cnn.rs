@@ -10,18 +10,24 @@ use burn::tensor::{Int, Tensor};
 
 use crate::uniform_embedding;
 
+/// The char-CNN's sizes.
 #[derive(Config, Debug)]
 pub struct CharCnnConfig {
+    /// Characters in the vocabulary.
     pub n_chars: usize,
+    /// Size of a character's embedding.
     #[config(default = 30)]
     pub char_dim: usize,
+    /// Convolution filters: the size of a word's features.
     #[config(default = 50)]
     pub filters: usize,
+    /// Characters each filter sees.
     #[config(default = 3)]
     pub kernel: usize,
 }
 
 impl CharCnnConfig {
+    /// A char-CNN with fresh weights.
     pub fn init(&self, device: &burn::tensor::Device) -> CharCnn {
         let pad = self.kernel / 2;
         CharCnn {
@@ -33,13 +39,17 @@ impl CharCnnConfig {
     }
 }
 
+/// A convolution over a word's characters, max-pooled (Ma & Hovy): a feature vector per word.
 #[derive(Module, Debug)]
 pub struct CharCnn {
+    /// Character embeddings.
     pub embedding: Embedding,
+    /// The convolution.
     pub conv: Conv1d,
 }
 
 impl CharCnn {
+    /// Size of a word's features.
     pub fn d_output(&self) -> usize {
         self.conv.weight.dims()[0]
     }

@@ -17,11 +17,14 @@ use crate::{BatchTensors, BiLstm, BiLstmConfig, uniform_embedding};
 /// `gate · relu(transform(x)) + (1 − gate) · x`, with `gate = σ(W x + b)` (Srivastava et al.).
 #[derive(Module, Debug)]
 pub struct Highway {
+    /// The transformation.
     pub transform: Linear,
+    /// The gate.
     pub gate: Linear,
 }
 
 impl Highway {
+    /// A highway layer of `d` in and out.
     pub fn new(d: usize, device: &Device) -> Self {
         Self {
             transform: LinearConfig::new(d, d).init(device),
@@ -29,6 +32,7 @@ impl Highway {
         }
     }
 
+    /// The layer applied to the last dimension of `x`.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         let gate = sigmoid(self.gate.forward(x.clone()));
         let transformed = relu(self.transform.forward(x.clone()));
@@ -36,12 +40,15 @@ impl Highway {
     }
 }
 
+/// The character language model's sizes.
 #[derive(Config, Debug)]
 pub struct CharLmConfig {
+    /// Characters in the vocabulary.
     pub n_chars: usize,
     /// The heads predict word ids below this; every other word is predicted as `<unk>`, and
     /// `<pad>` stands for the sentence boundary.
     pub lm_words: usize,
+    /// Size of a character's embedding.
     #[config(default = 30)]
     pub char_dim: usize,
     /// Hidden size of each direction; a word's features have twice this.
@@ -53,6 +60,7 @@ pub struct CharLmConfig {
 }
 
 impl CharLmConfig {
+    /// A character language model with fresh weights.
     pub fn init(&self, device: &Device) -> CharLm {
         let h = self.hidden;
         CharLm {
@@ -68,15 +76,24 @@ impl CharLmConfig {
     }
 }
 
+/// A character-level language model over whole sentences (LM-LSTM-CRF, Liu et al.): its states at word boundaries are each word's features, and its heads predict the next and previous words.
 #[derive(Module, Debug)]
 pub struct CharLm {
+    /// Character embeddings.
     pub embedding: Embedding,
+    /// The LSTM over the sentence's characters.
     pub lstm: BiLstm,
+    /// From the LSTM's states to the tagger's word features.
     pub to_features: Highway,
+    /// From the forward state to the next word's prediction.
     pub to_next_word: Highway,
+    /// From the backward state to the previous word's prediction.
     pub to_previous_word: Highway,
+    /// The next word's scores over the predicted words.
     pub next_word: Linear,
+    /// The previous word's scores over the predicted words.
     pub previous_word: Linear,
+    /// Dropout on the LSTM's states.
     pub dropout: Dropout,
 }
 
@@ -90,14 +107,17 @@ pub struct WordStates {
 }
 
 impl CharLm {
+    /// Size of a word's features.
     pub fn d_output(&self) -> usize {
         2 * self.lstm.d_hidden()
     }
 
+    /// Words the heads predict.
     pub fn lm_words(&self) -> usize {
         self.next_word.weight.dims()[1]
     }
 
+    /// The LSTM's states at the separators around each word.
     pub fn word_states(&self, inputs: &BatchTensors) -> WordStates {
         let states = self.lstm.forward(
             self.embedding.forward(inputs.sentence_chars.clone()),

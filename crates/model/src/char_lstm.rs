@@ -9,9 +9,12 @@ use burn::tensor::{Int, Tensor, TensorData};
 
 use crate::{BiLstm, BiLstmConfig, uniform_embedding};
 
+/// The char-LSTM's sizes.
 #[derive(Config, Debug)]
 pub struct CharLstmConfig {
+    /// Characters in the vocabulary.
     pub n_chars: usize,
+    /// Size of a character's embedding.
     #[config(default = 25)]
     pub char_dim: usize,
     /// Hidden size of each direction; a word's features have twice this.
@@ -20,6 +23,7 @@ pub struct CharLstmConfig {
 }
 
 impl CharLstmConfig {
+    /// A char-LSTM with fresh weights.
     pub fn init(&self, device: &burn::tensor::Device) -> CharLstm {
         CharLstm {
             embedding: uniform_embedding(self.n_chars, self.char_dim, device),
@@ -28,13 +32,17 @@ impl CharLstmConfig {
     }
 }
 
+/// A bidirectional LSTM over a word's characters, its two final states (Lample et al.): a feature vector per word.
 #[derive(Module, Debug)]
 pub struct CharLstm {
+    /// Character embeddings.
     pub embedding: Embedding,
+    /// The LSTM over them.
     pub lstm: BiLstm,
 }
 
 impl CharLstm {
+    /// Size of a word's features.
     pub fn d_output(&self) -> usize {
         2 * self.lstm.d_hidden()
     }

@@ -16,12 +16,14 @@ pub struct BatchTensors {
     pub tags: Option<Tensor<2, Int>>,
     /// `[batch, max_len]`, 1.0 at real tokens and 0.0 at padding.
     pub mask: Tensor<2>,
+    /// Each sentence's tokens.
     pub lengths: Vec<usize>,
     /// Characters in each word slot, `[batch * max_len]`.
     pub char_lengths: Vec<usize>,
     /// Each sentence's characters as one sequence, `[batch, max_chars]` (see
     /// [`nertrain_data::SentenceChars`]).
     pub sentence_chars: Tensor<2, Int>,
+    /// Each sentence's characters, separators included.
     pub sentence_char_lengths: Vec<usize>,
     /// `[batch, max_len]`: where in `sentence_chars` the separator after each word is.
     pub word_ends: Tensor<2, Int>,
@@ -30,6 +32,7 @@ pub struct BatchTensors {
 }
 
 impl BatchTensors {
+    /// A batch's ids as tensors on `device`.
     pub fn new(batch: &Batch, device: &Device) -> Self {
         let shape = [batch.size(), batch.max_len];
         let ints = |ids: &[i64], shape: [usize; 2]| {

@@ -1,13 +1,17 @@
 //! The network: word embeddings and character features → a length-aware bidirectional LSTM →
 //! linear emissions → a linear-chain CRF. Burn modules with `#[derive(Config)]` configurations.
 //!
-//! The CRF maths lives in [`crf`] and nowhere else.
+//! The CRF maths lives in [`crf`] and nowhere else; the model files (description, vocabularies,
+//! weights) are read in [`files`] and nowhere else.
+
+#![warn(missing_docs)]
 
 mod bilstm;
 mod char_cnn;
 mod char_lm;
 mod char_lstm;
 pub mod crf;
+pub mod files;
 mod inputs;
 pub mod recurrence;
 mod tagger;
@@ -19,12 +23,15 @@ pub use char_cnn::{CharCnn, CharCnnConfig};
 pub use char_lm::{CharLm, CharLmConfig, Highway, WordStates};
 pub use char_lstm::{CharLstm, CharLstmConfig};
 pub use crf::{Constraints, Crf, CrfConfig, CrfError, Marginals, Potentials, Reduction};
+pub use files::{
+    CrfOptions, DocumentContext, FORMAT_VERSION, FileError, ModelFiles, ModelMeta, RecordedScores,
+};
 pub use inputs::BatchTensors;
 pub use tagger::{CharFeatures, Tagger, TaggerConfig, VocabSizes};
 pub use word_gates::{FormInputs, WordGates};
 
-/// A float tensor's values on the host, in one copy. (`TensorData::iter` converts each value
-/// through a boxed iterator: 5% of tagging time when the word cache's rows went through it.)
+/// A float tensor's values on the host, in one copy (`TensorData::iter` converts each value
+/// through a boxed iterator, which shows in tagging time when the word cache's rows go through it).
 pub fn host_values<const D: usize>(tensor: burn::tensor::Tensor<D>) -> Vec<f32> {
     let data = tensor.into_data();
     match data.as_slice::<f32>() {

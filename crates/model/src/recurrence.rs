@@ -139,8 +139,11 @@ pub fn fused(gates: Tensor<3>, recurrent: Tensor<3>, lengths: &[usize]) -> Tenso
     ))
 }
 
+/// The LSTM recurrence as one backend operation: fused on flex and cubecl devices, differentiated by hand under autodiff.
 #[backend_extension(Flex, Cube: cfg(feature = "wgpu"), Autodiff)]
 pub trait FusedLstm: Backend {
+    /// Both directions' hidden states `[batch, time, 2h]` from the input gates `[batch, time,
+    /// 2 * 4h]` and the recurrent weights `[direction, h, 4h]`, each sentence read to its length.
     fn lstm_recurrence(
         gates: FloatTensor<Self>,
         recurrent: FloatTensor<Self>,
@@ -559,6 +562,46 @@ struct Forward {
     hidden: Vec<f32>,
 }
 
+/// Step `t`'s input gates of every sentence and direction, `[direction, batch, width]`, into
+/// `step`, from `gates` laid out as the caller has them.
+fn gather_step_gates(
+    gates: &Gates,
+    lengths: &[usize],
+    time: usize,
+    width: usize,
+    t: usize,
+    step: &mut [f32],
+) {
+    let batch = lengths.len();
+    match gates {
+        Gates::Natural(natural_gates) => {
+            let natural_gates = f32s(natural_gates);
+            for_each_at_step(lengths, time, width, t, |natural, step_order| {
+                step[step_order].copy_from_slice(&natural_gates[natural]);
+            });
+        }
+        Gates::Rows(row) => {
+            // Real tokens only: a padding slot keeps what the step held before, which never
+            // reaches a real token.
+            for (b, &length) in lengths.iter().enumerate() {
+                if t >= length {
+                    continue;
+                }
+                for d in 0..DIRECTIONS {
+                    let position = if d == 0 {
+                        t
+                    } else {
+                        reversed_position(length, t)
+                    };
+                    let at = (d * batch + b) * width;
+                    step[at..at + width]
+                        .copy_from_slice(&row(b, position)[d * width..(d + 1) * width]);
+                }
+            }
+        }
+    }
+}
+
 impl Forward {
     fn run(gates: Gates, recurrent: &FlexTensor, lengths: Vec<usize>, keep: Keep) -> Self {
         let [_, h, width] = recurrent.layout().shape().dims::<3>();
@@ -606,33 +649,7 @@ impl Forward {
             let previous_hidden = (t > 0).then(|| &earlier_hidden[(t - 1) * step_states..]);
             let slot = if keep == Keep::AllSteps { t } else { 0 };
             let step = &mut forward.activations[slot * step_gates..(slot + 1) * step_gates];
-            match &gates {
-                Gates::Natural(natural_gates) => {
-                    let natural_gates = f32s(natural_gates);
-                    for_each_at_step(&forward.lengths, time, width, t, |natural, step_order| {
-                        step[step_order].copy_from_slice(&natural_gates[natural]);
-                    });
-                }
-                Gates::Rows(row) => {
-                    // Real tokens only: a padding slot keeps what the step held before, which
-                    // never reaches a real token.
-                    for (b, &length) in forward.lengths.iter().enumerate() {
-                        if t >= length {
-                            continue;
-                        }
-                        for d in 0..DIRECTIONS {
-                            let position = if d == 0 {
-                                t
-                            } else {
-                                reversed_position(length, t)
-                            };
-                            let at = (d * batch + b) * width;
-                            step[at..at + width]
-                                .copy_from_slice(&row(b, position)[d * width..(d + 1) * width]);
-                        }
-                    }
-                }
-            }
+            gather_step_gates(&gates, &forward.lengths, time, width, t, step);
             // The two directions are independent: one thread each when rayon has two.
             let (step_forward, step_backward) = step.split_at_mut(half_gates);
             let (cells_forward, cells_backward) = cells[..step_states].split_at_mut(half_states);

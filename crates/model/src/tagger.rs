@@ -16,6 +16,7 @@ use crate::{
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum CharFeatures {
+    /// The embedding alone.
     None,
     /// A convolution over the word's characters, max-pooled (Ma & Hovy).
     Cnn,
@@ -26,10 +27,13 @@ pub enum CharFeatures {
 /// The architecture's hyper-parameters; vocabulary sizes come from the data ([`VocabSizes`]).
 #[derive(Config, Debug)]
 pub struct TaggerConfig {
+    /// Size of a word's embedding.
     #[config(default = 100)]
     pub word_dim: usize,
+    /// Which character features each word gets.
     #[config(default = "CharFeatures::Cnn")]
     pub char_features: CharFeatures,
+    /// Size of a character's embedding.
     #[config(default = 30)]
     pub char_dim: usize,
     /// Convolution filters of the char-CNN.
@@ -63,10 +67,14 @@ pub struct TaggerConfig {
     pub lm_weight: f64,
 }
 
+/// The sizes of a model's vocabularies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VocabSizes {
+    /// Words.
     pub words: usize,
+    /// Characters.
     pub chars: usize,
+    /// Tags.
     pub tags: usize,
     /// Words the language-model heads predict (`char_lm`): the most frequent ids, below this.
     #[serde(default)]
@@ -85,6 +93,7 @@ impl From<&nertrain_data::Vocabularies> for VocabSizes {
 }
 
 impl TaggerConfig {
+    /// A model of this architecture for vocabularies of `sizes`, with fresh weights.
     pub fn init(&self, sizes: VocabSizes, device: &Device) -> Tagger {
         let chars = (self.char_features == CharFeatures::Cnn).then(|| {
             CharCnnConfig::new(sizes.chars)
@@ -143,19 +152,28 @@ enum WordInput {
 /// Embeddings (+ character features) → BiLSTM → linear emissions → CRF.
 #[derive(Module, Debug)]
 pub struct Tagger {
+    /// Word embeddings.
     pub words: Embedding,
+    /// The casing class's embedding, when `casing_dim` is not 0.
     pub casing: Option<Embedding>,
     /// The char-CNN, when `char_features = "cnn"` (the field keeps its first name so that saved
     /// models still load).
     pub chars: Option<CharCnn>,
+    /// The char-LSTM, when `char_features = "lstm"`.
     pub char_lstm: Option<CharLstm>,
+    /// The character language model, when `char_lm` is on.
     pub char_lm: Option<CharLm>,
+    /// Weight of the language model's losses beside the CRF's.
     pub lm_weight: f64,
     /// Last among the input features, so that models saved before it existed still load.
     pub mentions: Option<Embedding>,
+    /// The BiLSTM over the words' features.
     pub encoder: BiLstm,
+    /// Dropout on the features and the BiLSTM's output.
     pub dropout: Dropout,
+    /// From the BiLSTM's output to each tag's emission score.
     pub emissions: Linear,
+    /// The CRF over the emissions.
     pub crf: Crf,
 }
 

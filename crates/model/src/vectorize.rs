@@ -1,9 +1,9 @@
 //! Element-wise loops compiled for the CPU they run on.
 //!
 //! The project builds for the baseline x86-64 target (SSE2, 4 floats at a time), so that one
-//! binary runs everywhere. The gate arithmetic of the LSTM recurrence is a quarter of tagging
-//! and training time, and on a CPU with AVX-512 or AVX2 it runs several times faster when
-//! compiled for them. [`vectorized`] inlines a closure into a function compiled with those
+//! binary runs everywhere. The gate arithmetic of the LSTM recurrence is a large part of tagging
+//! and training time, and on a CPU with AVX-512 or AVX2 it runs much faster when compiled for
+//! them. [`vectorized`] inlines a closure into a function compiled with those
 //! instructions enabled and picks it at run time. Results are identical bit for bit whichever
 //! runs: each element sees the same operations (no multiply-add contraction), only more at once.
 

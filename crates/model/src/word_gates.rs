@@ -56,7 +56,7 @@ type Forms<V> = HashMap<Form, V, BuildHasherDefault<FormHasher>>;
 
 /// rustc's FxHash. Forms are a few small ids, looked up once per token: SipHash, the standard
 /// maps' default, guards against keys chosen to collide, which a tagger's own vocabulary ids are
-/// not, and cost 2% of tagging time.
+/// not, and its cost showed in tagging time.
 #[derive(Debug, Default, Clone, Copy)]
 struct FormHasher(u64);
 
@@ -121,12 +121,13 @@ enum Row {
 }
 
 impl WordGates {
-    /// 64 MiB: 20,000 words at hidden size 100, more than a CoNLL-2003 split has.
+    /// Room for the rows of more distinct words than a CoNLL-2003 split has, at hidden size 100.
     pub const CAPACITY_BYTES: usize = 64 << 20;
 
     /// Words whose rows are computed together by [`fill`](Self::fill).
     const CHUNK_WORDS: usize = 512;
 
+    /// An empty cache that keeps at most about `capacity_bytes` of rows.
     pub fn with_capacity(capacity_bytes: usize) -> Self {
         Self {
             table: RwLock::default(),
@@ -268,6 +269,7 @@ pub struct FormInputs {
     pub casing: Tensor<2, Int>,
     /// `[words, max_word_len]`, padded with `<pad>`.
     pub chars: Tensor<2, Int>,
+    /// Each word's characters.
     pub char_lengths: Vec<usize>,
 }
 

@@ -19,17 +19,14 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use nertrain_tagger::{Layout, TagOptions};
-use nertrain_train::{ConfigError, ConfigOrigin, Error, Experiment, FitEvent, FitOptions};
+use nertrain_tagger::{Layout, TagSettings};
+use nertrain_train::{ConfigError, ConfigOrigin, Error, Experiment, FitOptions};
 use pyo3::exceptions::{
     PyFileNotFoundError, PyOSError, PyRuntimeError, PyUserWarning, PyValueError,
 };
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 use pythonize::pythonize;
-
-/// The most n-best paths a call may ask for, as `nertrain tag --nbest`.
-const MAX_NBEST: usize = 100;
 
 /// A trained model loaded for tagging text. Its calls release the GIL and run one at a time, on
 /// the tagger's own threads; one tagger may be shared by Python threads.
@@ -52,7 +49,11 @@ impl Tagger {
     fn new(py: Python<'_>, model_dir: PathBuf, threads: Option<usize>) -> PyResult<Self> {
         let pool = thread_pool(threads)?;
         let inner = py
-            .detach(|| pool.install(|| nertrain_tagger::Tagger::load(&model_dir, &device()?)))
+            .detach(|| {
+                pool.install(|| {
+                    Ok::<_, Error>(nertrain_tagger::Tagger::load(&model_dir, &device()?)?)
+                })
+            })
             .map_err(python_error)?;
         Ok(Self {
             inner,
@@ -72,19 +73,18 @@ impl Tagger {
         probs: bool,
         nbest: usize,
     ) -> PyResult<Bound<'py, PyList>> {
-        if !(1..=MAX_NBEST).contains(&nbest) {
-            return Err(PyValueError::new_err(format!(
-                "nbest: expected 1 to {MAX_NBEST}, found {nbest}"
-            )));
-        }
-        let options = TagOptions {
+        let settings = TagSettings {
             marginals: probs,
             nbest,
-            ..self.inner.options()
+            ..TagSettings::default()
         };
+        let options = self
+            .inner
+            .options_with(settings)
+            .map_err(|e| python_error(e.into()))?;
         let records = py
             .detach(|| {
-                let _one_call = self.one_call.lock().unwrap_or_else(|e| e.into_inner());
+                let _one_call = nertrain_tagger::lock(&self.one_call);
                 self.pool.install(|| {
                     let tagged = self.inner.tag(&texts, Layout::Texts, options)?;
                     let labels = self.inner.labels();
@@ -107,7 +107,7 @@ impl Tagger {
     /// The entity types the model finds.
     #[getter]
     fn labels(&self) -> Vec<String> {
-        nertrain_train::entity_types(self.inner.labels())
+        nertrain_tagger::entity_types(self.inner.labels())
     }
 
     /// What the model is, as `nertrain serve` answers `GET /model`.
@@ -136,15 +136,9 @@ fn evaluate<'py>(
         .detach(|| {
             pool.install(|| {
                 let tagger = nertrain_tagger::Tagger::load(&model_dir, &device()?)?;
-                let defaults = tagger.options();
                 // As `eval --json`: with the calibration table.
-                let options = TagOptions {
-                    constrained: defaults.constrained,
-                    consistency: defaults.consistency,
-                    confidence: true,
-                    ..TagOptions::default()
-                };
-                tagger.evaluate_file(&path, options)
+                let options = tagger.options_with(TagSettings::default())?;
+                Ok::<_, Error>(tagger.evaluate_file(&path, options)?)
             })
         })
         .map_err(python_error)?;
@@ -193,7 +187,7 @@ fn fit(
                 let delivered = Python::attach(|py| {
                     py.check_signals()?;
                     match &progress {
-                        Some(callback) => callback.call1(py, (event_dict(py, &event)?,)).map(drop),
+                        Some(callback) => callback.call1(py, (to_python(py, &event)?,)).map(drop),
                         None => Ok(()),
                     }
                 });
@@ -224,99 +218,9 @@ fn override_items(dict: &Bound<'_, PyDict>) -> PyResult<Vec<String>> {
         .collect()
 }
 
-/// A fit event as a dict: `event` names it, the rest are its fields.
-fn event_dict<'py>(py: Python<'py>, event: &FitEvent) -> PyResult<Bound<'py, PyDict>> {
-    let dict = PyDict::new(py);
-    let name = match event {
-        FitEvent::Info(message) => {
-            dict.set_item("message", message)?;
-            "info"
-        }
-        FitEvent::Warning(message) => {
-            dict.set_item("message", message)?;
-            "warning"
-        }
-        FitEvent::EpochStarted {
-            epoch,
-            epochs,
-            sentences,
-            done,
-            loss_sum,
-        } => {
-            dict.set_item("epoch", epoch)?;
-            dict.set_item("epochs", epochs)?;
-            dict.set_item("sentences", sentences)?;
-            dict.set_item("done", done)?;
-            dict.set_item("loss_sum", loss_sum)?;
-            "epoch_started"
-        }
-        FitEvent::Batch { sentences, loss } => {
-            dict.set_item("sentences", sentences)?;
-            dict.set_item("loss", loss)?;
-            "batch"
-        }
-        FitEvent::EpochTrained => "epoch_trained",
-        FitEvent::EpochEnded(metrics) => {
-            dict.set_item("metrics", to_python(py, metrics)?)?;
-            "epoch_ended"
-        }
-        FitEvent::Interrupted { epoch, batch } => {
-            dict.set_item("epoch", epoch)?;
-            dict.set_item("batch", batch)?;
-            "interrupted"
-        }
-        FitEvent::EarlyStop { patience } => {
-            dict.set_item("patience", patience)?;
-            "early_stop"
-        }
-        FitEvent::Finished {
-            best_epoch,
-            best_dev_f1,
-            weights,
-        } => {
-            dict.set_item("best_epoch", best_epoch)?;
-            dict.set_item("best_dev_f1", best_dev_f1)?;
-            dict.set_item("weights", weights)?;
-            "finished"
-        }
-        FitEvent::ConsistencyChosen {
-            scores,
-            weight,
-            dev_f1,
-        } => {
-            dict.set_item("scores", scores)?;
-            dict.set_item("weight", weight)?;
-            dict.set_item("dev_f1", dev_f1)?;
-            "consistency_chosen"
-        }
-        FitEvent::TrainingWithDev { epochs, output } => {
-            dict.set_item("epochs", epochs)?;
-            dict.set_item("output", output)?;
-            "training_with_dev"
-        }
-        FitEvent::TestScored { path, report } => {
-            dict.set_item("path", path)?;
-            dict.set_item("scores", to_python(py, &report.scores())?)?;
-            "test_scored"
-        }
-    };
-    dict.set_item("event", name)?;
-    Ok(dict)
-}
-
-/// A rayon pool of `threads` (by default, `RAYON_NUM_THREADS` or one per core).
+/// The tagger's pool of `threads` (by default, `RAYON_NUM_THREADS` or one per core).
 fn thread_pool(threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
-    if threads == Some(0) {
-        return Err(PyValueError::new_err(
-            "threads: expected at least 1, found 0",
-        ));
-    }
-    rayon::ThreadPoolBuilder::new()
-        .num_threads(threads.unwrap_or(0))
-        // As the binary's: the model's recursion is deep for the default 2 MiB.
-        .stack_size(8 << 20)
-        .build()
-        .map_err(|e| PyRuntimeError::new_err(format!("cannot start the worker threads: {e}")))
+    nertrain_tagger::thread_pool(threads).map_err(|e| python_error(e.into()))
 }
 
 /// The CPU device every call runs on.
@@ -361,10 +265,15 @@ fn python_error(error: Error) -> PyErr {
         | Error::Config(_)
         | Error::Refused { .. }
         | Error::Model { .. }
-        | Error::TooManyWords { .. } => PyValueError::new_err(message),
-        Error::Diverged { .. } | Error::Crf(_) | Error::Json(_) | Error::Backend(_) => {
-            PyRuntimeError::new_err(message)
-        }
+        | Error::Tagging(
+            nertrain_tagger::Error::TooManyWords { .. }
+            | nertrain_tagger::Error::InvalidOption { .. },
+        ) => PyValueError::new_err(message),
+        Error::Diverged { .. }
+        | Error::Crf(_)
+        | Error::Json(_)
+        | Error::Backend(_)
+        | Error::Tagging(_) => PyRuntimeError::new_err(message),
     }
 }
 

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use nertrain_tagger::{Layout, Record, TagOptions, Tagger};
+use nertrain_tagger::{Layout, Record, TagOptions, Tagger, lock};
 use tokio::sync::oneshot;
 
 use crate::ServeOptions;
@@ -40,19 +40,17 @@ pub(crate) struct Batcher {
     thread: Mutex<Option<JoinHandle<()>>>,
     queued: Arc<AtomicUsize>,
     max_queued: usize,
-    defaults: TagOptions,
 }
 
 impl Batcher {
     /// Starts the batching thread, which owns the tagger and runs its work on `pool`.
     pub(crate) fn start(
-        tagger: Tagger,
+        tagger: Arc<Tagger>,
         pool: rayon::ThreadPool,
         options: ServeOptions,
     ) -> std::io::Result<Self> {
         let (sender, receiver) = mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
-        let defaults = tagger.options();
         let max_queued = options.max_queued_texts;
         let thread = {
             let queued = queued.clone();
@@ -65,13 +63,7 @@ impl Batcher {
             thread: Mutex::new(Some(thread)),
             queued,
             max_queued,
-            defaults,
         })
-    }
-
-    /// Options as the model was trained to be decoded, with entity confidences.
-    pub(crate) fn default_options(&self) -> TagOptions {
-        self.defaults
     }
 
     /// Queues `texts` (`words` of them in all), unless that would put more texts in the queue
@@ -98,7 +90,7 @@ impl Batcher {
             options,
             reply,
         };
-        let sender = self.sender.lock().expect("the sender's lock");
+        let sender = lock(&self.sender);
         match sender.as_ref().map(|s| s.send(job)) {
             Some(Ok(())) => Submitted::Queued(receiver),
             _ => refuse(),
@@ -107,8 +99,8 @@ impl Batcher {
 
     /// Lets the batching thread finish what is queued, and waits for it.
     pub(crate) fn stop(&self) {
-        self.sender.lock().expect("the sender's lock").take();
-        if let Some(thread) = self.thread.lock().expect("the thread's lock").take() {
+        lock(&self.sender).take();
+        if let Some(thread) = lock(&self.thread).take() {
             let _ = thread.join();
         }
     }

@@ -33,7 +33,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
-use nertrain_tagger::{ModelInfo, Record, Tagger};
+use nertrain_tagger::{ModelInfo, Record, TagSettings, Tagger};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 
@@ -120,11 +120,10 @@ fn one() -> usize {
     1
 }
 
-/// The largest `nbest`, as `tag --nbest` allows.
-const MAX_NBEST: usize = 100;
-
 struct AppState {
     batcher: Batcher,
+    /// Shared with the batching thread; requests' settings are checked against it.
+    tagger: Arc<Tagger>,
     info: ModelInfo,
     options: ServeOptions,
     requests: AtomicU64,
@@ -186,9 +185,11 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let info = tagger.info();
-    let batcher = Batcher::start(tagger, pool, options.clone())?;
+    let tagger = Arc::new(tagger);
+    let batcher = Batcher::start(tagger.clone(), pool, options.clone())?;
     let state = Arc::new(AppState {
         batcher,
+        tagger,
         info,
         options: options.clone(),
         requests: AtomicU64::new(0),
@@ -256,8 +257,14 @@ async fn log_request(
 #[derive(Clone, Copy)]
 struct RequestId(u64);
 
+/// `GET /health`'s answer.
+#[derive(Serialize)]
+struct Health {
+    status: &'static str,
+}
+
 async fn health() -> impl IntoResponse {
-    axum::Json(serde_json::json!({"status": "ok"}))
+    axum::Json(Health { status: "ok" })
 }
 
 async fn model(State(state): State<Arc<AppState>>) -> impl IntoResponse {
@@ -390,16 +397,14 @@ fn parse_request(
         };
         return Err(bad(format!("{field}: empty; give text to tag")));
     }
-    if !(1..=MAX_NBEST).contains(&request.nbest) {
-        return Err(bad(format!(
-            "nbest: {}; expected 1 to {MAX_NBEST}",
-            request.nbest
-        )));
-    }
-    let options = nertrain_tagger::TagOptions {
+    let settings = TagSettings {
         marginals: request.probs,
         nbest: request.nbest,
-        ..state.batcher.default_options()
+        ..TagSettings::default()
     };
+    let options = state
+        .tagger
+        .options_with(settings)
+        .map_err(|e| bad(e.to_string()))?;
     Ok((texts, single, options))
 }

@@ -7,12 +7,13 @@ use std::path::Path;
 
 use nertrain_data::{
     AnnotatedCorpus, CharSpan, ChunkCounts, Confusion, Corpus, Misaligned, Report, Scores,
-    TagScheme, is_annotated, read_annotated, spans,
+    TagScheme, is_annotated, read_annotated, read_tagged, spans,
 };
-use nertrain_train::{CalibrationBin, calibration, entity_types, read_tagged, score_corpus};
 use serde::Serialize;
 
-use crate::{Result, TagOptions, Tagged, Tagger};
+use crate::{
+    CalibrationBin, Result, TagOptions, Tagged, Tagger, calibration, entity_types, score_corpus,
+};
 
 /// A model's predictions on a tagged corpus, scored.
 #[derive(Debug, Clone)]

@@ -1,5 +1,7 @@
-//! Tagging raw text with a trained nertrain model: the one path from text to entities, called by
-//! every interface (the `nertrain` binary's `tag` and `eval`, and whatever embeds nertrain).
+//! The inference core: a trained nertrain model loaded, and the one path from text to entities.
+//! Every interface calls it (the `nertrain` binary's `tag` and `eval`, `nertrain serve`, the
+//! Python module) and so does training, for its dev and test scores: the same input gives the
+//! same output through each.
 //!
 //! The pipeline, one type per step:
 //!
@@ -10,9 +12,9 @@
 //!    memory.
 //! 3. **Texts → documents.** A model that reads documents reads the sentences of one document
 //!    together ([`Layout`]): a text, or a run of lines up to a blank one.
-//! 4. **Sentences → predictions.** Batches, emissions and CRF decoding
-//!    ([`nertrain_train::Predictor`]), with entity confidences, marginals and n-best paths on
-//!    request ([`TagOptions`]).
+//! 4. **Sentences → predictions.** Batches, emissions and CRF decoding ([`Predictor`], over a
+//!    [`Decoder`]), with entity confidences, marginals and n-best paths on request
+//!    ([`TagOptions`], made from the model's own settings and a caller's [`TagSettings`]).
 //! 5. **Predictions → entities.** Each text's [`Tagged`]: its tokens and tags, and its entities
 //!    with labels, character offsets and confidences; [`Tagged::record`] is the JSON object that
 //!    `nertrain tag --format json` prints.
@@ -48,26 +50,31 @@
 
 #![warn(missing_docs)]
 
+mod decode;
+mod error;
 mod evaluate;
+mod options;
 mod record;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use burn::tensor::Device;
-use nertrain_data::{Span, TagScheme, Token, Tokenizer, TokenizerSpec, render_spans};
-use nertrain_train::config::Context;
-use nertrain_train::{ModelDir, ModelMeta, Prediction, Predictor, RankedPath};
+use nertrain_data::{Context, Span, TagScheme, Token, Tokenizer, TokenizerSpec, render_spans};
+use nertrain_model::{ModelFiles, ModelMeta};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
+pub use decode::{
+    CalibrationBin, Decoder, MAX_BATCH_TOKENS, Prediction, Predictor, RankedPath, TagOptions,
+    calibration, entity_types, score_corpus,
+};
+pub use error::Error;
 pub use evaluate::{Evaluation, FileEvaluation, FileScores, Scored, SpanEvaluation};
-pub use nertrain_train::PredictOptions as TagOptions;
+pub use options::{MAX_BATCH_SENTENCES, MAX_CONSISTENCY, MAX_NBEST, TagSettings, thread_pool};
 pub use record::{Alternative, Entity, Record, TokenProbabilities, html_page};
 
-/// What can go wrong while tagging: the model, its tokenizer, or decoding.
-pub type Error = nertrain_train::Error;
 /// A result of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
@@ -162,7 +169,7 @@ impl Tagger {
     /// Loads a model directory written by `nertrain fit`.
     pub fn load(dir: &Path, device: &Device) -> Result<Self> {
         let predictor = Predictor::load(dir, device)?;
-        let tokenizer = predictor.meta.tokenizer()?;
+        let tokenizer = ModelFiles::new(dir).tokenizer(&predictor.meta)?;
         Ok(Self {
             predictor,
             tokenizer,
@@ -174,14 +181,9 @@ impl Tagger {
     /// What the model is, with the scores its run recorded.
     pub fn info(&self) -> ModelInfo {
         let meta = &self.predictor.meta;
-        let run = ModelDir::new(&self.dir);
-        let f1 = |path: PathBuf| -> Option<f64> {
-            let text = std::fs::read_to_string(path).ok()?;
-            let report: ScoreFile = serde_json::from_str(&text).ok()?;
-            Some(report.overall.f1)
-        };
+        let files = ModelFiles::new(&self.dir);
         ModelInfo {
-            labels: nertrain_train::entity_types(self.labels()),
+            labels: entity_types(self.labels()),
             tags: self.labels().to_vec(),
             scheme: meta.file_scheme,
             context: if meta.document.is_some() {
@@ -195,20 +197,11 @@ impl Tagger {
                 Some(TokenizerSpec::Bert) | None => "bert",
             }
             .into(),
-            dev_f1: f1(run.dev_report_file()),
-            test_f1: f1(run.test_report_file()),
+            dev_f1: files.read_dev_scores().ok().map(|s| s.scores.overall.f1),
+            test_f1: files.read_test_scores().ok().map(|s| s.scores.overall.f1),
             trained_on_dev: meta.trained_on_dev,
             trained_by: meta.nertrain_version.clone(),
             nertrain_version: env!("CARGO_PKG_VERSION").into(),
-        }
-    }
-
-    /// Options as the model was trained to be decoded: constrained to its tag scheme when it was
-    /// trained so, with its document consistency weight, and entity confidences.
-    pub fn options(&self) -> TagOptions {
-        TagOptions {
-            confidence: true,
-            ..self.predictor.default_options()
         }
     }
 
@@ -269,8 +262,8 @@ impl Tagger {
     }
 
     /// Waits for the calls of other threads to end.
-    fn one_call(&self) -> std::sync::MutexGuard<'_, ()> {
-        self.one_call.lock().unwrap_or_else(|e| e.into_inner())
+    fn one_call(&self) -> MutexGuard<'_, ()> {
+        lock(&self.one_call)
     }
 
     fn tag_documents_unlocked<S: AsRef<str> + Sync>(
@@ -340,15 +333,13 @@ impl Tagger {
     }
 }
 
-/// The part of `dev.json` and `test.json` that [`ModelInfo`] reports.
-#[derive(Deserialize)]
-struct ScoreFile {
-    overall: OverallScore,
-}
-
-#[derive(Deserialize)]
-struct OverallScore {
-    f1: f64,
+/// Locks `mutex`, also after a thread panicked holding it: nertrain's locks guard no data that a
+/// panic leaves half-changed (whose turn it is, a queue's sending end), so one failed call must
+/// not fail every later one. The one policy for a poisoned lock, in every crate.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A sentence's pieces of at most [`MAX_PIECE_TOKENS`] tokens.

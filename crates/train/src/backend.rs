@@ -7,6 +7,7 @@ use std::str::FromStr;
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
+/// The tensor backend a run trains (or a command tags) on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
@@ -20,8 +21,10 @@ pub enum Backend {
 }
 
 impl Backend {
+    /// Every backend, built or not.
     pub const ALL: [Backend; 3] = [Backend::Flex, Backend::Ndarray, Backend::Wgpu];
 
+    /// Its name, as `train.backend` and `--backend` spell it.
     pub fn name(self) -> &'static str {
         match self {
             Backend::Flex => "flex",

@@ -13,44 +13,157 @@ use nertrain_data::{
 use nertrain_model::crf::{host, host_emissions};
 use nertrain_model::{BatchTensors, CharFeatures, Reduction, TaggerConfig, VocabSizes, WordGates};
 
+use nertrain_model::Tagger;
+use nertrain_tagger::{Decoder, TagOptions};
+use serde::Serialize;
+
 use crate::Result;
 use crate::config::UpdateRule;
-use crate::predict::{Decoder, PredictOptions};
 use crate::step::Trainer;
 
+/// What `bench` measures on.
 #[derive(Debug, Clone)]
 pub struct BenchOptions {
+    /// The tagged CoNLL file whose sentences the training steps use.
     pub train: PathBuf,
+    /// The tagged CoNLL file that is tagged, whole, to measure tagging.
     pub dev: PathBuf,
+    /// Sentences per training step.
     pub batch_size: usize,
+    /// Training steps measured.
     pub steps: usize,
+    /// Training steps run first and not measured.
     pub warmup: usize,
+    /// Sentences per tagging batch.
     pub eval_batch_size: usize,
+    /// The seed of the model's weights and the batches.
     pub seed: u64,
 }
 
+/// What `bench` measured: `nertrain bench`'s JSON, whose keys the benchmark scripts read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BenchResult {
+    /// `RAYON_NUM_THREADS`, when set.
+    pub threads: Option<String>,
+    /// Sentences per training step.
+    pub batch_size: usize,
+    /// Training steps measured.
+    pub train_steps: usize,
+    /// Seconds they took.
+    pub train_s: f64,
+    /// Milliseconds a step took, on average.
+    pub ms_per_step: f64,
+    /// The median step of the first quarter of the steps, in milliseconds.
+    pub step_ms_first_quarter: f64,
+    /// The median step of the last quarter, in milliseconds.
+    pub step_ms_last_quarter: f64,
+    /// The last quarter's median step over the first's: above 1, steps grow slower.
+    pub step_time_growth: f64,
+    /// Training sentences a second.
+    pub train_sents_per_s: f64,
+    /// Training tokens a second.
+    pub train_tokens_per_s: f64,
+    /// Tokens of the dev file.
+    pub decode_tokens: usize,
+    /// Sentences per tagging batch.
+    pub decode_batch: usize,
+    /// The median pass over dev, in seconds.
+    pub decode_s: f64,
+    /// Tagging tokens a second, at the median pass.
+    pub decode_tokens_per_s: f64,
+    /// Each measured pass over dev, in seconds.
+    pub decode_s_each: Vec<f64>,
+    /// Tagging tokens a second in the first pass, reported apart.
+    pub first_decode_tokens_per_s: f64,
+    /// The CRF's log-partition (tensor version) on dev's emissions, tokens a second.
+    pub crf_forward_tokens_per_s: f64,
+    /// Best paths on the host, tokens a second.
+    pub viterbi_tokens_per_s: f64,
+    /// Best paths as tensor ops, tokens a second.
+    pub tensor_viterbi_tokens_per_s: f64,
+    /// This process's peak resident set size, in MiB (Linux).
+    pub peak_rss_mb: Option<f64>,
+}
+
+/// Training's share of the measurements.
+struct TrainTimes {
+    seconds: f64,
+    step_seconds: Vec<f64>,
+    sentences: usize,
+    tokens: usize,
+}
+
+/// The CRF's share: seconds for each of its passes over dev's emissions.
+struct CrfTimes {
+    forward: f64,
+    viterbi: f64,
+    tensor_viterbi: f64,
+}
+
 /// How many times dev is decoded for the tagging figure (the median is reported), after one
-/// pass reported apart: the first passes after training run slower than the rest, at two threads
-/// up to twice as slow (e.g. 102, 68, 54, then 51 ms and on), so that a median of a few measured
-/// the shift between the phases as much as tagging.
+/// pass reported apart: the first passes after training run slower than the rest, so that a
+/// median of a few measured the shift between the phases as much as tagging.
 const DECODE_REPEATS: usize = 9;
 
-/// Runs the benchmark and returns its measurements as JSON.
-pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Value> {
+/// Runs the benchmark and returns its measurements.
+pub fn bench(options: &BenchOptions, device: &Device) -> Result<BenchResult> {
     let train = read_conll(&options.train, ColumnSpec::default())?;
     let dev = read_conll(&options.dev, ColumnSpec::default())?;
     let vocab = Vocabularies::build(&train.sentences, TextNormalization::default(), 1);
     let encoded = vocab.encode_corpus(&train)?;
     let dev_encoded = vocab.encode_corpus_words(&dev);
-    let sizes = VocabSizes::from(&vocab);
+    let (model, train) = measure_training(options, &vocab, &encoded, device)?;
+    let model = model.valid();
+    let mut decode_times = measure_tagging(options, &model, &vocab, &dev_encoded, device)?;
+    let crf = measure_crf(options, &model, &dev_encoded, device)?;
+
+    // A step must cost the same at the end as at the start; one that grows leaks (Burn keeps
+    // autodiff nodes that no loss reaches, and every backward pass walks them).
+    let quarter = options.steps.div_ceil(4);
+    let first_quarter = median(&train.step_seconds[..quarter]);
+    let last_quarter = median(&train.step_seconds[options.steps - quarter..]);
+    let dev_tokens: usize = dev_encoded.iter().map(Encoded::len).sum();
+    let first_decode_seconds = decode_times.remove(0);
+    let decode_seconds = median(&decode_times);
+    let per_second = |seconds: f64| dev_tokens as f64 / seconds;
+    Ok(BenchResult {
+        threads: std::env::var("RAYON_NUM_THREADS").ok(),
+        batch_size: options.batch_size,
+        train_steps: options.steps,
+        train_s: train.seconds,
+        ms_per_step: 1000.0 * train.seconds / options.steps as f64,
+        step_ms_first_quarter: 1000.0 * first_quarter,
+        step_ms_last_quarter: 1000.0 * last_quarter,
+        step_time_growth: last_quarter / first_quarter,
+        train_sents_per_s: train.sentences as f64 / train.seconds,
+        train_tokens_per_s: train.tokens as f64 / train.seconds,
+        decode_tokens: dev_tokens,
+        decode_batch: options.eval_batch_size,
+        decode_s: decode_seconds,
+        decode_tokens_per_s: per_second(decode_seconds),
+        decode_s_each: decode_times,
+        first_decode_tokens_per_s: per_second(first_decode_seconds),
+        crf_forward_tokens_per_s: per_second(crf.forward),
+        viterbi_tokens_per_s: per_second(crf.viterbi),
+        tensor_viterbi_tokens_per_s: per_second(crf.tensor_viterbi),
+        peak_rss_mb: peak_rss_mb(),
+    })
+}
+
+/// Training: whole steps (forward, backward, clipping, optimiser) at steady state. Returns the
+/// trained model and the times.
+fn measure_training(
+    options: &BenchOptions,
+    vocab: &Vocabularies,
+    encoded: &[Encoded],
+    device: &Device,
+) -> Result<(Tagger, TrainTimes)> {
     let config = TaggerConfig::new()
         .with_char_features(CharFeatures::None)
         .with_dropout(0.0);
-
-    // Training: whole steps (forward, backward, clipping, optimiser) at steady state.
     let train_device = device.clone().autodiff();
     train_device.seed(options.seed);
-    let model = config.init(sizes, &train_device);
+    let model = config.init(VocabSizes::from(vocab), &train_device);
     let (mut trainer, mut model) =
         Trainer::new(model, UpdateRule::sgd(0.9), 5.0, Reduction::Sum, None);
     let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
@@ -65,7 +178,7 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
             started = Instant::now();
         }
         let step_started = Instant::now();
-        let batch = Batch::new(&encoded, batches.next().expect("endless batches"), 25);
+        let batch = Batch::new(encoded, batches.next().expect("endless batches"), 25);
         if step >= options.warmup {
             sentences += batch.size();
             tokens += batch.token_count();
@@ -75,30 +188,37 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
             step_seconds.push(step_started.elapsed().as_secs_f64());
         }
     }
-    // A step must cost the same at the end as at the start; one that grows leaks (Burn keeps
-    // autodiff nodes that no loss reaches, and every backward pass walks them).
-    let quarter = options.steps.div_ceil(4);
-    let first_quarter = median(&step_seconds[..quarter]);
-    let last_quarter = median(&step_seconds[options.steps - quarter..]);
     let model = trainer.with_trained_words(&model);
-    let train_seconds = started.elapsed().as_secs_f64();
+    let times = TrainTimes {
+        seconds: started.elapsed().as_secs_f64(),
+        step_seconds,
+        sentences,
+        tokens,
+    };
+    Ok((model, times))
+}
 
-    // Decoding the dev set as `eval` does (length-sorted batches), without constraints as the
-    // reference decodes; each time with a new decoder, so that its word cache starts empty as in
-    // a `tag` or `eval` run. The median of several: one pass over dev is a tenth of a second.
-    let model = model.valid();
-    let dev_tokens: usize = dev_encoded.iter().map(Encoded::len).sum();
-    let decode_options = PredictOptions {
+/// Decoding the dev set as `eval` does (length-sorted batches), without constraints as the
+/// reference decodes; each time with a new decoder, so that its word cache starts empty as in
+/// a `tag` or `eval` run. Seconds of a first pass, then of [`DECODE_REPEATS`] more.
+fn measure_tagging(
+    options: &BenchOptions,
+    model: &Tagger,
+    vocab: &Vocabularies,
+    dev: &[Encoded],
+    device: &Device,
+) -> Result<Vec<f64>> {
+    let decode_options = TagOptions {
         constrained: false,
         batch_size: options.eval_batch_size,
-        ..PredictOptions::default()
+        ..TagOptions::default()
     };
-    let mut decode_times: Vec<f64> = (0..1 + DECODE_REPEATS)
+    (0..1 + DECODE_REPEATS)
         .map(|_| {
             let word_gates = WordGates::default();
             let decoder = Decoder {
-                model: &model,
-                vocab: &vocab,
+                model,
+                vocab,
                 train_scheme: TagScheme::Iob2,
                 output_scheme: TagScheme::Iob2,
                 max_word_len: 25,
@@ -106,19 +226,26 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
                 word_gates: &word_gates,
             };
             let started = Instant::now();
-            decoder.decode(&dev_encoded, &[], decode_options)?;
+            decoder.decode(dev, &[], decode_options)?;
             Ok(started.elapsed().as_secs_f64())
         })
-        .collect::<Result<_>>()?;
-    let first_decode_seconds = decode_times.remove(0);
-    let decode_seconds = median(&decode_times);
+        .collect()
+}
 
-    // The CRF alone, on the emissions of dev batches in file order (as the reference does).
-    let order: Vec<usize> = (0..dev_encoded.len()).collect();
+/// The CRF alone, on the emissions of dev batches in file order (as the reference does): the
+/// log-partition, best paths as tagging finds them (emissions to the host, Viterbi in plain
+/// Rust), and the tensor Viterbi that n-best decoding builds on.
+fn measure_crf(
+    options: &BenchOptions,
+    model: &Tagger,
+    dev: &[Encoded],
+    device: &Device,
+) -> Result<CrfTimes> {
+    let order: Vec<usize> = (0..dev.len()).collect();
     let prepared: Vec<(BatchTensors, _)> = order
         .chunks(options.eval_batch_size)
         .map(|chunk| {
-            let inputs = BatchTensors::new(&Batch::new(&dev_encoded, chunk.to_vec(), 25), device);
+            let inputs = BatchTensors::new(&Batch::new(dev, chunk.to_vec(), 25), device);
             let emissions = model.emissions(&inputs);
             (inputs, emissions)
         })
@@ -130,8 +257,7 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
             .log_partition(emissions.clone(), inputs.mask.clone())?
             .into_data();
     }
-    let forward_seconds = started.elapsed().as_secs_f64();
-    // Best paths as tagging finds them: emissions to the host, Viterbi in plain Rust.
+    let forward = started.elapsed().as_secs_f64();
     let host_potentials = potentials.to_host();
     let started = Instant::now();
     for (inputs, emissions) in &prepared {
@@ -139,36 +265,16 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<serde_json::Valu
             host::viterbi(&host_potentials, &sentence)?;
         }
     }
-    let viterbi_seconds = started.elapsed().as_secs_f64();
-    // The tensor Viterbi, what n-best decoding builds on.
+    let viterbi = started.elapsed().as_secs_f64();
     let started = Instant::now();
     for (inputs, emissions) in &prepared {
         potentials.viterbi(emissions.clone(), inputs.mask.clone(), &inputs.lengths)?;
     }
-    let tensor_viterbi_seconds = started.elapsed().as_secs_f64();
-
-    Ok(serde_json::json!({
-        "threads": std::env::var("RAYON_NUM_THREADS").ok(),
-        "batch_size": options.batch_size,
-        "train_steps": options.steps,
-        "train_s": train_seconds,
-        "ms_per_step": 1000.0 * train_seconds / options.steps as f64,
-        "step_ms_first_quarter": 1000.0 * first_quarter,
-        "step_ms_last_quarter": 1000.0 * last_quarter,
-        "step_time_growth": last_quarter / first_quarter,
-        "train_sents_per_s": sentences as f64 / train_seconds,
-        "train_tokens_per_s": tokens as f64 / train_seconds,
-        "decode_tokens": dev_tokens,
-        "decode_batch": options.eval_batch_size,
-        "decode_s": decode_seconds,
-        "decode_tokens_per_s": dev_tokens as f64 / decode_seconds,
-        "decode_s_each": decode_times,
-        "first_decode_tokens_per_s": dev_tokens as f64 / first_decode_seconds,
-        "crf_forward_tokens_per_s": dev_tokens as f64 / forward_seconds,
-        "viterbi_tokens_per_s": dev_tokens as f64 / viterbi_seconds,
-        "tensor_viterbi_tokens_per_s": dev_tokens as f64 / tensor_viterbi_seconds,
-        "peak_rss_mb": peak_rss_mb(),
-    }))
+    Ok(CrfTimes {
+        forward,
+        viterbi,
+        tensor_viterbi: started.elapsed().as_secs_f64(),
+    })
 }
 
 fn median(values: &[f64]) -> f64 {

@@ -4,18 +4,23 @@
 use std::path::{Path, PathBuf};
 
 use burn::config::Config;
-use nertrain_data::{ColumnSpec, TagScheme, TextNormalization};
-use nertrain_model::{Reduction, TaggerConfig};
+use nertrain_data::{ColumnSpec, Context, TagScheme, TextNormalization};
+use nertrain_model::files::{check_config, merge_json};
+use nertrain_model::{CrfOptions, Reduction, TaggerConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::Backend;
 
+/// The experiment's `[data]` section: the files and how they are read.
 #[derive(Config, Debug)]
 pub struct DataConfig {
+    /// The training file (CoNLL columns, or span-annotated `.jsonl`).
     pub train: PathBuf,
+    /// The dev file, on which the best epoch is chosen.
     pub dev: PathBuf,
     /// Scored with the best model when training ends.
     pub test: Option<PathBuf>,
+    /// The words' column; negative counts from the end.
     #[config(default = 0)]
     pub word_column: isize,
     /// Negative counts from the end: -1 is the last column.
@@ -26,8 +31,10 @@ pub struct DataConfig {
     /// The scheme the model learns; predictions are converted back to the files' scheme.
     #[config(default = "TagScheme::Iob2")]
     pub train_scheme: TagScheme,
+    /// Words are lowercased before lookup (characters still see them as written).
     #[config(default = false)]
     pub lowercase: bool,
+    /// Every digit of a word becomes `0` before lookup.
     #[config(default = true)]
     pub digits_to_zero: bool,
     /// Training words seen fewer times than this are `<unk>`.
@@ -55,32 +62,13 @@ pub struct DataConfig {
     /// chosen on dev when training ends).
     #[config(default = "Context::Sentence")]
     pub context: Context,
+    /// A document-level model reads documents in pieces of at most this many tokens.
     #[config(default = 2000)]
     pub document_tokens: usize,
 }
 
-/// How a document-level model reads documents and decodes with them.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DocumentContext {
-    /// Documents are read in pieces of at most this many tokens (`data.document_tokens`).
-    pub max_tokens: usize,
-    /// How strongly the predictions for all mentions of a capitalised word in its document pull
-    /// each one: added to its emission scores, times their class probabilities averaged by
-    /// confidence. Chosen on dev when training ends; 0 decodes each sentence on its own.
-    pub consistency: f64,
-}
-
-/// What a sentence is read with (`data.context`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Context {
-    #[default]
-    Sentence,
-    Document,
-}
-
 impl TrainConfig {
+    /// Every parameter's update rule, with its settings.
     pub fn update_rule(&self) -> UpdateRule {
         UpdateRule {
             optimizer: self.optimizer,
@@ -94,6 +82,7 @@ impl TrainConfig {
 /// The update rule of every parameter, with its settings.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct UpdateRule {
+    /// SGD or Adam.
     pub optimizer: Optimizer,
     /// SGD's momentum.
     pub momentum: f64,
@@ -116,6 +105,7 @@ impl UpdateRule {
 }
 
 impl DataConfig {
+    /// Where words and tags are in the files.
     pub fn columns(&self) -> ColumnSpec {
         ColumnSpec {
             word_column: self.word_column,
@@ -123,6 +113,7 @@ impl DataConfig {
         }
     }
 
+    /// How words are normalised before lookup.
     pub fn normalization(&self) -> TextNormalization {
         TextNormalization {
             lowercase: self.lowercase,
@@ -131,19 +122,25 @@ impl DataConfig {
     }
 }
 
+/// The experiment's `[train]` section: the loop, the optimiser, the run directory.
 #[derive(Config, Debug)]
 pub struct TrainConfig {
+    /// Epochs at most.
     #[config(default = 50)]
     pub epochs: usize,
+    /// Sentences per training step.
     #[config(default = 10)]
     pub batch_size: usize,
+    /// Sentences per decoding batch when dev and test are scored.
     #[config(default = 100)]
     pub eval_batch_size: usize,
+    /// The learning rate of the first epoch.
     #[config(default = 0.015)]
     pub lr: f64,
     /// Epoch `e` (from 0) trains at `lr / (1 + lr_decay * e)`.
     #[config(default = 0.05)]
     pub lr_decay: f64,
+    /// The update rule.
     #[config(default = "Optimizer::Sgd")]
     pub optimizer: Optimizer,
     /// SGD's momentum.
@@ -154,18 +151,22 @@ pub struct TrainConfig {
     /// `SparseAdam` adds it, before the bias correction).
     #[config(default = 0.9)]
     pub adam_beta1: f64,
+    /// Adam's β₂.
     #[config(default = 0.999)]
     pub adam_beta2: f64,
+    /// Adam's ε.
     #[config(default = 1e-8)]
     pub adam_epsilon: f64,
     /// Maximum L2 norm of all gradients together (as PyTorch's `clip_grad_norm_`); 0 turns it off.
     #[config(default = 5.0)]
     pub clip_norm: f64,
+    /// How a batch's sentence losses are combined into the one that is differentiated.
     #[config(default = "Reduction::Sum")]
     pub reduction: Reduction,
     /// Stop after this many epochs without a better dev F1.
     #[config(default = 8)]
     pub patience: usize,
+    /// The seed of the weights, the batches and every random draw of a step.
     #[config(default = 42)]
     pub seed: u64,
     /// The backend that trains (`--backend` on the command line overrides it).
@@ -192,23 +193,16 @@ pub enum Optimizer {
     Adam,
 }
 
-/// How the tag scheme's rules are enforced (see `nertrain_model::Constraints`).
-#[derive(Config, Debug, PartialEq)]
-pub struct CrfOptions {
-    /// Decode only well-formed sequences of the training scheme (`eval` and `tag` can turn it off).
-    #[config(default = true)]
-    pub constrained_decoding: bool,
-    /// Also apply the constraints in the training loss.
-    #[config(default = false)]
-    pub constrained_training: bool,
-}
-
 /// A whole experiment, as read from TOML.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Experiment {
+    /// `[data]`.
     pub data: DataConfig,
+    /// `[model]`: the architecture.
     pub model: TaggerConfig,
+    /// `[crf]`: how the tag scheme's rules are enforced.
     pub crf: CrfOptions,
+    /// `[train]`.
     pub train: TrainConfig,
 }
 
@@ -216,16 +210,22 @@ pub struct Experiment {
 /// error of the command line) or in the file, at a line when one can be named.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConfigError {
+    /// Where the mistake is.
     pub origin: ConfigOrigin,
+    /// What is wrong, and what was expected.
     pub message: String,
 }
 
+/// Where an experiment's mistake is.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ConfigOrigin {
     /// The `--set` item, as given.
     Override(String),
+    /// In the experiment file (or its template, when `path` is none).
     File {
+        /// The file.
         path: Option<PathBuf>,
+        /// The line of the key, when the file has it.
         line: Option<usize>,
     },
 }
@@ -321,7 +321,7 @@ impl Experiment {
             data.remove("train");
             data.remove("dev");
         }
-        merge(&mut merged, given);
+        merge_json(&mut merged, given);
         let experiment: Self = serde_path_to_error::deserialize(merged).map_err(|e| {
             let key = e.path().to_string();
             located(&key, format!("{key}: {}", e.inner()))
@@ -334,7 +334,7 @@ impl Experiment {
 
     /// Values that parse but make no sense are errors naming the key and the range expected.
     fn validate(&self) -> Result<(), (&'static str, String)> {
-        check_model(&self.model)?;
+        check_config(&self.model)?;
         let (d, m, t) = (&self.data, &self.model, &self.train);
         let checks: [(bool, &str, &str); 17] = [
             (d.document_tokens >= 1, "data.document_tokens", "at least 1"),
@@ -415,53 +415,9 @@ impl Experiment {
         }
     }
 
+    /// The resolved experiment as TOML, every default written out: what `config.toml` holds.
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).expect("an experiment serialises")
-    }
-}
-
-/// The largest layer size accepted: past it a BiLSTM's weights and optimiser state alone take
-/// gigabytes, and a size with zeros too many would end the process on a failed allocation
-/// (after `--overwrite` had deleted the old run).
-pub const MAX_LAYER: usize = 4096;
-
-/// The model settings that make no sense, as `(key, "key: expected ...")`: checked for an
-/// experiment before anything is read or deleted, and for a model's `model.json` before anything
-/// is allocated.
-pub fn check_model(m: &TaggerConfig) -> Result<(), (&'static str, String)> {
-    let size = |v: usize| (1..=MAX_LAYER).contains(&v);
-    let checks: [(bool, &str, &str); 7] = [
-        (size(m.word_dim), "model.word_dim", "1 to 4096"),
-        (size(m.hidden), "model.hidden", "1 to 4096"),
-        (
-            size(m.char_dim) && size(m.char_filters),
-            "model.char_dim and model.char_filters",
-            "1 to 4096",
-        ),
-        (
-            size(m.char_hidden) && size(m.char_lm_hidden),
-            "model.char_hidden and model.char_lm_hidden",
-            "1 to 4096",
-        ),
-        (
-            m.casing_dim <= MAX_LAYER && m.mention_dim <= MAX_LAYER,
-            "model.casing_dim and model.mention_dim",
-            "0 to 4096",
-        ),
-        (
-            m.lm_weight >= 0.0 && m.lm_weight.is_finite(),
-            "model.lm_weight",
-            "zero or positive",
-        ),
-        (
-            (0.0..1.0).contains(&m.dropout),
-            "model.dropout",
-            "a probability in [0, 1)",
-        ),
-    ];
-    match checks.iter().find(|(ok, _, _)| !ok) {
-        Some((_, key, expected)) => Err((key, format!("{key}: expected {expected}"))),
-        None => Ok(()),
     }
 }
 
@@ -544,23 +500,6 @@ fn non_finite(table: &toml::Table, prefix: &str) -> Option<(String, f64)> {
             _ => None,
         }
     })
-}
-
-/// Overlays `given` on `base`, table by table.
-pub(crate) fn merge(base: &mut serde_json::Value, given: serde_json::Value) {
-    match (base, given) {
-        (serde_json::Value::Object(base), serde_json::Value::Object(given)) => {
-            for (key, value) in given {
-                match base.get_mut(&key) {
-                    Some(slot) => merge(slot, value),
-                    None => {
-                        base.insert(key, value);
-                    }
-                }
-            }
-        }
-        (slot, value) => *slot = value,
-    }
 }
 
 /// Every key the user wrote must be one the experiment knows.

@@ -95,6 +95,7 @@ pub fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// Deletes a file or directory, when it is there.
 pub fn remove_if_present(path: &Path) -> Result<()> {
     let removed = match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
@@ -122,40 +123,4 @@ pub fn save_module<M: Module>(module: &M, path: &Path) -> Result<()> {
         let _ = std::fs::remove_file(&partial);
     }
     saved
-}
-
-/// Loads weights into a module of the right architecture; a damaged file, or one for another
-/// shape, is an error that says which.
-///
-/// The file is read whole, from one open, before any of it is used: read by path, tensor by
-/// tensor, a model replaced while it loads (as `fit` replaces the best one each better epoch)
-/// gave weights of both, or a missing file halfway.
-pub fn load_module<M: Module>(module: M, path: &Path) -> Result<M> {
-    use burn::store::{ModuleRecord, RecordError};
-    let bytes = std::fs::read(path).map_err(|e| {
-        let message = if e.kind() == std::io::ErrorKind::NotFound {
-            format!("cannot read: the file is missing ({e})")
-        } else {
-            format!("cannot read: {e}")
-        };
-        Error::model(path, message)
-    })?;
-    let record = ModuleRecord::from_bytes(burn::tensor::Bytes::from_bytes_vec(bytes));
-    record
-        .and_then(|record| module.try_load_record(record))
-        .map_err(|e| {
-            let message = match e {
-                RecordError::Io(detail) if !path.exists() => {
-                    format!("cannot read: the file is missing ({detail})")
-                }
-                RecordError::Io(detail) => format!(
-                    "not a readable weights file: it is truncated or damaged ({detail}); \
-                 restore it or train again"
-                ),
-                RecordError::Validation(detail) => {
-                    format!("weights do not fit this model (as model.json describes it): {detail}")
-                }
-            };
-            Error::model(path, message)
-        })
 }

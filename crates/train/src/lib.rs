@@ -1,6 +1,9 @@
-//! Training and running taggers: the experiment configuration, the fit loop (SGD with momentum or
-//! Adam, global-norm clipping, learning-rate decay, early stopping on dev span F1, checkpoints and
-//! resume), the on-disk model directory, and prediction with a trained model.
+//! Training taggers: the experiment configuration, the fit loop (SGD with momentum or Adam,
+//! global-norm clipping, learning-rate decay, early stopping on dev span F1, checkpoints and exact
+//! resume, training on train and dev), and the run directory it writes. Dev and test sets are
+//! scored through the inference core, `nertrain-tagger`, as `nertrain eval` scores them.
+
+#![warn(missing_docs)]
 
 mod backend;
 mod bench;
@@ -11,21 +14,15 @@ mod fit;
 mod io;
 mod model_dir;
 mod optim;
-mod predict;
 mod step;
 
 pub use backend::Backend;
-pub use bench::{BenchOptions, bench};
-pub use config::{
-    ConfigError, ConfigOrigin, CrfOptions, DataConfig, Experiment, Optimizer, TrainConfig,
-};
+pub use bench::{BenchOptions, BenchResult, bench};
+pub use config::{ConfigError, ConfigOrigin, DataConfig, Experiment, Optimizer, TrainConfig};
 pub use error::Error;
-pub use fit::{EpochMetrics, FitEvent, FitOptions, FitOutcome, fit, parse_tagged, read_tagged};
+pub use fit::{EpochMetrics, FitEvent, FitOptions, FitOutcome, fit};
 pub use io::{write_atomic, write_output};
-pub use model_dir::{ModelDir, ModelMeta};
-pub use predict::{
-    CalibrationBin, PredictOptions, Prediction, Predictor, RankedPath, calibration, entity_types,
-    score_corpus,
-};
+pub use model_dir::ModelDir;
 
+/// A result of this crate.
 pub type Result<T> = std::result::Result<T, Error>;

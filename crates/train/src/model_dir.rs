@@ -1,9 +1,8 @@
-//! The run directory: everything needed to run a trained tagger, and the training run's record.
-//! This module is the only place that names its files.
+//! The run directory: the model files of its best epoch (whose format `nertrain_model::files`
+//! owns), and the training run's record. This module names the run's own files.
 //!
 //! ```text
-//! model.json     format version, architecture, vocabulary sizes, tag schemes, columns; written
-//!                first, it marks the directory as a run
+//! model.json     the model's description; written first, it marks the directory as a run
 //! vocab.json     word, character and tag vocabularies
 //! config.toml    the resolved experiment
 //! model.bpk      weights of the best epoch (Burn's burnpack format)
@@ -26,25 +25,15 @@
 
 use std::path::{Path, PathBuf};
 
-use burn::tensor::Device;
-use nertrain_data::{ColumnSpec, TagScheme, Tokenizer, TokenizerSpec, Vocabularies};
-use nertrain_model::{Tagger, TaggerConfig, VocabSizes};
-use serde::{Deserialize, Serialize};
+use nertrain_data::Vocabularies;
+use nertrain_model::{ModelFiles, ModelMeta, RecordedScores, Tagger};
 
-use crate::config::{DocumentContext, merge};
-use crate::io::{
-    PARTIAL, load_module, remove_if_present, save_module, with_suffix, write_atomic, write_synced,
-};
-use crate::{CrfOptions, Error, Result};
+use crate::io::{PARTIAL, remove_if_present, save_module, with_suffix, write_atomic, write_synced};
+use crate::{Error, Result};
 
-const META: &str = "model.json";
-const VOCAB: &str = "vocab.json";
 const CONFIG: &str = "config.toml";
-const WEIGHTS: &str = "model.bpk";
-const DEV_REPORT: &str = "dev.json";
 const METRICS: &str = "metrics.jsonl";
 const CURVES: &str = "curves.svg";
-const TEST_REPORT: &str = "test.json";
 const CHECKPOINT: &str = "checkpoint";
 /// The run trained on train and dev after this one (`train.with_dev`), a run directory itself.
 const WITH_DEV: &str = "with-dev";
@@ -53,6 +42,8 @@ const WITH_DEV: &str = "with-dev";
 const STATE: &str = "state.json";
 const TRAINING_WEIGHTS: &str = "model.bpk";
 const BEST_WEIGHTS: &str = "best.bpk";
+/// Inside a checkpoint: the best epoch's dev scores, when it is this one.
+const BEST_DEV_SCORES: &str = "dev.json";
 /// Inside a checkpoint: Burn's optimiser state, and the word table's row-sparse update state.
 const OPTIMIZER: &str = "optimizer.bpk";
 const WORDS: &str = "words.bin";
@@ -60,18 +51,20 @@ const WORDS: &str = "words.bin";
 /// A committed checkpoint: where its training weights and trainer state are, and its loop state
 /// as read from `state_file`.
 #[derive(Debug, Clone)]
-pub struct StoredCheckpoint {
-    pub weights: PathBuf,
-    pub trainer: TrainerFiles,
-    pub state_file: PathBuf,
-    pub state: String,
+pub(crate) struct StoredCheckpoint {
+    pub(crate) weights: PathBuf,
+    pub(crate) trainer: TrainerFiles,
+    pub(crate) state_file: PathBuf,
+    pub(crate) state: String,
 }
 
 /// Where a checkpoint keeps the trainer's state.
 #[derive(Debug, Clone)]
-pub struct TrainerFiles {
-    pub optimizer: PathBuf,
-    pub words: PathBuf,
+pub(crate) struct TrainerFiles {
+    /// Burn's optimiser state.
+    pub(crate) optimizer: PathBuf,
+    /// The word table's row-sparse update state.
+    pub(crate) words: PathBuf,
 }
 
 impl TrainerFiles {
@@ -82,18 +75,6 @@ impl TrainerFiles {
         }
     }
 }
-/// Every file and directory of a run, the only ones `clear` deletes.
-const RUN_FILES: [&str; 9] = [
-    META,
-    VOCAB,
-    CONFIG,
-    WEIGHTS,
-    DEV_REPORT,
-    METRICS,
-    CURVES,
-    TEST_REPORT,
-    CHECKPOINT,
-];
 /// Why a `train.output` that is a file is refused.
 const NOT_A_DIRECTORY: &str = "exists and is not a directory; choose another train.output";
 /// Why a directory that is neither empty nor a run is refused.
@@ -105,56 +86,13 @@ const LOCK: &str = ".nertrain.lock";
 /// The replaced checkpoint, between the two renames that swap in a new one.
 const OLD: &str = "old";
 
-/// The most values a model's word table may hold (4 GiB of floats), tags it may have (its CRF
-/// holds their square), and characters a word may be read with.
-const MAX_WORD_TABLE: usize = 1 << 30;
-const MAX_TAGS: usize = 4096;
-const MAX_WORD_LEN: usize = 1 << 16;
-
-/// Bumped whenever the directory's layout or a file's meaning changes.
-pub const FORMAT_VERSION: u32 = 1;
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ModelMeta {
-    pub format: u32,
-    pub nertrain_version: String,
-    pub model: TaggerConfig,
-    pub crf: CrfOptions,
-    pub sizes: VocabSizes,
-    /// The scheme of the training files; predictions are written in it.
-    pub file_scheme: TagScheme,
-    /// The scheme the model's tags are in.
-    pub train_scheme: TagScheme,
-    pub columns: ColumnSpec,
-    pub max_word_len: usize,
-    /// How a document-level model (`data.context = "document"`) reads and decodes documents;
-    /// absent for a sentence-level one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub document: Option<DocumentContext>,
-    /// Trained on the dev set too (`train.with_dev`): its dev scores are not held out.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub trained_on_dev: bool,
-    /// How raw text is cut into words and sentences, as the training data was; absent in models
-    /// written before it was saved, which read text with BERT's pre-tokenizer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tokenizer: Option<TokenizerSpec>,
-}
-
-impl ModelMeta {
-    /// The model's tokenizer, compiled. Models without a saved one cut text as nertrain did when
-    /// they were trained: BERT's pre-tokenizer, and sentences only for document-level models.
-    pub fn tokenizer(&self) -> Result<Tokenizer> {
-        match &self.tokenizer {
-            Some(spec) => Tokenizer::new(spec).map_err(|e| Error::model("model.json", e.0)),
-            None => Ok(Tokenizer::bert(self.document.is_some())),
-        }
-    }
-}
-
+/// A run directory.
 #[derive(Debug, Clone)]
 pub struct ModelDir {
+    /// The directory.
     pub path: PathBuf,
+    /// Its model files.
+    files: ModelFiles,
 }
 
 /// The right to write a run directory, held by one process at a time: an advisory lock, which the
@@ -194,40 +132,57 @@ fn lock_holder(file: &mut std::fs::File) -> Option<u32> {
 }
 
 impl ModelDir {
+    /// The run directory `path`.
     pub fn new(path: impl Into<PathBuf>) -> Self {
-        Self { path: path.into() }
+        let path = path.into();
+        Self {
+            files: ModelFiles::new(&path),
+            path,
+        }
     }
 
-    pub fn meta_file(&self) -> PathBuf {
-        self.path.join(META)
+    /// The model files of its best epoch.
+    pub fn files(&self) -> &ModelFiles {
+        &self.files
     }
-    pub fn vocab_file(&self) -> PathBuf {
-        self.path.join(VOCAB)
-    }
+
+    /// The best model's weights.
     pub fn weights_file(&self) -> PathBuf {
-        self.path.join(WEIGHTS)
+        self.files.weights_file()
     }
     /// Where `train.with_dev` trains on train and dev, after this run chose the epochs.
     pub fn with_dev_dir(&self) -> PathBuf {
         self.path.join(WITH_DEV)
     }
+    /// The resolved experiment.
     pub fn config_file(&self) -> PathBuf {
         self.path.join(CONFIG)
     }
+    /// One JSON object per epoch.
     pub fn metrics_file(&self) -> PathBuf {
         self.path.join(METRICS)
     }
-    pub fn dev_report_file(&self) -> PathBuf {
-        self.path.join(DEV_REPORT)
-    }
-    pub fn test_report_file(&self) -> PathBuf {
-        self.path.join(TEST_REPORT)
-    }
+    /// Loss, dev F1 and learning rate per epoch, drawn.
     pub fn curves_file(&self) -> PathBuf {
         self.path.join(CURVES)
     }
     fn checkpoint_path(&self) -> PathBuf {
         self.path.join(CHECKPOINT)
+    }
+
+    /// Every file and directory of a run, the only ones `clear` deletes, the description first.
+    fn run_files(&self) -> [PathBuf; 9] {
+        [
+            self.files.meta_file(),
+            self.files.vocab_file(),
+            self.config_file(),
+            self.files.weights_file(),
+            self.files.dev_scores_file(),
+            self.metrics_file(),
+            self.curves_file(),
+            self.files.test_scores_file(),
+            self.checkpoint_path(),
+        ]
     }
 
     /// Takes the run's writer lock (creating the directory when it is not there), or refuses,
@@ -296,10 +251,7 @@ impl ModelDir {
 
     /// Whether the directory holds a run: its `model.json` is a nertrain model description.
     pub fn is_run(&self) -> bool {
-        std::fs::read_to_string(self.meta_file())
-            .ok()
-            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-            .is_some_and(|meta| meta.get("nertrain_version").is_some())
+        self.files.is_model()
     }
 
     /// Checks that a new run may start here: a directory that does not exist yet or is empty, or,
@@ -362,8 +314,7 @@ impl ModelDir {
             let _ = std::fs::remove_dir(&with_dev.path);
         }
         // The description goes last: until then the directory is still recognisably a run.
-        for name in RUN_FILES.iter().rev() {
-            let path = self.path.join(name);
+        for path in self.run_files().into_iter().rev() {
             for path in [with_suffix(&path, OLD), with_suffix(&path, PARTIAL), path] {
                 remove_if_present(&path)?;
             }
@@ -374,7 +325,7 @@ impl ModelDir {
     /// The epochs recorded so far.
     pub fn read_metrics(&self) -> Result<Vec<crate::EpochMetrics>> {
         let path = self.metrics_file();
-        let text = std::fs::read_to_string(&path).map_err(|e| missing_or(&self.path, &path, e))?;
+        let text = self.files.read(&path)?;
         text.lines()
             .enumerate()
             .map(|(i, line)| {
@@ -390,11 +341,8 @@ impl ModelDir {
 
     /// The best epoch's dev scores, with the number of that epoch (absent in runs of older
     /// versions).
-    pub fn read_dev_report(&self) -> Result<serde_json::Value> {
-        let path = self.dev_report_file();
-        let text = std::fs::read_to_string(&path).map_err(|e| missing_or(&self.path, &path, e))?;
-        serde_json::from_str(&text)
-            .map_err(|e| Error::model(&path, format!("not a dev score file: {e}")))
+    pub fn read_dev_scores(&self) -> Result<RecordedScores> {
+        Ok(self.files.read_dev_scores()?)
     }
 
     /// The checkpoint to resume from: `checkpoint/`, or `checkpoint.old/` when a crash came
@@ -421,7 +369,7 @@ impl ModelDir {
         model: &Tagger,
         write: impl FnOnce(&TrainerFiles) -> Result<()>,
         state: &[u8],
-        best: Option<(&Tagger, &serde_json::Value)>,
+        best: Option<(&Tagger, &RecordedScores)>,
     ) -> Result<()> {
         let current = self.checkpoint_path();
         let partial = with_suffix(&current, PARTIAL);
@@ -433,10 +381,7 @@ impl ModelDir {
             write(&TrainerFiles::in_dir(&partial))?;
             if let Some((best, report)) = best {
                 save_module(best, &partial.join(BEST_WEIGHTS))?;
-                write_atomic(
-                    &partial.join(DEV_REPORT),
-                    serde_json::to_string_pretty(report)?.as_bytes(),
-                )?;
+                write_atomic(&partial.join(BEST_DEV_SCORES), &scores_json(report)?)?;
             }
             failpoint("checkpoint")?;
             write_atomic(&partial.join(STATE), state)
@@ -471,11 +416,14 @@ impl ModelDir {
             .checkpoint()
             .ok_or_else(|| Error::model(&self.path, "no checkpoint to publish"))?;
         let mut staged: Vec<(PathBuf, Vec<u8>)> = Vec::new();
-        for (kept, published) in [(BEST_WEIGHTS, WEIGHTS), (DEV_REPORT, DEV_REPORT)] {
+        for (kept, published) in [
+            (BEST_WEIGHTS, self.files.weights_file()),
+            (BEST_DEV_SCORES, self.files.dev_scores_file()),
+        ] {
             let from = checkpoint.join(kept);
             if from.exists() {
                 let bytes = std::fs::read(&from).map_err(|e| Error::io(&from, "read", e))?;
-                staged.push((self.path.join(published), bytes));
+                staged.push((published, bytes));
             }
         }
         staged.push((self.metrics_file(), metrics_jsonl.as_bytes().to_vec()));
@@ -519,188 +467,49 @@ impl ModelDir {
         write_atomic(&self.config_file(), config_toml.as_bytes())
     }
 
-    /// Writes the test report of the best model.
-    pub(crate) fn write_test_report(&self, report: &serde_json::Value) -> Result<()> {
-        write_atomic(
-            &self.test_report_file(),
-            serde_json::to_string_pretty(report)?.as_bytes(),
-        )
+    /// Writes the test scores of the best model.
+    pub(crate) fn write_test_scores(&self, scores: &RecordedScores) -> Result<()> {
+        write_atomic(&self.files.test_scores_file(), &scores_json(scores)?)
     }
 
-    pub fn write_description(
+    /// Writes the model's description and vocabularies, and the experiment, when a run starts.
+    pub(crate) fn write_description(
         &self,
         meta: &ModelMeta,
         vocab: &Vocabularies,
         config_toml: &str,
     ) -> Result<()> {
         std::fs::create_dir_all(&self.path).map_err(|e| Error::io(&self.path, "create", e))?;
+        self.update_meta(meta)?;
         write_atomic(
-            &self.meta_file(),
-            serde_json::to_string_pretty(meta)?.as_bytes(),
+            &self.files.vocab_file(),
+            serde_json::to_string(vocab)?.as_bytes(),
         )?;
-        write_atomic(&self.vocab_file(), serde_json::to_string(vocab)?.as_bytes())?;
         write_atomic(&self.config_file(), config_toml.as_bytes())
     }
 
     /// Rewrites the model description alone (the decoding settings chosen after training).
-    pub fn update_meta(&self, meta: &ModelMeta) -> Result<()> {
+    pub(crate) fn update_meta(&self, meta: &ModelMeta) -> Result<()> {
         write_atomic(
-            &self.meta_file(),
+            &self.files.meta_file(),
             serde_json::to_string_pretty(meta)?.as_bytes(),
         )
     }
 
+    /// The run's model description.
     pub fn read_meta(&self) -> Result<ModelMeta> {
-        let path = self.meta_file();
-        let text = std::fs::read_to_string(&path).map_err(|e| missing_or(&self.path, &path, e))?;
-        let not_a_model = |e: serde_json::Error| {
-            Error::model(&path, format!("not a nertrain model description: {e}"))
-        };
-        let mut given: serde_json::Value = serde_json::from_str(&text).map_err(not_a_model)?;
-        // Settings added after a model was saved take their defaults, which is what the model was
-        // trained with.
-        for (section, defaults) in [
-            ("model", serde_json::to_value(TaggerConfig::new())?),
-            ("crf", serde_json::to_value(CrfOptions::new())?),
-        ] {
-            if let Some(stored) = given.get_mut(section) {
-                let mut filled = defaults;
-                merge(&mut filled, stored.take());
-                *stored = filled;
-            }
-        }
-        let meta: ModelMeta = serde_json::from_value(given).map_err(not_a_model)?;
-        if meta.format != FORMAT_VERSION {
-            return Err(Error::model(
-                &path,
-                format!(
-                    "model format {} but this nertrain reads format {FORMAT_VERSION}",
-                    meta.format
-                ),
-            ));
-        }
-        // Sizes are checked before any of them is allocated: a changed or damaged description
-        // must be an error, not gigabytes allocated or a panic in a layer.
-        let damaged = |message: String| {
-            Error::model(
-                &path,
-                format!("{message}; the file was changed or damaged, or not written by nertrain"),
-            )
-        };
-        crate::config::check_model(&meta.model).map_err(|(_, message)| damaged(message))?;
-        let sizes = &meta.sizes;
-        let word_table = sizes.words.saturating_mul(meta.model.word_dim);
-        let sizes_fit = word_table <= MAX_WORD_TABLE && sizes.chars <= MAX_WORD_TABLE / 64;
-        if !sizes_fit {
-            return Err(damaged(format!(
-                "sizes: {} words of {} values and {} characters is more than nertrain makes",
-                sizes.words, meta.model.word_dim, sizes.chars
-            )));
-        }
-        if sizes.lm_words > sizes.words {
-            return Err(damaged(format!(
-                "sizes.lm_words: expected at most the {} words, found {}",
-                sizes.words, sizes.lm_words
-            )));
-        }
-        if !(1..=MAX_TAGS).contains(&sizes.tags) {
-            return Err(damaged(format!(
-                "sizes.tags: expected 1 to {MAX_TAGS}, found {}",
-                sizes.tags
-            )));
-        }
-        if !(1..=MAX_WORD_LEN).contains(&meta.max_word_len) {
-            return Err(damaged(format!(
-                "max_word_len: expected 1 to {MAX_WORD_LEN}, found {}",
-                meta.max_word_len
-            )));
-        }
-        Ok(meta)
+        Ok(self.files.read_meta()?)
     }
 
+    /// The run's vocabularies, checked against `meta`.
     pub fn read_vocab(&self, meta: &ModelMeta) -> Result<Vocabularies> {
-        let path = self.vocab_file();
-        let text = std::fs::read_to_string(&path).map_err(|e| missing_or(&self.path, &path, e))?;
-        let vocab: Vocabularies = serde_json::from_str(&text)
-            .map_err(|e| Error::model(&path, format!("not a vocabulary file: {e}")))?;
-        let tags = vocab.tags.items();
-        let mut seen = std::collections::HashSet::new();
-        for tag in tags {
-            nertrain_data::check_tag(tag).map_err(|m| Error::model(&path, format!("tags: {m}")))?;
-            if !seen.insert(tag) {
-                return Err(Error::model(&path, format!("tags: {tag:?} is there twice")));
-            }
-        }
-        // The language model's share of the words is the model's, not the vocabulary's.
-        let sizes = VocabSizes {
-            lm_words: meta.sizes.lm_words.min(vocab.words.len()),
-            ..VocabSizes::from(&vocab)
-        };
-        if sizes != meta.sizes {
-            return Err(Error::model(
-                &path,
-                format!(
-                    "vocabulary sizes {sizes:?} do not match model.json's {:?}",
-                    meta.sizes
-                ),
-            ));
-        }
-        Ok(vocab)
-    }
-
-    /// The best model, its description and vocabularies, checked against each other.
-    pub fn load(&self, device: &Device) -> Result<(ModelMeta, Vocabularies, Tagger)> {
-        let meta = self.read_meta()?;
-        let vocab = self.read_vocab(&meta)?;
-        let weights = self.weights_file();
-        if !weights.exists() {
-            return Err(Error::model(
-                &self.path,
-                "no weights yet (model.bpk is written when the first epoch ends)",
-            ));
-        }
-        // A description changed to sizes within bounds but not the weights': refused before the
-        // model is built, which allocates what the description says.
-        let needed = 4 * least_values(&meta);
-        let held = std::fs::metadata(&weights).map_or(0, |m| m.len());
-        if needed > held {
-            return Err(Error::model(
-                &weights,
-                format!(
-                    "not a readable weights file: it is truncated or damaged, or of another run \
-                     ({held} bytes, but model.json describes at least {needed})"
-                ),
-            ));
-        }
-        let model = load_module(meta.model.init(meta.sizes, device), &weights)?;
-        Ok((meta, vocab, model))
+        Ok(self.files.read_vocab(meta)?)
     }
 }
 
-/// The fewest weights a model of this description has: its word table, the BiLSTM's recurrent
-/// matrices (both directions, four gates) and the CRF's transitions; each a 32-bit float.
-fn least_values(meta: &ModelMeta) -> u64 {
-    let (words, dim) = (meta.sizes.words as u64, meta.model.word_dim as u64);
-    let (hidden, tags) = (meta.model.hidden as u64, meta.sizes.tags as u64);
-    words * dim + 8 * hidden * hidden + tags * tags
-}
-
-fn missing_or(dir: &Path, file: &Path, e: std::io::Error) -> crate::Error {
-    if e.kind() == std::io::ErrorKind::NotFound {
-        if dir.is_dir() {
-            Error::model(
-                dir,
-                format!(
-                    "not a nertrain model directory ({} is missing)",
-                    file.display()
-                ),
-            )
-        } else {
-            Error::model(dir, "no such model directory")
-        }
-    } else {
-        Error::io(file, "read", e)
-    }
+/// Scores as their file holds them: keys sorted, as `eval --json` prints them.
+fn scores_json(scores: &RecordedScores) -> Result<Vec<u8>> {
+    Ok(serde_json::to_string_pretty(&serde_json::to_value(scores)?)?.into_bytes())
 }
 
 /// A point where tests make the run directory's writes fail, compiled only with the `failpoints`

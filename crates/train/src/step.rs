@@ -14,6 +14,7 @@ use crate::optim::clip::{clip_factor, scale, squared_norm};
 use crate::optim::{RowGradient, RowSparse, SparseAdam, SparseMomentum};
 use crate::{Error, Result};
 
+/// One training step's machinery: Burn's optimiser for the dense parameters, and the word table's row-sparse update, which holds the table as trained.
 pub struct Trainer {
     optimizer: ModuleOptimizer,
     /// The word table's update, of the same rule as the other parameters'; it holds the table

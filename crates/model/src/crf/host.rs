@@ -7,9 +7,13 @@ use super::CrfError;
 /// Start, transition (`[from * k + to]`) and end scores.
 #[derive(Debug, Clone)]
 pub struct Potentials {
+    /// Tags.
     pub k: usize,
+    /// Start scores, `[k]`.
     pub start: Vec<f64>,
+    /// Transition scores, `[from * k + to]`.
     pub transitions: Vec<f64>,
+    /// End scores, `[k]`.
     pub end: Vec<f64>,
 }
 
@@ -84,9 +88,13 @@ pub fn path_score(p: &Potentials, emissions: &[f64], path: &[usize]) -> f64 {
 /// Forward and backward log-scores of one sentence, `[t * k + tag]`.
 #[derive(Debug, Clone)]
 pub struct ForwardBackward {
+    /// Tags.
     pub k: usize,
+    /// Forward log-scores.
     pub alpha: Vec<f64>,
+    /// Backward log-scores.
     pub beta: Vec<f64>,
+    /// The log-partition.
     pub log_z: f64,
 }
 
@@ -124,10 +132,12 @@ impl ForwardBackward {
         })
     }
 
+    /// Tokens in the sentence.
     pub fn len(&self) -> usize {
         self.alpha.len() / self.k
     }
 
+    /// Whether the sentence is empty.
     pub fn is_empty(&self) -> bool {
         self.alpha.is_empty()
     }

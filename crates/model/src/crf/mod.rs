@@ -45,31 +45,49 @@ pub enum CrfError {
     Empty,
     /// Emissions over another number of tags than the CRF's.
     #[error("emissions over {found} tags for a CRF over {expected}")]
-    Tags { expected: usize, found: usize },
+    Tags {
+        /// The CRF's tags.
+        expected: usize,
+        /// The emissions'.
+        found: usize,
+    },
     /// A mask, tag or length input whose shape is not the emissions' `[batch, time]`.
     #[error("{what} of shape {found:?}; the emissions need {expected:?}")]
     Shape {
+        /// Which input.
         what: &'static str,
+        /// The shape it needs.
         expected: Vec<usize>,
+        /// Its shape.
         found: Vec<usize>,
     },
     /// A sequence length outside `1..=time`.
     #[error("sequence {sequence} has length {length}, outside 1..={time}")]
     Length {
+        /// Which sequence of the batch, from 0.
         sequence: usize,
+        /// Its length.
         length: usize,
+        /// The batch's time steps.
         time: usize,
     },
     /// Host emissions that are not whole rows of `tags` scores.
     #[error("{values} emission scores are not whole rows of {tags} tags")]
-    Ragged { values: usize, tags: usize },
+    Ragged {
+        /// Scores given.
+        values: usize,
+        /// Tags a row holds.
+        tags: usize,
+    },
     /// An n-best list of no paths.
     #[error("an n-best list needs n >= 1")]
     NoPaths,
 }
 
+/// The CRF's size.
 #[derive(Config, Debug)]
 pub struct CrfConfig {
+    /// Tags.
     pub num_tags: usize,
 }
 
@@ -86,11 +104,14 @@ impl CrfConfig {
     }
 }
 
+/// A linear-chain CRF: start, transition and end scores over the tags.
 #[derive(Module, Debug)]
 pub struct Crf {
     /// `[from, to]` transition scores.
     pub transitions: Param<Tensor<2>>,
+    /// Scores of starting in each tag.
     pub start: Param<Tensor<1>>,
+    /// Scores of ending in each tag.
     pub end: Param<Tensor<1>>,
 }
 
@@ -118,6 +139,7 @@ impl Reduction {
 }
 
 impl Crf {
+    /// Tags.
     pub fn num_tags(&self) -> usize {
         self.start.dims()[0]
     }
@@ -152,9 +174,11 @@ impl Crf {
 /// move is allowed, [`FORBIDDEN`] where it is not.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Constraints {
+    /// `[k]`
     pub start: Vec<f32>,
     /// `[from * k + to]`
     pub transitions: Vec<f32>,
+    /// `[k]`
     pub end: Vec<f32>,
 }
 
@@ -185,9 +209,11 @@ impl Constraints {
 /// Start, transition and end scores as tensors: what every algorithm below runs on.
 #[derive(Debug, Clone)]
 pub struct Potentials {
+    /// `[k]`
     pub start: Tensor<1>,
     /// `[from, to]`
     pub transitions: Tensor<2>,
+    /// `[k]`
     pub end: Tensor<1>,
 }
 

@@ -213,6 +213,7 @@ pub struct Forward {
     saved: Option<Saved>,
 }
 
+/// What the forward pass keeps for the backward one.
 #[derive(Debug, Clone)]
 pub struct Saved {
     activations: CubeTensor,

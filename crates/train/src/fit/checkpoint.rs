@@ -3,11 +3,11 @@
 //! publishing an epoch. The files themselves are `ModelDir`'s.
 
 use nertrain_data::Vocabularies;
-use nertrain_model::Tagger;
+use nertrain_model::{ModelMeta, RecordedScores, Tagger};
 use serde::{Deserialize, Serialize};
 
 use super::events::{EpochMetrics, FitEvent};
-use crate::model_dir::{ModelDir, ModelMeta, TrainerFiles};
+use crate::model_dir::{ModelDir, TrainerFiles};
 use crate::step::Trainer;
 use crate::{Error, Experiment, Result};
 
@@ -22,6 +22,21 @@ pub(super) struct LoopState {
     pub(super) batches_done: usize,
     pub(super) epoch_loss: f64,
     pub(super) epoch_seconds: f64,
+}
+
+impl LoopState {
+    /// A run before its first epoch.
+    pub(super) fn new() -> Self {
+        Self {
+            epochs_done: 0,
+            best_f1: -1.0,
+            best_epoch: 0,
+            history: Vec::new(),
+            batches_done: 0,
+            epoch_loss: 0.0,
+            epoch_seconds: 0.0,
+        }
+    }
 }
 
 /// Where a run resumes from: a checkpoint's training weights, trainer state and loop state.
@@ -77,7 +92,7 @@ pub(super) fn reopen_run(
             ));
         }
         None => {
-            events(FitEvent::Info(format!(
+            events(FitEvent::info(format!(
                 "{}: no epoch had ended; training from the beginning",
                 run.path.display()
             )));
@@ -119,7 +134,7 @@ pub(super) fn save_checkpoint(
     model: &Tagger,
     trainer: &Trainer,
     state: &LoopState,
-    best: Option<(&Tagger, &serde_json::Value)>,
+    best: Option<(&Tagger, &RecordedScores)>,
 ) -> Result<()> {
     run.commit_checkpoint(
         model,

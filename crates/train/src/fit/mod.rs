@@ -13,16 +13,15 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{Batch, BatchPlan, Encoded, Report, Vocab};
-use nertrain_model::{Constraints, WordGates};
+use nertrain_model::files::load_weights;
+use nertrain_model::{Constraints, RecordedScores, Reduction, Tagger, WordGates};
+use nertrain_tagger::{Decoder, TagOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 pub use events::{EpochMetrics, FitEvent, FitOptions, FitOutcome};
-pub use setup::{parse_tagged, read_tagged};
 
-use crate::io::load_module;
 use crate::model_dir::ModelDir;
-use crate::predict::{Decoder, PredictOptions};
 use crate::step::Trainer;
 use crate::{Error, Experiment, Result};
 use checkpoint::{Checkpoint, LoopState, save_checkpoint};
@@ -98,6 +97,30 @@ enum Stage {
     WithDev { consistency: Option<f64> },
 }
 
+/// A run's training in progress besides the model: the trainer (which holds the model's word
+/// table), the loop's state, and what every epoch reads of the training data.
+struct Training {
+    trainer: Trainer,
+    state: LoopState,
+    /// The autodiff device the model trains on.
+    device: Device,
+    lengths: Vec<usize>,
+    /// Which word ids occur once in the training data (for `data.singleton_unk`).
+    singletons: Vec<bool>,
+}
+
+/// How an epoch's training ended.
+enum EpochEnd {
+    /// Every batch trained: the learning rate, the summed sentence loss and the seconds.
+    Trained {
+        lr: f64,
+        loss_sum: f64,
+        seconds: f64,
+    },
+    /// Stopped between batches by `FitOptions::interrupt`, with a checkpoint saved.
+    Interrupted,
+}
+
 fn fit_once(
     experiment: &Experiment,
     options: FitOptions,
@@ -105,133 +128,185 @@ fn fit_once(
     events: &mut dyn FnMut(FitEvent),
     stage: Stage,
 ) -> Result<FitOutcome> {
-    let data = &experiment.data;
     let train_config = &experiment.train;
     let mut prepared = prepare(experiment, &options, stage != Stage::Selection, events)?;
-    let (state, vectors) = (prepared.state.take(), prepared.vectors.take());
-    let Prepared {
-        run,
-        meta,
-        vocab,
-        train,
-        dev,
-        encoded,
-        dev_encoded,
-        dev_documents,
-        test_set,
-        ..
-    } = &prepared;
-    let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
-    let train_tokens: usize = lengths.iter().sum();
-    let singletons = singleton_words(encoded, vocab.words.len());
-
-    let training_constraints = experiment
-        .crf
-        .constrained_training
-        .then(|| Constraints::for_scheme(vocab.tags.items(), meta.train_scheme));
-    let decode_options = PredictOptions {
-        constrained: meta.crf.constrained_decoding,
+    let (mut training, mut model) = Training::start(experiment, &mut prepared, device, events)?;
+    describe_data(&prepared, stage, &training.lengths, events);
+    let decode_options = TagOptions {
+        constrained: prepared.meta.crf.constrained_decoding,
         batch_size: train_config.eval_batch_size,
-        ..PredictOptions::default()
+        ..TagOptions::default()
     };
-    let train_device = device.clone().autodiff();
-    train_device.seed(train_config.seed);
-    let mut model = meta.model.init(meta.sizes, &train_device);
-    if let Some(vectors) = &vectors {
-        let (with_vectors, found) = model.with_word_vectors(&vocab.words, vectors);
-        model = with_vectors;
-        events(FitEvent::Info(format!(
-            "{found} of {} word embeddings start from pretrained vectors",
-            vocab.words.len()
-        )));
+    let epochs_since_best = |state: &LoopState| state.epochs_done - state.best_epoch;
+    while training.state.epochs_done < train_config.epochs
+        && (training.state.epochs_done == 0
+            || epochs_since_best(&training.state) < train_config.patience)
+    {
+        let (trained, end) =
+            training.train_epoch(model, experiment, &prepared, &options, events)?;
+        model = trained;
+        let (lr, loss_sum, train_seconds) = match end {
+            EpochEnd::Trained {
+                lr,
+                loss_sum,
+                seconds,
+            } => (lr, loss_sum, seconds),
+            EpochEnd::Interrupted => return Ok(training.outcome(None, true)),
+        };
+        let eval_started = Instant::now();
+        let trained = training.trainer.with_trained_words(&model);
+        let valid = trained.valid();
+        let (report, eval_seconds, test_f1) =
+            evaluate_epoch(&prepared, &valid, decode_options, device, eval_started)?;
+        let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
+        let epoch = training.state.epochs_done + 1;
+        // Trained on dev, the last epoch is the one kept.
+        let best = dev_f1 > training.state.best_f1 || stage != Stage::Selection;
+        let encoded = &prepared.encoded;
+        let metrics = EpochMetrics {
+            epoch,
+            lr,
+            loss: loss_sum / encoded.len() as f64,
+            train_seconds,
+            sentences_per_second: encoded.len() as f64 / train_seconds,
+            tokens_per_second: training.lengths.iter().sum::<usize>() as f64 / train_seconds,
+            dev_precision,
+            dev_recall,
+            dev_f1,
+            eval_seconds,
+            best,
+            test_f1,
+        };
+        let dev_scores = best.then(|| RecordedScores {
+            epoch: Some(epoch),
+            scores: report.scores(),
+        });
+        training.commit_epoch(
+            &prepared.run,
+            &trained,
+            metrics.clone(),
+            dev_scores.as_ref().map(|scores| (&valid, scores)),
+        )?;
+        events(FitEvent::EpochEnded { metrics });
     }
-    let (checkpoint, state) = match state {
-        Some(Checkpoint {
-            weights,
+    if training.state.epochs_done < train_config.epochs {
+        events(FitEvent::EarlyStop {
+            patience: train_config.patience,
+        });
+    }
+    events(FitEvent::Finished {
+        best_epoch: training.state.best_epoch,
+        best_dev_f1: training.state.best_f1,
+        weights: prepared.run.weights_file(),
+    });
+    let test_report = finish(&prepared, decode_options, stage, device, events)?;
+    Ok(training.outcome(test_report, false))
+}
+
+impl Training {
+    /// A new model (from pretrained vectors, when the experiment names them), or the one of the
+    /// run's last checkpoint with its trainer and loop state.
+    fn start(
+        experiment: &Experiment,
+        prepared: &mut Prepared,
+        device: &Device,
+        events: &mut dyn FnMut(FitEvent),
+    ) -> Result<(Self, Tagger)> {
+        let (checkpoint, vectors) = (prepared.state.take(), prepared.vectors.take());
+        let Prepared {
+            run, meta, vocab, ..
+        } = &*prepared;
+        let train_config = &experiment.train;
+        let train_device = device.clone().autodiff();
+        train_device.seed(train_config.seed);
+        let mut model = meta.model.init(meta.sizes, &train_device);
+        if let Some(vectors) = &vectors {
+            let (with_vectors, found) = model.with_word_vectors(&vocab.words, vectors);
+            model = with_vectors;
+            events(FitEvent::info(format!(
+                "{found} of {} word embeddings start from pretrained vectors",
+                vocab.words.len()
+            )));
+        }
+        let (checkpoint, state) = match checkpoint {
+            Some(Checkpoint {
+                weights,
+                trainer,
+                state,
+            }) => (Some((weights, trainer)), state),
+            None => (None, LoopState::new()),
+        };
+        if state.best_epoch > state.epochs_done {
+            return Err(Error::model(
+                run.path.join("checkpoint"),
+                format!(
+                    "its state names epoch {} the best of {} done: the state was changed \
+                     or damaged",
+                    state.best_epoch, state.epochs_done
+                ),
+            ));
+        }
+        if let Some((weights, _)) = &checkpoint {
+            model = load_weights(model, weights)?;
+        }
+        let training_constraints = experiment
+            .crf
+            .constrained_training
+            .then(|| Constraints::for_scheme(vocab.tags.items(), meta.train_scheme));
+        let (mut trainer, model) = Trainer::new(
+            model,
+            train_config.update_rule(),
+            train_config.clip_norm,
+            train_config.reduction,
+            training_constraints,
+        );
+        if let Some((_, files)) = checkpoint {
+            // The trainer's own state replaces the word table it took from the model.
+            trainer.load(&files)?;
+            let within = if state.batches_done > 0 {
+                format!(" and batch {} of the next", state.batches_done)
+            } else {
+                String::new()
+            };
+            events(FitEvent::info(format!(
+                "resuming {} after epoch {}{within}",
+                run.path.display(),
+                state.epochs_done
+            )));
+        }
+        let training = Self {
             trainer,
             state,
-        }) => (Some((weights, trainer)), Some(state)),
-        None => (None, None),
-    };
-    let mut state = state.unwrap_or(LoopState {
-        epochs_done: 0,
-        best_f1: -1.0,
-        best_epoch: 0,
-        history: Vec::new(),
-        batches_done: 0,
-        epoch_loss: 0.0,
-        epoch_seconds: 0.0,
-    });
-    if state.best_epoch > state.epochs_done {
-        return Err(Error::model(
-            run.path.join("checkpoint"),
-            format!(
-                "its state names epoch {} the best of {} done: the state was changed \
-                 or damaged",
-                state.best_epoch, state.epochs_done
-            ),
-        ));
-    }
-    if let Some((weights, _)) = &checkpoint {
-        model = load_module(model, weights)?;
-    }
-    let (mut trainer, mut model) = Trainer::new(
-        model,
-        train_config.update_rule(),
-        train_config.clip_norm,
-        train_config.reduction,
-        training_constraints,
-    );
-    if let Some((_, files)) = checkpoint {
-        // The trainer's own state replaces the word table it took from the model.
-        trainer.load(&files)?;
-        let within = if state.batches_done > 0 {
-            format!(" and batch {} of the next", state.batches_done)
-        } else {
-            String::new()
+            device: train_device,
+            lengths: prepared.encoded.iter().map(Encoded::len).collect(),
+            singletons: singleton_words(&prepared.encoded, vocab.words.len()),
         };
-        events(FitEvent::Info(format!(
-            "resuming {} after epoch {}{within}",
-            run.path.display(),
-            state.epochs_done
-        )));
+        Ok((training, model))
     }
 
-    events(FitEvent::Info(format!(
-        "train {}{}: {} sentences, {} tokens; dev {}: {} sentences; {} words, {} chars, {} tags ({} scheme, trained as {})",
-        train.path.display(),
-        if stage == Stage::Selection {
-            String::new()
-        } else {
-            format!(" + dev {}", dev.path.display())
-        },
-        train.sentences.len(),
-        train_tokens,
-        dev.path.display(),
-        dev.sentences.len(),
-        vocab.words.len(),
-        vocab.chars.len(),
-        vocab.tags.len(),
-        meta.file_scheme,
-        meta.train_scheme
-    )));
-
-    let epochs_since_best = |state: &LoopState| state.epochs_done - state.best_epoch;
-    while state.epochs_done < train_config.epochs
-        && (state.epochs_done == 0 || epochs_since_best(&state) < train_config.patience)
-    {
+    /// Trains `model` on the next epoch's batches (from where a resumed run stopped), or stops
+    /// between two with a checkpoint saved when `options.interrupt` is set.
+    fn train_epoch(
+        &mut self,
+        mut model: Tagger,
+        experiment: &Experiment,
+        prepared: &Prepared,
+        options: &FitOptions,
+        events: &mut dyn FnMut(FitEvent),
+    ) -> Result<(Tagger, EpochEnd)> {
+        let train_config = &experiment.train;
+        let state = &mut self.state;
         let epoch = state.epochs_done;
         let lr = train_config.lr / (1.0 + train_config.lr_decay * epoch as f64);
         // Batches come from the epoch's seed and every random draw of a step from the batch's,
         // so a run resumed at any batch boundary continues exactly as it would have.
         let epoch_seed = train_config.seed.wrapping_add(epoch as u64 * 1_000_003);
-        let plan = BatchPlan::shuffled(&lengths, train_config.batch_size, epoch_seed);
-
+        let plan = BatchPlan::shuffled(&self.lengths, train_config.batch_size, epoch_seed);
         let started = Instant::now();
         let mut loss_sum = state.epoch_loss;
         if state.batches_done > plan.batches.len() {
             return Err(Error::model(
-                run.path.join("checkpoint"),
+                prepared.run.path.join("checkpoint"),
                 format!(
                     "its state has {} batches of epoch {} done, but the epoch has {}: the state \
                      was changed or damaged",
@@ -248,7 +323,7 @@ fn fit_once(
         events(FitEvent::EpochStarted {
             epoch: epoch + 1,
             epochs: train_config.epochs,
-            sentences: encoded.len(),
+            sentences: prepared.encoded.len(),
             done,
             loss_sum,
         });
@@ -256,42 +331,17 @@ fn fit_once(
         for (batch_number, indices) in plan.batches.into_iter().enumerate().skip(skip) {
             let batch_seed =
                 epoch_seed ^ (batch_number as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-            train_device.seed(batch_seed);
-            let mut word_dropout = StdRng::seed_from_u64(batch_seed);
-            let mut batch = Batch::new(encoded, indices, meta.max_word_len);
-            if data.singleton_unk > 0.0 {
-                for word in &mut batch.words {
-                    if singletons[*word as usize]
-                        && word_dropout.random::<f64>() < data.singleton_unk
-                    {
-                        *word = Vocab::UNK_ID as i64;
-                    }
-                }
-            }
-            let (trained, value) = trainer.step(model, &batch, lr, &train_device)?;
+            let batch = self.batch(experiment, prepared, indices, batch_seed);
+            let (trained, value) = self.trainer.step(model, &batch, lr, &self.device)?;
             model = trained;
             if !value.is_finite() {
                 events(FitEvent::EpochTrained);
-                let kept = if state.best_epoch > 0 {
-                    format!(
-                        "the best model so far (epoch {}) is kept in {}",
-                        state.best_epoch,
-                        run.path.display()
-                    )
-                } else {
-                    "no epoch had completed, so no model was saved".to_string()
-                };
-                return Err(Error::Diverged {
-                    value,
-                    epoch: epoch + 1,
-                    batch: batch_number + 1,
-                    kept,
-                });
+                return Err(self.diverged(&prepared.run, value, batch_number));
             }
             let sentence_loss = match train_config.reduction {
-                nertrain_model::Reduction::Sum => value,
-                nertrain_model::Reduction::Mean => value * batch.size() as f64,
-                nertrain_model::Reduction::TokenMean => value * batch.token_count() as f64,
+                Reduction::Sum => value,
+                Reduction::Mean => value * batch.size() as f64,
+                Reduction::TokenMean => value * batch.token_count() as f64,
             };
             loss_sum += sentence_loss;
             events(FitEvent::Batch {
@@ -304,104 +354,173 @@ fn fit_once(
                 .is_some_and(|flag| flag.load(Ordering::SeqCst))
             {
                 events(FitEvent::EpochTrained);
+                let state = &mut self.state;
                 state.batches_done = batch_number + 1;
                 state.epoch_loss = loss_sum;
                 state.epoch_seconds += started.elapsed().as_secs_f64();
-                let trained = trainer.with_trained_words(&model);
-                save_checkpoint(run, &trained, &trainer, &state, None)?;
+                let trained = self.trainer.with_trained_words(&model);
+                save_checkpoint(&prepared.run, &trained, &self.trainer, state, None)?;
                 events(FitEvent::Interrupted {
                     epoch: epoch + 1,
                     batch: batch_number + 1,
                 });
-                return Ok(FitOutcome {
-                    best_epoch: state.best_epoch,
-                    best_dev_f1: state.best_f1,
-                    history: state.history,
-                    test: None,
-                    interrupted: true,
-                    with_dev: None,
-                });
+                return Ok((model, EpochEnd::Interrupted));
             }
         }
         events(FitEvent::EpochTrained);
-        let train_seconds = state.epoch_seconds + started.elapsed().as_secs_f64();
+        let state = &mut self.state;
+        let seconds = state.epoch_seconds + started.elapsed().as_secs_f64();
         state.batches_done = 0;
         state.epoch_loss = 0.0;
         state.epoch_seconds = 0.0;
-
-        let eval_started = Instant::now();
-        let trained = trainer.with_trained_words(&model);
-        let valid = trained.valid();
-        let word_gates = WordGates::default();
-        let decoder = Decoder::new(&valid, vocab, meta, device, &word_gates);
-        let report = decoder.score(dev, dev_encoded, dev_documents, decode_options)?;
-        let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
-        let eval_seconds = eval_started.elapsed().as_secs_f64();
-        let test_f1 = test_set
-            .as_ref()
-            .map(|(corpus, encoded, documents)| {
-                decoder
-                    .score(corpus, encoded, documents, decode_options)
-                    .map(|report| report.f1())
-            })
-            .transpose()?;
-
-        // Trained on dev, the last epoch is the one kept.
-        let best = dev_f1 > state.best_f1 || stage != Stage::Selection;
-        if best {
-            state.best_f1 = dev_f1;
-            state.best_epoch = epoch + 1;
-        }
-        let metrics = EpochMetrics {
-            epoch: epoch + 1,
+        let end = EpochEnd::Trained {
             lr,
-            loss: loss_sum / encoded.len() as f64,
-            train_seconds,
-            sentences_per_second: encoded.len() as f64 / train_seconds,
-            tokens_per_second: train_tokens as f64 / train_seconds,
-            dev_precision,
-            dev_recall,
-            dev_f1,
-            eval_seconds,
-            best,
-            test_f1,
+            loss_sum,
+            seconds,
         };
-        state.history.push(metrics.clone());
-        state.epochs_done += 1;
-        let dev_scores = best.then(|| {
-            let mut scores = report.to_json();
-            scores["epoch"] = serde_json::json!(epoch + 1);
-            (&valid, scores)
-        });
-        save_checkpoint(
-            run,
-            &trained,
-            &trainer,
-            &state,
-            dev_scores.as_ref().map(|(valid, scores)| (*valid, scores)),
-        )?;
-        events(FitEvent::EpochEnded(metrics));
+        Ok((model, end))
     }
-    if state.epochs_done < train_config.epochs {
-        events(FitEvent::EarlyStop {
-            patience: train_config.patience,
-        });
-    }
-    events(FitEvent::Finished {
-        best_epoch: state.best_epoch,
-        best_dev_f1: state.best_f1,
-        weights: run.weights_file(),
-    });
 
-    let test_report = finish(&prepared, decode_options, stage, device, events)?;
-    Ok(FitOutcome {
-        best_epoch: state.best_epoch,
-        best_dev_f1: state.best_f1,
-        history: state.history,
-        test: test_report,
-        interrupted: false,
-        with_dev: None,
-    })
+    /// The error of a loss that stopped being finite at batch `batch_number` (from 0) of the
+    /// current epoch, saying what of the run is kept.
+    fn diverged(&self, run: &ModelDir, value: f64, batch_number: usize) -> Error {
+        let state = &self.state;
+        let kept = if state.best_epoch > 0 {
+            format!(
+                "the best model so far (epoch {}) is kept in {}",
+                state.best_epoch,
+                run.path.display()
+            )
+        } else {
+            "no epoch had completed, so no model was saved".to_string()
+        };
+        Error::Diverged {
+            value,
+            epoch: state.epochs_done + 1,
+            batch: batch_number + 1,
+            kept,
+        }
+    }
+
+    /// The training sentences `indices` as a batch, with the words seen once in training
+    /// replaced by `<unk>` at the experiment's rate, drawn from `batch_seed`. Seeds the device
+    /// for the step's dropout too.
+    fn batch(
+        &self,
+        experiment: &Experiment,
+        prepared: &Prepared,
+        indices: Vec<usize>,
+        batch_seed: u64,
+    ) -> Batch {
+        self.device.seed(batch_seed);
+        let mut word_dropout = StdRng::seed_from_u64(batch_seed);
+        let mut batch = Batch::new(&prepared.encoded, indices, prepared.meta.max_word_len);
+        let rate = experiment.data.singleton_unk;
+        if rate > 0.0 {
+            for word in &mut batch.words {
+                if self.singletons[*word as usize] && word_dropout.random::<f64>() < rate {
+                    *word = Vocab::UNK_ID as i64;
+                }
+            }
+        }
+        batch
+    }
+
+    /// Records an evaluated epoch and commits it as a checkpoint (with its model and dev scores,
+    /// `best`, when it is the best so far), then publishes it.
+    fn commit_epoch(
+        &mut self,
+        run: &ModelDir,
+        trained: &Tagger,
+        metrics: EpochMetrics,
+        best: Option<(&Tagger, &RecordedScores)>,
+    ) -> Result<()> {
+        let state = &mut self.state;
+        if metrics.best {
+            state.best_f1 = metrics.dev_f1;
+            state.best_epoch = metrics.epoch;
+        }
+        state.history.push(metrics);
+        state.epochs_done += 1;
+        save_checkpoint(run, trained, &self.trainer, state, best)
+    }
+
+    /// What the run did, with the best model's `test` scores.
+    fn outcome(self, test: Option<Report>, interrupted: bool) -> FitOutcome {
+        FitOutcome {
+            best_epoch: self.state.best_epoch,
+            best_dev_f1: self.state.best_f1,
+            history: self.state.history,
+            test,
+            interrupted,
+            with_dev: None,
+        }
+    }
+}
+
+/// The line that says what a run trains on.
+fn describe_data(
+    prepared: &Prepared,
+    stage: Stage,
+    lengths: &[usize],
+    events: &mut dyn FnMut(FitEvent),
+) {
+    let Prepared {
+        meta,
+        vocab,
+        train,
+        dev,
+        ..
+    } = prepared;
+    events(FitEvent::info(format!(
+        "train {}{}: {} sentences, {} tokens; dev {}: {} sentences; {} words, {} chars, {} tags ({} scheme, trained as {})",
+        train.path.display(),
+        if stage == Stage::Selection {
+            String::new()
+        } else {
+            format!(" + dev {}", dev.path.display())
+        },
+        train.sentences.len(),
+        lengths.iter().sum::<usize>(),
+        dev.path.display(),
+        dev.sentences.len(),
+        vocab.words.len(),
+        vocab.chars.len(),
+        vocab.tags.len(),
+        meta.file_scheme,
+        meta.train_scheme
+    )));
+}
+
+/// An epoch's model scored on dev, the seconds since `started` that took, and its test F1 when
+/// there is a test set (only reported: the best epoch is chosen on dev). A fresh word cache, as
+/// `nertrain eval` starts with.
+fn evaluate_epoch(
+    prepared: &Prepared,
+    model: &Tagger,
+    options: TagOptions,
+    device: &Device,
+    started: Instant,
+) -> Result<(Report, f64, Option<f64>)> {
+    let word_gates = WordGates::default();
+    let decoder = Decoder::new(model, &prepared.vocab, &prepared.meta, device, &word_gates);
+    let report = decoder.score(
+        &prepared.dev,
+        &prepared.dev_encoded,
+        &prepared.dev_documents,
+        options,
+    )?;
+    let seconds = started.elapsed().as_secs_f64();
+    let test_f1 = prepared
+        .test_set
+        .as_ref()
+        .map(|(corpus, encoded, documents)| {
+            decoder
+                .score(corpus, encoded, documents, options)
+                .map(|report| report.f1())
+        })
+        .transpose()?;
+    Ok((report, seconds, test_f1))
 }
 
 /// After the last epoch: a document-level run's consistency weight (chosen on dev among
@@ -409,7 +528,7 @@ fn fit_once(
 /// best model's test score, when there is a test set.
 fn finish(
     prepared: &Prepared,
-    mut decode_options: PredictOptions,
+    mut decode_options: TagOptions,
     stage: Stage,
     device: &Device,
     events: &mut dyn FnMut(FitEvent),
@@ -425,7 +544,7 @@ fn finish(
     } = prepared;
     let mut meta = prepared.meta.clone();
     let best = if meta.document.is_some() || test_set.is_some() {
-        Some(load_module(
+        Some(load_weights(
             meta.model.init(meta.sizes, device),
             &run.weights_file(),
         )?)
@@ -442,7 +561,7 @@ fn finish(
         let scores: Vec<(f64, f64)> = CONSISTENCY_WEIGHTS
             .iter()
             .map(|&weight| {
-                let options = PredictOptions {
+                let options = TagOptions {
                     consistency: weight,
                     ..decode_options
                 };
@@ -480,7 +599,10 @@ fn finish(
                 documents,
                 decode_options,
             )?;
-            run.write_test_report(&report.to_json())?;
+            run.write_test_scores(&RecordedScores {
+                epoch: None,
+                scores: report.scores(),
+            })?;
             events(FitEvent::TestScored {
                 path: test.path.clone(),
                 report: report.clone(),

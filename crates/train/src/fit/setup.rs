@@ -6,36 +6,16 @@ use std::ops::Range;
 use std::path::Path;
 
 use nertrain_data::{
-    ColumnSpec, Corpus, DataError, Encoded, TagScheme, Tokenizer, TokenizerSpec, Vectors, Vocab,
-    Vocabularies, check_tag, convert_tags, is_annotated, read_annotated, read_conll, read_vectors,
+    ColumnSpec, Context, Corpus, DataError, Encoded, TagScheme, Tokenizer, TokenizerSpec, Vectors,
+    Vocab, Vocabularies, convert_tags, is_annotated, read_annotated, read_tagged, read_vectors,
     set_mention_casing,
 };
-use nertrain_model::VocabSizes;
+use nertrain_model::{DocumentContext, FORMAT_VERSION, ModelMeta, VocabSizes};
 
 use super::checkpoint::{Checkpoint, reopen_run};
 use super::events::{FitEvent, FitOptions};
-use crate::config::{Context, DocumentContext};
-use crate::model_dir::{FORMAT_VERSION, ModelDir, ModelMeta};
+use crate::model_dir::ModelDir;
 use crate::{Experiment, Result};
-
-/// Reads a tagged corpus and checks every tag's shape, naming the line of a bad one.
-pub fn read_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus> {
-    checked_tags(read_conll(path, columns)?)
-}
-
-/// [`read_tagged`] of text read elsewhere (stdin); `path` names it in errors.
-pub fn parse_tagged(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpus> {
-    checked_tags(nertrain_data::parse_conll(text, path, columns)?)
-}
-
-fn checked_tags(corpus: Corpus) -> Result<Corpus> {
-    for sentence in &corpus.sentences {
-        for (i, tag) in sentence.tags.iter().enumerate() {
-            check_tag(tag).map_err(|message| corpus.error_at(sentence, i, message))?;
-        }
-    }
-    Ok(corpus)
-}
 
 /// Reads a training, dev or test file: CoNLL columns, or span-annotated text (`.jsonl`) cut into
 /// words and sentences by the treebank rules, its spans that fall between words reported.
@@ -45,12 +25,12 @@ fn read_corpus(
     events: &mut dyn FnMut(FitEvent),
 ) -> Result<Corpus> {
     if !is_annotated(path) {
-        return read_tagged(path, columns);
+        return Ok(read_tagged(path, columns)?);
     }
     let tokenizer = Tokenizer::new(&TokenizerSpec::treebank()).expect("the treebank rules");
     let (corpus, misaligned) = read_annotated(path)?.tokenize(&tokenizer);
     if let Some(first) = misaligned.first() {
-        events(FitEvent::Warning(format!(
+        events(FitEvent::warning(format!(
             "{first} ({} span{} in all)",
             misaligned.len(),
             if misaligned.len() == 1 { "" } else { "s" }
@@ -163,7 +143,7 @@ pub(super) fn prepare(
     });
     let dev_unknown_tags = unknown_tags(&dev, &vocab, data.train_scheme);
     if !dev_unknown_tags.is_empty() {
-        events(FitEvent::Warning(format!(
+        events(FitEvent::warning(format!(
             "{}: tags never seen in training, which the model cannot predict: {}",
             dev.path.display(),
             dev_unknown_tags.join(", ")
@@ -246,7 +226,7 @@ fn describe_run(
             let found = words.clone().filter(|w| vectors.get(w).is_some()).count();
             100.0 * found as f64 / words.count().max(1) as f64
         };
-        events(FitEvent::Info(format!(
+        events(FitEvent::info(format!(
             "vectors: {} words of {} dimensions; {:.1}% of train and {:.1}% of dev tokens have one \
                  (OOV {:.1}% / {:.1}%); {added} words added to the vocabulary",
             vectors.len(),
@@ -266,7 +246,7 @@ fn describe_run(
             .flat_map(|s| &s.words)
             .filter(|w| (2..sizes.lm_words).contains(&vocab.word_id(w)))
             .count();
-        events(FitEvent::Info(format!(
+        events(FitEvent::info(format!(
             "language model: predicts the {} words seen at least {} times ({:.1}% of training tokens), the rest as <unk>",
             sizes.lm_words - 2,
             data.lm_min_count,

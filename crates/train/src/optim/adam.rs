@@ -8,6 +8,7 @@ use std::path::Path;
 use super::{RowGradient, RowSparse, read_state, u64_at};
 use crate::Result;
 
+/// The word table's lazy Adam update (PyTorch's `SparseAdam`): only the rows a step touched, and their moments, move.
 #[derive(Debug, Clone)]
 pub struct SparseAdam {
     dim: usize,

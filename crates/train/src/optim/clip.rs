@@ -49,6 +49,7 @@ pub fn clip_factor(norm: f64, max_norm: f64) -> f64 {
     }
 }
 
+/// Multiplies every gradient of `module` in `grads` by `factor`.
 pub fn scale<M: Module>(module: &M, grads: &mut GradientsParams, factor: f64) {
     module.visit(&mut Scale { grads, factor });
 }

@@ -75,6 +75,7 @@ impl RowGradient {
         self.rows.iter().copied().zip(self.values.chunks(self.dim))
     }
 
+    /// The sum of the squared gradient values.
     pub fn squared_norm(&self) -> f64 {
         self.values
             .iter()

@@ -2,7 +2,7 @@
 //!
 //! A batch touches a few hundred of the table's rows, but a dense update (Burn's optimiser, as
 //! PyTorch's) builds a gradient the size of the whole table, clips it and moves every row by its
-//! momentum at every step; at batch 10 on CoNLL-2003 that was about 30% of a step (perf). Here a
+//! momentum at every step, a large share of a small batch's step under perf. Here a
 //! row catches up on the steps it missed only when a batch touches it or the learning rate
 //! changes. With no gradient, `k` momentum steps move a row by `lr · v · (μ + μ² + … + μᵏ)` and
 //! leave it velocity `v · μᵏ`: the dense update's result, so both train the same model.
@@ -16,6 +16,7 @@ use std::path::Path;
 use super::{RowGradient, RowSparse, read_state, u64_at};
 use crate::Result;
 
+/// The word table's lazy SGD update with momentum: the rows a step touched move, and untouched rows catch up on their momentum when next touched.
 #[derive(Debug, Clone)]
 pub struct SparseMomentum {
     dim: usize,

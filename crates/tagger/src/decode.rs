@@ -1,6 +1,7 @@
-//! Running a trained tagger: batched decoding (optionally constrained to the tag scheme, with
-//! n-best paths, entity confidences and token marginals), tags converted back to the files'
-//! scheme, and conlleval scoring against gold tags.
+//! Decoding tokenized sentences with a trained model: batched emissions, the CRF's best path
+//! (optionally constrained to the tag scheme), n-best paths, entity confidences and token
+//! marginals, document consistency, tags converted back to the files' scheme, and conlleval
+//! scoring against gold tags. Training's dev and test evaluation decodes here too.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -14,14 +15,16 @@ use nertrain_data::{
     set_mention_casing, spans,
 };
 use nertrain_model::crf::{Potentials, host, host_emissions};
-use nertrain_model::{Constraints, Tagger, WordGates};
+use nertrain_model::{Constraints, ModelFiles, ModelMeta, Tagger, WordGates};
 use rayon::prelude::*;
 
-use crate::{ModelDir, ModelMeta, Result};
+use crate::Result;
 
-/// What to compute besides the best path.
+/// How to decode, and what to compute besides the best path. A model's own settings come from
+/// [`Tagger::options`](crate::Tagger::options); a caller's changes to them are checked by
+/// [`Tagger::options_with`](crate::Tagger::options_with).
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PredictOptions {
+pub struct TagOptions {
     /// Decode only well-formed tag sequences of the training scheme.
     pub constrained: bool,
     /// Each entity's probability under the model.
@@ -30,13 +33,14 @@ pub struct PredictOptions {
     pub marginals: bool,
     /// How many best paths to return (1: just the best).
     pub nbest: usize,
+    /// Sentences per decoding batch (fewer when they are long: see [`MAX_BATCH_TOKENS`]).
     pub batch_size: usize,
     /// How strongly other mentions in the document pull a word's prediction
-    /// ([`DocumentContext::consistency`](crate::config::DocumentContext)); 0: not at all.
+    /// ([`DocumentContext::consistency`](nertrain_model::DocumentContext)); 0: not at all.
     pub consistency: f64,
 }
 
-impl Default for PredictOptions {
+impl Default for TagOptions {
     fn default() -> Self {
         Self {
             constrained: true,
@@ -52,6 +56,7 @@ impl Default for PredictOptions {
 /// One sentence's prediction; tags are in the files' scheme.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Prediction {
+    /// The best path's tags.
     pub tags: Vec<String>,
     /// The best path's entities, found once from the decoded path.
     pub spans: Vec<Span>,
@@ -103,19 +108,27 @@ fn document_groups(
 /// (or long texts tagged in pieces) need no more memory than typical ones.
 pub const MAX_BATCH_TOKENS: usize = 8192;
 
-/// Everything `decode` needs about the model besides its weights.
+/// A model's weights and everything decoding needs about them: training decodes its dev and
+/// test sets with one over the weights of the moment, a [`Predictor`] with its loaded model.
 pub struct Decoder<'a> {
+    /// The network (its inference version).
     pub model: &'a Tagger,
+    /// Its vocabularies.
     pub vocab: &'a Vocabularies,
+    /// The scheme its tags are in.
     pub train_scheme: TagScheme,
+    /// The scheme predictions are written in (the training files').
     pub output_scheme: TagScheme,
+    /// Longer words keep their first characters for character features.
     pub max_word_len: usize,
+    /// Where its tensors are.
     pub device: &'a Device,
     /// Filled with the words of what is decoded: valid while the model does not change.
     pub word_gates: &'a WordGates,
 }
 
 impl<'a> Decoder<'a> {
+    /// A decoder of `model` as `meta` describes it, filling `word_gates` as it goes.
     pub fn new(
         model: &'a Tagger,
         vocab: &'a Vocabularies,
@@ -142,7 +155,7 @@ impl<'a> Decoder<'a> {
         &self,
         sentences: &[Encoded],
         documents: &[Range<usize>],
-        options: PredictOptions,
+        options: TagOptions,
     ) -> Result<Vec<Prediction>> {
         let constraints = options
             .constrained
@@ -228,7 +241,7 @@ impl<'a> Decoder<'a> {
         &self,
         lengths: &[usize],
         members: Vec<usize>,
-        options: PredictOptions,
+        options: TagOptions,
     ) -> Vec<Vec<usize>> {
         let member_lengths: Vec<usize> = members.iter().map(|&i| lengths[i]).collect();
         BatchPlan::sorted(&member_lengths, options.batch_size, MAX_BATCH_TOKENS)
@@ -259,7 +272,7 @@ impl<'a> Decoder<'a> {
         p: &host::Potentials,
         lengths: Vec<usize>,
         emissions: &[Vec<f64>],
-        options: PredictOptions,
+        options: TagOptions,
     ) -> Result<Vec<Prediction>> {
         let k = self.vocab.tags.len();
         let nbest = (options.nbest > 1).then(|| {
@@ -432,7 +445,7 @@ impl<'a> Decoder<'a> {
         gold: &Corpus,
         encoded: &[Encoded],
         documents: &[Range<usize>],
-        options: PredictOptions,
+        options: TagOptions,
     ) -> Result<Report> {
         let predicted: Vec<Vec<String>> = self
             .decode(encoded, documents, options)?
@@ -463,9 +476,13 @@ pub fn score_corpus(gold: &Corpus, predicted: &[Vec<String>]) -> Report {
 /// A reliability table: predicted entities binned by confidence, with the share that are correct.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct CalibrationBin {
+    /// The bin's lowest confidence.
     pub from: f64,
+    /// Its highest (excluded, but for the last bin).
     pub to: f64,
+    /// Predicted entities in it.
     pub entities: usize,
+    /// Their mean confidence.
     pub mean_confidence: f64,
     /// Percent of the bin's entities that match a gold entity exactly.
     pub precision: f64,
@@ -505,9 +522,13 @@ pub fn calibration(gold: &Corpus, predictions: &[Prediction]) -> Vec<Calibration
 
 /// A trained model loaded for inference.
 pub struct Predictor {
+    /// Its description.
     pub meta: ModelMeta,
+    /// Its vocabularies.
     pub vocab: Vocabularies,
+    /// The network, for inference.
     pub model: Tagger,
+    /// Where its tensors are.
     pub device: Device,
     /// Kept across calls: `tag` predicts a long input chunk by chunk, and most words of a chunk
     /// were met in the ones before.
@@ -515,8 +536,9 @@ pub struct Predictor {
 }
 
 impl Predictor {
+    /// Loads the model in `dir`.
     pub fn load(dir: &Path, device: &Device) -> Result<Self> {
-        let (meta, vocab, model) = ModelDir::new(dir).load(device)?;
+        let (meta, vocab, model) = ModelFiles::new(dir).load(device)?;
         Ok(Self {
             meta,
             vocab,
@@ -527,11 +549,11 @@ impl Predictor {
     }
 
     /// Options as the model was trained to be decoded.
-    pub fn default_options(&self) -> PredictOptions {
-        PredictOptions {
+    pub fn default_options(&self) -> TagOptions {
+        TagOptions {
             constrained: self.meta.crf.constrained_decoding,
             consistency: self.meta.document.map_or(0.0, |d| d.consistency),
-            ..PredictOptions::default()
+            ..TagOptions::default()
         }
     }
 
@@ -547,7 +569,7 @@ impl Predictor {
         &self,
         sentences: &[Vec<S>],
         documents: &[Range<usize>],
-        options: PredictOptions,
+        options: TagOptions,
     ) -> Result<Vec<Prediction>> {
         let mut encoded: Vec<Encoded> = sentences
             .iter()
@@ -587,6 +609,7 @@ impl Predictor {
         document_pieces(&document_of, &lengths, max_tokens)
     }
 
+    /// A decoder of the loaded model, which keeps its word cache across calls.
     pub fn decoder(&self) -> Decoder<'_> {
         Decoder::new(
             &self.model,

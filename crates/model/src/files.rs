@@ -1,0 +1,481 @@
+//! The model files: a trained tagger on disk, and the one reader of them. Training writes them
+//! into its run directory; everything that runs a model (tagging, serving, evaluation, a resumed
+//! run) reads them here.
+//!
+//! ```text
+//! model.json  format version, architecture, vocabulary sizes, tag schemes, columns, and how raw
+//!             text is cut; a directory is a model (or a run) when it holds one
+//! vocab.json  word, character and tag vocabularies
+//! model.bpk   the weights (Burn's burnpack format)
+//! dev.json    the scores the run recorded for these weights on dev, with their epoch
+//! test.json   and on the test set, when the run had one
+//! ```
+//!
+//! Every size a description gives is checked before anything of that size is allocated, and the
+//! weight file's size against the description before the model is built: a changed or damaged
+//! file is an error naming it, never gigabytes allocated or a panic in a layer.
+
+use std::path::{Path, PathBuf};
+
+use burn::config::Config;
+use burn::module::Module;
+use burn::tensor::Device;
+use nertrain_data::{ColumnSpec, Scores, TagScheme, Tokenizer, TokenizerSpec, Vocabularies};
+use serde::{Deserialize, Serialize};
+
+use crate::{Tagger, TaggerConfig, VocabSizes};
+
+const META: &str = "model.json";
+const VOCAB: &str = "vocab.json";
+const WEIGHTS: &str = "model.bpk";
+const DEV_SCORES: &str = "dev.json";
+const TEST_SCORES: &str = "test.json";
+
+/// Bumped whenever a model file's layout or meaning changes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The largest layer size accepted: past it a BiLSTM's weights and optimiser state alone take
+/// gigabytes, and a size with zeros too many would end the process on a failed allocation.
+pub const MAX_LAYER: usize = 4096;
+
+/// The most values a model's word table may hold (4 GiB of floats), tags it may have (its CRF
+/// holds their square), and characters a word may be read with.
+const MAX_WORD_TABLE: usize = 1 << 30;
+const MAX_TAGS: usize = 4096;
+const MAX_WORD_LEN: usize = 1 << 16;
+
+/// A model file that cannot be read, or is not what nertrain writes.
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    /// A file that cannot be read.
+    #[error("{}: cannot {action}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What was being done: "read", ...
+        action: &'static str,
+        /// Why it failed.
+        source: std::io::Error,
+    },
+    /// A file or directory that is not a model nertrain can read: `message` says what is wrong.
+    #[error("{}: {message}", path.display())]
+    Invalid {
+        /// The file or directory.
+        path: PathBuf,
+        /// What is wrong, and what was expected.
+        message: String,
+    },
+}
+
+impl FileError {
+    /// `path` is not a readable model file: `message` says why.
+    pub fn invalid(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> Self {
+        Self::Invalid {
+            path: path.into(),
+            message: message.to_string(),
+        }
+    }
+}
+
+/// How the tag scheme's rules are enforced (see [`Constraints`](crate::Constraints)).
+#[derive(Config, Debug, PartialEq)]
+pub struct CrfOptions {
+    /// Decode only well-formed sequences of the training scheme (`eval` and `tag` can turn it off).
+    #[config(default = true)]
+    pub constrained_decoding: bool,
+    /// Also apply the constraints in the training loss.
+    #[config(default = false)]
+    pub constrained_training: bool,
+}
+
+/// How a document-level model reads documents and decodes with them.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DocumentContext {
+    /// Documents are read in pieces of at most this many tokens (`data.document_tokens`).
+    pub max_tokens: usize,
+    /// How strongly the predictions for all mentions of a capitalised word in its document pull
+    /// each one: added to its emission scores, times their class probabilities averaged by
+    /// confidence. Chosen on dev when training ends; 0 decodes each sentence on its own.
+    pub consistency: f64,
+}
+
+/// A model's description: `model.json`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelMeta {
+    /// [`FORMAT_VERSION`] when it was written.
+    pub format: u32,
+    /// The nertrain that trained it.
+    pub nertrain_version: String,
+    /// The network's architecture.
+    pub model: TaggerConfig,
+    /// How the tag scheme's rules are enforced.
+    pub crf: CrfOptions,
+    /// The sizes of its vocabularies.
+    pub sizes: VocabSizes,
+    /// The scheme of the training files; predictions are written in it.
+    pub file_scheme: TagScheme,
+    /// The scheme the model's tags are in.
+    pub train_scheme: TagScheme,
+    /// Where words and tags are in its training files, and so in gold files scored with it.
+    pub columns: ColumnSpec,
+    /// Longer words keep their first characters for character features.
+    pub max_word_len: usize,
+    /// How a document-level model (`data.context = "document"`) reads and decodes documents;
+    /// absent for a sentence-level one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub document: Option<DocumentContext>,
+    /// Trained on the dev set too (`train.with_dev`): its dev scores are not held out.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub trained_on_dev: bool,
+    /// How raw text is cut into words and sentences, as the training data was; absent in models
+    /// written before it was saved, which read text with BERT's pre-tokenizer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tokenizer: Option<TokenizerSpec>,
+}
+
+/// Scores a run recorded for its model (`dev.json`, `test.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RecordedScores {
+    /// The epoch whose model was scored: in `dev.json`, absent in runs of older versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<usize>,
+    /// Overall and per-type scores.
+    #[serde(flatten)]
+    pub scores: Scores,
+}
+
+/// The model settings that make no sense, as `(key, "key: expected ...")`: checked for an
+/// experiment before anything is read or deleted, and for a model's `model.json` before anything
+/// is allocated.
+pub fn check_config(m: &TaggerConfig) -> Result<(), (&'static str, String)> {
+    let size = |v: usize| (1..=MAX_LAYER).contains(&v);
+    let checks: [(bool, &str, &str); 7] = [
+        (size(m.word_dim), "model.word_dim", "1 to 4096"),
+        (size(m.hidden), "model.hidden", "1 to 4096"),
+        (
+            size(m.char_dim) && size(m.char_filters),
+            "model.char_dim and model.char_filters",
+            "1 to 4096",
+        ),
+        (
+            size(m.char_hidden) && size(m.char_lm_hidden),
+            "model.char_hidden and model.char_lm_hidden",
+            "1 to 4096",
+        ),
+        (
+            m.casing_dim <= MAX_LAYER && m.mention_dim <= MAX_LAYER,
+            "model.casing_dim and model.mention_dim",
+            "0 to 4096",
+        ),
+        (
+            m.lm_weight >= 0.0 && m.lm_weight.is_finite(),
+            "model.lm_weight",
+            "zero or positive",
+        ),
+        (
+            (0.0..1.0).contains(&m.dropout),
+            "model.dropout",
+            "a probability in [0, 1)",
+        ),
+    ];
+    match checks.iter().find(|(ok, _, _)| !ok) {
+        Some((_, key, expected)) => Err((key, format!("{key}: expected {expected}"))),
+        None => Ok(()),
+    }
+}
+
+/// Overlays `given` on `base`, table by table: settings added after a file was written take
+/// their defaults from `base`.
+pub fn merge_json(base: &mut serde_json::Value, given: serde_json::Value) {
+    match (base, given) {
+        (serde_json::Value::Object(base), serde_json::Value::Object(given)) => {
+            for (key, value) in given {
+                match base.get_mut(&key) {
+                    Some(slot) => merge_json(slot, value),
+                    None => {
+                        base.insert(key, value);
+                    }
+                }
+            }
+        }
+        (slot, value) => *slot = value,
+    }
+}
+
+/// The files of a model in a directory.
+#[derive(Debug, Clone)]
+pub struct ModelFiles {
+    /// The directory.
+    pub path: PathBuf,
+}
+
+impl ModelFiles {
+    /// The model files in `path`.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into() }
+    }
+
+    /// Its description, `model.json`.
+    pub fn meta_file(&self) -> PathBuf {
+        self.path.join(META)
+    }
+
+    /// Its vocabularies, `vocab.json`.
+    pub fn vocab_file(&self) -> PathBuf {
+        self.path.join(VOCAB)
+    }
+
+    /// Its weights, `model.bpk`.
+    pub fn weights_file(&self) -> PathBuf {
+        self.path.join(WEIGHTS)
+    }
+
+    /// Its dev scores as its run recorded them, `dev.json`.
+    pub fn dev_scores_file(&self) -> PathBuf {
+        self.path.join(DEV_SCORES)
+    }
+
+    /// Its test scores as its run recorded them, `test.json`.
+    pub fn test_scores_file(&self) -> PathBuf {
+        self.path.join(TEST_SCORES)
+    }
+
+    /// Whether the directory holds a model: its `model.json` is a nertrain model description.
+    pub fn is_model(&self) -> bool {
+        std::fs::read_to_string(self.meta_file())
+            .ok()
+            .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+            .is_some_and(|meta| meta.get("nertrain_version").is_some())
+    }
+
+    /// Reads and checks the description.
+    pub fn read_meta(&self) -> Result<ModelMeta, FileError> {
+        let path = self.meta_file();
+        let text = self.read(&path)?;
+        let not_a_model = |e: serde_json::Error| {
+            FileError::invalid(&path, format!("not a nertrain model description: {e}"))
+        };
+        let mut given: serde_json::Value = serde_json::from_str(&text).map_err(not_a_model)?;
+        // Settings added after a model was saved take their defaults, which is what the model was
+        // trained with.
+        for (section, defaults) in [
+            ("model", serde_json::to_value(TaggerConfig::new())),
+            ("crf", serde_json::to_value(CrfOptions::new())),
+        ] {
+            if let Some(stored) = given.get_mut(section) {
+                let mut filled = defaults.map_err(not_a_model)?;
+                merge_json(&mut filled, stored.take());
+                *stored = filled;
+            }
+        }
+        let meta: ModelMeta = serde_json::from_value(given).map_err(not_a_model)?;
+        if meta.format != FORMAT_VERSION {
+            return Err(FileError::invalid(
+                &path,
+                format!(
+                    "model format {} but this nertrain reads format {FORMAT_VERSION}",
+                    meta.format
+                ),
+            ));
+        }
+        check_sizes(&meta).map_err(|message| {
+            FileError::invalid(
+                &path,
+                format!("{message}; the file was changed or damaged, or not written by nertrain"),
+            )
+        })?;
+        Ok(meta)
+    }
+
+    /// Reads the vocabularies and checks them against the description.
+    pub fn read_vocab(&self, meta: &ModelMeta) -> Result<Vocabularies, FileError> {
+        let path = self.vocab_file();
+        let text = self.read(&path)?;
+        let vocab: Vocabularies = serde_json::from_str(&text)
+            .map_err(|e| FileError::invalid(&path, format!("not a vocabulary file: {e}")))?;
+        let mut seen = std::collections::HashSet::new();
+        for tag in vocab.tags.items() {
+            nertrain_data::check_tag(tag)
+                .map_err(|m| FileError::invalid(&path, format!("tags: {m}")))?;
+            if !seen.insert(tag) {
+                return Err(FileError::invalid(
+                    &path,
+                    format!("tags: {tag:?} is there twice"),
+                ));
+            }
+        }
+        // The language model's share of the words is the model's, not the vocabulary's.
+        let sizes = VocabSizes {
+            lm_words: meta.sizes.lm_words.min(vocab.words.len()),
+            ..VocabSizes::from(&vocab)
+        };
+        if sizes != meta.sizes {
+            return Err(FileError::invalid(
+                &path,
+                format!(
+                    "vocabulary sizes {sizes:?} do not match model.json's {:?}",
+                    meta.sizes
+                ),
+            ));
+        }
+        Ok(vocab)
+    }
+
+    /// The description's tokenizer, compiled. Models without a saved one cut text as nertrain
+    /// did when they were trained: BERT's pre-tokenizer, and sentences only for document-level
+    /// models.
+    pub fn tokenizer(&self, meta: &ModelMeta) -> Result<Tokenizer, FileError> {
+        match &meta.tokenizer {
+            Some(spec) => {
+                Tokenizer::new(spec).map_err(|e| FileError::invalid(self.meta_file(), e.0))
+            }
+            None => Ok(Tokenizer::bert(meta.document.is_some())),
+        }
+    }
+
+    /// The model, its description and vocabularies, checked against each other.
+    pub fn load(&self, device: &Device) -> Result<(ModelMeta, Vocabularies, Tagger), FileError> {
+        let meta = self.read_meta()?;
+        let vocab = self.read_vocab(&meta)?;
+        let weights = self.weights_file();
+        if !weights.exists() {
+            return Err(FileError::invalid(
+                &self.path,
+                "no weights yet (model.bpk is written when the first epoch ends)",
+            ));
+        }
+        // A description changed to sizes within bounds but not the weights': refused before the
+        // model is built, which allocates what the description says.
+        let needed = 4 * least_values(&meta);
+        let held = std::fs::metadata(&weights).map_or(0, |m| m.len());
+        if needed > held {
+            return Err(FileError::invalid(
+                &weights,
+                format!(
+                    "not a readable weights file: it is truncated or damaged, or of another run \
+                     ({held} bytes, but model.json describes at least {needed})"
+                ),
+            ));
+        }
+        let model = load_weights(meta.model.init(meta.sizes, device), &weights)?;
+        Ok((meta, vocab, model))
+    }
+
+    /// The dev scores its run recorded.
+    pub fn read_dev_scores(&self) -> Result<RecordedScores, FileError> {
+        self.read_scores(&self.dev_scores_file(), "a dev score file")
+    }
+
+    /// The test scores its run recorded.
+    pub fn read_test_scores(&self) -> Result<RecordedScores, FileError> {
+        self.read_scores(&self.test_scores_file(), "a test score file")
+    }
+
+    fn read_scores(&self, path: &Path, what: &str) -> Result<RecordedScores, FileError> {
+        let text = self.read(path)?;
+        serde_json::from_str(&text)
+            .map_err(|e| FileError::invalid(path, format!("not {what}: {e}")))
+    }
+
+    /// A file of the model's directory as text; a missing one is an error that says whether the
+    /// directory is there.
+    pub fn read(&self, file: &Path) -> Result<String, FileError> {
+        std::fs::read_to_string(file).map_err(|e| {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                FileError::Io {
+                    path: file.to_path_buf(),
+                    action: "read",
+                    source: e,
+                }
+            } else if self.path.is_dir() {
+                FileError::invalid(
+                    &self.path,
+                    format!(
+                        "not a nertrain model directory ({} is missing)",
+                        file.display()
+                    ),
+                )
+            } else {
+                FileError::invalid(&self.path, "no such model directory")
+            }
+        })
+    }
+}
+
+/// The sizes of a description that nertrain never makes, checked before any is allocated.
+fn check_sizes(meta: &ModelMeta) -> Result<(), String> {
+    check_config(&meta.model).map_err(|(_, message)| message)?;
+    let sizes = &meta.sizes;
+    let word_table = sizes.words.saturating_mul(meta.model.word_dim);
+    if word_table > MAX_WORD_TABLE || sizes.chars > MAX_WORD_TABLE / 64 {
+        return Err(format!(
+            "sizes: {} words of {} values and {} characters is more than nertrain makes",
+            sizes.words, meta.model.word_dim, sizes.chars
+        ));
+    }
+    if sizes.lm_words > sizes.words {
+        return Err(format!(
+            "sizes.lm_words: expected at most the {} words, found {}",
+            sizes.words, sizes.lm_words
+        ));
+    }
+    if !(1..=MAX_TAGS).contains(&sizes.tags) {
+        return Err(format!(
+            "sizes.tags: expected 1 to {MAX_TAGS}, found {}",
+            sizes.tags
+        ));
+    }
+    if !(1..=MAX_WORD_LEN).contains(&meta.max_word_len) {
+        return Err(format!(
+            "max_word_len: expected 1 to {MAX_WORD_LEN}, found {}",
+            meta.max_word_len
+        ));
+    }
+    Ok(())
+}
+
+/// The fewest weights a model of this description has: its word table, the BiLSTM's recurrent
+/// matrices (both directions, four gates) and the CRF's transitions; each a 32-bit float.
+fn least_values(meta: &ModelMeta) -> u64 {
+    let (words, dim) = (meta.sizes.words as u64, meta.model.word_dim as u64);
+    let (hidden, tags) = (meta.model.hidden as u64, meta.sizes.tags as u64);
+    words * dim + 8 * hidden * hidden + tags * tags
+}
+
+/// Loads weights into a module of the right architecture; a damaged file, or one for another
+/// shape, is an error that says which.
+///
+/// The file is read whole, from one open, before any of it is used: read by path, tensor by
+/// tensor, a model replaced while it loads (as `fit` replaces the best one each better epoch)
+/// gave weights of both, or a missing file halfway.
+pub fn load_weights<M: Module>(module: M, path: &Path) -> Result<M, FileError> {
+    use burn::store::{ModuleRecord, RecordError};
+    let bytes = std::fs::read(path).map_err(|e| {
+        let message = if e.kind() == std::io::ErrorKind::NotFound {
+            format!("cannot read: the file is missing ({e})")
+        } else {
+            format!("cannot read: {e}")
+        };
+        FileError::invalid(path, message)
+    })?;
+    let record = ModuleRecord::from_bytes(burn::tensor::Bytes::from_bytes_vec(bytes));
+    record
+        .and_then(|record| module.try_load_record(record))
+        .map_err(|e| {
+            let message = match e {
+                RecordError::Io(detail) if !path.exists() => {
+                    format!("cannot read: the file is missing ({detail})")
+                }
+                RecordError::Io(detail) => format!(
+                    "not a readable weights file: it is truncated or damaged ({detail}); \
+                 restore it or train again"
+                ),
+                RecordError::Validation(detail) => {
+                    format!("weights do not fit this model (as model.json describes it): {detail}")
+                }
+            };
+            FileError::invalid(path, message)
+        })
+}
