@@ -37,6 +37,26 @@ pub struct ServeArgs {
     /// the requests that come while a batch is tagged make the next).
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=1000))]
     batch_wait_ms: u64,
+    /// Largest answer to one request, in bytes, as bounded before tagging (probabilities and
+    /// n-best paths make answers larger than their texts); past it, requests get 413.
+    #[arg(long, default_value_t = 128 << 20, value_parser = crate::count(1 << 10, 1 << 34))]
+    max_answer: usize,
+    /// Bytes of answers made at once, all requests together; past it, requests get 503.
+    #[arg(long, default_value_t = 512 << 20, value_parser = crate::count(1 << 10, 1 << 36))]
+    answers_in_flight: usize,
+    /// Most connections open at once; more wait to be accepted.
+    #[arg(long, default_value_t = 512, value_parser = crate::count(1, 1_000_000))]
+    max_connections: usize,
+    /// Seconds a client may take to send a request's head, and an idle connection may wait for
+    /// its next request.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    header_timeout: u64,
+    /// Seconds a client may take to send a request's body; past it, 408.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    body_timeout: u64,
+    /// Seconds the requests in flight may take to finish after Ctrl-C or SIGTERM.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
+    shutdown_grace: u64,
 }
 
 pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
@@ -53,6 +73,12 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         max_queued_texts: args.max_queued,
         max_texts: args.max_texts,
         batch_wait: Duration::from_millis(args.batch_wait_ms),
+        max_answer_bytes: args.max_answer,
+        answers_in_flight_bytes: args.answers_in_flight,
+        max_connections: args.max_connections,
+        header_timeout: Duration::from_secs(args.header_timeout),
+        body_timeout: Duration::from_secs(args.body_timeout),
+        shutdown_grace: Duration::from_secs(args.shutdown_grace),
         ..ServeOptions::default()
     };
     let model = args.model.display().to_string();
@@ -66,8 +92,17 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
             if threads == 1 { "" } else { "s" }
         );
         let log: Logger = Arc::new(|line: RequestLog| eprintln!("{}", log_line(&line)));
-        nertrain_serve::serve(listener, tagger, pool, options, log, stop_signal()).await?;
-        eprintln!("stopped: every request answered");
+        let grace = options.shutdown_grace;
+        let stopped =
+            nertrain_serve::serve(listener, tagger, pool, options, log, stop_signal()).await?;
+        if stopped.every_request_answered {
+            eprintln!("stopped: every request answered");
+        } else {
+            eprintln!(
+                "stopped: connections still open after {} s were closed",
+                grace.as_secs()
+            );
+        }
         Ok(())
     })
 }

@@ -4,117 +4,11 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common::{nertrain, sample_model, workspace};
-
-/// A running server; killed when dropped.
-struct Server {
-    child: Child,
-    address: String,
-    log: BufReader<std::process::ChildStderr>,
-}
-
-impl Server {
-    fn start(model: &Path, extra: &[&str], env: Option<(&str, &str)>) -> Self {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_nertrain"));
-        command
-            .args([
-                "serve",
-                "--model",
-                model.to_str().unwrap(),
-                "--addr",
-                "127.0.0.1:0",
-            ])
-            .args(extra)
-            .current_dir(workspace())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        if let Some((key, value)) = env {
-            command.env(key, value);
-        }
-        let mut child = command.spawn().unwrap();
-        let mut log = BufReader::new(child.stderr.take().unwrap());
-        let mut first = String::new();
-        log.read_line(&mut first).unwrap();
-        let address = first
-            .split("http://")
-            .nth(1)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no address in {first:?}"))
-            .to_string();
-        Server {
-            child,
-            address,
-            log,
-        }
-    }
-
-    /// One request on its own connection: status and body.
-    fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
-        let mut stream = TcpStream::connect(&self.address).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(60)))
-            .unwrap();
-        let head = format!(
-            "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n",
-            self.address,
-            body.len()
-        );
-        stream.write_all(head.as_bytes()).unwrap();
-        stream.write_all(body).unwrap();
-        let mut response = Vec::new();
-        stream.read_to_end(&mut response).unwrap();
-        let response = String::from_utf8(response).unwrap();
-        let status = response[9..12].parse().unwrap();
-        let body = response
-            .split_once("\r\n\r\n")
-            .map(|(_, body)| body.to_string())
-            .unwrap_or_default();
-        (status, body)
-    }
-
-    fn tag(&self, body: &serde_json::Value) -> (u16, serde_json::Value) {
-        let (status, body) = self.request("POST", "/tag", body.to_string().as_bytes());
-        (
-            status,
-            serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
-        )
-    }
-
-    fn sigterm(&self) {
-        let killed = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(killed.success());
-    }
-
-    /// Sends SIGTERM and waits: exit status and what the server logged after its first line.
-    fn terminate(self) -> (std::process::ExitStatus, String) {
-        self.sigterm();
-        self.wait()
-    }
-
-    fn wait(mut self) -> (std::process::ExitStatus, String) {
-        let status = self.child.wait().unwrap();
-        let mut log = String::new();
-        self.log.read_to_string(&mut log).unwrap();
-        (status, log)
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use common::{Server, nertrain, sample_model};
 
 fn sample_texts() -> Vec<String> {
     vec![

@@ -38,6 +38,8 @@ pub use scheme::{
     render_spans, spans, transition_allowed,
 };
 pub use score::{ChunkCounts, Confusion, Report, Scorer, Scores, TypeScore};
-pub use tokenize::{TREEBANK_RULES, Token, Tokenizer, TokenizerError, TokenizerSpec};
+pub use tokenize::{
+    MAX_KEEP_BYTES, MAX_KEEP_WORDS, TREEBANK_RULES, Token, Tokenizer, TokenizerError, TokenizerSpec,
+};
 pub use vectors::{Vectors, parse_vectors, read_vectors};
 pub use vocab::{Encoded, PAD, TextNormalization, UNK, Vocab, Vocabularies};

@@ -154,6 +154,12 @@ const CLITICS: &str = r"n't|N'T|'(?:s|S|m|M|re|RE|ve|VE|ll|LL|d|D)";
 /// A run of non-space characters longer than this is cut into pieces of it, which bounds the
 /// matcher's work per piece whatever the input.
 const MAX_CHUNK_BYTES: usize = 1024;
+/// The most tokens a saved tokenizer may keep whole, and the longest: far more than a corpus
+/// teaches (CoNLL-2003's training set has a few thousand candidates, none of 64 bytes), and
+/// short of where the pattern takes gigabytes or the matcher gives up.
+pub const MAX_KEEP_WORDS: usize = 50_000;
+/// See [`MAX_KEEP_WORDS`]; a token past a run's chunk could never match whole anyway.
+pub const MAX_KEEP_BYTES: usize = 256;
 /// Closing punctuation that may follow a sentence's final stop inside its sentence.
 const CLOSERS: &[&str] = &["\"", "'", "''", ")", "]", "}", "»", "”", "’", "`"];
 
@@ -181,6 +187,7 @@ impl Tokenizer {
     }
 
     fn treebank(keep: &[String]) -> Result<Self, TokenizerError> {
+        check_keep(keep)?;
         let mut alternatives: Vec<String> = vec![
             // URLs, without the punctuation that follows them in a sentence.
             r#"(?:https?://|www\.)\S+?(?=[.,;:!?)\]'"]*(?:\s|$))"#.into(),
@@ -222,6 +229,13 @@ impl Tokenizer {
         let alternatives: Vec<String> = alternatives.iter().map(|a| format!("(?:{a})")).collect();
         let pattern = Regex::new(&alternatives.join("|"))
             .map_err(|e| TokenizerError(format!("the tokenizer's pattern: {e}")))?;
+        // A pattern that cannot match a plain sentence would cut every text into characters.
+        let probe = "Anna's co-op, U.S. 3.5 (x).";
+        if pattern.find_from_pos(probe, 0).is_err() {
+            return Err(TokenizerError(
+                "the tokenizer's pattern does not match text (its keep list is too large)".into(),
+            ));
+        }
         Ok(Self {
             kind: Kind::Treebank { pattern },
         })
@@ -405,6 +419,28 @@ fn treebank_tokens(pattern: &Regex, text: &str, max: usize) -> Option<Vec<Token>
     Some(tokens)
 }
 
+/// A saved keep list that nertrain could have learned: bounded in size, no entry empty (an
+/// empty alternative matches everywhere and changes how `--`, `...` or `.500` are cut) or too
+/// long.
+fn check_keep(keep: &[String]) -> Result<(), TokenizerError> {
+    if keep.len() > MAX_KEEP_WORDS {
+        return Err(TokenizerError(format!(
+            "tokenizer.keep: {} entries; expected at most {MAX_KEEP_WORDS}",
+            keep.len()
+        )));
+    }
+    for (i, word) in keep.iter().enumerate() {
+        if word.is_empty() || word.len() > MAX_KEEP_BYTES || word.chars().any(separates) {
+            return Err(TokenizerError(format!(
+                "tokenizer.keep[{i}]: expected a token of 1 to {MAX_KEEP_BYTES} bytes without \
+                 spaces, found {} bytes",
+                word.len()
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// What separates words: white space, and control characters (NUL and the like), which are no
 /// part of any word; a run of them is read as a space is.
 fn separates(c: char) -> bool {
@@ -440,8 +476,14 @@ fn treebank_sentences(text: &str, tokens: &[Token]) -> Vec<Range<usize>> {
     let mut next_cut = 0;
     let mut sentences = Vec::new();
     let mut start = 0;
+    // The last token before `j` that is no closer: a run of closers is walked once, not once
+    // per token of it.
+    let mut last_word = None;
     for j in 1..tokens.len() {
         let (previous, next) = (&tokens[j - 1], &tokens[j]);
+        if !CLOSERS.contains(&previous.text.as_str()) {
+            last_word = Some(j - 1);
+        }
         let gap = &text[byte_of(previous.end)..byte_of(next.start)];
         let blank_line = gap.bytes().filter(|&b| b == b'\n').count() >= 2;
         while cuts.get(next_cut).is_some_and(|&c| c < previous.end) {
@@ -449,10 +491,8 @@ fn treebank_sentences(text: &str, tokens: &[Token]) -> Vec<Range<usize>> {
         }
         let boundary = cuts.get(next_cut).is_some_and(|&c| c <= next.start);
         let final_stop = {
-            let mut k = j - 1;
-            while k > start && CLOSERS.contains(&tokens[k].text.as_str()) {
-                k -= 1;
-            }
+            // The sentence's last word before its closers (its first token when all are).
+            let k = last_word.filter(|&k| k >= start).unwrap_or(start);
             let word = tokens[k].text.as_str();
             !word.is_empty() && word.chars().all(|c| matches!(c, '.' | '!' | '?' | '…'))
         };
@@ -677,6 +717,59 @@ mod tests {
             assert_eq!(joined, text);
             assert!(tokens.iter().all(|t| t.text.len() <= MAX_CHUNK_BYTES));
         }
+    }
+
+    /// Cutting text into words and sentences takes time in proportion to the text, whatever it
+    /// holds: a run of closing punctuation was quadratic (each token looked back over the whole
+    /// run). Timed by the ratio of two sizes, each the best of three, so a slow machine does not
+    /// fail it: eight times the text may take at most about eight times as long, where a
+    /// quadratic cut takes sixty-four.
+    #[test]
+    fn cutting_takes_time_in_proportion_to_the_text() {
+        let tokenizer = treebank(&["U.S."]);
+        let time = |text: &str| {
+            (0..3)
+                .map(|_| {
+                    let started = std::time::Instant::now();
+                    let tokens = tokenizer.tokens(text);
+                    let sentences = tokenizer.sentences(text, &tokens);
+                    assert!(!sentences.is_empty());
+                    started.elapsed().as_secs_f64()
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        for unit in [")", "\"", "’", "]", "!)", ". ", "1. ", ",", "U.S. ", "a "] {
+            let small = unit.repeat(4000 / unit.len());
+            let large = unit.repeat(32000 / unit.len());
+            let ratio = time(&large) / time(&small);
+            assert!(
+                ratio < 24.0,
+                "{unit:?}: 8 times the text took {ratio:.1} times as long"
+            );
+        }
+    }
+
+    #[test]
+    fn a_keep_list_nertrain_could_not_have_learned_is_refused() {
+        let spec = |keep: Vec<String>| TokenizerSpec::Treebank {
+            rules: TREEBANK_RULES,
+            keep,
+        };
+        let refused = |keep: Vec<String>| Tokenizer::new(&spec(keep)).unwrap_err().0;
+        assert!(refused(vec!["U.S.".into(), String::new()]).starts_with("tokenizer.keep[1]:"));
+        assert!(refused(vec!["a".repeat(MAX_KEEP_BYTES + 1)]).starts_with("tokenizer.keep[0]:"));
+        assert!(refused(vec!["a b".into()]).starts_with("tokenizer.keep[0]:"));
+        let many: Vec<String> = (0..=MAX_KEEP_WORDS).map(|i| format!("w{i}-x.y")).collect();
+        assert!(refused(many).contains("at most"));
+        // At the bound, words are still cut as the rules cut them.
+        let most: Vec<String> = (0..MAX_KEEP_WORDS).map(|i| format!("w{i}-x.y")).collect();
+        let tokenizer = Tokenizer::new(&spec(most)).unwrap();
+        assert_eq!(
+            words(&tokenizer, "Anna flew to Sao Paulo, w17-x.y and co-op."),
+            [
+                "Anna", "flew", "to", "Sao", "Paulo", ",", "w17-x.y", "and", "co-op", "."
+            ]
+        );
     }
 
     #[test]

@@ -46,7 +46,7 @@ impl Batcher {
     /// Starts the batching thread, which owns the tagger and runs its work on `pool`.
     pub(crate) fn start(
         tagger: Arc<Tagger>,
-        pool: rayon::ThreadPool,
+        pool: Arc<rayon::ThreadPool>,
         options: ServeOptions,
     ) -> std::io::Result<Self> {
         let (sender, receiver) = mpsc::channel();
@@ -66,7 +66,7 @@ impl Batcher {
         })
     }
 
-    /// Queues `texts` (`words` of them in all), unless that would put more texts in the queue
+    /// Queues `texts` (`words` tokens in all), unless that would put more texts in the queue
     /// than it may hold.
     pub(crate) fn submit(
         &self,
@@ -149,12 +149,35 @@ fn run(
     }
 }
 
-/// Tags the texts of requests with the same options together and answers each.
+/// Tags the texts of requests with the same options together and answers each. When that
+/// fails, each request is tagged alone, so that one request's failure is its own.
 fn tag_group(group: Vec<Job>, tagger: &Tagger, pool: &rayon::ThreadPool, options: TagOptions) {
-    let texts: Vec<&str> = group
-        .iter()
-        .flat_map(|job| job.texts.iter().map(String::as_str))
-        .collect();
+    if group.len() > 1 {
+        let texts: Vec<&str> = group
+            .iter()
+            .flat_map(|job| job.texts.iter().map(String::as_str))
+            .collect();
+        if let Ok(mut records) = tag_texts(&texts, tagger, pool, options) {
+            for job in group.into_iter().rev() {
+                let mine = records.split_off(records.len() - job.texts.len());
+                let _ = job.reply.send(Ok(mine));
+            }
+            return;
+        }
+    }
+    for job in group {
+        let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
+        let _ = job.reply.send(tag_texts(&texts, tagger, pool, options));
+    }
+}
+
+/// Tags `texts` on `pool`: their records, or why tagging failed (a panic included).
+fn tag_texts(
+    texts: &[&str],
+    tagger: &Tagger,
+    pool: &rayon::ThreadPool,
+    options: TagOptions,
+) -> Reply {
     // Decoding batches go one to a thread: a group of single sentences from a few dozen clients
     // is cut into as many batches as there are threads, or it would run on one.
     let threads = pool.current_num_threads().max(1);
@@ -171,31 +194,18 @@ fn tag_group(group: Vec<Job>, tagger: &Tagger, pool: &rayon::ThreadPool, options
         {
             panic!("failpoint serve-panic");
         }
-        pool.install(|| tagger.tag(&texts, Layout::Texts, options))
+        pool.install(|| tagger.tag(texts, Layout::Texts, options))
     }));
-    let records = match tagged {
+    match tagged {
         Ok(Ok(tagged)) => Ok(tagged
             .into_iter()
             .map(|t| t.into_record(tagger.labels()))
-            .collect::<Vec<_>>()),
+            .collect()),
         Ok(Err(error)) => Err(error.to_string()),
         Err(panic) => Err(panic
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "a panic".into())),
-    };
-    match records {
-        Ok(mut records) => {
-            for job in group.into_iter().rev() {
-                let mine = records.split_off(records.len() - job.texts.len());
-                let _ = job.reply.send(Ok(mine));
-            }
-        }
-        Err(message) => {
-            for job in group {
-                let _ = job.reply.send(Err(message.clone()));
-            }
-        }
     }
 }

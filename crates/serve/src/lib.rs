@@ -22,8 +22,10 @@
 mod batch;
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -33,9 +35,15 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
-use nertrain_tagger::{ModelInfo, Record, TagSettings, Tagger};
+use http_body::{Frame, SizeHint};
+use http_body_util::BodyExt;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use nertrain_tagger::{MAX_TEXT_WORDS, ModelInfo, Record, TagSettings, Tagger, record_size_bound};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::batch::{Batcher, Submitted};
 
@@ -54,6 +62,21 @@ pub struct ServeOptions {
     /// `batch_words`. None by default: requests that come while a batch is tagged make the
     /// next one, and a wait only delays a lone request.
     pub batch_wait: Duration,
+    /// The largest answer one request may get, in bytes, as [`record_size_bound`] bounds it
+    /// before tagging; a larger one gets `413`.
+    pub max_answer_bytes: usize,
+    /// All answers being made at once, in bytes as above; past it, `503`.
+    pub answers_in_flight_bytes: usize,
+    /// Most connections open at once; past it, new ones wait to be accepted.
+    pub max_connections: usize,
+    /// How long a client may take to send a request's head, and an idle connection may stay
+    /// open waiting for its next request.
+    pub header_timeout: Duration,
+    /// How long a client may take to send a request's body; past it, `408`.
+    pub body_timeout: Duration,
+    /// After the shutdown signal, how long requests in flight may take to finish before their
+    /// connections are closed.
+    pub shutdown_grace: Duration,
 }
 
 impl Default for ServeOptions {
@@ -64,6 +87,12 @@ impl Default for ServeOptions {
             max_texts: 1_000,
             batch_words: 4_096,
             batch_wait: Duration::ZERO,
+            max_answer_bytes: 128 << 20,
+            answers_in_flight_bytes: 512 << 20,
+            max_connections: 512,
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            shutdown_grace: Duration::from_secs(10),
         }
     }
 }
@@ -81,7 +110,7 @@ pub struct RequestLog {
     pub status: u16,
     /// Texts tagged.
     pub texts: usize,
-    /// Words in them.
+    /// Tokens in them, as the model cuts them.
     pub tokens: usize,
     /// Time from the request's arrival to its answer.
     pub millis: f64,
@@ -122,8 +151,13 @@ fn one() -> usize {
 
 struct AppState {
     batcher: Batcher,
-    /// Shared with the batching thread; requests' settings are checked against it.
+    /// Shared with the batching thread; requests' settings and texts are checked against it.
     tagger: Arc<Tagger>,
+    /// Where the batching thread tags, and requests are measured.
+    pool: Arc<rayon::ThreadPool>,
+    /// Bytes of answers being made, in MiB: each request holds its answer's bound until its
+    /// answer is sent.
+    answers: Arc<Semaphore>,
     info: ModelInfo,
     options: ServeOptions,
     requests: AtomicU64,
@@ -175,7 +209,8 @@ impl IntoResponse for Failure {
 }
 
 /// Serves `tagger` on `listener` until `shutdown` completes, then finishes the requests in
-/// flight. Tagging runs on `pool`; `log` receives a line per request.
+/// flight for at most `options.shutdown_grace` and closes every connection. Tagging runs on
+/// `pool`; `log` receives a line per request.
 pub async fn serve(
     listener: TcpListener,
     tagger: Tagger,
@@ -183,18 +218,75 @@ pub async fn serve(
     options: ServeOptions,
     log: Logger,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
+) -> std::io::Result<Stopped> {
     let info = tagger.info();
     let tagger = Arc::new(tagger);
-    let batcher = Batcher::start(tagger.clone(), pool, options.clone())?;
+    let pool = Arc::new(pool);
+    let batcher = Batcher::start(tagger.clone(), pool.clone(), options.clone())?;
     let state = Arc::new(AppState {
         batcher,
         tagger,
+        pool,
+        answers: Arc::new(Semaphore::new(mebibytes(options.answers_in_flight_bytes))),
         info,
         options: options.clone(),
         requests: AtomicU64::new(0),
     });
-    let app = Router::new()
+    let app = router(state.clone(), log);
+    let connections = Arc::new(Semaphore::new(options.max_connections));
+    let graceful = GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(options.header_timeout);
+    tokio::pin!(shutdown);
+    loop {
+        let accepted = tokio::select! {
+            () = &mut shutdown => break,
+            permit = connections.clone().acquire_owned() => match permit {
+                Ok(permit) => tokio::select! {
+                    () = &mut shutdown => break,
+                    accepted = listener.accept() => accepted.map(|(stream, _)| (stream, permit)),
+                },
+                Err(_) => break,
+            },
+        };
+        let (stream, permit) = match accepted {
+            Ok(accepted) => accepted,
+            // Out of file descriptors, or a connection reset before it was accepted: the
+            // listener itself is fine.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let connection =
+            http.serve_connection(TokioIo::new(stream), TowerToHyperService::new(app.clone()));
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            let _ = connection.await;
+            drop(permit);
+        });
+    }
+    drop(listener);
+    // Idle connections close at once, requests in flight finish; what is left after the grace
+    // is dropped with the runtime.
+    let finished = tokio::time::timeout(options.shutdown_grace, graceful.shutdown()).await;
+    state.batcher.stop();
+    Ok(Stopped {
+        every_request_answered: finished.is_ok(),
+    })
+}
+
+/// How a server stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopped {
+    /// Every connection finished within the grace; otherwise the rest were closed.
+    pub every_request_answered: bool,
+}
+
+/// The routes, with the request log around them.
+fn router(state: Arc<AppState>, log: Logger) -> Router {
+    Router::new()
         .route(
             "/",
             get(|| async { Html(nertrain_tagger::html_page(None)) }),
@@ -212,12 +304,12 @@ pub async fn serve(
             (state.clone(), log),
             log_request,
         ))
-        .with_state(state.clone());
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await;
-    state.batcher.stop();
-    served
+        .with_state(state)
+}
+
+/// `bytes` in whole MiB, rounded up: the unit of the answer budget.
+fn mebibytes(bytes: usize) -> usize {
+    bytes.div_ceil(1 << 20).max(1)
 }
 
 /// Logs every request, and numbers it.
@@ -283,28 +375,37 @@ async fn tag(
 }
 
 async fn tag_request(state: &AppState, id: u64, request: Request) -> Result<Response, Failure> {
-    let limit = state.options.max_body_bytes;
-    let body: Bytes = axum::body::to_bytes(request.into_body(), limit)
-        .await
-        .map_err(|e| {
-            let too_large = std::error::Error::source(&e)
-                .is_some_and(|s| s.to_string().contains("length limit"));
-            if too_large {
-                Failure::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("the body is over {limit} bytes; send fewer texts per request"),
-                )
-            } else {
-                Failure::new(
-                    StatusCode::BAD_REQUEST,
-                    format!("cannot read the body: {e}"),
-                )
-            }
-        })?;
-    let (texts, single, options) = parse_request(state, &body)?;
-    let tokens = texts.iter().map(|t| t.split_whitespace().count()).sum();
+    let options = &state.options;
+    let body = read_body(request, options.max_body_bytes, options.body_timeout).await?;
+    let (texts, single, tag_options) = parse_request(state, &body)?;
+    drop(body);
     let count = texts.len();
-    let reply = match state.batcher.submit(texts, tokens, options) {
+    let (texts, cost) = measure(state, texts, single, tag_options).await?;
+    if cost.answer_bytes > options.max_answer_bytes {
+        return Err(Failure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{}: the answer would take up to {} MiB, over this server's {} MiB; send fewer \
+                 or shorter texts{}",
+                if single { "text" } else { "texts" },
+                mebibytes(cost.answer_bytes),
+                mebibytes(options.max_answer_bytes),
+                if tag_options.marginals || tag_options.nbest > 1 {
+                    ", or ask without probs and nbest"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    let budget = u32::try_from(mebibytes(cost.answer_bytes)).unwrap_or(u32::MAX);
+    let Ok(held) = state.answers.clone().try_acquire_many_owned(budget) else {
+        return Err(Failure::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is making as many answers as it may at once; try again shortly",
+        ));
+    };
+    let reply = match state.batcher.submit(texts, cost.tokens, tag_options) {
         Submitted::Queued(reply) => reply,
         Submitted::Full => {
             return Err(Failure::new(
@@ -334,17 +435,176 @@ async fn tag_request(state: &AppState, id: u64, request: Request) -> Result<Resp
         serde_json::to_vec(&records)
     }
     .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let mut response = Response::new(Body::from(body));
+    drop(records);
+    let mut response = Response::new(Body::new(HeldBody::new(body.into(), held)));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     response.extensions_mut().insert(Tally {
         texts: count,
-        tokens,
+        tokens: cost.tokens,
         error: None,
     });
     Ok(response)
+}
+
+/// Bytes drained from a body past its limit, so that a client that sends all of it before
+/// reading the answer reads the `413` instead of a reset connection.
+const MAX_DRAIN_BYTES: usize = 16 << 20;
+
+/// The request's body, of at most `limit` bytes, within `timeout`. Past the limit the rest is
+/// read and dropped (at most [`MAX_DRAIN_BYTES`] more, within the same time) before the `413`.
+async fn read_body(request: Request, limit: usize, timeout: Duration) -> Result<Bytes, Failure> {
+    let too_large = || {
+        Failure::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the body is over {limit} bytes; send fewer texts per request"),
+        )
+    };
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
+    if declared.is_some_and(|length| length > limit.saturating_add(MAX_DRAIN_BYTES)) {
+        // Too much to drain: the connection closes after the answer.
+        return Err(too_large());
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut body = request.into_body();
+    let mut bytes = Vec::new();
+    let mut read = 0usize;
+    loop {
+        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
+            Err(_) if read > limit => return Err(too_large()),
+            Err(_) => {
+                return Err(Failure::new(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!(
+                        "the body did not come within {} s; send it at once",
+                        timeout.as_secs_f64()
+                    ),
+                ));
+            }
+            Ok(None) => break,
+            Ok(Some(Err(e))) => {
+                return Err(Failure::new(
+                    StatusCode::BAD_REQUEST,
+                    format!("cannot read the body: {e}"),
+                ));
+            }
+            Ok(Some(Ok(frame))) => frame,
+        };
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        read = read.saturating_add(data.len());
+        if read <= limit {
+            bytes.extend_from_slice(&data);
+        } else if read > limit.saturating_add(MAX_DRAIN_BYTES) {
+            return Err(too_large());
+        } else {
+            bytes = Vec::new();
+        }
+    }
+    if read > limit {
+        return Err(too_large());
+    }
+    Ok(bytes.into())
+}
+
+/// What a request costs: its tokens as the model cuts them, and a bound on its answer's bytes.
+struct Cost {
+    tokens: usize,
+    answer_bytes: usize,
+}
+
+/// Cuts each text into tokens as the tagger will (on the tagging pool, not the async runtime),
+/// refusing a text of more words than a text may have with `400` naming it, and bounds the
+/// answer's size. Gives the texts back.
+async fn measure(
+    state: &AppState,
+    texts: Vec<String>,
+    single: bool,
+    options: nertrain_tagger::TagOptions,
+) -> Result<(Vec<String>, Cost), Failure> {
+    let (sender, receiver) = oneshot::channel();
+    let tagger = state.tagger.clone();
+    state.pool.spawn(move || {
+        let labels = tagger.labels();
+        let mut cost = Cost {
+            tokens: 0,
+            answer_bytes: 0,
+        };
+        for (i, text) in texts.iter().enumerate() {
+            let Some(tokens) = tagger.tokenizer().tokens_at_most(text, MAX_TEXT_WORDS) else {
+                let _ = sender.send(Err(i));
+                return;
+            };
+            cost.tokens += tokens.len();
+            cost.answer_bytes += record_size_bound(text, tokens.len(), labels, &options) + 1;
+        }
+        let _ = sender.send(Ok((texts, cost)));
+    });
+    match receiver.await {
+        Ok(Ok(measured)) => Ok(measured),
+        Ok(Err(i)) => Err(Failure::new(
+            StatusCode::BAD_REQUEST,
+            format!(
+                "{}: more than {MAX_TEXT_WORDS} words; split it into smaller texts",
+                if single {
+                    "text".to_string()
+                } else {
+                    format!("texts[{i}]")
+                }
+            ),
+        )),
+        Err(_) => Err(Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the tagging threads stopped",
+        )),
+    }
+}
+
+/// An answer's bytes, sent in pieces, holding its share of the answer budget until the last
+/// piece is taken to be sent.
+struct HeldBody {
+    bytes: Bytes,
+    _held: OwnedSemaphorePermit,
+}
+
+impl HeldBody {
+    /// Pieces this large let the connection take the answer as fast as the client reads it.
+    const PIECE: usize = 64 << 10;
+
+    fn new(bytes: Bytes, held: OwnedSemaphorePermit) -> Self {
+        Self { bytes, _held: held }
+    }
+}
+
+impl axum::body::HttpBody for HeldBody {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        if self.bytes.is_empty() {
+            return Poll::Ready(None);
+        }
+        let piece = Self::PIECE.min(self.bytes.len());
+        let piece = self.bytes.split_to(piece);
+        Poll::Ready(Some(Ok(Frame::data(piece))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.bytes.is_empty()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        SizeHint::with_exact(self.bytes.len() as u64)
+    }
 }
 
 /// The texts of a `POST /tag` body, whether it named one `text`, and the tagging options.
@@ -359,8 +619,8 @@ fn parse_request(
             e.valid_up_to()
         ))
     })?;
-    let deserializer = &mut serde_json::Deserializer::from_str(text);
-    let request: TagRequest = serde_path_to_error::deserialize(deserializer).map_err(|e| {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let request: TagRequest = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." {
             String::new()
@@ -371,6 +631,11 @@ fn parse_request(
             "{field}{}; expected {{\"texts\": [\"...\"], \"probs\": false, \"nbest\": 1}} or \
              {{\"text\": \"...\"}}",
             e.inner()
+        ))
+    })?;
+    deserializer.end().map_err(|e| {
+        bad(format!(
+            "{e}: expected one JSON object and nothing after it but white space"
         ))
     })?;
     let (texts, single) = match (request.texts, request.text) {

@@ -73,7 +73,7 @@ pub use decode::{
 pub use error::Error;
 pub use evaluate::{Evaluation, FileEvaluation, FileScores, Scored, SpanEvaluation};
 pub use options::{MAX_BATCH_SENTENCES, MAX_CONSISTENCY, MAX_NBEST, TagSettings, thread_pool};
-pub use record::{Alternative, Entity, Record, TokenProbabilities, html_page};
+pub use record::{Alternative, Entity, Record, TokenProbabilities, html_page, record_size_bound};
 
 /// A result of this crate.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -97,14 +97,48 @@ impl Tagged {
     }
 }
 
+/// At least as many bytes as the JSON record of `text`, of `tokens` tokens, tagged with
+/// `options` by a model of `labels`, takes: what a server can check before tagging it. Every
+/// byte of text may take six escaped (`\u0000`), every number 24; entities are at most one a
+/// token, and their texts together at most the text.
+pub fn record_size_bound(
+    text: &str,
+    tokens: usize,
+    labels: &[String],
+    options: &crate::TagOptions,
+) -> usize {
+    let escaped = 6 * text.len();
+    let longest_label = labels.iter().map(String::len).max().unwrap_or(0);
+    let entities = escaped + tokens * (100 + longest_label);
+    let paths = if options.nbest > 1 {
+        options.nbest * (40 + entities)
+    } else {
+        0
+    };
+    let marginals = if options.marginals {
+        let per_token: usize =
+            80 + longest_label + labels.iter().map(|l| l.len() + 28).sum::<usize>();
+        escaped + tokens * per_token
+    } else {
+        0
+    };
+    20 + escaped + entities + paths + marginals
+}
+
 /// The page that shows tagged texts with their entities highlighted by type (confidence on
 /// hover, the n best paths under each text): one self-contained HTML file that fetches nothing.
 /// With `records`, it shows them (`nertrain tag --format html`); without, it is `nertrain serve`'s
 /// page, which sends what is pasted into it to `POST /tag`.
 pub fn html_page(records: Option<&[Record]>) -> String {
     let json = serde_json::to_string(&records).expect("records serialise");
-    // Inside a <script> element, `</` could close it early: `<\/` is the same JSON string.
-    PAGE.replace("RECORDS", &json.replace("</", "<\\/"))
+    // Inside a <script> element, `</script` closes it and `<!--` starts a state in which the
+    // page's own script is swallowed: `\u003c` is the same character in a JSON string, and `<`
+    // appears nowhere else in the JSON (nor `>` and `&`, escaped alike for good measure).
+    let json = json
+        .replace('<', "\\u003c")
+        .replace('>', "\\u003e")
+        .replace('&', "\\u0026");
+    PAGE.replace("RECORDS", &json)
 }
 
 const PAGE: &str = include_str!("page.html");

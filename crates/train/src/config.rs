@@ -464,6 +464,10 @@ fn line_of(text: &str, key: &str) -> Option<usize> {
 
 /// `a.b.c=value`: the value is read as TOML (`0.5`, `true`, `"iob2"`), or else as a bare string.
 fn apply_override(table: &mut toml::Table, item: &str) -> Result<(), String> {
+    // TOML would read a second line as another setting, and only the first would be kept.
+    if item.contains(['\n', '\r']) {
+        return Err("expected section.key=value on one line, found a line break".into());
+    }
     let (key, raw) = item
         .split_once('=')
         .ok_or_else(|| "expected section.key=value".to_string())?;
@@ -593,6 +597,12 @@ mod tests {
         );
         assert!(Experiment::parse(MINIMAL, &["train.epochs=x".into()]).is_err());
         assert!(Experiment::parse(MINIMAL, &["novalue".into()]).is_err());
+        for item in ["train.lr=0.1\ntrain.epochs=3", "train.lr=0.1\r\n"] {
+            let err = Experiment::parse(MINIMAL, &[item.into()]).unwrap_err();
+            assert!(err.is_usage(), "{err}");
+            assert!(err.to_string().contains("on one line"), "{err}");
+            assert!(err.to_string().contains("train.lr=0.1"), "{err}");
+        }
     }
 
     #[test]

@@ -112,6 +112,20 @@ impl Drop for RunLock {
     }
 }
 
+/// Whether a file has other names (hard links) besides this one.
+fn other_links(meta: &std::fs::Metadata) -> bool {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        meta.nlink() > 1
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = meta;
+        false
+    }
+}
+
 /// The id of the process holding a run's lock, as it wrote it. A holder writes it just after
 /// taking the lock, so an empty file (or the id of a process that is gone, left by one that was
 /// killed) is read again for a moment.
@@ -200,10 +214,12 @@ impl ModelDir {
             return Err(Error::refused(&self.path, NOT_OURS));
         }
         let path = self.path.join(LOCK);
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file()) {
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file() || other_links(&m)) {
+            // Locking writes into the file: through a link it would write into another's.
             return Err(Error::refused(
                 &path,
-                "is not a regular file (a link?); nertrain locks runs with a file of its own",
+                "is not a regular file of its own (a symbolic or hard link?); nertrain locks \
+                 runs with a file of its own: remove it and try again",
             ));
         }
         let mut file = std::fs::OpenOptions::new()

@@ -28,7 +28,25 @@ fn read_corpus(
         return Ok(read_tagged(path, columns)?);
     }
     let tokenizer = Tokenizer::new(&TokenizerSpec::treebank()).expect("the treebank rules");
-    let (corpus, misaligned) = read_annotated(path)?.tokenize(&tokenizer);
+    let annotated = read_annotated(path)?;
+    let (corpus, misaligned) = annotated.tokenize(&tokenizer);
+    let spans = annotated.span_count();
+    // Left out, most entities would be learned as `O`: the offsets are not what they say.
+    if 2 * misaligned.len() > spans {
+        let first = misaligned
+            .first()
+            .map_or(String::new(), |m| format!("; the first: {m}"));
+        return Err(DataError::file(
+            path,
+            format!(
+                "{} of its {spans} spans do not start and end at word boundaries, so most \
+                 entities would be learned as O; offsets must count code points (not bytes or \
+                 UTF-16 units), end exclusive{first}",
+                misaligned.len()
+            ),
+        )
+        .into());
+    }
     if let Some(first) = misaligned.first() {
         events(FitEvent::warning(format!(
             "{first} ({} span{} in all)",
