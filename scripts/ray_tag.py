@@ -3,9 +3,14 @@
 
 Each output line is `nertrain tag --format json`'s object for one input line, with that line's
 `id` (0-based) first. Sorted by id, the output has the entities `nertrain tag --input FILE
---format json` finds, for a model that reads sentences (a model that reads documents reads each
-line as its own document here); a confidence may differ in its last digits, which depend on the
-words a process met before. Blank lines are texts too, as they are to `tag --input`.
+--format json` finds; a confidence may differ in its last digits, which depend on the words a
+process met before. Blank lines are texts too, as they are to `tag --input`.
+
+For a model that reads documents, lines up to a blank one are one document, as `tag --input`
+reads them: input splits start at blank lines, and whole documents go to the taggers. A file
+without blank lines is one document, which both read in pieces (`tag --input` every 8,000 lines
+of a chunk, Ray at its input splits): entities near the cuts may differ. Put a blank line
+between documents.
 
 How the work is spread (Ray Data schedules all of it):
 - The file is cut into byte ranges that start at line starts (input splits, as Hadoop cuts
@@ -41,20 +46,35 @@ from ray.data.datasource import BlockBasedFileDatasink
 SPLIT_BYTES = 4 << 20
 
 
-def splits(path, size):
-    """Byte ranges of about `size` bytes covering the file, each starting at a line start."""
+def next_line(file, at):
+    """Where the line after the one holding byte `at` starts, and that line (None at the end)."""
+    file.seek(at)
+    pending = b""
+    while chunk := file.read(1 << 16):
+        pending += chunk
+        if (newline := pending.find(b"\n")) >= 0:
+            start = at + newline + 1
+            file.seek(start)
+            line = b""
+            while (chunk := file.read(1 << 16)) and b"\n" not in chunk:
+                line += chunk
+            line += chunk.split(b"\n", 1)[0] if chunk else b""
+            return start, line
+    return None, None
+
+
+def splits(path, size, documents):
+    """Byte ranges of about `size` bytes covering the file, each starting at a line start; with
+    `documents`, at a blank line, so that no document is cut."""
     filesystem, name = pyarrow.fs.FileSystem.from_uri(path)
     total = filesystem.get_file_info(name).size
     starts = [0]
     with filesystem.open_input_file(name) as file:
         while starts[-1] + size < total:
-            file.seek(starts[-1] + size)
-            start = total
-            while chunk := file.read(1 << 16):
-                if (newline := chunk.find(b"\n")) >= 0:
-                    start = file.tell() - len(chunk) + newline + 1
-                    break
-            if start >= total:
+            start, line = next_line(file, starts[-1] + size - 1)
+            while documents and start is not None and line.strip():
+                start, line = next_line(file, start)
+            if start is None or start >= total:
                 break
             starts.append(start)
     return [{"start": a, "end": b} for a, b in zip(starts, starts[1:] + [total])]
@@ -76,7 +96,23 @@ def count_lines(path):
     return count
 
 
-def read_lines(path):
+def documents_of(lines):
+    """A file's lines as documents, as `tag --input` reads them: each run of lines up to a blank
+    one, and each blank line alone; as (first line's index, lines)."""
+    documents = []
+    previous_blank = True
+    for i, line in enumerate(lines):
+        blank = not line.strip()
+        if previous_blank or blank:
+            documents.append((i, []))
+        documents[-1][1].append(line)
+        previous_blank = blank
+    return documents
+
+
+def read_lines(path, documents):
+    """Each range's numbered lines: a row a line, or with `documents`, a row a document."""
+
     def read(batch):
         ids, texts = [], []
         for start, end, first in zip(batch["start"], batch["end"], batch["first_id"]):
@@ -84,26 +120,42 @@ def read_lines(path):
             if lines[-1] == "":
                 lines.pop()
             # As `tag --input` reads lines: "\r\n" ends one too.
-            texts += [line[:-1] if line.endswith("\r") else line for line in lines]
-            ids += range(int(first), int(first) + len(lines))
+            lines = [line[:-1] if line.endswith("\r") else line for line in lines]
+            if documents:
+                for at, document in documents_of(lines):
+                    ids.append(int(first) + at)
+                    texts.append(document)
+            else:
+                texts += lines
+                ids += range(int(first), int(first) + len(lines))
         return {"id": ids, "text": texts}
 
     return read
 
 
 class TagLines:
-    """One worker: loads the model once, then tags batches of numbered lines."""
+    """One worker: loads the model once, then tags batches of numbered lines, or of documents
+    (a row's `id` is its first line's, its `text` its lines)."""
 
-    def __init__(self, model):
+    def __init__(self, model, documents):
         import nertrain
 
         self.tagger = nertrain.Tagger(model)
+        self.documents = documents
 
     def __call__(self, batch):
-        records = self.tagger.tag([str(text) for text in batch["text"]])
+        if self.documents:
+            ids, texts = [], []
+            for first, lines in zip(batch["id"], batch["text"]):
+                ids += range(int(first), int(first) + len(lines))
+                texts += [str(line) for line in lines]
+            records = self.tagger.tag(texts, lines=True)
+        else:
+            ids = batch["id"]
+            records = self.tagger.tag([str(text) for text in batch["text"]])
         lines = [
             json.dumps({"id": int(i), **record}, ensure_ascii=False)
-            for i, record in zip(batch["id"], records)
+            for i, record in zip(ids, records)
         ]
         return {"line": lines}
 
@@ -126,15 +178,23 @@ def main():
     parser.add_argument("--output", required=True, help="a directory for the JSON lines")
     parser.add_argument("--workers", type=int, default=1, help="taggers, each a Ray actor")
     parser.add_argument("--threads", type=int, default=1, help="CPUs (threads) per worker")
-    parser.add_argument("--batch-size", type=int, default=1000, help="lines a batch")
+    parser.add_argument(
+        "--batch-size", type=int, default=1000, help="lines a batch (documents, for a model that reads them)"
+    )
     parser.add_argument("--address", default=None, help="a Ray cluster (default: start one)")
+    parser.add_argument(
+        "--split-bytes", type=int, default=SPLIT_BYTES, help="bytes of the file an input split reads"
+    )
     args = parser.parse_args()
-    for name in ["workers", "threads", "batch_size"]:
+    for name in ["workers", "threads", "batch_size", "split_bytes"]:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')}: expected at least 1")
     model = os.path.abspath(args.model)
     if not os.path.isfile(os.path.join(model, "model.json")):
         parser.error(f"--model {args.model}: not a model directory (no model.json)")
+    import nertrain
+
+    documents = nertrain.Tagger(model, threads=1).reads_documents
 
     # A local cluster counts one CPU more than the taggers take: reading, numbering and writing
     # need one to be scheduled on, or they wait for ever behind the workers (they use little).
@@ -145,16 +205,18 @@ def main():
     context.enable_progress_bars = False
     started = time.perf_counter()
     path = args.input if "://" in args.input else os.path.abspath(args.input)
-    counted = ray.data.from_items(splits(path, SPLIT_BYTES)).map_batches(count_lines(path))
+    counted = ray.data.from_items(splits(path, args.split_bytes, documents)).map_batches(
+        count_lines(path)
+    )
     ranges = sorted(counted.take_all(), key=lambda r: r["start"])
     first = 0
     for r in ranges:
         r["first_id"], first = first, first + r["lines"]
     lines = first
-    numbered = ray.data.from_items(ranges).map_batches(read_lines(path), batch_size=1)
+    numbered = ray.data.from_items(ranges).map_batches(read_lines(path, documents), batch_size=1)
     tagged = numbered.map_batches(
         TagLines,
-        fn_constructor_args=(model,),
+        fn_constructor_args=(model, documents),
         batch_size=args.batch_size,
         compute=ray.data.ActorPoolStrategy(size=args.workers),
         num_cpus=args.threads,

@@ -97,11 +97,21 @@ class Tagger:
         Raises FileNotFoundError when it is not there, ValueError when it is not a model.
         """
 
-    def tag(self, texts: Sequence[str], probs: bool = False, nbest: int = 1) -> List[Record]:
+    def tag(
+        self, texts: Sequence[str], probs: bool = False, nbest: int = 1, lines: bool = False
+    ) -> List[Record]:
         """Tags each text (one document, for a model that reads documents): one record a text.
 
         ``probs`` adds every token's tag probabilities; ``nbest`` (1 to 100) the best paths.
+        With ``lines``, the texts are a file's lines, read as ``nertrain tag --input`` reads
+        them: for a model that reads documents, lines up to a blank one are one document.
+        Texts are tagged a chunk at a time, as ``tag --input`` tags them; Ctrl-C (or any
+        signal handler that raises) stops the call between two chunks.
         """
+
+    @property
+    def reads_documents(self) -> bool:
+        """Whether the model reads documents rather than sentences alone."""
 
     @property
     def labels(self) -> List[str]:

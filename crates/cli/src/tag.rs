@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
-use nertrain_tagger::{Entity, Layout, MAX_NBEST, Record, TagSettings, Tagged, Tagger, html_page};
+use nertrain_tagger::{
+    Chunker, Entity, Layout, MAX_NBEST, Record, TagSettings, Tagged, Tagger, html_page,
+};
 
 use crate::Result;
 
@@ -57,11 +59,6 @@ pub struct TagArgs {
     #[arg(long, default_value_t = 100, value_parser = crate::count(1, crate::MAX_BATCH))]
     batch_size: usize,
 }
-
-/// Texts are tagged this many, or this many bytes of them, at a time, so input of any size runs
-/// in bounded memory.
-const CHUNK: usize = 1000;
-const CHUNK_BYTES: usize = 1 << 20;
 
 pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
     if args.texts.is_empty() && args.input.is_none() {
@@ -144,24 +141,18 @@ fn read_chunks(
             .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
         Box::new(std::io::BufReader::new(file))
     };
-    let mut chunk = Vec::with_capacity(CHUNK);
-    let mut bytes = 0;
+    let mut chunker = Chunker::new(Layout::Lines, reads_documents);
+    let mut chunk = Vec::with_capacity(nertrain_tagger::CHUNK_TEXTS);
     let mut first_line = 1;
     for (number, line) in reader.lines().enumerate() {
         let line =
             line.map_err(|e| format!("{}:{}: cannot read: {e}", path.display(), number + 1))?;
-        bytes += line.len();
-        let blank = line.trim().is_empty();
+        let ends = chunker.ends_after(&line);
         chunk.push(line);
-        // A chunk ends at a blank line, between documents; a document longer than several
-        // chunks is cut (its pieces are read apart, as a long one is anyway).
-        let full = chunk.len() >= CHUNK || bytes >= CHUNK_BYTES;
-        let overfull = chunk.len() >= 8 * CHUNK || bytes >= 8 * CHUNK_BYTES;
-        if (full && (blank || !reads_documents)) || overfull {
+        if ends {
             tag_chunk(&chunk, Layout::Lines, first_line)?;
             first_line = number + 2;
             chunk.clear();
-            bytes = 0;
         }
     }
     tag_chunk(&chunk, Layout::Lines, first_line)

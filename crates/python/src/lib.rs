@@ -19,7 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use nertrain_tagger::{Layout, TagSettings};
+use nertrain_tagger::{Chunker, Layout, TagSettings};
 use nertrain_train::{ConfigError, ConfigOrigin, Error, Experiment, FitOptions};
 use pyo3::exceptions::{
     PyFileNotFoundError, PyOSError, PyRuntimeError, PyUserWarning, PyValueError,
@@ -33,7 +33,10 @@ use pythonize::pythonize;
 #[pyclass(frozen, module = "nertrain")]
 struct Tagger {
     inner: nertrain_tagger::Tagger,
-    pool: rayon::ThreadPool,
+    /// The threads it tags on, and the process that started them: a process forked from that
+    /// one has none of them, and starts its own (see [`Tagger::pool`]).
+    pool: Mutex<(u32, Arc<rayon::ThreadPool>)>,
+    threads: Option<usize>,
     /// Held from before a call enters the pool. `inner` runs its calls one at a time too, but
     /// inside the pool its lock is taken on a worker thread, and a worker that waits for stolen
     /// work runs other queued calls meanwhile: one of them then waits on the lock its own thread
@@ -57,21 +60,26 @@ impl Tagger {
             .map_err(python_error)?;
         Ok(Self {
             inner,
-            pool,
+            pool: Mutex::new((std::process::id(), Arc::new(pool))),
+            threads,
             one_call: Mutex::new(()),
             dir: model_dir,
         })
     }
 
     /// Tags each text (a document, for a model that reads documents) and returns one dict per
-    /// text, as `nertrain tag --format json` prints it.
-    #[pyo3(signature = (texts, probs = false, nbest = 1))]
+    /// text, as `nertrain tag --format json` prints it. With `lines`, the texts are a file's
+    /// lines, read as `tag --input` reads them: for a model that reads documents, lines up to a
+    /// blank one are one document. Texts are tagged a chunk at a time, as `tag --input` tags
+    /// them; Ctrl-C stops the call between two.
+    #[pyo3(signature = (texts, probs = false, nbest = 1, lines = false))]
     fn tag<'py>(
         &self,
         py: Python<'py>,
         texts: Vec<String>,
         probs: bool,
         nbest: usize,
+        lines: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let settings = TagSettings {
             marginals: probs,
@@ -82,21 +90,22 @@ impl Tagger {
             .inner
             .options_with(settings)
             .map_err(|e| python_error(e.into()))?;
-        let records = py
-            .detach(|| {
-                let _one_call = nertrain_tagger::lock(&self.one_call);
-                self.pool.install(|| {
-                    let tagged = self.inner.tag(&texts, Layout::Texts, options)?;
-                    let labels = self.inner.labels();
-                    Ok::<_, Error>(
-                        tagged
-                            .into_iter()
-                            .map(|t| t.into_record(labels))
-                            .collect::<Vec<_>>(),
-                    )
-                })
-            })
-            .map_err(python_error)?;
+        let layout = if lines { Layout::Lines } else { Layout::Texts };
+        let records = py.detach(|| {
+            let _one_call = nertrain_tagger::lock(&self.one_call);
+            let pool = self.pool()?;
+            let chunks = Chunker::new(layout, self.inner.reads_documents()).chunks(&texts);
+            let mut records = Vec::with_capacity(texts.len());
+            for chunk in chunks {
+                Python::attach(|py| py.check_signals())?;
+                let tagged = pool
+                    .install(|| self.inner.tag(&texts[chunk], layout, options))
+                    .map_err(|e| python_error(e.into()))?;
+                let labels = self.inner.labels();
+                records.extend(tagged.into_iter().map(|t| t.into_record(labels)));
+            }
+            Ok::<_, PyErr>(records)
+        })?;
         let list = PyList::empty(py);
         for record in &records {
             list.append(to_python(py, record)?)?;
@@ -116,8 +125,27 @@ impl Tagger {
         to_python(py, &self.inner.info())
     }
 
+    /// Whether the model reads documents rather than sentences alone.
+    #[getter]
+    fn reads_documents(&self) -> bool {
+        self.inner.reads_documents()
+    }
+
     fn __repr__(&self) -> String {
         format!("nertrain.Tagger({:?})", self.dir.display().to_string())
+    }
+}
+
+impl Tagger {
+    /// The tagger's threads. After `fork()` (Python's `multiprocessing` with the fork start
+    /// method) the child has the pool but none of its threads, and a call would wait for them
+    /// for ever: a process other than the one that started them starts its own.
+    fn pool(&self) -> PyResult<Arc<rayon::ThreadPool>> {
+        let mut pool = nertrain_tagger::lock(&self.pool);
+        if pool.0 != std::process::id() {
+            *pool = (std::process::id(), Arc::new(thread_pool(self.threads)?));
+        }
+        Ok(pool.1.clone())
     }
 }
 

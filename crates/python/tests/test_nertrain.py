@@ -227,3 +227,91 @@ def test_the_docs_example_runs_as_written(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "LOC Berlin 23 29" in done.stdout
     shutil.rmtree(tmp_path / "runs")
+
+
+@pytest.fixture(scope="session")
+def document_model(tmp_path_factory):
+    """The sample model reading documents."""
+    return nertrain.fit(
+        ROOT / "configs" / "sample.toml",
+        {
+            "train.output": str(tmp_path_factory.mktemp("fit-doc") / "run"),
+            "train.epochs": 2,
+            "data.context": "document",
+        },
+    )
+
+
+def test_lines_are_read_as_tag_input_reads_them(document_model):
+    """With `lines=True`, a file's lines up to a blank one are one document, as `tag --input`
+    reads them."""
+    lines = (SAMPLE / "rawtext.txt").read_text(encoding="utf-8").splitlines()
+    expected = [
+        json.loads(line)
+        for line in cli(
+            "tag", "--model", str(document_model), "--format", "json", "--input",
+            str(SAMPLE / "rawtext.txt"),
+        ).splitlines()
+    ]
+    tagger = nertrain.Tagger(document_model)
+    assert tagger.reads_documents
+    assert tagger.tag(lines, lines=True) == expected
+
+
+def _tag_in_child(index):
+    return _FORKED.tag([TEXTS[index]])[0]
+
+
+def test_a_tagger_works_in_a_forked_child(tagger):
+    """multiprocessing's fork start method: the child has the tagger but not its threads."""
+    import multiprocessing
+
+    global _FORKED
+    _FORKED = tagger
+    expected = [tagger.tag([text])[0] for text in TEXTS[:6]]
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        got = pool.map_async(_tag_in_child, range(6)).get(timeout=120)
+    for record, want in zip(got, expected):
+        assert [(e["label"], e["start"], e["end"]) for e in record["entities"]] == [
+            (e["label"], e["start"], e["end"]) for e in want["entities"]
+        ]
+        for e, w in zip(record["entities"], want["entities"]):
+            assert abs(e["confidence"] - w["confidence"]) < 1e-6
+
+
+def test_ctrl_c_stops_a_long_tag_between_chunks(tagger):
+    """A long call stops at the next chunk after SIGINT, not when it ends: timed against the same
+    call left to finish, so the machine's speed does not matter."""
+    import signal
+    import time
+
+    texts = ["Anna Schmidt, who works for Siemens, arrived in Lisbon on Monday."] * 40_000
+    started = time.perf_counter()
+    tagger.tag(texts)
+    whole = time.perf_counter() - started
+    timer = threading.Timer(whole / 10, lambda: os.kill(os.getpid(), signal.SIGINT))
+    started = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        tagger.tag(texts)
+    stopped = time.perf_counter() - started
+    timer.join()
+    assert stopped < whole / 2, f"stopped after {stopped:.2f} s of a {whole:.2f} s call"
+
+
+def test_a_model_whose_tokenizer_cannot_be_built_is_a_value_error(tmp_path, model):
+    changed = tmp_path / "run"
+    shutil.copytree(model, changed, ignore=shutil.ignore_patterns("checkpoint", "with-dev"))
+    description = json.loads((changed / "model.json").read_text())
+    description["tokenizer"]["rules"] = 99
+    (changed / "model.json").write_text(json.dumps(description))
+    with pytest.raises(ValueError, match=re.escape(str(changed / "model.json"))):
+        nertrain.Tagger(changed)
+
+
+def test_an_override_of_two_lines_is_a_value_error(tmp_path):
+    with pytest.raises(ValueError, match="one line"):
+        nertrain.fit(
+            ROOT / "configs" / "sample.toml",
+            {"train.output": str(tmp_path / "run"), "train.epochs=1\ntrain.lr": 0.1},
+        )

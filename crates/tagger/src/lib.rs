@@ -86,6 +86,67 @@ pub const MAX_PIECE_TOKENS: usize = 250;
 /// to its words, so a bound on them bounds the memory any input takes.
 pub const MAX_TEXT_WORDS: usize = 1_000_000;
 
+/// Interfaces that take texts without end (`tag --input`, Python's `Tagger.tag`) tag them in
+/// chunks of this many texts, or of this many bytes, so that any input runs in bounded memory
+/// and a call can stop between two; [`Chunker`] says where a chunk ends.
+pub const CHUNK_TEXTS: usize = 1000;
+/// See [`CHUNK_TEXTS`].
+pub const CHUNK_BYTES: usize = 1 << 20;
+
+/// Where a stream of texts is cut into the chunks tagged together: once a chunk is full, at the
+/// next text that ends a document (any text, unless lines of a model that reads documents; then
+/// a blank line), and whatever comes when a chunk holds eight times as much (a longer document
+/// is read in pieces, as a long one is anyway). Every interface cuts the same texts alike, so
+/// they give the same output.
+#[derive(Debug, Clone)]
+pub struct Chunker {
+    documents_span_texts: bool,
+    texts: usize,
+    bytes: usize,
+}
+
+impl Chunker {
+    /// A chunker for texts laid out as `layout`, tagged by a model that reads documents or not.
+    pub fn new(layout: Layout, reads_documents: bool) -> Self {
+        Self {
+            documents_span_texts: layout == Layout::Lines && reads_documents,
+            texts: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Counts `text` into the current chunk: whether the chunk ends after it.
+    pub fn ends_after(&mut self, text: &str) -> bool {
+        self.texts += 1;
+        self.bytes += text.len();
+        let full = self.texts >= CHUNK_TEXTS || self.bytes >= CHUNK_BYTES;
+        let overfull = self.texts >= 8 * CHUNK_TEXTS || self.bytes >= 8 * CHUNK_BYTES;
+        let between = !self.documents_span_texts || text.trim().is_empty();
+        let ends = (full && between) || overfull;
+        if ends {
+            self.texts = 0;
+            self.bytes = 0;
+        }
+        ends
+    }
+
+    /// `texts` cut into chunks, as ranges of them.
+    pub fn chunks<S: AsRef<str>>(mut self, texts: &[S]) -> Vec<Range<usize>> {
+        let mut chunks = Vec::new();
+        let mut start = 0;
+        for (i, text) in texts.iter().enumerate() {
+            if self.ends_after(text.as_ref()) {
+                chunks.push(start..i + 1);
+                start = i + 1;
+            }
+        }
+        if start < texts.len() || texts.is_empty() {
+            chunks.push(start..texts.len());
+        }
+        chunks
+    }
+}
+
 /// How a list of texts maps onto documents, for a model that reads documents (others read every
 /// sentence alone either way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -475,6 +536,33 @@ mod tests {
         );
         let no_stops = vec![tokens[0].clone(); 600];
         assert_eq!(cut_long(&no_stops, 0..600), [0..250, 250..500, 500..600]);
+    }
+
+    #[test]
+    fn chunks_end_between_documents_when_full() {
+        let mut lines: Vec<String> = vec!["w".into(); CHUNK_TEXTS + 5];
+        lines[CHUNK_TEXTS + 2] = String::new();
+        let sentences = Chunker::new(Layout::Lines, false).chunks(&lines);
+        assert_eq!(sentences, [0..CHUNK_TEXTS, CHUNK_TEXTS..CHUNK_TEXTS + 5]);
+        let documents = Chunker::new(Layout::Lines, true).chunks(&lines);
+        assert_eq!(
+            documents,
+            [0..CHUNK_TEXTS + 3, CHUNK_TEXTS + 3..CHUNK_TEXTS + 5]
+        );
+        // Texts are documents each, whatever the model reads.
+        let texts = Chunker::new(Layout::Texts, true).chunks(&lines);
+        assert_eq!(texts, sentences);
+        // One document longer than eight chunks is read in pieces.
+        let long = vec!["w"; 9 * CHUNK_TEXTS];
+        let pieces = Chunker::new(Layout::Lines, true).chunks(&long);
+        assert_eq!(
+            pieces,
+            [0..8 * CHUNK_TEXTS, 8 * CHUNK_TEXTS..9 * CHUNK_TEXTS]
+        );
+        assert_eq!(
+            Chunker::new(Layout::Texts, false).chunks::<&str>(&[]),
+            [0..0]
+        );
     }
 
     #[test]
