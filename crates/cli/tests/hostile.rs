@@ -316,3 +316,25 @@ fn text_with_markup_leaves_the_offline_page_whole() {
     // The page's own script follows, whole.
     assert_eq!(page.matches("<script").count(), 2, "{page}");
 }
+
+#[test]
+fn a_request_that_fails_in_a_batch_fails_alone() {
+    let model = sample_model("sentence");
+    // A wait long enough for the two requests to be tagged as one batch.
+    let server = Server::start(
+        &model,
+        &["--batch-wait-ms", "300"],
+        Some(("NERTRAIN_FAILPOINT", "serve-panic")),
+    );
+    std::thread::scope(|scope| {
+        let failing = scope.spawn(|| server.tag(&serde_json::json!({"texts": ["panic"]})));
+        std::thread::sleep(Duration::from_millis(50));
+        let innocent = scope.spawn(|| server.tag(&serde_json::json!({"texts": ["Anna"]})));
+        let (status, body) = failing.join().unwrap();
+        assert_eq!(status, 500, "{body}");
+        let (status, body) = innocent.join().unwrap();
+        assert_eq!(status, 200, "{body}");
+    });
+    let (_, log) = server.terminate();
+    assert!(log.contains("POST /tag 500 texts=0"), "{log}");
+}

@@ -559,10 +559,9 @@ mod tests {
             pieces,
             [0..8 * CHUNK_TEXTS, 8 * CHUNK_TEXTS..9 * CHUNK_TEXTS]
         );
-        assert_eq!(
-            Chunker::new(Layout::Texts, false).chunks::<&str>(&[]),
-            [0..0]
-        );
+        let empty = Chunker::new(Layout::Texts, false).chunks::<&str>(&[]);
+        assert_eq!(empty.len(), 1);
+        assert!(empty[0].is_empty());
     }
 
     #[test]
