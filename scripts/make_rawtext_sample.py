@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes data/sample/rawtext.txt and data/sample/rawtext.jsonl: the same synthetic sentences,
+"""Writes data/sample/rawtext.txt, data/sample/rawtext.jsonl and data/sample/pool.txt: the same synthetic sentences,
 tokenized as CoNLL-2003 is (treebank conventions: U.S., did n't, 3.5, 1996-08-28, J. Smith) and as
 text people write (Moses-detokenized), the gold entities as character spans. CI tags the text and
 checks that it scores as `eval` scores the tokenized file (crates/cli/tests/rawtext.rs).
@@ -71,3 +71,7 @@ if __name__ == "__main__":
     with open(root / "rawtext.jsonl", "w", encoding="utf-8") as f:
         for line in lines:
             f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    # The same texts without their spans: the unlabelled pool of the annotation loop's example.
+    with open(root / "pool.txt", "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(line["text"] + "\n")

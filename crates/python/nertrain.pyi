@@ -128,6 +128,25 @@ def evaluate(model_dir: StrPath, path: StrPath, *, threads: Optional[int] = None
     ``UserWarning``.
     """
 
+def select(
+    model_dir: StrPath,
+    texts: Sequence[str],
+    budget: int,
+    *,
+    strategy: str = "margin",
+    max_similarity: float = 0.7,
+    seed: int = 1,
+    threads: Optional[int] = None,
+) -> List[Dict[str, Any]]:
+    """Chooses the texts of an unlabelled pool most worth labelling next (``nertrain select``).
+
+    ``strategy`` is ``least-confidence``, ``margin``, ``entropy``, ``expected-errors`` or
+    ``random``; a text whose words overlap a chosen one's by more than ``max_similarity``
+    (Jaccard) is skipped. Returns, best first, each chosen text's record as ``tag`` makes it
+    (its entities with confidences, to pre-annotate it) with its ``index`` in ``texts`` and its
+    ``score``.
+    """
+
 Event = Dict[str, Any]
 """A training event: ``event`` names it (``info``, ``warning``, ``epoch_started``, ``batch``,
 ``epoch_trained``, ``epoch_ended`` with ``metrics``, ``interrupted``, ``early_stop``,

@@ -1,5 +1,5 @@
-//! `nertrain convert`: a CoNLL file's tag column in another scheme, or span-annotated text as
-//! CoNLL columns.
+//! `nertrain convert`: a CoNLL file's tag column in another scheme, or annotated text (JSON lines,
+//! Label Studio's export, brat) as CoNLL columns.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -48,7 +48,11 @@ pub fn run(
 /// as `fit` cuts it.
 fn annotated_to_conll(file: &Path, scheme: TagScheme) -> Result<String> {
     let tokenizer = Tokenizer::new(&TokenizerSpec::treebank())?;
-    let (corpus, misaligned) = nertrain_data::read_annotated(file)?.tokenize(&tokenizer);
+    let annotated = nertrain_data::read_annotated(file)?;
+    for warning in &annotated.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let (corpus, misaligned) = annotated.tokenize(&tokenizer);
     for span in &misaligned {
         eprintln!("warning: {span}");
     }

@@ -11,6 +11,7 @@ mod eval;
 mod fit;
 mod progress;
 mod report;
+mod select;
 mod serve;
 mod signals;
 mod tag;
@@ -63,6 +64,9 @@ enum Command {
     Tag(tag::TagArgs),
     /// Serve a model over HTTP: POST /tag, GET /model, GET /health, and a page at GET /.
     Serve(serve::ServeArgs),
+    /// Choose the texts of an unlabelled pool most worth labelling next, and write them as tasks
+    /// for an annotation tool, pre-annotated with the model's entities.
+    Select(select::SelectArgs),
     /// Cut text into words and sentences as a model does before tagging: one sentence a line,
     /// words separated by spaces, a blank line after each text.
     Tokenize {
@@ -188,6 +192,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Tag(args) => tag::run(args, &device()?),
         Command::Tokenize { model, texts } => tag::tokenize(&model, &texts),
         Command::Serve(args) => serve::run(args, &device()?),
+        Command::Select(args) => select::run(args, &device()?),
         Command::Report { dir } => report::run(&dir),
         Command::Bench {
             train,

@@ -278,7 +278,7 @@ fn bad_span_files_are_errors_naming_the_line() {
     let bad = dir.join("bad.jsonl");
     std::fs::write(
         &bad,
-        "{\"text\": \"fine\"}\n{\"text\": \"ab\", \"spans\": [{\"start\": 1, \"end\": 9, \"label\": \"X\"}]}\n",
+        "{\"text\": \"fine\", \"spans\": []}\n{\"text\": \"ab\", \"spans\": [{\"start\": 1, \"end\": 9, \"label\": \"X\"}]}\n",
     )
     .unwrap();
     let model = sample_model("sentence");

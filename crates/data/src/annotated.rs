@@ -1,8 +1,9 @@
-//! Text annotated with character spans, as JSON lines: one text a line,
-//! `{"text": "...", "spans": [{"start": 0, "end": 5, "label": "PER"}]}`, the shape doccano and
-//! Label Studio export. Offsets are code points, end exclusive. Lines sharing a `"doc"` key
-//! (a string or a number) are one document; without it, each line is one. Other keys are
-//! ignored.
+//! Text annotated with character spans, as annotation tools export it ([`AnnotationFormat`]:
+//! JSON lines of Prodigy, spaCy, doccano or Label Studio JSON-MIN, Label Studio's JSON export,
+//! brat standoff). Offsets are code points, end exclusive. In JSON lines, lines sharing a
+//! `"doc"` key (a string or a number) are one document; without it, each line is one (a brat
+//! file is one). Other keys are ignored. Every format's texts go through the same checks: spans
+//! within their text, labels without spaces, no overlaps, each error naming the file and line.
 //!
 //! [`AnnotatedCorpus::tokenize`] turns such a file into sentences of words and IOB2 tags with the
 //! same [`Tokenizer`] that tags raw text; a span that does not fall on token boundaries is
@@ -16,6 +17,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::{Corpus, DataError, Sentence, Tokenizer};
 
+mod formats;
+
+pub use formats::{AnnotationFormat, PreAnnotated, doccano_lines, label_studio_tasks};
+
 /// An entity as character offsets into its text.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct CharSpan {
@@ -27,25 +32,25 @@ pub struct CharSpan {
     pub label: String,
 }
 
-/// One line of the file.
-#[derive(Deserialize)]
-struct Line {
+/// One text as its file gave it, before it is checked.
+struct Exported {
     text: String,
-    #[serde(default)]
     spans: Vec<CharSpan>,
-    #[serde(default)]
+    /// Where in `source` it is, from 1.
+    line: usize,
+    source: PathBuf,
     doc: Option<DocumentKey>,
 }
 
-#[derive(Deserialize, PartialEq, Eq, Hash)]
+#[derive(Clone, Deserialize, PartialEq, Eq, Hash)]
 #[serde(untagged)]
 enum DocumentKey {
     Text(String),
     Number(i64),
 }
 
-/// Which document a line belongs to: the one its `doc` key names, or its own (keyed by its line
-/// number, apart from every key a file can give, `-1` included).
+/// Which document a text belongs to: the one its `doc` key names, or its own (keyed by its place
+/// in the file, apart from every key a file can give, `-1` included).
 #[derive(PartialEq, Eq, Hash)]
 enum Document {
     Given(DocumentKey),
@@ -59,8 +64,10 @@ pub struct AnnotatedText {
     pub text: String,
     /// Its entities, sorted by start.
     pub spans: Vec<CharSpan>,
-    /// Its line in the file, from 1.
+    /// Its line in its file, from 1 (where its object starts, in a JSON array).
     pub line: usize,
+    /// The file it was read from (for brat, its `.ann`).
+    pub source: PathBuf,
     /// Its document, counting from 0 in order of first appearance.
     pub document: usize,
 }
@@ -73,6 +80,9 @@ pub struct AnnotatedCorpus {
     pub path: PathBuf,
     /// Its texts.
     pub texts: Vec<AnnotatedText>,
+    /// What was left out while reading, for the caller to show (tasks without an annotation,
+    /// discontinuous spans).
+    pub warnings: Vec<String>,
 }
 
 /// A span that does not start and end where tokens do.
@@ -103,40 +113,53 @@ impl fmt::Display for Misaligned {
     }
 }
 
-/// Whether a file is read as span-annotated JSON lines rather than CoNLL columns: its name ends
-/// in `.jsonl`.
+/// Whether a file is read as annotated text rather than CoNLL columns: `.jsonl`, `.json`, `.ann`,
+/// or a directory (of brat files).
 pub fn is_annotated(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "jsonl")
+    AnnotationFormat::of(path).is_some()
 }
 
-/// Reads a span-annotated file; every line is checked (JSON, offsets within the text, spans that
-/// do not overlap, labels without spaces), and an error names the line and field.
+/// Reads annotated text in the format its name and content say ([`AnnotationFormat::of`]); every
+/// text is checked (offsets within the text, spans that do not overlap, labels without spaces),
+/// and an error names the file, line and field.
 pub fn read_annotated(path: &Path) -> Result<AnnotatedCorpus, DataError> {
-    parse_annotated(&crate::conll::read_text(path)?, path)
+    let mut warnings = Vec::new();
+    let exported = match AnnotationFormat::of(path) {
+        Some(AnnotationFormat::Brat) => formats::read_brat(path, &mut warnings)?,
+        Some(AnnotationFormat::LabelStudio) => {
+            let text = crate::conll::read_text(path)?;
+            let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+            formats::parse_label_studio(text, path, &mut warnings)?
+        }
+        Some(AnnotationFormat::Lines) | None => {
+            return parse_annotated(&crate::conll::read_text(path)?, path);
+        }
+    };
+    corpus_of(path, exported, warnings)
 }
 
-/// Parses span-annotated JSON lines; `path` is used only to locate errors.
+/// Parses JSON lines of annotated text (any of the flat shapes); `path` is used only to locate
+/// errors.
 pub fn parse_annotated(text: &str, path: &Path) -> Result<AnnotatedCorpus, DataError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    corpus_of(path, formats::parse_lines(text, path)?, Vec::new())
+}
+
+/// The texts checked, numbered into documents and put in document order.
+fn corpus_of(
+    path: &Path,
+    exported: Vec<Exported>,
+    warnings: Vec<String>,
+) -> Result<AnnotatedCorpus, DataError> {
     let mut documents: HashMap<Document, usize> = HashMap::new();
     let mut texts = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let number = i + 1;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let record: Line = serde_json::from_str(line).map_err(|e| {
-            DataError::at(
-                path,
-                number,
-                format!("expected {{\"text\": ..., \"spans\": [{{\"start\", \"end\", \"label\"}}]}}: {e}"),
-            )
-        })?;
+    for (i, record) in exported.into_iter().enumerate() {
+        let (number, source) = (record.line, record.source);
         let length = record.text.chars().count();
         let mut spans = record.spans;
         spans.sort();
         for (k, span) in spans.iter().enumerate() {
-            let bad = |message: String| Err(DataError::at(path, number, message));
+            let bad = |message: String| Err(DataError::at(&source, number, message));
             if span.start >= span.end || span.end > length {
                 return bad(format!(
                     "span {}..{} ({}) is not within the text's {length} characters (offsets are \
@@ -162,13 +185,14 @@ pub fn parse_annotated(text: &str, path: &Path) -> Result<AnnotatedCorpus, DataE
         let next = documents.len();
         let key = match record.doc {
             Some(key) => Document::Given(key),
-            None => Document::Alone(number),
+            None => Document::Alone(i),
         };
         let document = *documents.entry(key).or_insert(next);
         texts.push(AnnotatedText {
             text: record.text,
             spans,
             line: number,
+            source,
             document,
         });
     }
@@ -177,6 +201,7 @@ pub fn parse_annotated(text: &str, path: &Path) -> Result<AnnotatedCorpus, DataE
     Ok(AnnotatedCorpus {
         path: path.to_path_buf(),
         texts,
+        warnings,
     })
 }
 
@@ -238,7 +263,7 @@ impl AnnotatedCorpus {
                     }
                 }
                 _ => misaligned.push(Misaligned {
-                    path: self.path.clone(),
+                    path: text.source.clone(),
                     line: text.line,
                     span: span.clone(),
                     text: text
@@ -272,7 +297,7 @@ mod tests {
         let text = concat!(
             r#"{"id": 7, "text": "Anna Kovacs flew to São Paulo. She left.", "spans": [{"start": 20, "end": 29, "label": "LOC"}, {"start": 0, "end": 11, "label": "PER"}], "doc": "a"}"#,
             "\n\n",
-            r#"{"text": "No entities here"}"#,
+            r#"{"text": "No entities here", "spans": []}"#,
             "\n",
             r#"{"text": "Kovacs again", "spans": [{"start": 0, "end": 3, "label": "PER"}], "doc": "a"}"#,
             "\n"
@@ -324,7 +349,14 @@ mod tests {
     fn bad_lines_are_errors_naming_the_line() {
         let cases = [
             (r#"{"text": 5}"#, "invalid type"),
-            (r#"{"spans": []}"#, "missing field `text`"),
+            (r#"{"spans": []}"#, "no `text`"),
+            (r#"{"text": "ab"}"#, "no spans: expected `spans`"),
+            (r#"{"text": "ab", "tags": ["O"]}"#, "no spans"),
+            (r#"{"text": "ab", "Comments": []}"#, "no spans"),
+            (
+                r#"{"text": "ab", "label": [{"start": 0, "end": 1, "labels": ["A", "B"]}]}"#,
+                "2 labels",
+            ),
             (
                 r#"{"text": "ab", "spans": [{"start": 1, "end": 3, "label": "X"}]}"#,
                 "not within",
@@ -344,7 +376,7 @@ mod tests {
             ("not json", "expected"),
         ];
         for (line, expected) in cases {
-            let text = format!("{{\"text\": \"fine\"}}\n{line}\n");
+            let text = format!("{{\"text\": \"fine\", \"spans\": []}}\n{line}\n");
             let error = parse_annotated(&text, Path::new("x.jsonl")).unwrap_err();
             assert_eq!(error.line, Some(2), "{line}");
             assert!(
@@ -358,13 +390,13 @@ mod tests {
     #[test]
     fn a_line_without_doc_is_a_document_alone_whatever_keys_others_give() {
         let text = concat!(
-            r#"{"text": "One"}"#,
+            r#"{"text": "One", "spans": []}"#,
             "\n",
-            r#"{"text": "Two", "doc": -1}"#,
+            r#"{"text": "Two", "doc": -1, "spans": []}"#,
             "\n",
-            r#"{"text": "Three", "doc": -2}"#,
+            r#"{"text": "Three", "doc": -2, "spans": []}"#,
             "\n",
-            r#"{"text": "Four", "doc": -1}"#,
+            r#"{"text": "Four", "doc": -1, "spans": []}"#,
         );
         let corpus = parse_annotated(text, Path::new("t.jsonl")).unwrap();
         let documents: Vec<(usize, usize)> =
@@ -406,5 +438,113 @@ mod tests {
             ratio < 24.0,
             "8 times the spans took {ratio:.1} times as long"
         );
+    }
+
+    /// The spans of every text, as `(start, end, label)`, in file order.
+    fn spans_of(corpus: &AnnotatedCorpus) -> Vec<Vec<(usize, usize, &str)>> {
+        corpus
+            .texts
+            .iter()
+            .map(|t| {
+                t.spans
+                    .iter()
+                    .map(|s| (s.start, s.end, s.label.as_str()))
+                    .collect()
+            })
+            .collect()
+    }
+
+    fn example(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../data/annotations")
+            .join(name)
+    }
+
+    #[test]
+    fn the_tools_exports_are_read_as_they_write_them() {
+        let expected = vec![
+            vec![(0, 11, "PER"), (20, 29, "LOC")],
+            vec![(0, 7, "ORG"), (17, 25, "LOC")],
+            vec![],
+        ];
+        for name in [
+            "doccano.jsonl",
+            "doccano-entities.jsonl",
+            "label-studio-min.json",
+            "prodigy.jsonl",
+        ] {
+            let corpus = read_annotated(&example(name)).unwrap();
+            assert_eq!(spans_of(&corpus), expected, "{name}");
+            assert!(corpus.warnings.is_empty(), "{name}");
+        }
+        // The full export: the latest annotation not cancelled, predictions ignored, a task
+        // without annotations left out and warned of.
+        let corpus = read_annotated(&example("label-studio.json")).unwrap();
+        assert_eq!(spans_of(&corpus), expected, "label-studio.json");
+        assert_eq!(corpus.texts[1].line, 94, "a task's line is where it starts");
+        assert!(
+            corpus.warnings[0].contains("1 task without an annotation"),
+            "{:?}",
+            corpus.warnings
+        );
+        // brat: a text a file, each its own document; the discontinuous span left out.
+        let corpus = read_annotated(&example("brat")).unwrap();
+        assert_eq!(
+            spans_of(&corpus),
+            [
+                vec![(0, 11, "PER"), (20, 29, "LOC")],
+                vec![(0, 7, "ORG"), (17, 25, "LOC")]
+            ]
+        );
+        assert_eq!(corpus.texts[1].document, 1);
+        assert!(
+            corpus.warnings[0].contains("discontinuous"),
+            "{:?}",
+            corpus.warnings
+        );
+        assert_eq!(
+            spans_of(&read_annotated(&example("brat/1.ann")).unwrap()),
+            [vec![(0, 11, "PER"), (20, 29, "LOC")]]
+        );
+    }
+
+    #[test]
+    fn shapes_the_tools_do_not_write_are_errors_naming_the_place() {
+        let dir = std::env::temp_dir().join(format!("nertrain-formats-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let cases = [
+            (
+                "tasks.json",
+                r#"{"text": "not an array"}"#,
+                "expected a JSON array",
+            ),
+            (
+                "tasks.json",
+                "[\n{\"data\": {\"a\": \"x\", \"b\": \"y\"}, \"annotations\": [{\"result\": []}]}]",
+                "tasks.json:2: task number 1: its data has no `text`",
+            ),
+            ("min.json", "[{\"text\": \"ab\", \"id\": 3}]", "no spans"),
+            ("a.ann", "T1\tPER 0 3\tAnn\n", "cannot read"),
+        ];
+        for (name, content, expected) in cases {
+            let path = dir.join(name);
+            std::fs::write(&path, content).unwrap();
+            let error = read_annotated(&path).unwrap_err().to_string();
+            assert!(error.contains(expected), "{name}: {error}");
+        }
+        std::fs::write(dir.join("b.txt"), "Anna Kovacs").unwrap();
+        for (ann, expected) in [
+            (
+                "T1\tPER 0 4\tAnne\n",
+                "b.ann:1: offsets 0..4 cover \"Anna\"",
+            ),
+            ("X1\tfoo\n", "b.ann:1: expected a brat annotation"),
+            ("T1\tPER 0\tAnna\n", "b.ann:1: expected `TYPE START END`"),
+        ] {
+            std::fs::write(dir.join("b.ann"), ann).unwrap();
+            let error = read_annotated(&dir.join("b.ann")).unwrap_err().to_string();
+            assert!(error.contains(expected), "{ann:?}: {error}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -20,8 +20,8 @@ mod vectors;
 mod vocab;
 
 pub use annotated::{
-    AnnotatedCorpus, AnnotatedText, CharSpan, Misaligned, is_annotated, parse_annotated,
-    read_annotated,
+    AnnotatedCorpus, AnnotatedText, AnnotationFormat, CharSpan, Misaligned, PreAnnotated,
+    doccano_lines, is_annotated, label_studio_tasks, parse_annotated, read_annotated,
 };
 pub use batch::{Batch, BatchPlan, CharIds, SentenceChars};
 pub use casing::Casing;

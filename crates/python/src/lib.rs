@@ -6,6 +6,7 @@
 //!   json` prints, `info` what `nertrain serve` answers at `GET /model`.
 //! - [`evaluate`] is `nertrain eval --json` (`nertrain_tagger::Tagger::evaluate_file`).
 //! - [`fit`] is `nertrain fit`; its events go to an optional Python callable as dicts.
+//! - [`select`] is `nertrain select`: the texts of a pool most worth labelling next.
 //!
 //! Records cross into Python through their serde form ([`pythonize`]), so a dict here is the JSON
 //! object the CLI prints. Work runs with the GIL released, on a rayon pool of the caller's size;
@@ -147,6 +148,68 @@ impl Tagger {
         }
         Ok(pool.1.clone())
     }
+}
+
+/// A text `select` chose: its place in the pool, its worth, and the model's record of it.
+#[derive(serde::Serialize)]
+struct SelectedRecord {
+    index: usize,
+    score: f64,
+    #[serde(flatten)]
+    record: nertrain_tagger::Record,
+}
+
+/// Chooses the texts of `texts` (an unlabelled pool) most worth labelling next, as
+/// `nertrain select` does: a list of dicts, the best first, each the record `tag` makes of the
+/// text (entities with confidences: its pre-annotation) with its `index` in the pool and its
+/// `score` by the strategy.
+#[pyfunction]
+#[pyo3(signature = (model_dir, texts, budget, *, strategy = "margin", max_similarity = 0.7, seed = 1, threads = None))]
+#[allow(clippy::too_many_arguments)]
+fn select<'py>(
+    py: Python<'py>,
+    model_dir: PathBuf,
+    texts: Vec<String>,
+    budget: usize,
+    strategy: &str,
+    max_similarity: f64,
+    seed: u64,
+    threads: Option<usize>,
+) -> PyResult<Bound<'py, PyList>> {
+    let strategy: nertrain_tagger::Strategy = strategy
+        .parse()
+        .map_err(|e| PyValueError::new_err(format!("strategy: {e}")))?;
+    let selection = nertrain_tagger::Selection {
+        strategy,
+        budget,
+        max_similarity,
+        seed,
+    };
+    let pool = thread_pool(threads)?;
+    let chosen = py
+        .detach(|| {
+            pool.install(|| {
+                let tagger = nertrain_tagger::Tagger::load(&model_dir, &device()?)?;
+                let chosen = tagger.select(&texts, &selection)?;
+                let labels = tagger.labels();
+                Ok::<_, Error>(
+                    chosen
+                        .into_iter()
+                        .map(|s| SelectedRecord {
+                            index: s.index,
+                            score: s.score,
+                            record: s.tagged.into_record(labels),
+                        })
+                        .collect::<Vec<_>>(),
+                )
+            })
+        })
+        .map_err(python_error)?;
+    let list = PyList::empty(py);
+    for record in &chosen {
+        list.append(to_python(py, record)?)?;
+    }
+    Ok(list)
 }
 
 /// Scores a model on a gold file (CoNLL, or span-annotated `.jsonl`): the numbers
@@ -312,5 +375,6 @@ fn nertrain(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Tagger>()?;
     module.add_function(wrap_pyfunction!(evaluate, module)?)?;
     module.add_function(wrap_pyfunction!(fit, module)?)?;
+    module.add_function(wrap_pyfunction!(select, module)?)?;
     Ok(())
 }

@@ -315,3 +315,23 @@ def test_an_override_of_two_lines_is_a_value_error(tmp_path):
             ROOT / "configs" / "sample.toml",
             {"train.output": str(tmp_path / "run"), "train.epochs=1\ntrain.lr": 0.1},
         )
+
+
+def test_select_chooses_as_the_cli_does(model):
+    """`nertrain.select` returns what `nertrain select` writes: the same texts, scores and
+    entities."""
+    pool = (SAMPLE / "pool.txt").read_text(encoding="utf-8").splitlines()
+    for strategy in ["margin", "expected-errors", "random"]:
+        chosen = nertrain.select(model, pool, 4, strategy=strategy)
+        printed = cli(
+            "select", "--model", str(model), "--input", str(SAMPLE / "pool.txt"),
+            "--budget", "4", "--strategy", strategy, "--format", "doccano",
+        )
+        expected = [json.loads(line) for line in printed.splitlines()]
+        assert [c["index"] + 1 for c in chosen] == [e["line"] for e in expected]
+        assert [c["score"] for c in chosen] == [e["score"] for e in expected]
+        for c, e in zip(chosen, expected):
+            assert c["text"] == pool[c["index"]] == e["text"]
+            assert [[x["start"], x["end"], x["label"]] for x in c["entities"]] == e["label"]
+    with pytest.raises(ValueError, match="strategy"):
+        nertrain.select(model, pool, 4, strategy="best")

@@ -131,11 +131,13 @@ impl FileEvaluation {
 impl Tagger {
     /// Scores the model on a gold file: a CoNLL file read with the model's columns (its
     /// `-DOCSTART-` blocks are the documents) by conlleval's rules, or span-annotated text
-    /// (`.jsonl`) tagged as text and scored as exact character spans.
+    /// (`.jsonl`, Label Studio's `.json`, brat) tagged as text and scored as exact character
+    /// spans.
     pub fn evaluate_file(&self, path: &Path, options: TagOptions) -> Result<FileEvaluation> {
         if is_annotated(path) {
-            let evaluation = self.evaluate_spans(&read_annotated(path)?, options)?;
-            let mut warnings = Vec::new();
+            let annotated = read_annotated(path)?;
+            let evaluation = self.evaluate_spans(&annotated, options)?;
+            let mut warnings = annotated.warnings;
             if let Some(first) = evaluation.misaligned.first() {
                 let count = evaluation.misaligned.len();
                 warnings.push(format!(

@@ -55,6 +55,7 @@ mod error;
 mod evaluate;
 mod options;
 mod record;
+mod select;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -74,6 +75,7 @@ pub use error::Error;
 pub use evaluate::{Evaluation, FileEvaluation, FileScores, Scored, SpanEvaluation};
 pub use options::{MAX_BATCH_SENTENCES, MAX_CONSISTENCY, MAX_NBEST, TagSettings, thread_pool};
 pub use record::{Alternative, Entity, Record, TokenProbabilities, html_page, record_size_bound};
+pub use select::{Selected, Selection, Strategy};
 
 /// A result of this crate.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -29,6 +29,9 @@ fn read_corpus(
     }
     let tokenizer = Tokenizer::new(&TokenizerSpec::treebank()).expect("the treebank rules");
     let annotated = read_annotated(path)?;
+    for warning in &annotated.warnings {
+        events(FitEvent::warning(warning.clone()));
+    }
     let (corpus, misaligned) = annotated.tokenize(&tokenizer);
     let spans = annotated.span_count();
     // Left out, most entities would be learned as `O`: the offsets are not what they say.

@@ -1,0 +1,243 @@
+//! The annotation loop through the binary: annotation tools' exports read (convert, eval), and
+//! `select` choosing texts of a pool and writing them as tasks the tools import, pre-annotated
+//! with the entities `tag` finds.
+
+mod common;
+
+use std::path::Path;
+
+use common::{nertrain, sample_model, scratch, stderr, stdout};
+
+fn select(args: &[&str]) -> std::process::Output {
+    let model = sample_model("sentence");
+    let mut all = vec!["select", "--model", model.to_str().unwrap()];
+    all.extend(args);
+    nertrain(&all)
+}
+
+#[test]
+fn every_tools_export_converts_to_the_same_conll() {
+    let expected = stdout(&nertrain(&[
+        "convert",
+        "--to",
+        "iob2",
+        "data/annotations/prodigy.jsonl",
+    ]));
+    assert!(
+        expected.contains("Anna B-PER\nKovacs I-PER\n"),
+        "{expected}"
+    );
+    assert!(expected.contains("Katowice B-LOC\n"), "{expected}");
+    for export in [
+        "data/annotations/doccano.jsonl",
+        "data/annotations/doccano-entities.jsonl",
+        "data/annotations/label-studio.json",
+        "data/annotations/label-studio-min.json",
+    ] {
+        let out = nertrain(&["convert", "--to", "iob2", export]);
+        assert!(out.status.success(), "{export}: {}", stderr(&out));
+        assert_eq!(stdout(&out), expected, "{export}");
+    }
+    // brat: one document a file, so the third (entity-free) text is not there.
+    let out = nertrain(&["convert", "--to", "iob2", "data/annotations/brat"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stderr(&out).contains("discontinuous"), "{}", stderr(&out));
+    let brat = stdout(&out);
+    let first_two: String = expected
+        .split("-DOCSTART- O\n\n")
+        .take(3)
+        .collect::<Vec<_>>()
+        .join("-DOCSTART- O\n\n");
+    assert_eq!(brat, first_two);
+}
+
+#[test]
+fn a_line_without_spans_is_an_error_not_a_text_without_entities() {
+    let dir = scratch("no-spans");
+    let file = dir.join("export.jsonl");
+    std::fs::write(&file, "{\"text\": \"Anna flew.\", \"spans\": []}\n{\"id\": 2, \"text\": \"Kovacs\", \"entity\": []}\n").unwrap();
+    for command in [
+        vec!["convert", "--to", "iob2", file.to_str().unwrap()],
+        vec![
+            "eval",
+            "--model",
+            sample_model("sentence").to_str().unwrap(),
+            "--data",
+            file.to_str().unwrap(),
+        ],
+    ] {
+        let out = nertrain(&command);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(
+            stderr(&out).contains(&format!("{}:2: no spans", file.display())),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn selected_tasks_carry_the_entities_tag_finds_and_read_back_as_gold() {
+    let dir = scratch("select-doccano");
+    let tasks = dir.join("tasks.jsonl");
+    let out = select(&[
+        "--input",
+        "data/sample/pool.txt",
+        "--budget",
+        "5",
+        "--format",
+        "doccano",
+        "--output",
+        tasks.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("chose 5 of 60 texts by margin"),
+        "{}",
+        stderr(&out)
+    );
+    let pool: Vec<String> =
+        std::fs::read_to_string(common::workspace().join("data/sample/pool.txt"))
+            .unwrap()
+            .lines()
+            .map(String::from)
+            .collect();
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&tasks)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 5);
+    let scores: Vec<f64> = lines.iter().map(|l| l["score"].as_f64().unwrap()).collect();
+    assert!(scores.windows(2).all(|w| w[0] >= w[1]), "{scores:?}");
+    // Each task is its pool line, with the entities `tag` finds in it.
+    let model = sample_model("sentence");
+    for line in &lines {
+        let text = line["text"].as_str().unwrap();
+        assert_eq!(text, pool[line["line"].as_u64().unwrap() as usize - 1]);
+        let tagged: serde_json::Value = serde_json::from_str(&stdout(&nertrain(&[
+            "tag",
+            "--model",
+            model.to_str().unwrap(),
+            "--format",
+            "json",
+            text,
+        ])))
+        .unwrap();
+        let entities: Vec<serde_json::Value> = tagged["entities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| serde_json::json!([e["start"], e["end"], e["label"]]))
+            .collect();
+        assert_eq!(line["label"].as_array().unwrap(), &entities, "{text}");
+    }
+    // The doccano file reads back as gold: what an annotator who accepts everything exports.
+    let corpus = nertrain_data::read_annotated(&tasks).unwrap();
+    assert_eq!(corpus.texts.len(), 5);
+}
+
+#[test]
+fn label_studio_tasks_have_the_models_predictions_and_scores() {
+    let out = select(&[
+        "--input",
+        "data/sample/pool.txt",
+        "--budget",
+        "3",
+        "--strategy",
+        "expected-errors",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tasks: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    let tasks = tasks.as_array().unwrap();
+    assert_eq!(tasks.len(), 3);
+    for task in tasks {
+        let text = task["data"]["text"].as_str().unwrap();
+        let prediction = &task["predictions"][0];
+        assert!(
+            prediction["model_version"]
+                .as_str()
+                .unwrap()
+                .starts_with("nertrain ")
+        );
+        assert!(prediction["score"].as_f64().unwrap() >= 0.0);
+        for region in prediction["result"].as_array().unwrap() {
+            assert_eq!(region["type"], "labels");
+            assert_eq!(
+                (region["from_name"].as_str(), region["to_name"].as_str()),
+                (Some("label"), Some("text"))
+            );
+            let value = &region["value"];
+            let (start, end) = (
+                value["start"].as_u64().unwrap() as usize,
+                value["end"].as_u64().unwrap() as usize,
+            );
+            let covered: String = text.chars().skip(start).take(end - start).collect();
+            assert_eq!(value["text"], covered.as_str());
+            let score = region["score"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&score), "{score}");
+        }
+    }
+}
+
+#[test]
+fn near_duplicates_and_blank_lines_are_not_chosen_and_random_is_seeded() {
+    let dir = scratch("select-pool");
+    let pool = dir.join("pool.txt");
+    let text = "Anna Schmidt flew from Berlin to Lisbon on Monday.";
+    std::fs::write(
+        &pool,
+        format!(
+            "{text}\n\n{text}\n{}\nPeter lives in Oslo.\n{text}\n",
+            text.to_uppercase()
+        ),
+    )
+    .unwrap();
+    let chosen = |args: &[&str]| -> Vec<u64> {
+        let mut all = vec!["--input", pool.to_str().unwrap(), "--format", "doccano"];
+        all.extend(args);
+        let out = select(&all);
+        assert!(out.status.success(), "{}", stderr(&out));
+        stdout(&out)
+            .lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l).unwrap()["line"]
+                    .as_u64()
+                    .unwrap()
+            })
+            .collect()
+    };
+    for strategy in [
+        "margin",
+        "least-confidence",
+        "entropy",
+        "expected-errors",
+        "random",
+    ] {
+        let lines = chosen(&["--budget", "6", "--strategy", strategy]);
+        assert!(!lines.contains(&2), "{strategy}: the blank line was chosen");
+        let copies = lines.iter().filter(|l| [1, 3, 4, 6].contains(*l)).count();
+        assert_eq!(
+            copies, 1,
+            "{strategy}: near-duplicates were chosen: {lines:?}"
+        );
+        assert!(lines.contains(&5), "{strategy}: {lines:?}");
+    }
+    let all = chosen(&["--budget", "6", "--max-similarity", "1"]);
+    assert_eq!(all.len(), 5, "{all:?}");
+    let seeded = |seed: &str| {
+        chosen(&[
+            "--budget",
+            "5",
+            "--strategy",
+            "random",
+            "--max-similarity",
+            "1",
+            "--seed",
+            seed,
+        ])
+    };
+    assert_eq!(seeded("3"), seeded("3"));
+    assert_ne!(seeded("3"), seeded("4"));
+    assert!(Path::new(&pool).exists());
+}

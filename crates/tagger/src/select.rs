@@ -1,0 +1,285 @@
+//! Choosing what to label next: every text of an unlabelled pool is scored by what the CRF gives
+//! exactly (the best paths' probabilities, token marginals, entity confidences), the highest
+//! first, skipping texts too like one already chosen, and the chosen are tagged again so that an
+//! annotator corrects the model's entities rather than starts from nothing.
+
+use std::collections::HashSet;
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
+use serde::{Deserialize, Serialize};
+
+use crate::{Chunker, Error, Layout, Result, TagSettings, Tagged, Tagger};
+
+/// How a text's worth of labelling is measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Strategy {
+    /// 1 − p(best path): the model is least sure of its whole answer.
+    LeastConfidence,
+    /// 1 − (p(best path) − p(second best path)), from the exact two best paths. A text of several
+    /// sentences has no second path of its own; its margin is its best path's probability.
+    Margin,
+    /// The entropy of each token's tag marginals, averaged over the text's tokens (in nats).
+    Entropy,
+    /// The expected number of wrong entities, under the model: those predicted that are not in
+    /// the text (the sum of 1 − p(entity)) and those in the text that are not predicted (the
+    /// expected number of entities, from the marginals of the tags that begin one, less the sum
+    /// of p(entity) of those predicted).
+    ExpectedErrors,
+    /// A seeded shuffle: the baseline every other strategy must beat.
+    Random,
+}
+
+impl Strategy {
+    /// Every strategy.
+    pub const ALL: [Strategy; 5] = [
+        Strategy::LeastConfidence,
+        Strategy::Margin,
+        Strategy::Entropy,
+        Strategy::ExpectedErrors,
+        Strategy::Random,
+    ];
+
+    /// Its name, as `select --strategy` and Python spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Strategy::LeastConfidence => "least-confidence",
+            Strategy::Margin => "margin",
+            Strategy::Entropy => "entropy",
+            Strategy::ExpectedErrors => "expected-errors",
+            Strategy::Random => "random",
+        }
+    }
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+
+    fn from_str(name: &str) -> std::result::Result<Self, String> {
+        Strategy::ALL
+            .into_iter()
+            .find(|s| s.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Strategy::ALL.iter().map(|s| s.name()).collect();
+                format!("{name:?}; expected one of {}", names.join(", "))
+            })
+    }
+}
+
+/// What to choose, and how.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Selection {
+    /// How a text's worth is measured.
+    pub strategy: Strategy,
+    /// How many texts to choose.
+    pub budget: usize,
+    /// A text whose words overlap a chosen text's by more than this (Jaccard similarity of their
+    /// lower-cased word sets) is skipped, so that near-duplicates are not labelled twice; 1: no
+    /// such step.
+    pub max_similarity: f64,
+    /// The seed of the random strategy.
+    pub seed: u64,
+}
+
+impl Default for Selection {
+    fn default() -> Self {
+        Self {
+            strategy: Strategy::Margin,
+            budget: 100,
+            max_similarity: 0.7,
+            seed: 1,
+        }
+    }
+}
+
+/// A chosen text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selected {
+    /// Its place in the pool, from 0.
+    pub index: usize,
+    /// Its worth, by the strategy (higher first).
+    pub score: f64,
+    /// The model's tags and entities, with confidences: its pre-annotation.
+    pub tagged: Tagged,
+}
+
+impl Tagger {
+    /// Chooses up to `selection.budget` texts of `texts` (a pool of unlabelled texts, each a
+    /// document for a model that reads documents), most worth labelling first. Texts without
+    /// words are never chosen.
+    pub fn select<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        selection: &Selection,
+    ) -> Result<Vec<Selected>> {
+        if !(0.0..=1.0).contains(&selection.max_similarity) {
+            return Err(Error::InvalidOption {
+                option: "max_similarity",
+                message: format!("{}; expected 0 to 1", selection.max_similarity),
+            });
+        }
+        let scores = self.worth(texts, selection.strategy, selection.seed)?;
+        let mut order: Vec<usize> = (0..texts.len())
+            .filter(|&i| scores[i].is_finite())
+            .collect();
+        order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+        let mut chosen = Vec::new();
+        let mut chosen_words: Vec<HashSet<String>> = Vec::new();
+        for i in order {
+            if chosen.len() == selection.budget {
+                break;
+            }
+            let words = word_set(texts[i].as_ref());
+            let near = selection.max_similarity < 1.0
+                && chosen_words
+                    .iter()
+                    .any(|other| jaccard(other, &words) > selection.max_similarity);
+            if !near {
+                chosen.push(i);
+                chosen_words.push(words);
+            }
+        }
+        let chosen_texts: Vec<&str> = chosen.iter().map(|&i| texts[i].as_ref()).collect();
+        let tagged = self.tag(&chosen_texts, Layout::Texts, self.options())?;
+        Ok(chosen
+            .into_iter()
+            .zip(tagged)
+            .map(|(index, tagged)| Selected {
+                index,
+                score: scores[index],
+                tagged,
+            })
+            .collect())
+    }
+
+    /// Each text's worth of labelling under `strategy`, higher first (−∞ for a text without
+    /// words). Texts are tagged a chunk at a time, so a pool of any size runs in bounded memory.
+    pub fn worth<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        strategy: Strategy,
+        seed: u64,
+    ) -> Result<Vec<f64>> {
+        if strategy == Strategy::Random {
+            let mut order: Vec<usize> = (0..texts.len()).collect();
+            order.shuffle(&mut StdRng::seed_from_u64(seed));
+            let mut scores = vec![0.0; texts.len()];
+            for (rank, &i) in order.iter().enumerate() {
+                let blank = texts[i].as_ref().trim().is_empty();
+                scores[i] = if blank {
+                    f64::NEG_INFINITY
+                } else {
+                    (texts.len() - rank) as f64
+                };
+            }
+            return Ok(scores);
+        }
+        let options = self.options_with(TagSettings {
+            confidence: strategy == Strategy::ExpectedErrors,
+            marginals: matches!(strategy, Strategy::Entropy | Strategy::ExpectedErrors),
+            nbest: match strategy {
+                Strategy::LeastConfidence | Strategy::Margin => 2,
+                _ => 1,
+            },
+            ..TagSettings::default()
+        })?;
+        // The tags that begin an entity (`B-`, and `S-` in IOBES), in the marginals' order.
+        let begins: Vec<bool> = self
+            .labels()
+            .iter()
+            .map(|tag| matches!(tag.split_once('-'), Some(("B" | "S", _))))
+            .collect();
+        let mut scores = Vec::with_capacity(texts.len());
+        for chunk in Chunker::new(Layout::Texts, self.reads_documents()).chunks(texts) {
+            let tagged = self.tag(&texts[chunk], Layout::Texts, options)?;
+            scores.extend(tagged.iter().map(|t| worth_of(t, strategy, &begins)));
+        }
+        Ok(scores)
+    }
+}
+
+/// One tagged text's worth under `strategy`; `begins` marks the tags that begin an entity.
+fn worth_of(tagged: &Tagged, strategy: Strategy, begins: &[bool]) -> f64 {
+    if tagged.tokens.is_empty() {
+        return f64::NEG_INFINITY;
+    }
+    let probability = |k: usize| tagged.nbest.get(k).map(|p| p.probability);
+    match strategy {
+        Strategy::LeastConfidence => 1.0 - probability(0).unwrap_or(1.0),
+        Strategy::Margin => 1.0 - (probability(0).unwrap_or(1.0) - probability(1).unwrap_or(0.0)),
+        Strategy::Entropy => {
+            let total: f64 = tagged
+                .marginals
+                .iter()
+                .map(|row| {
+                    row.iter()
+                        .filter(|&&p| p > 0.0)
+                        .map(|&p| -p * p.ln())
+                        .sum::<f64>()
+                })
+                .sum();
+            total / tagged.tokens.len() as f64
+        }
+        Strategy::ExpectedErrors => {
+            let expected_entities: f64 = tagged
+                .marginals
+                .iter()
+                .map(|row| {
+                    row.iter()
+                        .zip(begins)
+                        .filter(|(_, b)| **b)
+                        .map(|(p, _)| p)
+                        .sum::<f64>()
+                })
+                .sum();
+            let confidences: f64 = tagged
+                .entities
+                .iter()
+                .map(|e| e.confidence.unwrap_or(1.0))
+                .sum();
+            tagged.entities.len() as f64 - confidences + (expected_entities - confidences)
+        }
+        Strategy::Random => 0.0,
+    }
+}
+
+/// A text's words, lower-cased, as a set.
+fn word_set(text: &str) -> HashSet<String> {
+    text.split_whitespace().map(str::to_lowercase).collect()
+}
+
+/// |a ∩ b| / |a ∪ b|; 1 for two empty sets.
+fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
+    let shared = a.intersection(b).count();
+    let union = a.len() + b.len() - shared;
+    if union == 0 {
+        1.0
+    } else {
+        shared as f64 / union as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strategies_are_named_as_they_parse() {
+        for strategy in Strategy::ALL {
+            assert_eq!(strategy.name().parse::<Strategy>(), Ok(strategy));
+        }
+        assert!("best".parse::<Strategy>().unwrap_err().contains("margin"));
+    }
+
+    #[test]
+    fn near_duplicates_are_similar_and_others_not() {
+        let a = word_set("Leeds 3 Chelsea 1");
+        let b = word_set("leeds 1 Chelsea 3");
+        let c = word_set("Anna flew to Lisbon");
+        assert_eq!(jaccard(&a, &b), 1.0);
+        assert_eq!(jaccard(&a, &c), 0.0);
+        assert_eq!(jaccard(&word_set(""), &word_set("")), 1.0);
+    }
+}
