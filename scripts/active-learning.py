@@ -164,17 +164,21 @@ def svg(curves, goals, path):
         parts.append(f'<text x="{px(x)}" y="{height - bottom + 16}" text-anchor="middle">{100 * x:.0f}%</text>')
         y = y_min + (y_max - y_min) * k / 5
         parts.append(f'<text x="{left - 6}" y="{py(y) + 4}" text-anchor="end">{y:.1f}</text>')
-    for value, label, dash in [(goals["full_test_f1"], "all data", "2,2"), (goals["target_99"], "99%", "6,3")]:
+    # The two reference lines lie close together: one label above its line, one below.
+    for value, label, dash, shift in [
+        (goals["full_test_f1"], "all data", "2,2", -4),
+        (goals["target_99"], "99%", "6,3", 12),
+    ]:
         parts.append(f'<line x1="{left}" y1="{py(value)}" x2="{width - right}" y2="{py(value)}" '
                      f'stroke="black" stroke-dasharray="{dash}"/>')
-        parts.append(f'<text x="{width - right + 4}" y="{py(value) + 4}">{label} {value:.2f}</text>')
+        parts.append(f'<text x="{width - right + 4}" y="{py(value) + shift}">{label} {value:.2f}</text>')
     for n, (strategy, points) in enumerate(curves.items()):
         colour = colours.get(strategy, "black")
         path_d = " ".join(f"{'M' if i == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for i, (x, y) in enumerate(points))
         parts.append(f'<path d="{path_d}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for x, y in points:
             parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}"/>')
-        parts.append(f'<text x="{width - right + 4}" y="{top + 40 + 16 * n}" fill="{colour}">{strategy}</text>')
+        parts.append(f'<text x="{width - right + 4}" y="{top + 60 + 16 * n}" fill="{colour}">{strategy}</text>')
     parts.append("</svg>\n")
     Path(path).write_text("\n".join(parts), encoding="utf-8")
 
