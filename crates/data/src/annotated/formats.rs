@@ -121,6 +121,24 @@ fn region_spans(
 }
 
 impl FlatLine {
+    /// The text with its spans and document, read at `line` of `path`.
+    fn into_exported(
+        self,
+        path: &Path,
+        line: usize,
+        at: &dyn Fn(String) -> DataError,
+    ) -> Result<Exported, DataError> {
+        let doc = self.doc.clone();
+        let (text, spans) = self.into_text(at)?;
+        Ok(Exported {
+            text,
+            spans,
+            line,
+            source: path.to_path_buf(),
+            doc,
+        })
+    }
+
     /// The text and its spans, or an error saying what was expected.
     fn into_text(
         self,
@@ -184,15 +202,7 @@ pub(super) fn parse_lines(text: &str, path: &Path) -> Result<Vec<Exported>, Data
         let at = |message: String| DataError::at(path, number, message);
         let record: FlatLine = serde_json::from_str(line)
             .map_err(|e| at(format!("expected a JSON object with `text` and spans: {e}")))?;
-        let doc = record.doc.clone();
-        let (text, spans) = record.into_text(&at)?;
-        exported.push(Exported {
-            text,
-            spans,
-            line: number,
-            source: path.to_path_buf(),
-            doc,
-        });
+        exported.push(record.into_exported(path, number, &at)?);
     }
     Ok(exported)
 }
@@ -259,15 +269,7 @@ pub(super) fn parse_label_studio(
             };
             let record: FlatLine = serde_json::from_str(element.get())
                 .map_err(|e| at(format!("expected a task or a JSON-MIN object: {e}")))?;
-            let doc = record.doc.clone();
-            let (text, spans) = record.into_text(&at)?;
-            exported.push(Exported {
-                text,
-                spans,
-                line,
-                source: path.to_path_buf(),
-                doc,
-            });
+            exported.push(record.into_exported(path, line, &at)?);
             continue;
         }
         let task: Task = serde_json::from_str(element.get()).map_err(|e| {
