@@ -671,3 +671,209 @@ fn empty_or_mismatched_input_is_an_error_in_both_versions() {
         Some(CrfError::Empty)
     );
 }
+
+/// Random partial labels for `p`, `[batch, time, k]`: each token is labelled (its gold tag
+/// alone), unlabelled (every tag) or narrowed to a random non-empty set of tags, as boundary
+/// tokens next to unlabelled ones are; padding allows every tag.
+fn partial_labels(p: &Problem, rng: &mut StdRng) -> Vec<bool> {
+    let mut allowed = vec![true; p.batch() * p.time * p.k];
+    for b in 0..p.batch() {
+        for t in 0..p.lengths[b] {
+            let row = &mut allowed[(b * p.time + t) * p.k..][..p.k];
+            match rng.random_range(0..3) {
+                0 => {
+                    let gold = p.tags[b * p.time + t] as usize;
+                    row.iter_mut().enumerate().for_each(|(y, a)| *a = y == gold);
+                }
+                1 => {}
+                _ => {
+                    row.iter_mut().for_each(|a| *a = rng.random_bool(0.5));
+                    row[rng.random_range(0..p.k)] = true;
+                }
+            }
+        }
+    }
+    allowed
+}
+
+/// The partial-label NLL of `p` summed over its sequences, by enumeration: log Z minus the
+/// log-sum-exp of the paths through allowed tags.
+fn enumerated_partial_nll(p: &Problem, allowed: &[bool]) -> f64 {
+    (0..p.batch())
+        .map(|b| {
+            let consistent: Vec<f64> = p
+                .paths(p.lengths[b])
+                .iter()
+                .filter(|path| {
+                    path.iter()
+                        .enumerate()
+                        .all(|(t, &y)| allowed[(b * p.time + t) * p.k + y])
+                })
+                .map(|path| p.score(b, path))
+                .collect();
+            let max = consistent.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let log_allowed = max + consistent.iter().map(|s| (s - max).exp()).sum::<f64>().ln();
+            p.log_z(b) - log_allowed
+        })
+        .sum()
+}
+
+fn allowed_tensor(p: &Problem, allowed: &[bool], device: &Device) -> Tensor<3> {
+    let data: Vec<f32> = allowed.iter().map(|&a| f32::from(u8::from(a))).collect();
+    Tensor::from_data(TensorData::new(data, [p.batch(), p.time, p.k]), device)
+}
+
+#[test]
+fn partial_nll_equals_enumeration_over_the_consistent_paths() {
+    let device = Device::default();
+    let mut rng = StdRng::seed_from_u64(11);
+    for p in problems(12, 60) {
+        let allowed = partial_labels(&p, &mut rng);
+        let want = enumerated_partial_nll(&p, &allowed);
+        let potentials = p.crf(&device).potentials(None);
+        let got = values(
+            potentials
+                .partial_nll(
+                    p.emissions_tensor(&device),
+                    allowed_tensor(&p, &allowed, &device),
+                    p.mask(&device),
+                    &p.lengths,
+                    Reduction::Sum,
+                )
+                .unwrap(),
+        )[0];
+        assert!(
+            (got - want).abs() < 1e-3 * want.abs().max(1.0),
+            "tensor: k={} lengths={:?}: {got} vs {want}",
+            p.k,
+            p.lengths
+        );
+        let host_potentials = p.host();
+        let host_total: f64 = (0..p.batch())
+            .map(|b| {
+                let start = b * p.time * p.k;
+                let row = &allowed[start..start + p.lengths[b] * p.k];
+                host::partial_nll(&host_potentials, &p.emissions_of(b), row).unwrap()
+            })
+            .sum();
+        assert!(
+            (host_total - want).abs() < 1e-9 * want.abs().max(1.0),
+            "host: {host_total} vs {want}"
+        );
+    }
+}
+
+#[test]
+fn partial_nll_with_every_token_labelled_is_the_nll() {
+    let device = Device::default();
+    for p in problems(13, 30) {
+        let allowed: Vec<bool> = (0..p.batch() * p.time)
+            .flat_map(|slot| (0..p.k).map(move |y| (slot, y)))
+            .map(|(slot, y)| p.tags[slot] as usize == y)
+            .collect();
+        let potentials = p.crf(&device).potentials(None);
+        let partial = values(
+            potentials
+                .partial_nll(
+                    p.emissions_tensor(&device),
+                    allowed_tensor(&p, &allowed, &device),
+                    p.mask(&device),
+                    &p.lengths,
+                    Reduction::Mean,
+                )
+                .unwrap(),
+        )[0];
+        let full = values(
+            potentials
+                .nll(
+                    p.emissions_tensor(&device),
+                    p.tags_tensor(&device),
+                    p.mask(&device),
+                    &p.lengths,
+                    Reduction::Mean,
+                )
+                .unwrap(),
+        )[0];
+        assert!((partial - full).abs() < 1e-3, "{partial} vs {full}");
+    }
+}
+
+#[test]
+fn partial_nll_gradients_match_finite_differences() {
+    let device = Device::default().autodiff();
+    let mut rng = StdRng::seed_from_u64(14);
+    for mut p in problems(15, 12) {
+        let allowed = partial_labels(&p, &mut rng);
+        let crf = p.crf(&device);
+        let emissions = p.emissions_tensor(&device).require_grad();
+        let loss = crf
+            .potentials(None)
+            .partial_nll(
+                emissions.clone(),
+                allowed_tensor(&p, &allowed, &device),
+                p.mask(&device),
+                &p.lengths,
+                Reduction::Sum,
+            )
+            .unwrap();
+        let grads = loss.backward();
+        let emission_grad = values(emissions.grad(&grads).expect("emission gradient"));
+        let parameter_grads = [
+            // One-token batches have no transitions, so no gradient reaches them.
+            crf.transitions
+                .val()
+                .grad(&grads)
+                .map_or(vec![0.0; p.k * p.k], values),
+            values(crf.start.val().grad(&grads).expect("start")),
+            values(crf.end.val().grad(&grads).expect("end")),
+        ];
+
+        let h = 1e-5;
+        let mut central = |get: fn(&mut Problem) -> &mut Vec<f64>, i: usize| {
+            get(&mut p)[i] += h;
+            let up = enumerated_partial_nll(&p, &allowed);
+            get(&mut p)[i] -= 2.0 * h;
+            let down = enumerated_partial_nll(&p, &allowed);
+            get(&mut p)[i] += h;
+            (up - down) / (2.0 * h)
+        };
+        for (i, &g) in emission_grad.iter().enumerate() {
+            let want = central(|p| &mut p.emissions, i);
+            assert!((g - want).abs() < 1e-3, "d/d emission[{i}]: {g} vs {want}");
+        }
+        let getters: [fn(&mut Problem) -> &mut Vec<f64>; 3] =
+            [|p| &mut p.transitions, |p| &mut p.start, |p| &mut p.end];
+        for (grad, get) in parameter_grads.iter().zip(getters) {
+            for (i, &g) in grad.iter().enumerate() {
+                let want = central(get, i);
+                assert!((g - want).abs() < 1e-3, "d/d parameter[{i}]: {g} vs {want}");
+            }
+        }
+    }
+}
+
+#[test]
+fn partial_labels_of_the_wrong_shape_are_an_error_in_both_versions() {
+    let device = Device::default();
+    let potentials = CrfConfig::new(3).init(&device).potentials(None);
+    assert!(matches!(
+        potentials.partial_nll(
+            Tensor::zeros([2, 4, 3], &device),
+            Tensor::ones([2, 4, 2], &device),
+            Tensor::ones([2, 4], &device),
+            &[4, 2],
+            Reduction::Sum
+        ),
+        Err(CrfError::Shape {
+            what: "allowed tags",
+            ..
+        })
+    ));
+    assert!(matches!(
+        host::partial_nll(&potentials.to_host(), &[0.0; 6], &[true; 5]),
+        Err(CrfError::Shape {
+            what: "allowed tags",
+            ..
+        })
+    ));
+}

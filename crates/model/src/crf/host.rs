@@ -85,6 +85,27 @@ pub fn path_score(p: &Potentials, emissions: &[f64], path: &[usize]) -> f64 {
     score
 }
 
+/// Negative log-likelihood of one sentence's partial labels (`allowed`: `[len * k]`, whether
+/// each token may carry each tag): log Z − log Z over the paths through allowed tags alone.
+/// Infinite when no allowed path exists.
+pub fn partial_nll(p: &Potentials, emissions: &[f64], allowed: &[bool]) -> Result<f64, CrfError> {
+    tokens(p, emissions)?;
+    if allowed.len() != emissions.len() {
+        return Err(CrfError::Shape {
+            what: "allowed tags",
+            expected: vec![emissions.len()],
+            found: vec![allowed.len()],
+        });
+    }
+    let restricted: Vec<f64> = emissions
+        .iter()
+        .zip(allowed)
+        .map(|(&e, &ok)| if ok { e } else { f64::NEG_INFINITY })
+        .collect();
+    let all = ForwardBackward::new(p, emissions)?.log_z;
+    Ok(all - ForwardBackward::new(p, &restricted)?.log_z)
+}
+
 /// Forward and backward log-scores of one sentence, `[t * k + tag]`.
 #[derive(Debug, Clone)]
 pub struct ForwardBackward {

@@ -10,6 +10,7 @@
 //! |---|---|---|
 //! | log Z | [`Potentials::log_partition`] `[batch]` | [`host::ForwardBackward`]`.log_z` |
 //! | gold-path score, loss | [`Potentials::path_score`], [`Potentials::nll`] `[batch]` | — |
+//! | loss of partial labels | [`Potentials::partial_nll`] `[batch]` | [`host::partial_nll`] |
 //! | marginals | [`Potentials::marginals`] `[batch, time, tags]` | [`host::ForwardBackward::marginal`] |
 //! | best path | [`Potentials::viterbi`] | [`host::viterbi`] |
 //! | n best paths | [`Potentials::nbest`] | — |

@@ -164,6 +164,33 @@ impl Potentials {
         Ok(reduction.apply(log_z - gold, lengths))
     }
 
+    /// Negative log-likelihood of partial labels: every path through the tags `allowed` at each
+    /// token (`[batch, time, tags]`, 1.0 where a tag is allowed, 0.0 where not; a fully labelled
+    /// token allows its tag alone, an unlabelled one every tag) counts as gold, so the loss is
+    /// log Z − log Z over the allowed paths. With one allowed tag per token it is [`Self::nll`].
+    pub fn partial_nll(
+        &self,
+        emissions: Tensor<3>,
+        allowed: Tensor<3>,
+        mask: Tensor<2>,
+        lengths: &[usize],
+        reduction: Reduction,
+    ) -> Result<Tensor<1>, CrfError> {
+        self.check(emissions.dims(), mask.dims(), Some(lengths))?;
+        if allowed.dims() != emissions.dims() {
+            return Err(CrfError::Shape {
+                what: "allowed tags",
+                expected: emissions.dims().to_vec(),
+                found: allowed.dims().to_vec(),
+            });
+        }
+        // The penalty is finite, as the scheme's is: a tag ruled out scores FORBIDDEN lower.
+        let penalty = (allowed.neg() + 1.0) * FORBIDDEN;
+        let log_z = self.forward(emissions.clone(), mask.clone()).1;
+        let allowed_log_z = self.forward(emissions + penalty, mask).1;
+        Ok(reduction.apply(log_z - allowed_log_z, lengths))
+    }
+
     /// Token and pairwise marginals by forward-backward in log space, for the whole batch.
     pub fn marginals(&self, emissions: Tensor<3>, mask: Tensor<2>) -> Result<Marginals, CrfError> {
         self.check(emissions.dims(), mask.dims(), None)?;
