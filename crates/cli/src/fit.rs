@@ -23,6 +23,8 @@ pub struct FitArgs<'a> {
     pub overwrite: bool,
     /// `--backend`, over `train.backend`.
     pub backend: Option<Backend>,
+    /// `--start-from`, over `train.start_from`.
+    pub start_from: Option<std::path::PathBuf>,
 }
 
 /// Trains; exits with 128 + the signal's number when a signal stopped the run.
@@ -30,6 +32,9 @@ pub fn run(args: FitArgs<'_>) -> Result<()> {
     let mut experiment = Experiment::load(args.config, args.overrides)?;
     if let Some(backend) = args.backend {
         experiment.train.backend = backend;
+    }
+    if let Some(model) = args.start_from {
+        experiment.train.start_from = Some(model);
     }
     let device = experiment.train.backend.device()?;
     eprintln!("{}", experiment.to_toml());

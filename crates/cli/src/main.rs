@@ -57,6 +57,10 @@ enum Command {
         /// checked. Only a run's own files are deleted.
         #[arg(long)]
         overwrite: bool,
+        /// Start from this trained model's weights (a run directory) instead of fresh ones, as
+        /// `train.start_from`: its words and tags are kept, the training data's new ones added.
+        #[arg(long, value_name = "MODEL")]
+        start_from: Option<PathBuf>,
     },
     /// Score predictions with conlleval's rules: a model on a tagged file, or a file of predictions.
     Eval(eval::EvalArgs),
@@ -181,12 +185,14 @@ fn run(cli: Cli) -> Result<()> {
             overrides,
             resume,
             overwrite,
+            start_from,
         } => fit::run(fit::FitArgs {
             config: &config,
             overrides: &overrides,
             resume,
             overwrite,
             backend,
+            start_from,
         }),
         Command::Eval(args) => eval::run(args, &device()?),
         Command::Tag(args) => tag::run(args, &device()?),

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Corpus, DataError, Sentence, Tokenizer};
+use crate::{Corpus, DataError, Sentence, Span, TagScheme, Tokenizer};
 
 mod formats;
 
@@ -40,6 +40,8 @@ struct Exported {
     line: usize,
     source: PathBuf,
     doc: Option<DocumentKey>,
+    /// The regions annotated in full, where the line says only part of it is (`None`: all).
+    known: Option<Vec<(usize, usize)>>,
 }
 
 #[derive(Clone, Deserialize, PartialEq, Eq, Hash)]
@@ -70,6 +72,17 @@ pub struct AnnotatedText {
     pub source: PathBuf,
     /// Its document, counting from 0 in order of first appearance.
     pub document: usize,
+    /// Where only part of the text is annotated: the regions that are, in full (code points,
+    /// end exclusive), besides its spans. Tokens outside both are unlabelled, not `O`. `None`
+    /// when all of the text is annotated.
+    pub known: Option<Vec<(usize, usize)>>,
+}
+
+impl AnnotatedText {
+    /// Whether only part of the text is annotated.
+    pub fn is_partial(&self) -> bool {
+        self.known.is_some()
+    }
 }
 
 /// The texts of one file, a document's texts together, in the order their documents first
@@ -182,6 +195,21 @@ fn corpus_of(
                 ));
             }
         }
+        if let Some(&(start, end)) = record
+            .known
+            .iter()
+            .flatten()
+            .find(|(start, end)| start >= end || *end > length)
+        {
+            return Err(DataError::at(
+                &source,
+                number,
+                format!(
+                    "known region {start}..{end} is not within the text's {length} characters \
+                     (offsets are code points, end exclusive)"
+                ),
+            ));
+        }
         let next = documents.len();
         let key = match record.doc {
             Some(key) => Document::Given(key),
@@ -194,6 +222,7 @@ fn corpus_of(
             line: number,
             source,
             document,
+            known: record.known,
         });
     }
     // A document's lines together, documents in order of first appearance.
@@ -213,12 +242,19 @@ impl AnnotatedCorpus {
 
     /// Words and IOB2 tags, cut into sentences by `tokenizer`; spans that do not fall on token
     /// boundaries are left out and returned. Each sentence's `first_line` is its text's line.
+    /// Where some text is only partly annotated, the tags are IOBES, so that where an entity
+    /// ends is kept next to unlabelled tokens ([`crate::UNKNOWN_TAG`]).
     pub fn tokenize(&self, tokenizer: &Tokenizer) -> (Corpus, Vec<Misaligned>) {
         let mut sentences = Vec::new();
         let mut misaligned = Vec::new();
+        let scheme = if self.texts.iter().any(AnnotatedText::is_partial) {
+            TagScheme::Iobes
+        } else {
+            TagScheme::Iob2
+        };
         for text in &self.texts {
             let tokens = tokenizer.tokens(&text.text);
-            let (tags, bad) = self.tags(text, &tokens);
+            let (tags, bad) = self.tags_in(text, &tokens, scheme);
             misaligned.extend(bad);
             for range in tokenizer.sentences(&text.text, &tokens) {
                 sentences.push(Sentence {
@@ -229,6 +265,7 @@ impl AnnotatedCorpus {
                     tags: tags[range].to_vec(),
                     first_line: text.line,
                     document: text.document,
+                    allowed: Vec::new(),
                 });
             }
         }
@@ -246,7 +283,18 @@ impl AnnotatedCorpus {
         text: &AnnotatedText,
         tokens: &[crate::Token],
     ) -> (Vec<String>, Vec<Misaligned>) {
-        let mut tags = vec!["O".to_string(); tokens.len()];
+        self.tags_in(text, tokens, TagScheme::Iob2)
+    }
+
+    /// [`Self::tags`] in `scheme`, with [`crate::UNKNOWN_TAG`] on the tokens of a partly
+    /// annotated text that no span or known region covers.
+    fn tags_in(
+        &self,
+        text: &AnnotatedText,
+        tokens: &[crate::Token],
+        scheme: TagScheme,
+    ) -> (Vec<String>, Vec<Misaligned>) {
+        let mut spans = Vec::new();
         let mut misaligned = Vec::new();
         // Tokens are in order and do not overlap: their starts and ends both ascend.
         let at = |offset: usize, of: fn(&crate::Token) -> usize| {
@@ -256,12 +304,11 @@ impl AnnotatedCorpus {
             let first = at(span.start, |t| t.start);
             let last = at(span.end, |t| t.end);
             match (first, last) {
-                (Some(first), Some(last)) if first <= last => {
-                    tags[first] = format!("B-{}", span.label);
-                    for tag in &mut tags[first + 1..=last] {
-                        *tag = format!("I-{}", span.label);
-                    }
-                }
+                (Some(first), Some(last)) if first <= last => spans.push(Span {
+                    start: first,
+                    end: last + 1,
+                    label: span.label.clone(),
+                }),
                 _ => misaligned.push(Misaligned {
                     path: text.source.clone(),
                     line: text.line,
@@ -273,6 +320,20 @@ impl AnnotatedCorpus {
                         .take(span.end - span.start)
                         .collect(),
                 }),
+            }
+        }
+        let mut tags = crate::render_spans(&spans, tokens.len(), scheme);
+        if let Some(known) = &text.known {
+            let covered = |token: &crate::Token| {
+                known
+                    .iter()
+                    .any(|&(start, end)| start <= token.start && token.end <= end)
+            };
+            let in_span = |i: usize| spans.iter().any(|s| (s.start..s.end).contains(&i));
+            for (i, token) in tokens.iter().enumerate() {
+                if !covered(token) && !in_span(i) {
+                    tags[i] = crate::UNKNOWN_TAG.to_string();
+                }
             }
         }
         (tags, misaligned)

@@ -99,6 +99,11 @@ pub struct Batch {
     pub sentence_chars: SentenceChars,
     /// Empty when the sentences are untagged.
     pub tags: Vec<i64>,
+    /// Where some sentence has unlabelled tokens: whether each token may carry each tag, `[batch, max_len, tags]` (a labelled token allows its own tag alone, padding
+    /// every tag). Empty when every token of the batch is labelled.
+    pub allowed: Vec<bool>,
+    /// Tags a row of `allowed` holds (0 when it is empty).
+    pub num_tags: usize,
 }
 
 impl Batch {
@@ -142,6 +147,11 @@ impl Batch {
         }
         let members: Vec<&Encoded> = indices.iter().map(|&i| &sentences[i]).collect();
         let sentence_chars = SentenceChars::new(&members, max_len, word_len);
+        let (allowed, num_tags) = if tagged {
+            allowed_tags(&members, max_len)
+        } else {
+            (Vec::new(), 0)
+        };
         Self {
             indices,
             lengths,
@@ -156,6 +166,8 @@ impl Batch {
             },
             sentence_chars,
             tags,
+            allowed,
+            num_tags,
         }
     }
 
@@ -168,6 +180,31 @@ impl Batch {
     pub fn token_count(&self) -> usize {
         self.lengths.iter().sum()
     }
+}
+
+/// The tags each token of `sentences` may carry, `[batch, max_len, tags]`, and the number of
+/// tags; empty when every token is labelled.
+fn allowed_tags(sentences: &[&Encoded], max_len: usize) -> (Vec<bool>, usize) {
+    let Some(k) = sentences
+        .iter()
+        .find_map(|s| s.allowed.first().map(Vec::len))
+    else {
+        return (Vec::new(), 0);
+    };
+    let mut allowed = vec![true; sentences.len() * max_len * k];
+    for (row, sentence) in sentences.iter().enumerate() {
+        for t in 0..sentence.len() {
+            let slot = &mut allowed[(row * max_len + t) * k..][..k];
+            match sentence.allowed.get(t) {
+                Some(mask) => slot.copy_from_slice(mask),
+                None => {
+                    slot.fill(false);
+                    slot[sentence.tags[t]] = true;
+                }
+            }
+        }
+    }
+    (allowed, k)
 }
 
 /// Groups sentence indices into batches of similar length, so little of a batch is padding.
@@ -232,6 +269,7 @@ mod tests {
             casing: words.iter().map(|&w| w % Casing::COUNT).collect(),
             mentions: words.iter().map(|&w| w % MentionCasing::COUNT).collect(),
             tags: tags.to_vec(),
+            allowed: Vec::new(),
         }
     }
 
@@ -270,6 +308,22 @@ mod tests {
         );
         assert_eq!(chars.word_starts, vec![0, 0, 0, 3]);
         assert_eq!(chars.word_ends, vec![4, 0, 3, 7]);
+    }
+
+    #[test]
+    fn partly_labelled_batches_say_which_tags_each_token_allows() {
+        let mut partial = encoded(&[2, 3], &[1, 0]);
+        partial.allowed = vec![vec![false, true, false], vec![true, false, true]];
+        let sentences = [encoded(&[4], &[2]), partial];
+        assert!(Batch::new(&sentences, vec![0], 3).allowed.is_empty());
+        let batch = Batch::new(&sentences, vec![0, 1], 3);
+        assert_eq!(batch.num_tags, 3);
+        let (o, x) = (false, true);
+        #[rustfmt::skip]
+        assert_eq!(batch.allowed, [
+            o, o, x,  x, x, x, // the labelled sentence: its tag; then padding
+            o, x, o,  x, o, x,
+        ]);
     }
 
     #[test]

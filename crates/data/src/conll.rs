@@ -54,6 +54,16 @@ pub struct Sentence {
     /// Which document of its file the sentence is in, counting from 0: each `-DOCSTART-` line
     /// after a sentence begins the next. A file without markers is one document.
     pub document: usize,
+    /// What each token's tag may be, once converted to the training scheme, where some are
+    /// unknown ([`Corpus::into_scheme`]); empty when every token is labelled, or before.
+    pub allowed: Vec<crate::Allowed>,
+}
+
+impl Sentence {
+    /// Whether some of its tokens are unlabelled ([`crate::UNKNOWN_TAG`]).
+    pub fn is_partial(&self) -> bool {
+        !self.allowed.is_empty() || crate::has_unknown(&self.tags)
+    }
 }
 
 impl Sentence {
@@ -80,10 +90,79 @@ pub struct Corpus {
 impl Corpus {
     /// The corpus, once every tag is checked to be well formed.
     fn with_checked_tags(self) -> Result<Self, DataError> {
+        self.checked(false)
+    }
+
+    /// The corpus, once every tag is checked to be well formed, or unknown when `partial`.
+    fn checked(self, partial: bool) -> Result<Self, DataError> {
         for sentence in &self.sentences {
             for (i, tag) in sentence.tags.iter().enumerate() {
+                if partial && tag == crate::UNKNOWN_TAG {
+                    continue;
+                }
                 crate::check_tag(tag).map_err(|message| self.error_at(sentence, i, message))?;
             }
+        }
+        Ok(self)
+    }
+
+    /// The first sentence with unlabelled tokens, as an error at its first unknown tag saying
+    /// that `what` needs every token labelled.
+    pub fn refuse_partial(&self, what: &str) -> Result<(), DataError> {
+        for sentence in &self.sentences {
+            if let Some(i) = sentence.tags.iter().position(|t| t == crate::UNKNOWN_TAG) {
+                return Err(self.error_at(
+                    sentence,
+                    i,
+                    format!(
+                        "an unknown label ({:?}): {what} needs every token labelled; partial \
+                         labels are for training data",
+                        crate::UNKNOWN_TAG
+                    ),
+                ));
+            }
+            if !sentence.allowed.is_empty() {
+                return Err(self.error_at(
+                    sentence,
+                    0,
+                    format!("{what} needs every token labelled; this text is partly annotated"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The corpus with its tags (read in `source`) written in `target`. A sentence with unknown
+    /// tags keeps, for each token, what its tag may be ([`crate::allowed_tags`]) in
+    /// [`Sentence::allowed`], and in `tags` the one tag allowed or [`crate::UNKNOWN_TAG`];
+    /// labels that leave some token no tag at all are an error at its line.
+    pub fn into_scheme(
+        mut self,
+        source: crate::TagScheme,
+        target: crate::TagScheme,
+    ) -> Result<Self, DataError> {
+        for index in 0..self.sentences.len() {
+            let sentence = &self.sentences[index];
+            if !crate::has_unknown(&sentence.tags) {
+                let tags = crate::convert_tags(&sentence.tags, target);
+                self.sentences[index].tags = tags;
+                continue;
+            }
+            let allowed = crate::allowed_tags(&sentence.tags, source, target);
+            if let Some(i) = allowed.iter().position(crate::Allowed::is_empty) {
+                return Err(self.error_at(
+                    sentence,
+                    i,
+                    "no tag can go here: the labels on either side contradict each other",
+                ));
+            }
+            let tags = allowed
+                .iter()
+                .map(|a| a.single().unwrap_or(crate::UNKNOWN_TAG).to_string())
+                .collect();
+            let sentence = &mut self.sentences[index];
+            sentence.tags = tags;
+            sentence.allowed = allowed;
         }
         Ok(self)
     }
@@ -161,6 +240,21 @@ impl Corpus {
 /// formed (`O`, or a prefix and a type: `B-PER`); the first that is not is an error at its line.
 pub fn read_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError> {
     read_conll(path, columns)?.with_checked_tags()
+}
+
+/// Reads training data: a tagged CoNLL file whose tags are each well formed or
+/// [`crate::UNKNOWN_TAG`], a token whose label nobody gave.
+pub fn read_partially_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError> {
+    read_conll(path, columns)?.checked(true)
+}
+
+/// [`read_partially_tagged`] of text read elsewhere; `path` names it in errors.
+pub fn parse_partially_tagged(
+    text: &str,
+    path: &Path,
+    columns: ColumnSpec,
+) -> Result<Corpus, DataError> {
+    parse_conll(text, path, columns)?.checked(true)
 }
 
 /// [`read_tagged`] of text read elsewhere (stdin); `path` names it in errors.
@@ -259,6 +353,7 @@ pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpu
             tags: Vec::new(),
             first_line: line_number,
             document,
+            allowed: Vec::new(),
         });
         sentence.words.push(fields[word].to_string());
         sentence.tags.push(fields[tag].to_string());

@@ -13,6 +13,7 @@ mod casing;
 mod conll;
 mod context;
 mod error;
+mod partial;
 mod scheme;
 mod score;
 mod tokenize;
@@ -26,13 +27,14 @@ pub use annotated::{
 pub use batch::{Batch, BatchPlan, CharIds, SentenceChars};
 pub use casing::Casing;
 pub use conll::{
-    ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, parse_tagged, read_conll,
-    read_tagged, read_text, text_from_bytes,
+    ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, parse_partially_tagged,
+    parse_tagged, read_conll, read_partially_tagged, read_tagged, read_text, text_from_bytes,
 };
 pub use context::{
     Context, DEFAULT_DOCUMENT_TOKENS, MentionCasing, document_pieces, set_mention_casing,
 };
 pub use error::DataError;
+pub use partial::{Allowed, UNKNOWN_TAG, allowed_tags, has_unknown};
 pub use scheme::{
     Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,
     render_spans, spans, transition_allowed,

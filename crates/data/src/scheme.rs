@@ -33,15 +33,24 @@ impl TagScheme {
         let mut iob1 = false;
         for tags in sentences {
             let mut previous: Option<(char, &str)> = None;
+            // What follows an unknown tag says nothing of the scheme.
+            let mut after_unknown = false;
             for tag in tags {
+                if tag == crate::UNKNOWN_TAG {
+                    after_unknown = true;
+                    continue;
+                }
                 let parsed = parse_tag(tag);
                 if let Some(('E' | 'S', _)) = parsed {
                     return TagScheme::Iobes;
                 }
-                if let Some(('I', label)) = parsed {
+                if let Some(('I', label)) = parsed
+                    && !after_unknown
+                {
                     iob1 |= previous.is_none_or(|(_, previous_label)| previous_label != label);
                 }
                 previous = parsed;
+                after_unknown = false;
             }
         }
         if iob1 {
@@ -92,6 +101,10 @@ pub fn parse_tag(tag: &str) -> Option<(char, &str)> {
 pub fn check_tag(tag: &str) -> Result<(), String> {
     if tag == "O" || parse_tag(tag).is_some() {
         Ok(())
+    } else if tag == crate::UNKNOWN_TAG {
+        Err(format!(
+            "an unknown label ({tag:?}): expected a tag here; unknown labels are for training data"
+        ))
     } else {
         Err(format!(
             "expected a tag O, B-TYPE, I-TYPE, E-TYPE or S-TYPE, found {tag:?}"

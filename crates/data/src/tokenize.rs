@@ -659,6 +659,7 @@ mod tests {
             tags: vec!["O".into(); words.len()],
             first_line: 1,
             document: 0,
+            allowed: Vec::new(),
         };
         let corpus = [
             sentence(&["Spurs", "vs.", "Ajax", "U.S.", "S&P"]),

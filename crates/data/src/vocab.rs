@@ -166,9 +166,17 @@ impl Vocabularies {
             .map(String::from)
             .collect();
         let chars = Vocab::with_specials(chars.iter().map(String::as_str), 1);
+        // Tags a partly labelled token may have count too: the model must be able to give them.
         let mut tags: Vec<String> = sentences
             .iter()
-            .flat_map(|s| s.tags.iter().cloned())
+            .flat_map(|s| {
+                let open = s.allowed.iter().flat_map(|a| match a {
+                    crate::Allowed::OneOf(list) => list.as_slice(),
+                    _ => &[],
+                });
+                s.tags.iter().chain(open).cloned()
+            })
+            .filter(|tag| tag != crate::UNKNOWN_TAG)
             .collect();
         tags.sort();
         tags.dedup();
@@ -218,6 +226,7 @@ impl Vocabularies {
             casing: words.iter().map(|w| Casing::of(w.as_ref()).id()).collect(),
             mentions: vec![MentionCasing::Unseen.id(); words.len()],
             tags: Vec::new(),
+            allowed: Vec::new(),
         }
     }
 
@@ -250,6 +259,10 @@ impl Vocabularies {
             .iter()
             .enumerate()
             .map(|(index, tag)| {
+                if tag == crate::UNKNOWN_TAG && !sentence.allowed.is_empty() {
+                    // Any id: the loss reads `allowed` for this sentence.
+                    return Ok(0);
+                }
                 self.tags.id(tag).ok_or_else(|| {
                     corpus.error_at(
                         sentence,
@@ -259,8 +272,29 @@ impl Vocabularies {
                 })
             })
             .collect::<Result<_, _>>()?;
+        let allowed = sentence
+            .allowed
+            .iter()
+            .enumerate()
+            .map(|(index, allowed)| {
+                let mask = allowed.mask(&self.tags);
+                if mask.contains(&true) {
+                    Ok(mask)
+                } else {
+                    Err(corpus.error_at(
+                        sentence,
+                        index,
+                        format!(
+                            "none of the tags {allowed:?} is in the tag set {:?}",
+                            self.tags.items()
+                        ),
+                    ))
+                }
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Encoded {
             tags,
+            allowed,
             ..self.encode_words(&sentence.words)
         })
     }
@@ -279,8 +313,11 @@ pub struct Encoded {
     /// Each word's [`MentionCasing`]: `Unseen` unless set from its document
     /// ([`set_mention_casing`](crate::set_mention_casing)).
     pub mentions: Vec<usize>,
-    /// Tag ids (empty when untagged).
+    /// Tag ids (empty when untagged; any id where a token's label is unknown).
     pub tags: Vec<usize>,
+    /// Where some tokens are unlabelled: for each token, whether each tag (by id) is allowed.
+    /// Empty when every token is labelled.
+    pub allowed: Vec<Vec<bool>>,
 }
 
 impl Encoded {
@@ -305,6 +342,7 @@ mod tests {
             tags: tags.split_whitespace().map(String::from).collect(),
             first_line: 1,
             document: 0,
+            allowed: Vec::new(),
         }
     }
 

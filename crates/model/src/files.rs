@@ -133,6 +133,21 @@ pub struct ModelMeta {
     /// written before it was saved, which read text with BERT's pre-tokenizer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tokenizer: Option<TokenizerSpec>,
+    /// The model its training started from (`train.start_from`), when it did not start afresh.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_from: Option<StartedFrom>,
+}
+
+/// The model a run continued, and what it added to it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartedFrom {
+    /// Its directory, as the experiment named it.
+    pub path: PathBuf,
+    /// Its vocabularies' sizes; the new model's first ids are its ids.
+    pub sizes: VocabSizes,
+    /// The tags it did not have.
+    pub tags_added: Vec<String>,
 }
 
 /// Scores a run recorded for its model (`dev.json`, `test.json`).

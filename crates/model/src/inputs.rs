@@ -14,6 +14,9 @@ pub struct BatchTensors {
     pub chars: Tensor<2, Int>,
     /// `[batch, max_len]`; `None` for untagged sentences.
     pub tags: Option<Tensor<2, Int>>,
+    /// `[batch, max_len, tags]`, 1.0 where a token may carry a tag (see [`Batch::allowed`]);
+    /// `None` when every token is labelled.
+    pub allowed: Option<Tensor<3>>,
     /// `[batch, max_len]`, 1.0 at real tokens and 0.0 at padding.
     pub mask: Tensor<2>,
     /// Each sentence's tokens.
@@ -52,6 +55,15 @@ impl BatchTensors {
                 [batch.size() * batch.max_len, batch.chars.max_word_len],
             ),
             tags: (!batch.tags.is_empty()).then(|| ints(&batch.tags, shape)),
+            allowed: (!batch.allowed.is_empty()).then(|| {
+                let ones: Vec<f32> = batch
+                    .allowed
+                    .iter()
+                    .map(|&a| f32::from(u8::from(a)))
+                    .collect();
+                let shape = [batch.size(), batch.max_len, batch.num_tags];
+                Tensor::from_data(TensorData::new(ones, shape), device)
+            }),
             mask: Tensor::from_data(TensorData::new(mask, shape), device),
             lengths: batch.lengths.clone(),
             char_lengths: batch.chars.lengths.clone(),

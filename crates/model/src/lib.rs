@@ -12,6 +12,7 @@ mod char_lm;
 mod char_lstm;
 pub mod crf;
 pub mod files;
+mod grow;
 mod inputs;
 pub mod recurrence;
 mod tagger;
@@ -25,7 +26,9 @@ pub use char_lstm::{CharLstm, CharLstmConfig};
 pub use crf::{Constraints, Crf, CrfConfig, CrfError, Marginals, Potentials, Reduction};
 pub use files::{
     CrfOptions, DocumentContext, FORMAT_VERSION, FileError, ModelFiles, ModelMeta, RecordedScores,
+    StartedFrom,
 };
+pub use grow::{GrowError, grown_from};
 pub use inputs::BatchTensors;
 pub use tagger::{CharFeatures, Tagger, TaggerConfig, VocabSizes};
 pub use word_gates::{FormInputs, WordGates};

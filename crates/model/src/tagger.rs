@@ -321,8 +321,9 @@ impl Tagger {
         (self, found)
     }
 
-    /// The CRF negative log-likelihood of the batch's gold tags, plus the weighted
-    /// language-model losses when there is a character language model.
+    /// The CRF negative log-likelihood of the batch's gold tags (of every path through the tags
+    /// allowed, where some tokens are unlabelled), plus the weighted language-model losses when
+    /// there is a character language model.
     ///
     /// `word_vectors` are the batch's word embeddings, `[batch, max_len, word_dim]`: training
     /// looks them up in its own row-sparse copy of [`Tagger::words`], so that a step costs
@@ -342,13 +343,12 @@ impl Tagger {
             });
         };
         let (emissions, lm_states) = self.encode(inputs, WordInput::Vectors(word_vectors));
-        let crf_nll = self.crf.potentials(constraints).nll(
-            emissions,
-            tags,
-            inputs.mask.clone(),
-            &inputs.lengths,
-            reduction,
-        )?;
+        let potentials = self.crf.potentials(constraints);
+        let (mask, lengths) = (inputs.mask.clone(), &inputs.lengths);
+        let crf_nll = match inputs.allowed.clone() {
+            Some(allowed) => potentials.partial_nll(emissions, allowed, mask, lengths, reduction),
+            None => potentials.nll(emissions, tags, mask, lengths, reduction),
+        }?;
         Ok(match (&self.char_lm, lm_states) {
             (Some(char_lm), Some(states)) => {
                 let lm_nll = char_lm.nll(states, inputs.words.clone(), inputs.mask.clone());

@@ -23,6 +23,7 @@ fn sentence(words: &[usize], chars: &[&[usize]]) -> Encoded {
         casing: vec![Casing::AllLower.id(); words.len()],
         mentions: vec![1; words.len()],
         tags: Vec::new(),
+        allowed: Vec::new(),
     }
 }
 

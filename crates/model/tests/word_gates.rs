@@ -19,6 +19,7 @@ fn sentence(words: &[usize]) -> Encoded {
             .collect(),
         mentions: words.iter().map(|&w| 1 + w % 4).collect(),
         tags: Vec::new(),
+        allowed: Vec::new(),
     }
 }
 

@@ -243,9 +243,10 @@ fn evaluate<'py>(
 /// directory. `overrides` maps `section.key` to a value, as `--set`; `progress`, when given, is
 /// called with a dict for each event. Ctrl-C, or an exception raised by `progress`, stops
 /// training after the current batch with a checkpoint saved (`resume=True` continues it), and is
-/// raised.
+/// raised. `start_from`, a trained model's directory, continues that model (`train.start_from`).
 #[pyfunction]
-#[pyo3(signature = (config, overrides = None, *, resume = false, overwrite = false, progress = None, threads = None))]
+#[pyo3(signature = (config, overrides = None, *, resume = false, overwrite = false, progress = None, threads = None, start_from = None))]
+#[allow(clippy::too_many_arguments)]
 fn fit(
     py: Python<'_>,
     config: PathBuf,
@@ -254,12 +255,17 @@ fn fit(
     overwrite: bool,
     progress: Option<Py<PyAny>>,
     threads: Option<usize>,
+    start_from: Option<PathBuf>,
 ) -> PyResult<PathBuf> {
     let overrides = match overrides {
         Some(dict) => override_items(&dict)?,
         None => Vec::new(),
     };
-    let experiment = Experiment::load(&config, &overrides).map_err(|e| python_error(e.into()))?;
+    let mut experiment =
+        Experiment::load(&config, &overrides).map_err(|e| python_error(e.into()))?;
+    if let Some(model) = start_from {
+        experiment.train.start_from = Some(model);
+    }
     let device = experiment.train.backend.device().map_err(python_error)?;
     let pool = thread_pool(threads)?;
     let interrupt = Arc::new(AtomicBool::new(false));

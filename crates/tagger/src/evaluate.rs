@@ -227,6 +227,11 @@ impl Tagger {
         gold: &AnnotatedCorpus,
         options: TagOptions,
     ) -> Result<SpanEvaluation> {
+        if let Some(text) = gold.texts.iter().find(|t| t.is_partial()) {
+            let message = "only part of this text is annotated (`partial` or `known`); scoring \
+                           needs every entity annotated";
+            return Err(nertrain_data::DataError::at(&text.source, text.line, message).into());
+        }
         let texts: Vec<&str> = gold.texts.iter().map(|t| t.text.as_str()).collect();
         let mut documents: Vec<Range<usize>> = Vec::new();
         for (i, text) in gold.texts.iter().enumerate() {

@@ -65,6 +65,12 @@ pub struct DataConfig {
     /// A document-level model reads documents in pieces of at most this many tokens.
     #[config(default = 2000)]
     pub document_tokens: usize,
+    /// Rehearsal, when continuing a model (`train.start_from`): sentences of an earlier
+    /// training file mixed into this one, so that what the model learned from them is kept.
+    pub rehearse: Option<PathBuf>,
+    /// How many of `rehearse`'s sentences, drawn at random with `train.seed`; 0 takes them all.
+    #[config(default = 0)]
+    pub rehearse_sentences: usize,
 }
 
 impl TrainConfig {
@@ -180,6 +186,10 @@ pub struct TrainConfig {
     /// dev scores are not held out; choose by the first run's.
     #[config(default = false)]
     pub with_dev: bool,
+    /// A trained model (a run directory) whose weights this run starts from instead of fresh
+    /// ones: its words, characters and tags are kept and the training data's new ones added, its
+    /// architecture and training scheme are used (`[model]` must describe the same network).
+    pub start_from: Option<PathBuf>,
 }
 
 /// The update rule of every parameter.

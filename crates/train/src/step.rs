@@ -167,6 +167,7 @@ mod tests {
             casing: words.iter().map(|&w| w % Casing::COUNT).collect(),
             mentions: vec![1; words.len()],
             tags: tags.to_vec(),
+            allowed: Vec::new(),
         }
     }
 

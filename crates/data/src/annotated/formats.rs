@@ -64,6 +64,12 @@ struct FlatLine {
     entities: Option<Vec<DoccanoEntity>>,
     #[serde(default)]
     doc: Option<DocumentKey>,
+    /// Only the spans given are known; the rest of the text is unannotated.
+    #[serde(default)]
+    partial: bool,
+    /// The regions annotated in full (code points, end exclusive); the rest is unannotated.
+    #[serde(default)]
+    known: Option<Vec<(usize, usize)>>,
     /// `label`, `labels`, or a Label Studio control's name: looked at by shape (a flattened
     /// field cannot hold raw JSON, only values).
     #[serde(flatten)]
@@ -123,12 +129,17 @@ fn region_spans(
 impl FlatLine {
     /// The text with its spans and document, read at `line` of `path`.
     fn into_exported(
-        self,
+        mut self,
         path: &Path,
         line: usize,
         at: &dyn Fn(String) -> DataError,
     ) -> Result<Exported, DataError> {
         let doc = self.doc.clone();
+        let known = match (self.partial, self.known.take()) {
+            (_, Some(regions)) => Some(regions),
+            (true, None) => Some(Vec::new()),
+            (false, None) => None,
+        };
         let (text, spans) = self.into_text(at)?;
         Ok(Exported {
             text,
@@ -136,6 +147,7 @@ impl FlatLine {
             line,
             source: path.to_path_buf(),
             doc,
+            known,
         })
     }
 
@@ -302,6 +314,7 @@ pub(super) fn parse_label_studio(
             line,
             source: path.to_path_buf(),
             doc: None,
+            known: None,
         });
     }
     if let Some(first) = unannotated.first() {
@@ -391,6 +404,7 @@ pub(super) fn read_brat(
             line: 1,
             source: ann,
             doc: None,
+            known: None,
         });
     }
     if let Some(first) = discontinuous.first() {

@@ -14,7 +14,10 @@ use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{Batch, BatchPlan, Encoded, Report, Vocab};
 use nertrain_model::files::load_weights;
-use nertrain_model::{Constraints, RecordedScores, Reduction, Tagger, WordGates};
+use nertrain_model::{
+    Constraints, ModelFiles, ModelMeta, RecordedScores, Reduction, StartedFrom, Tagger, WordGates,
+    grown_from,
+};
 use nertrain_tagger::{Decoder, TagOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -203,6 +206,29 @@ fn fit_once(
     Ok(training.outcome(test_report, false))
 }
 
+/// `model`, fresh for this run's vocabularies, with the weights of the model it continues.
+fn continued(
+    model: Tagger,
+    meta: &ModelMeta,
+    from: &StartedFrom,
+    device: &Device,
+) -> Result<Tagger> {
+    let files = ModelFiles::new(&from.path);
+    let (old_meta, _, old) = files.load(device)?;
+    if old_meta.sizes != from.sizes {
+        return Err(Error::model(
+            files.meta_file(),
+            format!(
+                "the model this run continues has changed since the run began (its vocabularies \
+                 were {:?}, now {:?})",
+                from.sizes, old_meta.sizes
+            ),
+        ));
+    }
+    grown_from(model, meta.sizes, &old, old_meta.sizes)
+        .map_err(|e| Error::model(files.weights_file(), e.to_string()))
+}
+
 impl Training {
     /// A new model (from pretrained vectors, when the experiment names them), or the one of the
     /// run's last checkpoint with its trainer and loop state.
@@ -246,8 +272,10 @@ impl Training {
                 ),
             ));
         }
-        if let Some((weights, _)) = &checkpoint {
-            model = load_weights(model, weights)?;
+        match (&checkpoint, &meta.started_from) {
+            (Some((weights, _)), _) => model = load_weights(model, weights)?,
+            (None, Some(from)) => model = continued(model, meta, from, &train_device)?,
+            (None, None) => {}
         }
         let training_constraints = experiment
             .crf

@@ -7,10 +7,15 @@ use std::path::Path;
 
 use nertrain_data::{
     ColumnSpec, Context, Corpus, DataError, Encoded, TagScheme, Tokenizer, TokenizerSpec, Vectors,
-    Vocab, Vocabularies, convert_tags, is_annotated, read_annotated, read_tagged, read_vectors,
-    set_mention_casing,
+    Vocab, Vocabularies, convert_tags, is_annotated, read_annotated, read_partially_tagged,
+    read_vectors, set_mention_casing,
 };
-use nertrain_model::{DocumentContext, FORMAT_VERSION, ModelMeta, VocabSizes};
+use nertrain_model::{
+    DocumentContext, FORMAT_VERSION, ModelFiles, ModelMeta, StartedFrom, TaggerConfig, VocabSizes,
+};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::seq::SliceRandom;
 
 use super::checkpoint::{Checkpoint, reopen_run};
 use super::events::{FitEvent, FitOptions};
@@ -25,7 +30,7 @@ fn read_corpus(
     events: &mut dyn FnMut(FitEvent),
 ) -> Result<Corpus> {
     if !is_annotated(path) {
-        return Ok(read_tagged(path, columns)?);
+        return Ok(read_partially_tagged(path, columns)?);
     }
     let tokenizer = Tokenizer::new(&TokenizerSpec::treebank()).expect("the treebank rules");
     let annotated = read_annotated(path)?;
@@ -101,26 +106,26 @@ pub(super) fn prepare(
 
     let train = read_corpus(&data.train, data.columns(), events)?;
     let dev = read_corpus(&data.dev, data.columns(), events)?;
+    dev.refuse_partial("dev data, which chooses the model,")?;
     let test = data
         .test
         .as_deref()
         .map(|path| read_corpus(path, data.columns(), events))
         .transpose()?;
+    if let Some(test) = &test {
+        test.refuse_partial("test data")?;
+    }
     let file_scheme = data
         .scheme
         .unwrap_or_else(|| TagScheme::detect(train.sentences.iter().map(|s| s.tags.as_slice())));
-    let mut train = with_scheme(&train, data.train_scheme);
+    let mut train = train.into_scheme(file_scheme, data.train_scheme)?;
+    if let Some(path) = &data.rehearse {
+        let rehearsed = rehearsal(experiment, path, file_scheme, events)?;
+        append_documents(&mut train, rehearsed);
+    }
     if with_dev {
-        let after = train.sentences.last().map_or(0, |s| s.document + 1);
-        train.sentences.extend(
-            with_scheme(&dev, data.train_scheme)
-                .sentences
-                .into_iter()
-                .map(|mut sentence| {
-                    sentence.document += after;
-                    sentence
-                }),
-        );
+        let dev = dev.clone().into_scheme(file_scheme, data.train_scheme)?;
+        append_documents(&mut train, dev);
     }
 
     let (meta, vocab, state, vectors) = if options.resume {
@@ -132,7 +137,10 @@ pub(super) fn prepare(
             dev: &dev,
             test: test.as_ref(),
         };
-        let (mut meta, vocab, vectors) = describe_run(experiment, &corpora, file_scheme, events)?;
+        let (mut meta, vocab, vectors) = match &experiment.train.start_from {
+            Some(from) => describe_continued_run(experiment, &corpora, file_scheme, from, events)?,
+            None => describe_run(experiment, &corpora, file_scheme, events)?,
+        };
         meta.trained_on_dev = with_dev;
         (meta, vocab, None, vectors)
     };
@@ -198,12 +206,179 @@ fn with_mention_casing(encoded: &mut [Encoded], corpus: &Corpus, documents: &[Ra
     }
 }
 
-fn with_scheme(corpus: &Corpus, scheme: TagScheme) -> Corpus {
-    let mut converted = corpus.clone();
-    for sentence in &mut converted.sentences {
-        sentence.tags = convert_tags(&sentence.tags, scheme);
+/// Appends `more`'s sentences to `corpus`, its documents after `corpus`'s.
+fn append_documents(corpus: &mut Corpus, more: Corpus) {
+    let after = corpus.sentences.last().map_or(0, |s| s.document + 1);
+    corpus
+        .sentences
+        .extend(more.sentences.into_iter().map(|mut sentence| {
+            sentence.document += after;
+            sentence
+        }));
+}
+
+/// The sentences of an earlier training file mixed in (`data.rehearse`): `rehearse_sentences`
+/// of them drawn with the run's seed, in file order, or all; in the training scheme.
+fn rehearsal(
+    experiment: &Experiment,
+    path: &Path,
+    file_scheme: TagScheme,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<Corpus> {
+    let data = &experiment.data;
+    if experiment.train.start_from.is_none() {
+        return Err(DataError::file(
+            path,
+            "data.rehearse mixes an earlier training file into a continued model's training; \
+             set train.start_from to the model, or add the file to the training data",
+        )
+        .into());
     }
-    converted
+    let mut corpus = read_corpus(path, data.columns(), events)?;
+    let wanted = data.rehearse_sentences;
+    if wanted > 0 && wanted < corpus.sentences.len() {
+        let mut keep = vec![false; corpus.sentences.len()];
+        let mut order: Vec<usize> = (0..keep.len()).collect();
+        order.shuffle(&mut StdRng::seed_from_u64(experiment.train.seed));
+        for &i in &order[..wanted] {
+            keep[i] = true;
+        }
+        let mut kept = keep.into_iter();
+        corpus.sentences.retain(|_| kept.next() == Some(true));
+    }
+    events(FitEvent::info(format!(
+        "rehearsal: {} sentences of {}",
+        corpus.sentences.len(),
+        path.display()
+    )));
+    Ok(corpus.into_scheme(file_scheme, data.train_scheme)?)
+}
+
+/// The settings of `[model]` that shape the network's parameters, as `(key, value)`.
+fn architecture(model: &TaggerConfig) -> Vec<(&'static str, String)> {
+    vec![
+        ("word_dim", model.word_dim.to_string()),
+        ("char_features", format!("{:?}", model.char_features)),
+        ("char_dim", model.char_dim.to_string()),
+        ("char_filters", model.char_filters.to_string()),
+        ("char_hidden", model.char_hidden.to_string()),
+        ("casing_dim", model.casing_dim.to_string()),
+        ("mention_dim", model.mention_dim.to_string()),
+        ("hidden", model.hidden.to_string()),
+        ("char_lm", model.char_lm.to_string()),
+        ("char_lm_hidden", model.char_lm_hidden.to_string()),
+    ]
+}
+
+/// Describes a run that continues the model in `from`: its vocabularies with the training
+/// data's new words, characters and tags appended (so every old id keeps its meaning), its
+/// architecture, scheme and tokenizer. The experiment must agree with it on what shapes the
+/// network and reads the data; dropout and the language-model weight may change.
+fn describe_continued_run(
+    experiment: &Experiment,
+    corpora: &Corpora,
+    file_scheme: TagScheme,
+    from: &Path,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<(ModelMeta, Vocabularies, Option<Vectors>)> {
+    let data = &experiment.data;
+    let files = ModelFiles::new(from);
+    let old = files.read_meta()?;
+    let mut vocab = files.read_vocab(&old)?;
+    let refuse = |message: String| -> Result<(ModelMeta, Vocabularies, Option<Vectors>)> {
+        Err(crate::Error::refused(
+            from,
+            format!("cannot continue this model: {message}"),
+        ))
+    };
+    let (given, kept) = (architecture(&experiment.model), architecture(&old.model));
+    if let Some(((key, value), (_, was))) = given.iter().zip(&kept).find(|(a, b)| a != b) {
+        return refuse(format!(
+            "model.{key} is {value} in the experiment but {was} in the model; a continued model \
+             keeps its network"
+        ));
+    }
+    let reading = [
+        (
+            "data.train_scheme",
+            old.train_scheme.to_string(),
+            data.train_scheme.to_string(),
+        ),
+        (
+            "data.context",
+            format!("{:?}", old.document.is_some()),
+            format!("{:?}", data.context == Context::Document),
+        ),
+        (
+            "data.lowercase and data.digits_to_zero",
+            format!("{:?}", vocab.normalization),
+            format!("{:?}", data.normalization()),
+        ),
+    ];
+    if let Some((key, was, given)) = reading.iter().find(|(_, was, given)| was != given) {
+        return refuse(format!(
+            "{key} differs from the model's ({given} here, {was} there)"
+        ));
+    }
+    let fresh = Vocabularies::build(
+        &corpora.train.sentences,
+        vocab.normalization.clone(),
+        data.min_word_count,
+    );
+    for word in fresh.words.items() {
+        vocab.words.insert(word);
+    }
+    for char in fresh.chars.items() {
+        vocab.chars.insert(char);
+    }
+    let mut tags_added = Vec::new();
+    for tag in fresh.tags.items() {
+        if vocab.tags.id(tag).is_none() {
+            vocab.tags.insert(tag);
+            tags_added.push(tag.clone());
+        }
+    }
+    let vectors = add_vectors(experiment, corpora, &mut vocab, events)?;
+    events(FitEvent::info(format!(
+        "continuing {}: {} new words, {} new characters, new tags: {}",
+        from.display(),
+        vocab.words.len() - old.sizes.words,
+        vocab.chars.len() - old.sizes.chars,
+        if tags_added.is_empty() {
+            "none".to_string()
+        } else {
+            tags_added.join(", ")
+        }
+    )));
+    let mut model = old.model.clone();
+    model.dropout = experiment.model.dropout;
+    model.lm_weight = experiment.model.lm_weight;
+    let meta = ModelMeta {
+        format: FORMAT_VERSION,
+        nertrain_version: env!("CARGO_PKG_VERSION").to_string(),
+        model,
+        crf: experiment.crf.clone(),
+        sizes: VocabSizes {
+            lm_words: old.sizes.lm_words,
+            ..VocabSizes::from(&vocab)
+        },
+        file_scheme,
+        train_scheme: old.train_scheme,
+        columns: data.columns(),
+        max_word_len: data.max_word_len,
+        document: old.document.map(|_| DocumentContext {
+            max_tokens: data.document_tokens,
+            consistency: 0.0,
+        }),
+        trained_on_dev: false,
+        tokenizer: old.tokenizer.clone(),
+        started_from: Some(StartedFrom {
+            path: from.to_path_buf(),
+            sizes: old.sizes,
+            tags_added,
+        }),
+    };
+    Ok((meta, vocab, vectors))
 }
 
 /// The corpora of an experiment, as read.
@@ -222,42 +397,10 @@ fn describe_run(
     events: &mut dyn FnMut(FitEvent),
 ) -> Result<(ModelMeta, Vocabularies, Option<Vectors>)> {
     let data = &experiment.data;
-    let (train, dev) = (corpora.train, corpora.dev);
+    let train = corpora.train;
     let mut vocab =
         Vocabularies::build(&train.sentences, data.normalization(), data.min_word_count);
-    let vectors = data.vectors.as_deref().map(read_vectors).transpose()?;
-    if let Some(vectors) = &vectors {
-        if vectors.dim != experiment.model.word_dim {
-            let path = data.vectors.as_deref().unwrap_or(Path::new(""));
-            let message = format!(
-                "model.word_dim is {} but the vectors in {} have {} dimensions",
-                experiment.model.word_dim,
-                path.display(),
-                vectors.dim
-            );
-            return Err(DataError::file(path, message).into());
-        }
-        let corpora: Vec<&Corpus> = [Some(train), Some(dev), corpora.test]
-            .into_iter()
-            .flatten()
-            .collect();
-        let added = vocab.extend_with_vectors(&corpora, vectors);
-        let coverage = |corpus: &Corpus| {
-            let words = corpus.sentences.iter().flat_map(|s| &s.words);
-            let found = words.clone().filter(|w| vectors.get(w).is_some()).count();
-            100.0 * found as f64 / words.count().max(1) as f64
-        };
-        events(FitEvent::info(format!(
-            "vectors: {} words of {} dimensions; {:.1}% of train and {:.1}% of dev tokens have one \
-                 (OOV {:.1}% / {:.1}%); {added} words added to the vocabulary",
-            vectors.len(),
-            vectors.dim,
-            coverage(train),
-            coverage(dev),
-            100.0 - coverage(train),
-            100.0 - coverage(dev)
-        )));
-    }
+    let vectors = add_vectors(experiment, corpora, &mut vocab, events)?;
     let mut sizes = VocabSizes::from(&vocab);
     if experiment.model.char_lm {
         sizes.lm_words = lm_vocabulary_size(&vocab, train, data.lm_min_count);
@@ -296,8 +439,55 @@ fn describe_run(
         }),
         trained_on_dev: false,
         tokenizer: Some(TokenizerSpec::learn(&train.sentences)),
+        started_from: None,
     };
     Ok((meta, vocab, vectors))
+}
+
+/// Reads the experiment's pretrained vectors, when it names them, and adds the words of its
+/// corpora that they know to `vocab`.
+fn add_vectors(
+    experiment: &Experiment,
+    corpora: &Corpora,
+    vocab: &mut Vocabularies,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<Option<Vectors>> {
+    let data = &experiment.data;
+    let (train, dev) = (corpora.train, corpora.dev);
+    let vectors = data.vectors.as_deref().map(read_vectors).transpose()?;
+    if let Some(vectors) = &vectors {
+        if vectors.dim != experiment.model.word_dim {
+            let path = data.vectors.as_deref().unwrap_or(Path::new(""));
+            let message = format!(
+                "model.word_dim is {} but the vectors in {} have {} dimensions",
+                experiment.model.word_dim,
+                path.display(),
+                vectors.dim
+            );
+            return Err(DataError::file(path, message).into());
+        }
+        let corpora: Vec<&Corpus> = [Some(train), Some(dev), corpora.test]
+            .into_iter()
+            .flatten()
+            .collect();
+        let added = vocab.extend_with_vectors(&corpora, vectors);
+        let coverage = |corpus: &Corpus| {
+            let words = corpus.sentences.iter().flat_map(|s| &s.words);
+            let found = words.clone().filter(|w| vectors.get(w).is_some()).count();
+            100.0 * found as f64 / words.count().max(1) as f64
+        };
+        events(FitEvent::info(format!(
+            "vectors: {} words of {} dimensions; {:.1}% of train and {:.1}% of dev tokens have one \
+                 (OOV {:.1}% / {:.1}%); {added} words added to the vocabulary",
+            vectors.len(),
+            vectors.dim,
+            coverage(train),
+            coverage(dev),
+            100.0 - coverage(train),
+            100.0 - coverage(dev)
+        )));
+    }
+    Ok(vectors)
 }
 
 /// How many of the most frequent word ids the language model predicts (with `<pad>` and `<unk>`):

@@ -1,0 +1,296 @@
+//! Partial labels: tokens whose tag nobody gave. In a CoNLL tag column they are written
+//! [`UNKNOWN_TAG`]; in span files they lie outside the regions a line says were annotated. They
+//! are not `O`: training sums over every tag they could have ([`allowed_tags`] says which, in the
+//! training scheme), so that an entity an annotator skipped is not taught as "no entity".
+
+use crate::scheme::{Tag, TagScheme, spans};
+use crate::vocab::Vocab;
+
+/// The tag of a token whose label is unknown.
+pub const UNKNOWN_TAG: &str = "-";
+
+/// What one token's tag may be, in the training scheme.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Allowed {
+    /// Any tag of the tag set.
+    Any,
+    /// Any tag but these (a token after an entity known to end there may not continue it).
+    Except(Vec<String>),
+    /// One of these (a labelled token; two where a boundary next to unknown tokens is open).
+    OneOf(Vec<String>),
+}
+
+impl Allowed {
+    /// Whether each tag of `tags` (in id order) is allowed.
+    pub fn mask(&self, tags: &Vocab) -> Vec<bool> {
+        let among = |list: &[String], item: &str| list.iter().any(|t| t == item);
+        tags.items()
+            .iter()
+            .map(|tag| match self {
+                Allowed::Any => true,
+                Allowed::Except(list) => !among(list, tag),
+                Allowed::OneOf(list) => among(list, tag),
+            })
+            .collect()
+    }
+
+    /// The tags these allow in common.
+    fn intersect(self, other: Allowed) -> Allowed {
+        match (self, other) {
+            (Allowed::Any, x) | (x, Allowed::Any) => x,
+            (Allowed::Except(mut a), Allowed::Except(b)) => {
+                a.extend(b);
+                Allowed::Except(a)
+            }
+            (Allowed::OneOf(a), Allowed::Except(b)) | (Allowed::Except(b), Allowed::OneOf(a)) => {
+                Allowed::OneOf(a.into_iter().filter(|t| !b.contains(t)).collect())
+            }
+            (Allowed::OneOf(a), Allowed::OneOf(b)) => {
+                Allowed::OneOf(a.into_iter().filter(|t| b.contains(t)).collect())
+            }
+        }
+    }
+
+    /// Whether no tag is allowed.
+    pub fn is_empty(&self) -> bool {
+        matches!(self, Allowed::OneOf(list) if list.is_empty())
+    }
+
+    /// The one tag allowed, if exactly one is.
+    pub fn single(&self) -> Option<&str> {
+        match self {
+            Allowed::OneOf(list) if list.len() == 1 => Some(&list[0]),
+            _ => None,
+        }
+    }
+}
+
+/// Whether any of `tags` is unknown.
+pub fn has_unknown<S: AsRef<str>>(tags: &[S]) -> bool {
+    tags.iter().any(|t| t.as_ref() == UNKNOWN_TAG)
+}
+
+/// Where a chunk that touches unknown tokens may begin or end: known from the tag, or open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Boundary {
+    /// It begins (or ends) at this token.
+    Here,
+    /// It goes on into the unknown tokens.
+    Beyond,
+    /// Either: the tag does not say.
+    Open,
+}
+
+impl Boundary {
+    fn options(self) -> &'static [bool] {
+        match self {
+            Boundary::Here => &[true],
+            Boundary::Beyond => &[false],
+            Boundary::Open => &[true, false],
+        }
+    }
+}
+
+/// What each token of a sentence (tags in `source`, [`UNKNOWN_TAG`] where unknown) may be in
+/// `target` (IOB2 or IOBES; IOB1 is written as IOB2's chunks with `I-` starts). Each run of
+/// labelled tokens keeps its chunks; where a chunk meets unknown tokens, what the tags say about
+/// its boundary is kept and what they leave open stays open: IOB2's `B-PER` before an unknown
+/// token may be IOBES `B-PER` or `S-PER`, IOBES `E-PER` closes its chunk, so the unknown token
+/// after it may not continue it, and a run starting `I-PER` continues a chunk begun before it.
+pub fn allowed_tags<S: AsRef<str>>(
+    tags: &[S],
+    source: TagScheme,
+    target: TagScheme,
+) -> Vec<Allowed> {
+    let tags: Vec<&str> = tags.iter().map(AsRef::as_ref).collect();
+    let mut allowed = vec![Allowed::Any; tags.len()];
+    let mut start = 0;
+    while start < tags.len() {
+        if tags[start] == UNKNOWN_TAG {
+            start += 1;
+            continue;
+        }
+        let end = (start..tags.len())
+            .find(|&i| tags[i] == UNKNOWN_TAG)
+            .unwrap_or(tags.len());
+        let run = &tags[start..end];
+        for (i, options) in run_tags(run, source, target, start > 0, end < tags.len())
+            .into_iter()
+            .enumerate()
+        {
+            allowed[start + i] = Allowed::OneOf(options);
+        }
+        // The unknown neighbours of a chunk at the run's edge, where the tags fix them.
+        let first = Tag::parse(run[0]);
+        if start > 0 && first.prefix == "I" && left_boundary(run[0], source) == Boundary::Beyond {
+            let before = std::mem::replace(&mut allowed[start - 1], Allowed::Any);
+            let continuing = [("B", first.label), ("I", first.label)]
+                .map(|(p, l)| format!("{p}-{l}"))
+                .to_vec();
+            allowed[start - 1] = before.intersect(Allowed::OneOf(continuing));
+        }
+        let last = Tag::parse(run[run.len() - 1]);
+        if end < tags.len()
+            && last.prefix != "O"
+            && right_boundary(run[run.len() - 1], source) == Boundary::Here
+        {
+            let continuations = ["I", "E"].map(|p| format!("{p}-{}", last.label)).to_vec();
+            let after = std::mem::replace(&mut allowed[end], Allowed::Any);
+            allowed[end] = after.intersect(Allowed::Except(continuations));
+        }
+        start = end;
+    }
+    allowed
+}
+
+/// Whether a chunk whose first labelled token is `tag`, after unknown tokens, begins there.
+fn left_boundary(tag: &str, source: TagScheme) -> Boundary {
+    match (Tag::parse(tag).prefix, Tag::parse(tag).closes, source) {
+        ("B", _, _) => Boundary::Here,
+        ("I", _, TagScheme::Iob1) => Boundary::Open,
+        _ => Boundary::Beyond,
+    }
+}
+
+/// Whether a chunk whose last labelled token is `tag`, before unknown tokens, ends there.
+fn right_boundary(tag: &str, source: TagScheme) -> Boundary {
+    match (Tag::parse(tag).closes, source) {
+        (true, _) => Boundary::Here,
+        (false, TagScheme::Iobes) => Boundary::Beyond,
+        (false, _) => Boundary::Open,
+    }
+}
+
+/// The target tags each token of a run of labelled tokens may have: its chunks written in
+/// `target`, with the prefixes of a chunk at an edge that meets unknown tokens left open as
+/// [`left_boundary`] and [`right_boundary`] say.
+fn run_tags(
+    run: &[&str],
+    source: TagScheme,
+    target: TagScheme,
+    unknown_before: bool,
+    unknown_after: bool,
+) -> Vec<Vec<String>> {
+    let mut options = vec![vec!["O".to_string()]; run.len()];
+    for span in spans(run) {
+        let begins = if span.start == 0 && unknown_before {
+            left_boundary(run[0], source)
+        } else {
+            Boundary::Here
+        };
+        let ends = if span.end == run.len() && unknown_after {
+            right_boundary(run[run.len() - 1], source)
+        } else {
+            Boundary::Here
+        };
+        for (i, slot) in options
+            .iter_mut()
+            .enumerate()
+            .take(span.end)
+            .skip(span.start)
+        {
+            let starts: &[bool] = if i == span.start {
+                begins.options()
+            } else {
+                &[false]
+            };
+            let stops: &[bool] = if i + 1 == span.end {
+                ends.options()
+            } else {
+                &[false]
+            };
+            let mut tags: Vec<String> = starts
+                .iter()
+                .flat_map(|&s| stops.iter().map(move |&e| (s, e)))
+                .map(|(s, e)| format!("{}-{}", prefix(target, s, e), span.label))
+                .collect();
+            tags.dedup();
+            *slot = tags;
+        }
+    }
+    options
+}
+
+/// The prefix of a chunk's token in `target`, from whether the chunk starts and ends there.
+fn prefix(target: TagScheme, starts: bool, ends: bool) -> char {
+    match (target, starts, ends) {
+        (TagScheme::Iobes, true, true) => 'S',
+        (TagScheme::Iobes, true, false) => 'B',
+        (TagScheme::Iobes, false, true) => 'E',
+        (TagScheme::Iob2, true, _) => 'B',
+        _ => 'I',
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one(tags: &[&str]) -> Allowed {
+        Allowed::OneOf(tags.iter().map(|t| t.to_string()).collect())
+    }
+
+    fn except(tags: &[&str]) -> Allowed {
+        Allowed::Except(tags.iter().map(|t| t.to_string()).collect())
+    }
+
+    #[test]
+    fn fully_labelled_sentences_are_converted_as_usual() {
+        let tags = ["B-PER", "I-PER", "O", "B-LOC"];
+        let allowed = allowed_tags(&tags, TagScheme::Iob2, TagScheme::Iobes);
+        assert_eq!(
+            allowed,
+            [
+                one(&["B-PER"]),
+                one(&["E-PER"]),
+                one(&["O"]),
+                one(&["S-LOC"])
+            ]
+        );
+    }
+
+    #[test]
+    fn boundaries_next_to_unknown_tokens_stay_open_where_the_tags_leave_them_open() {
+        // IOB2 does not say whether B-PER ends before the unknown token.
+        let allowed = allowed_tags(&["B-PER", "-", "O"], TagScheme::Iob2, TagScheme::Iobes);
+        assert_eq!(
+            allowed,
+            [one(&["S-PER", "B-PER"]), Allowed::Any, one(&["O"])]
+        );
+        // IOB2's I-PER after an unknown token continues a chunk begun there.
+        let allowed = allowed_tags(&["-", "I-PER", "O"], TagScheme::Iob2, TagScheme::Iobes);
+        assert_eq!(
+            allowed,
+            [one(&["B-PER", "I-PER"]), one(&["E-PER"]), one(&["O"])]
+        );
+        let allowed = allowed_tags(&["-", "I-PER", "-"], TagScheme::Iob2, TagScheme::Iob2);
+        assert_eq!(
+            allowed,
+            [one(&["B-PER", "I-PER"]), one(&["I-PER"]), Allowed::Any]
+        );
+        // IOB1's I-PER may begin a chunk or continue one, so the token before it stays free.
+        let allowed = allowed_tags(&["-", "I-PER"], TagScheme::Iob1, TagScheme::Iob2);
+        assert_eq!(allowed, [Allowed::Any, one(&["B-PER", "I-PER"])]);
+    }
+
+    #[test]
+    fn a_chunk_known_to_end_is_not_continued_by_the_unknown_token_after_it() {
+        let allowed = allowed_tags(&["S-PER", "-"], TagScheme::Iobes, TagScheme::Iob2);
+        assert_eq!(allowed, [one(&["B-PER"]), except(&["I-PER", "E-PER"])]);
+        // IOBES B-PER goes on into the unknown token.
+        let allowed = allowed_tags(&["B-PER", "-"], TagScheme::Iobes, TagScheme::Iobes);
+        assert_eq!(allowed, [one(&["B-PER"]), Allowed::Any]);
+        // Both neighbours fix one unknown token: after E-LOC, before I-PER.
+        let allowed = allowed_tags(&["E-LOC", "-", "I-PER"], TagScheme::Iobes, TagScheme::Iob2);
+        assert_eq!(allowed[1], one(&["B-PER", "I-PER"]));
+    }
+
+    #[test]
+    fn masks_follow_the_tag_set() {
+        let tags = Vocab::from(vec!["O".to_string(), "B-PER".into(), "I-PER".into()]);
+        assert_eq!(one(&["I-PER"]).mask(&tags), [false, false, true]);
+        assert_eq!(except(&["I-PER"]).mask(&tags), [true, true, false]);
+        assert_eq!(Allowed::Any.mask(&tags), [true; 3]);
+        assert!(one(&["B-PER"]).intersect(except(&["B-PER"])).is_empty());
+    }
+}
