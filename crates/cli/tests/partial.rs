@@ -1,0 +1,293 @@
+//! The annotation loop, II, through the binary: training on partial labels (CoNLL `-`, span files
+//! with `partial` or `known` regions), refusing them where every label is needed, and continuing a
+//! trained model on more data and new labels (`--start-from`), exactly resumable.
+
+mod common;
+
+use std::path::Path;
+use std::process::Output;
+
+use common::{nertrain, scratch, stderr, stdout};
+
+/// `fit` on the sample's config with small sizes; `extra` are more arguments.
+fn fit(output: &Path, extra: &[&str]) -> Output {
+    let out = format!("train.output={}", output.display());
+    let mut args = vec![
+        "fit",
+        "--config",
+        "configs/sample.toml",
+        "--set",
+        &out,
+        "--set",
+        "model.word_dim=30",
+        "--set",
+        "model.hidden=30",
+        "--set",
+        "model.char_filters=20",
+        "--set",
+        "train.epochs=3",
+    ];
+    args.extend(extra);
+    nertrain(&args)
+}
+
+/// The sample's training file with the tag of each token `hide` picks (sentence, token, tag)
+/// replaced by `with`.
+fn rewritten(
+    dir: &Path,
+    name: &str,
+    hide: impl Fn(usize, usize, &str) -> bool,
+    with: &str,
+) -> String {
+    let text = std::fs::read_to_string(common::workspace().join("data/sample/train.txt")).unwrap();
+    let (mut sentence, mut token) = (0, 0);
+    let mut out = String::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split(' ').collect();
+        if fields.len() < 2 || fields[0] == "-DOCSTART-" {
+            if token > 0 {
+                sentence += 1;
+            }
+            token = 0;
+            out.push_str(line);
+        } else {
+            let tag = fields[fields.len() - 1];
+            let tag = if hide(sentence, token, tag) {
+                with
+            } else {
+                tag
+            };
+            out.push_str(&format!("{} {tag}", fields[..fields.len() - 1].join(" ")));
+            token += 1;
+        }
+        out.push('\n');
+    }
+    let path = dir.join(name);
+    std::fs::write(&path, out).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn test_f1(run: &Path, label: &str) -> f64 {
+    let scores: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("test.json")).unwrap()).unwrap();
+    scores["types"][label]["f1"].as_f64().unwrap()
+}
+
+#[test]
+fn unlabelled_entities_are_learned_from_where_they_are_labelled() {
+    let dir = scratch("partial-conll");
+    // Two sentences in three lose their PER labels: as unknown, or (what a tool without partial
+    // labels forces) as O.
+    let hidden = |s: usize, _: usize, tag: &str| s % 3 != 0 && tag.ends_with("-PER");
+    let unknown = rewritten(&dir, "unknown.txt", hidden, "-");
+    let outside = rewritten(&dir, "outside.txt", hidden, "O");
+    let train = |file: &str| format!("data.train={file:?}");
+    let partial = fit(&dir.join("unknown"), &["--set", &train(&unknown)]);
+    assert!(partial.status.success(), "{}", stderr(&partial));
+    let as_o = fit(&dir.join("outside"), &["--set", &train(&outside)]);
+    assert!(as_o.status.success(), "{}", stderr(&as_o));
+    let (partial, as_o) = (
+        test_f1(&dir.join("unknown"), "PER"),
+        test_f1(&dir.join("outside"), "PER"),
+    );
+    assert!(
+        partial > as_o + 5.0,
+        "PER F1 {partial} with unknown labels, {as_o} with O"
+    );
+
+    let vocab: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("unknown/vocab.json")).unwrap())
+            .unwrap();
+    let tags = vocab["tags"].to_string();
+    assert!(!tags.contains("\"-\""), "unknown is not a tag: {tags}");
+}
+
+#[test]
+fn unknown_labels_are_refused_where_every_label_is_needed() {
+    let dir = scratch("partial-refused");
+    let some = rewritten(&dir, "some.txt", |s, t, _| s == 2 && t == 1, "-");
+    let dev = fit(&dir.join("run"), &["--set", &format!("data.dev={some:?}")]);
+    assert_eq!(dev.status.code(), Some(1));
+    let message = stderr(&dev);
+    assert!(
+        message.contains("some.txt:") && message.contains("unknown label"),
+        "{message}"
+    );
+    assert!(!dir.join("run").exists(), "nothing written");
+
+    let model = common::sample_model("sentence");
+    let eval = nertrain(&["eval", "--model", model.to_str().unwrap(), "--data", &some]);
+    assert_ne!(eval.status.code(), Some(0));
+    assert!(stderr(&eval).contains("unknown label"), "{}", stderr(&eval));
+}
+
+#[test]
+fn span_files_say_which_regions_were_annotated() {
+    let dir = scratch("partial-spans");
+    let lines = [
+        // Only the spans are known: "Berlin" may be an entity nobody marked.
+        r#"{"text": "Anna Kovacs flew to Berlin.", "spans": [{"start": 0, "end": 11, "label": "PER"}], "partial": true}"#,
+        // The first sentence was read in full; the second not at all.
+        r#"{"text": "Peter Weber lives in Paris. Maria Schmidt visits Vienna.", "spans": [{"start": 0, "end": 11, "label": "PER"}, {"start": 21, "end": 26, "label": "LOC"}], "known": [[0, 27]]}"#,
+        r#"{"text": "Tom Baker met Sara Ivanova in Prague.", "spans": [{"start": 0, "end": 9, "label": "PER"}, {"start": 14, "end": 26, "label": "PER"}, {"start": 30, "end": 36, "label": "LOC"}]}"#,
+    ];
+    let file = dir.join("partial.jsonl");
+    std::fs::write(&file, lines.join("\n") + "\n").unwrap();
+    let file = file.to_str().unwrap();
+    let run = fit(
+        &dir.join("run"),
+        &[
+            "--set",
+            &format!("data.train={file:?}"),
+            "--set",
+            "train.epochs=1",
+        ],
+    );
+    assert!(run.status.success(), "{}", stderr(&run));
+
+    let model = common::sample_model("sentence");
+    let eval = nertrain(&["eval", "--model", model.to_str().unwrap(), "--data", file]);
+    assert_ne!(eval.status.code(), Some(0));
+    let message = stderr(&eval);
+    assert!(
+        message.contains("partial.jsonl:1") && message.contains("only part"),
+        "{message}"
+    );
+
+    std::fs::write(
+        dir.join("bad.jsonl"),
+        r#"{"text": "Short.", "spans": [], "known": [[0, 40]]}"#,
+    )
+    .unwrap();
+    let bad = dir.join("bad.jsonl");
+    let run = fit(
+        &dir.join("bad"),
+        &["--set", &format!("data.train={:?}", bad.to_str().unwrap())],
+    );
+    assert_eq!(run.status.code(), Some(1));
+    assert!(
+        stderr(&run).contains("bad.jsonl:1: known region 0..40"),
+        "{}",
+        stderr(&run)
+    );
+}
+
+/// Each epoch's training loss and dev F1.
+fn learning_curve(dir: &Path) -> Vec<(f64, f64)> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|m| (m["loss"].as_f64().unwrap(), m["dev_f1"].as_f64().unwrap()))
+        .collect()
+}
+
+#[test]
+fn a_model_continues_on_new_data_and_new_labels() {
+    let dir = scratch("continue");
+    let without_misc = rewritten(&dir, "no-misc.txt", |_, _, tag| tag.ends_with("-MISC"), "O");
+    let first = dir.join("first");
+    let run = fit(&first, &["--set", &format!("data.train={without_misc:?}")]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    let from = first.to_str().unwrap();
+
+    let grown = dir.join("grown");
+    let run = fit(&grown, &["--start-from", from]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert!(
+        stdout(&run).contains("new tags: B-MISC, I-MISC"),
+        "{}",
+        stdout(&run)
+    );
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(grown.join("model.json")).unwrap()).unwrap();
+    assert_eq!(meta["started_from"]["path"], from);
+    assert_eq!(
+        meta["started_from"]["tags_added"],
+        serde_json::json!(["B-MISC", "I-MISC"])
+    );
+    let tags = |run: &Path| -> Vec<String> {
+        let vocab: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(run.join("vocab.json")).unwrap())
+                .unwrap();
+        serde_json::from_value(vocab["tags"].clone()).unwrap()
+    };
+    let (old, new) = (tags(&first), tags(&grown));
+    assert_eq!(new[..old.len()], old[..], "old tags keep their ids");
+    assert!(test_f1(&grown, "MISC") > 50.0, "the new label is learned");
+
+    // Its first epoch starts where the first model ended: far below a fresh model's first loss.
+    let fresh = learning_curve(&first)[0].0;
+    let continued = learning_curve(&grown)[0].0;
+    assert!(
+        continued < fresh / 2.0,
+        "first-epoch loss {continued} continued, {fresh} fresh"
+    );
+
+    // Exactly resumable, as any run.
+    let split = dir.join("split");
+    assert!(
+        fit(&split, &["--start-from", from, "--set", "train.epochs=1"])
+            .status
+            .success()
+    );
+    let resumed = fit(&split, &["--start-from", from, "--resume"]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert_eq!(learning_curve(&split), learning_curve(&grown));
+
+    // Rehearsal mixes the old file in.
+    let rehearsed = fit(
+        &dir.join("rehearsed"),
+        &[
+            "--start-from",
+            from,
+            "--set",
+            &format!("data.rehearse={without_misc:?}"),
+            "--set",
+            "data.rehearse_sentences=100",
+            "--set",
+            "train.epochs=1",
+        ],
+    );
+    assert!(rehearsed.status.success(), "{}", stderr(&rehearsed));
+    assert!(
+        stdout(&rehearsed).contains("rehearsal: 100 sentences"),
+        "{}",
+        stdout(&rehearsed)
+    );
+}
+
+#[test]
+fn a_model_continues_only_as_the_network_it_is() {
+    let dir = scratch("continue-refused");
+    let first = dir.join("first");
+    assert!(fit(&first, &["--set", "train.epochs=1"]).status.success());
+    let from = first.to_str().unwrap();
+    let wider = fit(
+        &dir.join("wider"),
+        &["--start-from", from, "--set", "model.hidden=40"],
+    );
+    assert_eq!(wider.status.code(), Some(1));
+    assert!(
+        stderr(&wider).contains("model.hidden is 40"),
+        "{}",
+        stderr(&wider)
+    );
+    let missing = fit(&dir.join("missing"), &["--start-from", "/nonexistent/run"]);
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).contains("/nonexistent/run"),
+        "{}",
+        stderr(&missing)
+    );
+    let rehearse = fit(
+        &dir.join("rehearse"),
+        &["--set", "data.rehearse=\"data/sample/dev.txt\""],
+    );
+    assert_eq!(rehearse.status.code(), Some(1));
+    assert!(
+        stderr(&rehearse).contains("train.start_from"),
+        "{}",
+        stderr(&rehearse)
+    );
+}
