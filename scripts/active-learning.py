@@ -5,7 +5,8 @@ hidden, and "annotating" a sentence reveals them.
 Each seed starts from the same random sentences; then, for each strategy, rounds of `nertrain
 select --budget STEP` over the sentences not yet labelled (as text, their words joined by spaces)
 add sentences until UNTIL, and each round trains a model afresh on what is labelled (`nertrain
-fit`, the experiment given, dev for early stopping) and records its test F1. A model on the whole
+fit`, the experiment given, dev for early stopping; with --continue, each round continues the
+last round's model instead) and records its test F1. A model on the whole
 training file per seed gives the full-data F1 the curves are measured against.
 
 Writes, under --out: results.jsonl (one line per seed, strategy and round), summary.json, and
@@ -59,10 +60,13 @@ def run(args, **kwargs):
     return done
 
 
-def fit(options, train_file, output, seed):
-    """Trains on `train_file`; its dev and test F1 and the seconds it took."""
+def fit(options, train_file, output, seed, start_from=None):
+    """Trains on `train_file` (continuing the model in `start_from`, when given); its dev and
+    test F1 and the seconds it took."""
     started = time.perf_counter()
     args = [options.binary, "fit", "--config", options.config, "--overwrite"]
+    if start_from is not None:
+        args += ["--start-from", str(start_from)]
     for setting in [
         f"data.train={json.dumps(str(train_file))}",
         f"train.output={json.dumps(str(output))}",
@@ -107,7 +111,7 @@ def interpolate(points, x):
 
 def summarize(results, full, total_tokens, options):
     """Per strategy and round: mean ± std test F1 and token share; the goals' figures."""
-    full_f1 = mean_std(full)
+    full_f1 = mean_std(full) if full else (float("nan"), 0.0)
     table = {}
     for r in results:
         key = (r["strategy"], r["round"])
@@ -200,6 +204,11 @@ def main():
     parser.add_argument("--set", action="append", default=[], help="more fit overrides")
     parser.add_argument("--out", default="runs/active-learning")
     parser.add_argument("--binary", default=None)
+    parser.add_argument("--continue", dest="continue_", action="store_true",
+                        help="each round continues the last round's model (fit --start-from) "
+                             "instead of training afresh")
+    parser.add_argument("--no-full", action="store_true",
+                        help="skip the model on the whole training file")
     options = parser.parse_args()
     if options.quick:
         options.config, options.data = "configs/sample.toml", str(ROOT / "data/sample")
@@ -224,10 +233,11 @@ def main():
         for seed in options.seeds:
             work = out / "runs" / f"seed{seed}"
             work.mkdir(exist_ok=True)
-            write_conll(work / "all.txt", train)
-            _, full_f1, seconds = fit(options, work / "all.txt", work / "full", seed)
-            full.append(full_f1)
-            print(f"seed {seed}: all {len(train)} sentences: test F1 {full_f1:.2f} ({seconds:.0f} s)", file=sys.stderr)
+            if not options.no_full:
+                write_conll(work / "all.txt", train)
+                _, full_f1, seconds = fit(options, work / "all.txt", work / "full", seed)
+                full.append(full_f1)
+                print(f"seed {seed}: all {len(train)} sentences: test F1 {full_f1:.2f} ({seconds:.0f} s)", file=sys.stderr)
             order = list(range(len(train)))
             random.Random(seed).shuffle(order)
             initial = order[: options.start]
@@ -237,7 +247,8 @@ def main():
                     subset = work / f"{strategy}-{rnd}.txt"
                     write_conll(subset, [train[i] for i in labelled])
                     model = work / f"{strategy}-{rnd}"
-                    dev_f1, test_f1, seconds = fit(options, subset, model, seed)
+                    previous = work / f"{strategy}-{rnd - 1}" if options.continue_ and rnd > 0 else None
+                    dev_f1, test_f1, seconds = fit(options, subset, model, seed, previous)
                     record = {
                         "seed": seed, "strategy": strategy, "round": rnd,
                         "sentences": len(labelled), "tokens": sum(len(train[i]) for i in labelled),
@@ -257,7 +268,8 @@ def main():
                     labelled += [rest[j] for j in chosen]
     rows, curves, goals = summarize(results, full, total_tokens, options)
     (out / "summary.json").write_text(json.dumps({"rows": rows, "goals": goals}, indent=2) + "\n")
-    svg(curves, goals, out / "curves.svg")
+    if full:
+        svg(curves, goals, out / "curves.svg")
     print(f"all data: test F1 {goals['full_test_f1']:.2f} ± {goals['full_test_f1_std']:.2f}; "
           f"99%: {goals['target_99']:.2f}")
     print("| strategy | round | sentences | tokens | test F1 |")

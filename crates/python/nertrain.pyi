@@ -161,10 +161,12 @@ def fit(
     overwrite: bool = False,
     progress: Optional[Callable[[Event], object]] = None,
     threads: Optional[int] = None,
+    start_from: Optional[StrPath] = None,
 ) -> Path:
     """Trains a model as the experiment file describes (``nertrain fit``); returns its run directory.
 
     ``overrides`` maps ``"section.key"`` to a value, as ``--set``. ``progress`` is called with
     each event. Ctrl-C, or an exception raised by ``progress``, stops training after the current
-    batch with a checkpoint saved (``resume=True`` continues it), and is raised.
+    batch with a checkpoint saved (``resume=True`` continues it), and is raised. ``start_from``,
+    a trained model's directory, continues that model (``fit --start-from``).
     """

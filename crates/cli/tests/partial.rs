@@ -145,6 +145,17 @@ fn span_files_say_which_regions_were_annotated() {
     );
     assert!(run.status.success(), "{}", stderr(&run));
 
+    // As CoNLL, the unannotated tokens are `-`, and the PER span's end is kept in IOBES.
+    let converted = stdout(&nertrain(&["convert", "--to", "iobes", file]));
+    assert!(
+        converted.starts_with("-DOCSTART- O\n\nAnna B-PER\nKovacs E-PER\nflew -\n"),
+        "{converted}"
+    );
+    assert!(
+        converted.contains("Paris S-LOC\n. O\n\nMaria -\n"),
+        "{converted}"
+    );
+
     let model = common::sample_model("sentence");
     let eval = nertrain(&["eval", "--model", model.to_str().unwrap(), "--data", file]);
     assert_ne!(eval.status.code(), Some(0));

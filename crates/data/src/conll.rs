@@ -168,8 +168,10 @@ impl Corpus {
     }
 
     /// The corpus as a CoNLL file of `word tag` lines with its tags in `scheme`, a
-    /// `-DOCSTART-` line before each document.
+    /// `-DOCSTART-` line before each document. Unknown labels stay [`crate::UNKNOWN_TAG`], as
+    /// does a labelled token next to them whose tag in `scheme` its labels leave open.
     pub fn to_conll(&self, scheme: crate::TagScheme) -> String {
+        let source = crate::TagScheme::detect(self.sentences.iter().map(|s| s.tags.as_slice()));
         let mut text = String::new();
         let mut document = None;
         for sentence in &self.sentences {
@@ -177,7 +179,14 @@ impl Corpus {
                 text.push_str("-DOCSTART- O\n\n");
                 document = Some(sentence.document);
             }
-            let tags = crate::convert_tags(&sentence.tags, scheme);
+            let tags: Vec<String> = if crate::has_unknown(&sentence.tags) {
+                crate::allowed_tags(&sentence.tags, source, scheme)
+                    .iter()
+                    .map(|a| a.single().unwrap_or(crate::UNKNOWN_TAG).to_string())
+                    .collect()
+            } else {
+                crate::convert_tags(&sentence.tags, scheme)
+            };
             for (word, tag) in sentence.words.iter().zip(tags) {
                 text.push_str(word);
                 text.push(' ');

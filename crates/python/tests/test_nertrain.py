@@ -335,3 +335,22 @@ def test_select_chooses_as_the_cli_does(model):
             assert [[x["start"], x["end"], x["label"]] for x in c["entities"]] == e["label"]
     with pytest.raises(ValueError, match="strategy"):
         nertrain.select(model, pool, 4, strategy="best")
+
+
+def test_fit_continues_a_model_as_the_cli_does(tmp_path, model):
+    """`start_from` continues the model, with the same run as `fit --start-from`."""
+    settings = {"train.epochs": 1}
+    run = nertrain.fit(
+        ROOT / "configs" / "sample.toml",
+        {**settings, "train.output": str(tmp_path / "module")},
+        start_from=model,
+    )
+    meta = json.loads((run / "model.json").read_text())
+    assert meta["started_from"]["path"] == str(model)
+    cli("fit", "--config", "configs/sample.toml", "--start-from", str(model),
+        "--set", "train.epochs=1", "--set", f"train.output={json.dumps(str(tmp_path / 'cli'))}")
+    metrics = lambda d: [
+        (m["loss"], m["dev_f1"])
+        for m in map(json.loads, (d / "metrics.jsonl").read_text().splitlines())
+    ]
+    assert metrics(run) == metrics(tmp_path / "cli")
