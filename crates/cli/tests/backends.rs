@@ -1,5 +1,6 @@
 //! The optional backends (`--features wgpu`, `--features ndarray`) against flex: the same saved
-//! weights give the same log Z and the same Viterbi paths, and `fit`, `eval` and `tag` run on
+//! weights give the same log Z, partial-label loss and Viterbi paths, and `fit` (continuing a
+//! model on partial labels), `eval` and `tag` run on
 //! them end to end. wgpu needs a Vulkan driver; on machines without a GPU, Mesa's lavapipe
 //! (Debian `mesa-vulkan-drivers`) is one, and `.ci/run` installs it.
 #![cfg(any(feature = "wgpu", feature = "ndarray"))]
@@ -92,7 +93,8 @@ fn backends() -> Vec<Backend> {
     backends
 }
 
-/// Per dev batch: log Z of every sentence and its Viterbi path, from the tensor CRF.
+/// Per dev batch: log Z of every sentence and its Viterbi path, from the tensor CRF; then the
+/// partial-label loss of each batch with every third token unlabelled.
 fn log_z_and_paths(backend: Backend) -> (Vec<f32>, Vec<Vec<usize>>) {
     let device = backend.device().unwrap();
     let predictor = Predictor::load(model(), &device).unwrap();
@@ -105,10 +107,39 @@ fn log_z_and_paths(backend: Backend) -> (Vec<f32>, Vec<Vec<usize>>) {
     let lengths: Vec<usize> = encoded.iter().map(|e| e.len()).collect();
     let potentials = predictor.model.crf.potentials(None);
     let (mut log_z, mut paths) = (Vec::new(), Vec::new());
+    let k = predictor.vocab.tags.len();
+    let partial: Vec<_> = encoded
+        .iter()
+        .map(|sentence| {
+            let allowed = sentence
+                .tags
+                .iter()
+                .enumerate()
+                .map(|(t, &tag)| (0..k).map(|y| t % 3 == 1 || y == tag).collect())
+                .collect();
+            nertrain_data::Encoded {
+                allowed,
+                ..sentence.clone()
+            }
+        })
+        .collect();
     for indices in BatchPlan::sorted(&lengths, 32, usize::MAX).batches {
-        let batch = Batch::new(&encoded, indices, predictor.meta.max_word_len);
+        let batch = Batch::new(&partial, indices, predictor.meta.max_word_len);
         let inputs = BatchTensors::new(&batch, &device);
         let emissions = predictor.model.emissions(&inputs);
+        log_z.extend(
+            potentials
+                .partial_nll(
+                    emissions.clone(),
+                    inputs.allowed.clone().expect("unlabelled tokens"),
+                    inputs.mask.clone(),
+                    &inputs.lengths,
+                    nertrain_model::Reduction::Sum,
+                )
+                .expect("a batch of sentences")
+                .into_data()
+                .iter::<f32>(),
+        );
         log_z.extend(
             potentials
                 .log_partition(emissions.clone(), inputs.mask.clone())
@@ -179,8 +210,26 @@ fn fit_eval_and_tag_run_on_each_backend() {
             "{name}: same entities"
         );
 
+        // Continuing the flex model on partial labels: the grown weights, and the loss of
+        // batches with and without unlabelled tokens, on this backend.
         let run = scratch(name).join("run");
         let out = format!("train.output={}", run.display());
+        let partial = run.parent().unwrap().join("partial.txt");
+        let train = std::fs::read_to_string(workspace().join("data/sample/train.txt")).unwrap();
+        let mut sentence = 0;
+        let lines: Vec<String> = train
+            .lines()
+            .map(|line| match line.split_once(' ') {
+                None => {
+                    sentence += 1;
+                    line.to_string()
+                }
+                Some((word, _)) if sentence % 7 == 3 => format!("{word} -"),
+                Some(_) => line.to_string(),
+            })
+            .collect();
+        std::fs::write(&partial, lines.join("\n") + "\n").unwrap();
+        let train = format!("data.train={:?}", partial.to_str().unwrap());
         let mut args = vec![
             "--backend",
             name,
@@ -189,6 +238,10 @@ fn fit_eval_and_tag_run_on_each_backend() {
             "configs/sample.toml",
             "--set",
             &out,
+            "--set",
+            &train,
+            "--start-from",
+            model,
         ];
         args.extend(TINY);
         check(nertrain(&args));
