@@ -78,7 +78,7 @@ fn unlabelled_entities_are_learned_from_where_they_are_labelled() {
     let dir = scratch("partial-conll");
     // Two sentences in three lose their PER labels: as unknown, or (what a tool without partial
     // labels forces) as O.
-    let hidden = |s: usize, _: usize, tag: &str| s % 3 != 0 && tag.ends_with("-PER");
+    let hidden = |s: usize, _: usize, tag: &str| !s.is_multiple_of(3) && tag.ends_with("-PER");
     let unknown = rewritten(&dir, "unknown.txt", hidden, "-");
     let outside = rewritten(&dir, "outside.txt", hidden, "O");
     let train = |file: &str| format!("data.train={file:?}");
@@ -114,6 +114,18 @@ fn unknown_labels_are_refused_where_every_label_is_needed() {
         "{message}"
     );
     assert!(!dir.join("run").exists(), "nothing written");
+
+    let none = rewritten(&dir, "none.txt", |_, _, _| true, "-");
+    let nothing = fit(
+        &dir.join("run"),
+        &["--set", &format!("data.train={none:?}")],
+    );
+    assert_eq!(nothing.status.code(), Some(1));
+    assert!(
+        stderr(&nothing).contains("no labelled token"),
+        "{}",
+        stderr(&nothing)
+    );
 
     let model = common::sample_model("sentence");
     let eval = nertrain(&["eval", "--model", model.to_str().unwrap(), "--data", &some]);

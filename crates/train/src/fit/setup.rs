@@ -322,7 +322,7 @@ fn describe_continued_run(
     }
     let fresh = Vocabularies::build(
         &corpora.train.sentences,
-        vocab.normalization.clone(),
+        vocab.normalization,
         data.min_word_count,
     );
     for word in fresh.words.items() {
@@ -400,6 +400,13 @@ fn describe_run(
     let train = corpora.train;
     let mut vocab =
         Vocabularies::build(&train.sentences, data.normalization(), data.min_word_count);
+    if vocab.tags.is_empty() {
+        return Err(DataError::file(
+            &train.path,
+            "no labelled token: every tag is unknown (-), so there is nothing to learn",
+        )
+        .into());
+    }
     let vectors = add_vectors(experiment, corpora, &mut vocab, events)?;
     let mut sizes = VocabSizes::from(&vocab);
     if experiment.model.char_lm {
