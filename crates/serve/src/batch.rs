@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use nertrain_tagger::{Layout, Record, TagOptions, Tagger, lock};
+use nertrain_tagger::{Layout, Record, TagOptions, Tagger, Token, lock};
 use tokio::sync::oneshot;
 
 use crate::ServeOptions;
@@ -21,6 +21,8 @@ pub(crate) type Reply = Result<Vec<Record>, String>;
 /// A request waiting to be tagged.
 struct Job {
     texts: Vec<String>,
+    /// The texts cut into words, as the tagger cuts them.
+    tokens: Vec<Vec<Token>>,
     options: TagOptions,
     words: usize,
     reply: oneshot::Sender<Reply>,
@@ -66,11 +68,12 @@ impl Batcher {
         })
     }
 
-    /// Queues `texts` (`words` tokens in all), unless that would put more texts in the queue
-    /// than it may hold.
+    /// Queues `texts`, cut into `tokens` (`words` in all), unless that would put more texts in
+    /// the queue than it may hold.
     pub(crate) fn submit(
         &self,
         texts: Vec<String>,
+        tokens: Vec<Vec<Token>>,
         words: usize,
         options: TagOptions,
     ) -> Submitted {
@@ -87,6 +90,7 @@ impl Batcher {
         let job = Job {
             words,
             texts,
+            tokens,
             options,
             reply,
         };
@@ -150,30 +154,44 @@ fn run(
 }
 
 /// Tags the texts of requests with the same options together and answers each. When that
-/// fails, each request is tagged alone, so that one request's failure is its own.
-fn tag_group(group: Vec<Job>, tagger: &Tagger, pool: &rayon::ThreadPool, options: TagOptions) {
-    if group.len() > 1 {
-        let texts: Vec<&str> = group
-            .iter()
-            .flat_map(|job| job.texts.iter().map(String::as_str))
-            .collect();
-        if let Ok(mut records) = tag_texts(&texts, tagger, pool, options) {
-            for job in group.into_iter().rev() {
-                let mine = records.split_off(records.len() - job.texts.len());
-                let _ = job.reply.send(Ok(mine));
-            }
-            return;
+/// fails, each request is tagged alone (its texts cut again: the tokens went to the failed
+/// call), so that one request's failure is its own.
+fn tag_group(mut group: Vec<Job>, tagger: &Tagger, pool: &rayon::ThreadPool, options: TagOptions) {
+    if let [job] = group.as_mut_slice() {
+        let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
+        let tokens = Some(std::mem::take(&mut job.tokens));
+        let reply = tag_texts(&texts, tokens, tagger, pool, options);
+        let _ = group.remove(0).reply.send(reply);
+        return;
+    }
+    let tokens = group
+        .iter_mut()
+        .flat_map(|job| std::mem::take(&mut job.tokens))
+        .collect();
+    let texts: Vec<&str> = group
+        .iter()
+        .flat_map(|job| job.texts.iter().map(String::as_str))
+        .collect();
+    if let Ok(mut records) = tag_texts(&texts, Some(tokens), tagger, pool, options) {
+        for job in group.into_iter().rev() {
+            let mine = records.split_off(records.len() - job.texts.len());
+            let _ = job.reply.send(Ok(mine));
         }
+        return;
     }
     for job in group {
         let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
-        let _ = job.reply.send(tag_texts(&texts, tagger, pool, options));
+        let _ = job
+            .reply
+            .send(tag_texts(&texts, None, tagger, pool, options));
     }
 }
 
-/// Tags `texts` on `pool`: their records, or why tagging failed (a panic included).
+/// Tags `texts` on `pool`, from their `tokens` when given: their records, or why tagging failed
+/// (a panic included).
 fn tag_texts(
     texts: &[&str],
+    tokens: Option<Vec<Vec<Token>>>,
     tagger: &Tagger,
     pool: &rayon::ThreadPool,
     options: TagOptions,
@@ -194,7 +212,10 @@ fn tag_texts(
         {
             panic!("failpoint serve-panic");
         }
-        pool.install(|| tagger.tag(texts, Layout::Texts, options))
+        pool.install(|| match tokens {
+            Some(tokens) => tagger.tag_tokens(texts, tokens, options),
+            None => tagger.tag(texts, Layout::Texts, options),
+        })
     }));
     match tagged {
         Ok(Ok(tagged)) => Ok(tagged

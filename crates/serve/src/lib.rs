@@ -40,7 +40,9 @@ use http_body_util::BodyExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use nertrain_tagger::{MAX_TEXT_WORDS, ModelInfo, Record, TagSettings, Tagger, record_size_bound};
+use nertrain_tagger::{
+    MAX_TEXT_WORDS, ModelInfo, Record, TagSettings, Tagger, Token, record_size_bound,
+};
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
@@ -380,7 +382,7 @@ async fn tag_request(state: &AppState, id: u64, request: Request) -> Result<Resp
     let (texts, single, tag_options) = parse_request(state, &body)?;
     drop(body);
     let count = texts.len();
-    let (texts, cost) = measure(state, texts, single, tag_options).await?;
+    let (texts, tokens, cost) = measure(state, texts, single, tag_options).await?;
     if cost.answer_bytes > options.max_answer_bytes {
         return Err(Failure::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -405,7 +407,10 @@ async fn tag_request(state: &AppState, id: u64, request: Request) -> Result<Resp
             "the server is making as many answers as it may at once; try again shortly",
         ));
     };
-    let reply = match state.batcher.submit(texts, cost.tokens, tag_options) {
+    let reply = match state
+        .batcher
+        .submit(texts, tokens, cost.tokens, tag_options)
+    {
         Submitted::Queued(reply) => reply,
         Submitted::Full => {
             return Err(Failure::new(
@@ -519,15 +524,15 @@ struct Cost {
     answer_bytes: usize,
 }
 
-/// Cuts each text into tokens as the tagger will (on the tagging pool, not the async runtime),
+/// Cuts each text into tokens as the tagger does (on the tagging pool, not the async runtime),
 /// refusing a text of more words than a text may have with `400` naming it, and bounds the
-/// answer's size. Gives the texts back.
+/// answer's size. Gives the texts back with their tokens, which the tagger then reads.
 async fn measure(
     state: &AppState,
     texts: Vec<String>,
     single: bool,
     options: nertrain_tagger::TagOptions,
-) -> Result<(Vec<String>, Cost), Failure> {
+) -> Result<(Vec<String>, Vec<Vec<Token>>, Cost), Failure> {
     let (sender, receiver) = oneshot::channel();
     let tagger = state.tagger.clone();
     state.pool.spawn(move || {
@@ -536,15 +541,17 @@ async fn measure(
             tokens: 0,
             answer_bytes: 0,
         };
+        let mut cut = Vec::with_capacity(texts.len());
         for (i, text) in texts.iter().enumerate() {
-            let Some(tokens) = tagger.tokenizer().tokens_at_most(text, MAX_TEXT_WORDS) else {
+            let Some(tokens) = tagger.tokenize(text) else {
                 let _ = sender.send(Err(i));
                 return;
             };
             cost.tokens += tokens.len();
             cost.answer_bytes += record_size_bound(text, tokens.len(), labels, &options) + 1;
+            cut.push(tokens);
         }
-        let _ = sender.send(Ok((texts, cost)));
+        let _ = sender.send(Ok((texts, cut, cost)));
     });
     match receiver.await {
         Ok(Ok(measured)) => Ok(measured),

@@ -56,7 +56,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
 use burn::tensor::Device;
-use nertrain_data::{Context, Span, TagScheme, Token, Tokenizer, TokenizerSpec, render_spans};
+use nertrain_data::{Context, Span, TagScheme, Tokenizer, TokenizerSpec, render_spans};
 use nertrain_model::{ModelFiles, ModelMeta};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -67,6 +67,8 @@ pub use decode::{
 };
 pub use error::Error;
 pub use evaluate::{Evaluation, FileEvaluation, FileScores, Scored, SpanEvaluation};
+/// A word with its character offsets: what [`Tagger::tokenize`] gives and [`Tagger::tag_tokens`] reads.
+pub use nertrain_data::Token;
 pub use options::{MAX_BATCH_SENTENCES, MAX_CONSISTENCY, MAX_NBEST, TagSettings, thread_pool};
 pub use record::{Alternative, Entity, Record, TokenProbabilities, html_page, record_size_bound};
 pub use select::{Selected, Selection, Strategy};
@@ -323,6 +325,33 @@ impl Tagger {
         lock(&self.one_call)
     }
 
+    /// `text` cut into words as [`Self::tag`] cuts it, or `None` when it has more than a text
+    /// may have ([`MAX_TEXT_WORDS`]): for callers that need the words first (to bound what a
+    /// request costs) and then tag them with [`Self::tag_tokens`].
+    pub fn tokenize(&self, text: &str) -> Option<Vec<Token>> {
+        self.tokenizer.tokens_at_most(text, MAX_TEXT_WORDS)
+    }
+
+    /// Tags `texts`, each a document alone, from their words as [`Self::tokenize`] cut them
+    /// (`tokens[i]` of `texts[i]`): the same as [`Self::tag`] with [`Layout::Texts`], without
+    /// cutting them again.
+    pub fn tag_tokens<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        tokens: Vec<Vec<Token>>,
+        options: TagOptions,
+    ) -> Result<Vec<Tagged>> {
+        if tokens.len() != texts.len() {
+            return Err(Error::InvalidOption {
+                option: "tokens",
+                message: format!("{} token lists for {} texts", tokens.len(), texts.len()),
+            });
+        }
+        let documents: Vec<Range<usize>> = (0..texts.len()).map(|i| i..i + 1).collect();
+        let _one_call = self.one_call();
+        self.tag_tokenized(texts, tokens, &documents, options)
+    }
+
     fn tag_documents_unlocked<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
@@ -333,13 +362,23 @@ impl Tagger {
             .par_iter()
             .enumerate()
             .map(|(text, t)| {
-                let tokens = self.tokenizer.tokens_at_most(t.as_ref(), MAX_TEXT_WORDS);
-                tokens.ok_or(Error::TooManyWords {
+                self.tokenize(t.as_ref()).ok_or(Error::TooManyWords {
                     text,
                     max: MAX_TEXT_WORDS,
                 })
             })
             .collect::<Result<_>>()?;
+        self.tag_tokenized(texts, tokens, documents, options)
+    }
+
+    /// Tags `texts` cut into `tokens`, reading each of `documents` together.
+    fn tag_tokenized<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        tokens: Vec<Vec<Token>>,
+        documents: &[Range<usize>],
+        options: TagOptions,
+    ) -> Result<Vec<Tagged>> {
         let pieces: Vec<Vec<Range<usize>>> = texts
             .iter()
             .zip(&tokens)
@@ -513,6 +552,35 @@ fn tagged(text: &str, tokens: Vec<Token>, prediction: Prediction) -> Tagged {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Tagging words cut beforehand gives what tagging the texts gives.
+    #[test]
+    fn tagging_tokens_equals_tagging_their_texts() {
+        let run = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../cli/tests/fixtures/before-tokenizers/sentence");
+        let tagger = Tagger::load(&run, &Device::flex()).unwrap();
+        let texts = [
+            "Anna Schmidt, who works for Siemens, arrived in Lisbon on Monday. She left.",
+            "",
+            "Peter Weber lives in Berlin.",
+        ];
+        let options = TagOptions {
+            marginals: true,
+            ..tagger.options()
+        };
+        let tokens = texts.iter().map(|t| tagger.tokenize(t).unwrap()).collect();
+        assert_eq!(
+            tagger.tag_tokens(&texts, tokens, options).unwrap(),
+            tagger.tag(&texts, Layout::Texts, options).unwrap()
+        );
+        assert!(matches!(
+            tagger.tag_tokens(&texts, Vec::new(), options),
+            Err(Error::InvalidOption {
+                option: "tokens",
+                ..
+            })
+        ));
+    }
 
     #[test]
     fn long_sentences_are_cut_after_their_last_stop() {
