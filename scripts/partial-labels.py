@@ -133,7 +133,7 @@ def main():
     parser.add_argument("--data", default=str(ROOT.parent / "shared/data/conll2003"))
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS)
-    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--patience", type=int, default=4)
     parser.add_argument("--set", action="append", default=[], help="more fit overrides")
     parser.add_argument("--out", default="runs/partial-labels")
