@@ -121,7 +121,9 @@ def svg(rows, path):
         parts.append(f'<line x1="{mid:.1f}" y1="{y(row["test_f1"] - row["test_f1_std"]):.1f}" x2="{mid:.1f}" '
                      f'y2="{y(row["test_f1"] + row["test_f1_std"]):.1f}" stroke="black"/>')
         parts.append(f'<text x="{mid:.1f}" y="{y(row["test_f1"]) - 6:.1f}" text-anchor="middle">{row["test_f1"]:.2f}</text>')
-        parts.append(f'<text x="{mid:.1f}" y="{height - bottom + 16}" text-anchor="middle">{name}</text>')
+        # Neighbouring names would overlap on one line: every other one goes a line lower.
+        parts.append(f'<text x="{mid:.1f}" y="{height - bottom + 16 + 16 * (i % 2)}" '
+                     f'text-anchor="middle">{name}</text>')
     parts.append("</svg>\n")
     Path(path).write_text("\n".join(parts), encoding="utf-8")
 
