@@ -83,6 +83,23 @@ def fit(options, train_file, output, seed, start_from=None):
     return dev["overall"]["f1"], test["overall"]["f1"], seconds
 
 
+def with_corpus(options):
+    """Completes `options` (the binary, and the corpus's dev and test files with a
+    sentence-level model as overrides); the corpus directory."""
+    if options.binary is None:
+        target = Path(__import__("os").environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+        options.binary = str(target / "release" / "nertrain")
+    data = Path(options.data)
+    dev = data / "valid.txt" if (data / "valid.txt").exists() else data / "dev.txt"
+    options.set += [
+        f"data.dev={json.dumps(str(dev))}",
+        f"data.test={json.dumps(str(data / 'test.txt'))}",
+        'data.context="sentence"',
+        "model.mention_dim=0",
+    ]
+    return data
+
+
 def select(options, model, texts, strategy, seed, work):
     """The indices into `texts` that `nertrain select` chooses."""
     pool = work / "pool.txt"
@@ -214,16 +231,7 @@ def main():
         options.config, options.data = "configs/sample.toml", str(ROOT / "data/sample")
         options.seeds, options.strategies = options.seeds[:1], ["random", "margin"]
         options.start, options.step, options.until, options.epochs = 60, 60, 180, 3
-    if options.binary is None:
-        target = Path(__import__("os").environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-        options.binary = str(target / "release" / "nertrain")
-    data = Path(options.data)
-    options.set += [
-        f"data.dev={json.dumps(str(data / 'valid.txt' if (data / 'valid.txt').exists() else data / 'dev.txt'))}",
-        f"data.test={json.dumps(str(data / 'test.txt'))}",
-        'data.context="sentence"',
-        "model.mention_dim=0",
-    ]
+    data = with_corpus(options)
     train = read_conll(data / "train.txt")
     total_tokens = sum(len(s) for s in train)
     out = Path(options.out)

@@ -144,16 +144,7 @@ def main():
     if options.quick:
         options.config, options.data = "configs/sample.toml", str(ROOT / "data/sample")
         options.seeds, options.epochs = options.seeds[:1], 3
-    if options.binary is None:
-        target = Path(__import__("os").environ.get("CARGO_TARGET_DIR", ROOT / "target"))
-        options.binary = str(target / "release" / "nertrain")
-    data = Path(options.data)
-    options.set += [
-        f"data.dev={json.dumps(str(data / 'valid.txt' if (data / 'valid.txt').exists() else data / 'dev.txt'))}",
-        f"data.test={json.dumps(str(data / 'test.txt'))}",
-        'data.context="sentence"',
-        "model.mention_dim=0",
-    ]
+    data = loop.with_corpus(options)
     train = loop.read_conll(data / "train.txt")
     out = Path(options.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use common::{nertrain, scratch, snapshot, stderr, stdout, workspace};
+use common::{learning_curve, nertrain, scratch, snapshot, stderr, stdout, workspace};
 
 /// Small enough to train in seconds, good enough to find the sample's entities.
 const QUICK: [&str; 8] = [
@@ -77,16 +77,6 @@ fn fit_writes_a_complete_model_directory() {
         .filter(|e| e.file_name().to_string_lossy().contains("partial"))
         .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
-}
-
-/// Each epoch's training loss and dev F1: equal only if every step was the same.
-fn learning_curve(dir: &Path) -> Vec<(f64, f64)> {
-    std::fs::read_to_string(dir.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .map(|m| (m["loss"].as_f64().unwrap(), m["dev_f1"].as_f64().unwrap()))
-        .collect()
 }
 
 #[test]

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 use std::process::Output;
 
-use common::{nertrain, scratch, stderr, stdout};
+use common::{learning_curve, nertrain, scratch, stderr, stdout};
 
 /// `fit` on the sample's config with small sizes; `extra` are more arguments.
 fn fit(output: &Path, extra: &[&str]) -> Output {
@@ -193,16 +193,6 @@ fn span_files_say_which_regions_were_annotated() {
         "{}",
         stderr(&run)
     );
-}
-
-/// Each epoch's training loss and dev F1.
-fn learning_curve(dir: &Path) -> Vec<(f64, f64)> {
-    std::fs::read_to_string(dir.join("metrics.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .map(|m| (m["loss"].as_f64().unwrap(), m["dev_f1"].as_f64().unwrap()))
-        .collect()
 }
 
 #[test]

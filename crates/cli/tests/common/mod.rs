@@ -72,6 +72,16 @@ pub fn sample_model(context: &str) -> PathBuf {
     .clone()
 }
 
+/// Each epoch's training loss and dev F1: equal only if every step was the same.
+pub fn learning_curve(dir: &Path) -> Vec<(f64, f64)> {
+    std::fs::read_to_string(dir.join("metrics.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .map(|m| (m["loss"].as_f64().unwrap(), m["dev_f1"].as_f64().unwrap()))
+        .collect()
+}
+
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
