@@ -18,7 +18,9 @@ use serde::{Deserialize, Serialize};
 use crate::{Corpus, DataError, Sentence, Span, TagScheme, Tokenizer};
 
 mod formats;
+mod units;
 
+use formats::Tally;
 pub use formats::{AnnotationFormat, PreAnnotated, doccano_lines, label_studio_tasks};
 
 /// An entity as character offsets into its text.
@@ -132,38 +134,53 @@ pub fn is_annotated(path: &Path) -> bool {
     AnnotationFormat::of(path).is_some()
 }
 
-/// Reads annotated text in the format its name and content say ([`AnnotationFormat::of`]); every
-/// text is checked (offsets within the text, spans that do not overlap, labels without spaces),
-/// and an error names the file, line and field.
+/// Reads annotated text in the format its name and content say ([`AnnotationFormat::of`]), in
+/// the units its tool counts offsets in; every text is checked (offsets within the text, spans
+/// that do not overlap, labels without spaces), and an error names the file, line and field.
+/// What is left out (answers that are not gold, tasks nobody annotated, ...) is counted in the
+/// corpus's warnings; a file of which nothing is left is an error saying why.
 pub fn read_annotated(path: &Path) -> Result<AnnotatedCorpus, DataError> {
-    let mut warnings = Vec::new();
+    let mut tally = Tally::default();
     let exported = match AnnotationFormat::of(path) {
-        Some(AnnotationFormat::Brat) => formats::read_brat(path, &mut warnings)?,
+        Some(AnnotationFormat::Brat) => formats::read_brat(path, &mut tally)?,
         Some(AnnotationFormat::LabelStudio) => {
             let text = crate::conll::read_text(path)?;
             let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-            formats::parse_label_studio(text, path, &mut warnings)?
+            formats::parse_label_studio(text, path, &mut tally)?
         }
         Some(AnnotationFormat::Lines) | None => {
             return parse_annotated(&crate::conll::read_text(path)?, path);
         }
     };
-    corpus_of(path, exported, warnings)
+    corpus_of(path, exported, tally)
 }
 
 /// Parses JSON lines of annotated text (any of the flat shapes); `path` is used only to locate
 /// errors.
 pub fn parse_annotated(text: &str, path: &Path) -> Result<AnnotatedCorpus, DataError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
-    corpus_of(path, formats::parse_lines(text, path)?, Vec::new())
+    let mut tally = Tally::default();
+    let exported = formats::parse_lines(text, path, &mut tally)?;
+    corpus_of(path, exported, tally)
 }
 
 /// The texts checked, numbered into documents and put in document order.
 fn corpus_of(
     path: &Path,
     exported: Vec<Exported>,
-    warnings: Vec<String>,
+    tally: Tally,
 ) -> Result<AnnotatedCorpus, DataError> {
+    let left_out = tally.texts_left_out();
+    let warnings = tally.into_warnings(path);
+    if exported.is_empty() && left_out > 0 {
+        return Err(DataError::file(
+            path,
+            format!(
+                "no annotated text is left to read ({})",
+                warnings.join("; ")
+            ),
+        ));
+    }
     let mut documents: HashMap<Document, usize> = HashMap::new();
     let mut texts = Vec::new();
     for (i, record) in exported.into_iter().enumerate() {
@@ -210,6 +227,10 @@ fn corpus_of(
                 ),
             ));
         }
+        // Known regions and spans that leave no word out annotate all of the text.
+        let known = record
+            .known
+            .filter(|known| !covers_every_word(&record.text, known, &spans));
         let next = documents.len();
         let key = match record.doc {
             Some(key) => Document::Given(key),
@@ -222,7 +243,7 @@ fn corpus_of(
             line: number,
             source,
             document,
-            known: record.known,
+            known,
         });
     }
     // A document's lines together, documents in order of first appearance.
@@ -231,6 +252,21 @@ fn corpus_of(
         path: path.to_path_buf(),
         texts,
         warnings,
+    })
+}
+
+/// Whether every character of `text` but white space lies in a `known` region or a span.
+fn covers_every_word(text: &str, known: &[(usize, usize)], spans: &[CharSpan]) -> bool {
+    let mut covered: Vec<(usize, usize)> = known
+        .iter()
+        .copied()
+        .chain(spans.iter().map(|s| (s.start, s.end)))
+        .collect();
+    covered.sort_unstable();
+    let mut regions = covered.into_iter().peekable();
+    text.chars().enumerate().all(|(i, c)| {
+        while regions.next_if(|&(_, end)| end <= i).is_some() {}
+        c.is_whitespace() || regions.peek().is_some_and(|&(start, _)| start <= i)
     })
 }
 
@@ -607,5 +643,347 @@ mod tests {
             assert!(error.contains(expected), "{ann:?}: {error}");
         }
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Writes `content` as `name` in a directory of the test's own and reads it.
+    fn read_written(test: &str, name: &str, content: &str) -> Result<AnnotatedCorpus, DataError> {
+        let dir = std::env::temp_dir().join(format!("nertrain-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(name), content).unwrap();
+        let read = read_annotated(&dir.join(name));
+        std::fs::remove_dir_all(&dir).unwrap();
+        read
+    }
+
+    #[test]
+    fn prodigy_answers_other_than_accept_are_left_out_and_counted() {
+        let lines = concat!(
+            r#"{"text": "Anna flew.", "spans": [{"start": 0, "end": 4, "label": "PER"}], "answer": "accept"}"#,
+            "\n",
+            r#"{"text": "Paris flew.", "spans": [{"start": 0, "end": 5, "label": "PER"}], "answer": "reject"}"#,
+            "\n",
+            r#"{"text": "Kim flew.", "spans": [{"start": 0, "end": 3, "label": "ORG"}], "answer": "ignore"}"#,
+            "\n",
+            r#"{"text": "Lee flew.", "spans": [{"start": 0, "end": 3, "label": "ORG"}], "answer": "reject"}"#,
+            "\n",
+        );
+        let corpus = parse_annotated(lines, Path::new("teach.jsonl")).unwrap();
+        assert_eq!(spans_of(&corpus), [vec![(0, 4, "PER")]]);
+        assert_eq!(
+            corpus.warnings,
+            [
+                "teach.jsonl: lines whose answer is not `accept` are not gold and were left out \
+              (1 ignore, 2 reject)"
+            ]
+        );
+        let error = parse_annotated(
+            r#"{"text": "a", "spans": [], "answer": "maybe"}"#,
+            Path::new("t.jsonl"),
+        )
+        .unwrap_err();
+        assert!(
+            error.to_string().contains("t.jsonl:1: answer \"maybe\""),
+            "{error}"
+        );
+        let error = parse_annotated(
+            r#"{"text": "a", "spans": [], "answer": "reject"}"#,
+            Path::new("t.jsonl"),
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("no annotated text"), "{error}");
+    }
+
+    #[test]
+    fn doccano_offsets_are_utf16_units() {
+        // "😀 " is three UTF-16 units and two code points; "中" one of each.
+        let text = "😀 Anna in 中国 met 👩‍👩‍👧 Bob";
+        let units = |s: &str| -> usize { text[..text.find(s).unwrap()].encode_utf16().count() };
+        let chars = |s: &str| -> usize { text[..text.find(s).unwrap()].chars().count() };
+        let line = format!(
+            r#"{{"text": "{text}", "label": [[{}, {}, "PER"], [{}, {}, "LOC"], [{}, {}, "PER"]]}}"#,
+            units("Anna"),
+            units("Anna") + 4,
+            units("中国"),
+            units("中国") + 2,
+            units("Bob"),
+            units("Bob") + 3
+        );
+        let expected = vec![vec![
+            (chars("Anna"), chars("Anna") + 4, "PER"),
+            (chars("中国"), chars("中国") + 2, "LOC"),
+            (chars("Bob"), chars("Bob") + 3, "PER"),
+        ]];
+        let corpus = parse_annotated(&line, Path::new("d.jsonl")).unwrap();
+        assert_eq!(spans_of(&corpus), expected);
+        let entities = format!(
+            r#"{{"text": "{text}", "entities": [{{"id": 1, "start_offset": {}, "end_offset": {}, "label": "PER"}}]}}"#,
+            units("Bob"),
+            units("Bob") + 3
+        );
+        let corpus = parse_annotated(&entities, Path::new("d.jsonl")).unwrap();
+        assert_eq!(
+            spans_of(&corpus),
+            [vec![(chars("Bob"), chars("Bob") + 3, "PER")]]
+        );
+        // Inside an emoji's surrogate pair: an error, not a guess.
+        let error = parse_annotated(
+            &format!(r#"{{"text": "{text}", "label": [[1, 5, "PER"]]}}"#),
+            Path::new("d.jsonl"),
+        )
+        .unwrap_err();
+        assert!(error.to_string().contains("UTF-16"), "{error}");
+        // And written as doccano reads them.
+        let written = doccano_lines(&[PreAnnotated {
+            text: text.to_string(),
+            spans: vec![(
+                CharSpan {
+                    start: chars("Bob"),
+                    end: chars("Bob") + 3,
+                    label: "PER".into(),
+                },
+                0.9,
+            )],
+            score: 1.0,
+            line: 1,
+        }]);
+        assert!(
+            written.contains(&format!(
+                "[[{},{},\"PER\"]]",
+                units("Bob"),
+                units("Bob") + 3
+            )),
+            "{written}"
+        );
+        let back = parse_annotated(&written, Path::new("d.jsonl")).unwrap();
+        assert_eq!(
+            spans_of(&back),
+            [vec![(chars("Bob"), chars("Bob") + 3, "PER")]]
+        );
+    }
+
+    /// A Label Studio task of one text and the given results.
+    fn task(text: &str, results: &str) -> String {
+        format!(
+            r#"[{{"id": 1, "data": {{"text": "{text}", "title": "Kovacs Ltd"}}, "annotations": [{{"id": 5, "result": [{results}]}}]}}]"#
+        )
+    }
+
+    fn region(start: usize, end: usize, text: &str, to_name: &str) -> String {
+        format!(
+            r#"{{"from_name": "label", "to_name": "{to_name}", "type": "labels", "value": {{"start": {start}, "end": {end}, "text": "{text}", "labels": ["PER"]}}}}"#
+        )
+    }
+
+    #[test]
+    fn label_studio_regions_are_checked_against_their_text() {
+        let text = "🎉 Anna met Bob";
+        // Code points, as Label Studio counts them.
+        let corpus = read_written(
+            "ls-cp",
+            "t.json",
+            &task(text, &region(2, 6, "Anna", "text")),
+        )
+        .unwrap();
+        assert_eq!(spans_of(&corpus), [vec![(2, 6, "PER")]]);
+        assert!(corpus.warnings.is_empty(), "{:?}", corpus.warnings);
+        // UTF-16 units, as older versions counted: realigned, and said.
+        let corpus = read_written(
+            "ls-16",
+            "t.json",
+            &task(text, &region(3, 7, "Anna", "text")),
+        )
+        .unwrap();
+        assert_eq!(spans_of(&corpus), [vec![(2, 6, "PER")]]);
+        assert!(corpus.warnings[0].contains("1 region's offsets were counted in UTF-16"));
+        // At neither: an error naming the task, never other words labelled.
+        let error = read_written(
+            "ls-bad",
+            "t.json",
+            &task(text, &region(7, 10, "Anna", "text")),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            error.contains("t.json:1: task 1 (number 1): region 7..10 (PER) says \"Anna\", but the text there is \"met\""),
+            "{error}"
+        );
+        // A region on the task's other text is not this text's.
+        let results = [
+            region(2, 6, "Anna", "text"),
+            region(0, 6, "Kovacs", "title"),
+        ]
+        .join(",");
+        let corpus = read_written("ls-to", "t.json", &task(text, &results)).unwrap();
+        assert_eq!(spans_of(&corpus), [vec![(2, 6, "PER")]]);
+        assert!(
+            corpus.warnings[0].contains("another <Text> of their task left out (to_name: 1 title)"),
+            "{:?}",
+            corpus.warnings
+        );
+        // JSON-MIN regions are checked the same way.
+        let min = format!(
+            r#"[{{"id": 1, "text": "{text}", "label": [{{"start": 3, "end": 7, "text": "Anna", "labels": ["PER"]}}], "annotation_id": 5}}]"#
+        );
+        let corpus = read_written("ls-min16", "m.json", &min).unwrap();
+        assert_eq!(spans_of(&corpus), [vec![(2, 6, "PER")]]);
+    }
+
+    #[test]
+    fn label_studio_json_min_reads_as_label_studio_writes_it() {
+        // As label-studio-converter writes JSON-MIN: a row per annotation, no control key for an
+        // annotation without regions, `annotation_id` null for a task nobody annotated, every
+        // control under its own name.
+        let min = r#"[
+  {"text": "Anna met Bob", "id": 1, "label": [{"start": 0, "end": 4, "text": "Anna", "labels": ["PER"]}], "place": [{"start": 9, "end": 12, "text": "Bob", "labels": ["LOC"]}], "annotator": 1, "annotation_id": 11, "created_at": "2024-05-01T10:00:00.000000Z", "updated_at": "2024-05-01T10:00:00.500000Z", "lead_time": 2.0},
+  {"text": "Anna met Bob", "id": 1, "label": [{"start": 0, "end": 4, "text": "Anna", "labels": ["ORG"]}], "annotator": 2, "annotation_id": 12, "created_at": "2024-05-01T10:00:00Z", "updated_at": "2024-05-01T10:00:00Z", "lead_time": 2.0},
+  {"text": "Nothing here", "id": 2, "annotator": 1, "annotation_id": 13, "created_at": "2024-05-01T10:00:00Z", "updated_at": "2024-05-01T10:00:00Z", "lead_time": 1.0},
+  {"text": "Not yet seen", "id": 3, "annotator": null, "annotation_id": null, "created_at": null, "updated_at": null, "lead_time": null}
+]"#;
+        let corpus = read_written("ls-min", "m.json", min).unwrap();
+        assert_eq!(
+            spans_of(&corpus),
+            [vec![(0, 4, "PER"), (9, 12, "LOC")], vec![]],
+            "the later annotation of task 1 (by time, not as strings), both controls"
+        );
+        let warnings = corpus.warnings.join("\n");
+        assert!(
+            warnings.contains("1 task without an annotation"),
+            "{warnings}"
+        );
+        assert!(
+            warnings.contains("1 row of a task that has a later annotation"),
+            "{warnings}"
+        );
+    }
+
+    #[test]
+    fn the_latest_annotation_is_the_latest_in_time() {
+        let annotation = |id: u32, label: &str, updated: &str, extra: &str| {
+            format!(
+                r#"{{"id": {id}, "updated_at": "{updated}"{extra}, "result": [{{"from_name": "label", "to_name": "text", "type": "labels", "value": {{"start": 0, "end": 4, "text": "Anna", "labels": ["{label}"]}}}}]}}"#
+            )
+        };
+        let export = format!(
+            r#"[{{"id": 1, "data": {{"text": "Anna flew"}}, "annotations": [{}, {}, {}]}}]"#,
+            annotation(1, "LATER", "2024-05-01T10:00:00.500000Z", ""),
+            annotation(2, "EARLIER", "2024-05-01T10:00:00Z", ""),
+            annotation(3, "SKIPPED", "2024-06-01T10:00:00Z", r#", "skipped": true"#),
+        );
+        let corpus = read_written("ls-time", "t.json", &export).unwrap();
+        assert_eq!(spans_of(&corpus), [vec![(0, 4, "LATER")]]);
+        let bad = export.replace("2024-05-01T10:00:00Z", "last tuesday");
+        let error = read_written("ls-badtime", "t.json", &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("updated_at \"last tuesday\" is not a time"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn results_of_kinds_not_read_are_counted() {
+        let results = [
+            region(0, 4, "Anna", "text"),
+            r#"{"from_name": "h", "to_name": "text", "type": "hypertextlabels", "value": {"start": "/p[1]", "end": "/p[1]", "startOffset": 0, "endOffset": 4, "hypertextlabels": ["PER"]}}"#.to_string(),
+            r#"{"from_name": "p", "to_name": "text", "type": "paragraphlabels", "value": {"start": "0", "end": "0", "startOffset": 0, "endOffset": 4, "paragraphlabels": ["PER"]}}"#.to_string(),
+        ]
+        .join(",");
+        let corpus = read_written("ls-kinds", "t.json", &task("Anna flew", &results)).unwrap();
+        assert_eq!(spans_of(&corpus), [vec![(0, 4, "PER")]]);
+        assert!(
+            corpus.warnings[0].contains("(1 hypertextlabels, 1 paragraphlabels)"),
+            "{:?}",
+            corpus.warnings
+        );
+    }
+
+    #[test]
+    fn an_export_of_tasks_nobody_annotated_says_so() {
+        let export = r#"[{"id": 1, "data": {"text": "a"}, "annotations": []},
+                         {"id": 2, "data": {"text": "b"}, "annotations": [{"id": 3, "was_cancelled": true, "result": []}]}]"#;
+        let error = read_written("ls-none", "t.json", export)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("no annotated text is left to read")
+                && error.contains("2 tasks without an annotation"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn label_studio_lines_are_counted_in_linear_time() {
+        let tasks = |n: usize| {
+            let task = r#"{"id": 1, "data": {"text": "Anna flew"}, "annotations": [{"id": 1, "result": []}]}"#;
+            format!("[\n{}\n]", vec![task; n].join(",\n"))
+        };
+        let time = |text: &str| {
+            (0..3)
+                .map(|_| {
+                    let started = std::time::Instant::now();
+                    let mut tally = Tally::default();
+                    formats::parse_label_studio(text, Path::new("t.json"), &mut tally).unwrap();
+                    started.elapsed().as_secs_f64()
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let (small, large) = (tasks(4_000), tasks(32_000));
+        let ratio = time(&large) / time(&small);
+        assert!(
+            ratio < 24.0,
+            "8 times the tasks took {ratio:.1} times as long"
+        );
+        let mut tally = Tally::default();
+        let read = formats::parse_label_studio(&large, Path::new("t.json"), &mut tally).unwrap();
+        assert_eq!(read.last().unwrap().line, 32_001);
+    }
+
+    #[test]
+    fn messages_name_what_is_wrong() {
+        let error = |line: &str| {
+            parse_annotated(line, Path::new("x.jsonl"))
+                .unwrap_err()
+                .to_string()
+        };
+        let negative = error(r#"{"text": "Anna", "label": [[-1, 4, "PER"]]}"#);
+        assert!(
+            negative.contains("`label`: expected doccano's") && negative.contains("-1"),
+            "{negative}"
+        );
+        let twice = error(r#"{"text": "Anna", "label": [[0, 4, "PER"]], "label": []}"#);
+        assert!(twice.contains("the key `label` is given twice"), "{twice}");
+    }
+
+    #[test]
+    fn a_known_region_over_the_whole_text_is_a_text_annotated_in_full() {
+        let corpus = parse_annotated(
+            concat!(
+                r#"{"text": "Anna flew home", "spans": [{"start": 0, "end": 4, "label": "PER"}], "known": [[4, 14]]}"#,
+                "\n",
+                r#"{"text": "Anna flew home", "spans": [], "known": [[0, 9]]}"#
+            ),
+            Path::new("k.jsonl"),
+        )
+        .unwrap();
+        assert!(!corpus.texts[0].is_partial());
+        assert!(corpus.texts[1].is_partial());
+    }
+
+    #[test]
+    fn brat_files_left_out_are_warned_of() {
+        let dir = std::env::temp_dir().join(format!("nertrain-brat-left-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("more")).unwrap();
+        std::fs::write(dir.join("a.txt"), "Anna").unwrap();
+        std::fs::write(dir.join("a.ann"), "T1\tPER 0 4\tAnna\n").unwrap();
+        std::fs::write(dir.join("b.txt"), "Bob").unwrap();
+        let corpus = read_annotated(&dir).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        let warnings = corpus.warnings.join("\n");
+        assert!(
+            warnings.contains("1 .txt file without a .ann"),
+            "{warnings}"
+        );
+        assert!(warnings.contains("1 subdirectory not read"), "{warnings}");
     }
 }

@@ -67,6 +67,26 @@ impl Sentence {
 }
 
 impl Sentence {
+    /// Its tags (read in `source`) written in `target`. Where some are unknown, each token's one
+    /// tag allowed ([`crate::allowed_tags`]) or [`crate::UNKNOWN_TAG`], and the first token the
+    /// labels on either side leave no tag at all, if any.
+    pub fn tags_in(
+        &self,
+        source: crate::TagScheme,
+        target: crate::TagScheme,
+    ) -> (Vec<String>, Option<usize>) {
+        if !crate::has_unknown(&self.tags) {
+            return (crate::convert_tags(&self.tags, target), None);
+        }
+        let allowed = crate::allowed_tags(&self.tags, source, target);
+        let contradiction = allowed.iter().position(crate::Allowed::is_empty);
+        let tags = allowed
+            .iter()
+            .map(|a| a.single().unwrap_or(crate::UNKNOWN_TAG).to_string())
+            .collect();
+        (tags, contradiction)
+    }
+
     /// Tokens in the sentence.
     pub fn len(&self) -> usize {
         self.words.len()
@@ -179,14 +199,7 @@ impl Corpus {
                 text.push_str("-DOCSTART- O\n\n");
                 document = Some(sentence.document);
             }
-            let tags: Vec<String> = if crate::has_unknown(&sentence.tags) {
-                crate::allowed_tags(&sentence.tags, source, scheme)
-                    .iter()
-                    .map(|a| a.single().unwrap_or(crate::UNKNOWN_TAG).to_string())
-                    .collect()
-            } else {
-                crate::convert_tags(&sentence.tags, scheme)
-            };
+            let (tags, _) = sentence.tags_in(source, scheme);
             for (word, tag) in sentence.words.iter().zip(tags) {
                 text.push_str(word);
                 text.push(' ');
@@ -391,21 +404,33 @@ pub fn convert_tag_column(
     from: Option<crate::TagScheme>,
     to: crate::TagScheme,
 ) -> Result<String, DataError> {
-    let corpus = parse_conll(text, path, columns)?;
+    // Unknown labels (`-`, as `convert` writes for partial annotation) stay unknown, or become
+    // the one tag the labels beside them allow.
+    let corpus = parse_conll(text, path, columns)?.checked(true)?;
     let mut replacements = std::collections::HashMap::new();
-    for sentence in &corpus.sentences {
-        for (i, tag) in sentence.tags.iter().enumerate() {
-            crate::check_tag(tag).map_err(|m| corpus.error_at(sentence, i, m))?;
-        }
-    }
-    if let Some((error, _)) = from.and_then(|from| corpus.malformed(from)) {
+    let complete = Corpus {
+        path: corpus.path.clone(),
+        sentences: (corpus.sentences.iter())
+            .filter(|s| !crate::has_unknown(&s.tags))
+            .cloned()
+            .collect(),
+    };
+    if let Some((error, _)) = from.and_then(|from| complete.malformed(from)) {
         return Err(error);
     }
+    let source = from.unwrap_or_else(|| {
+        crate::TagScheme::detect(corpus.sentences.iter().map(|s| s.tags.as_slice()))
+    });
     for sentence in &corpus.sentences {
-        for (i, tag) in crate::convert_tags(&sentence.tags, to)
-            .into_iter()
-            .enumerate()
-        {
+        let (tags, contradiction) = sentence.tags_in(source, to);
+        if let Some(i) = contradiction {
+            return Err(corpus.error_at(
+                sentence,
+                i,
+                "no tag can go here: the labels on either side contradict each other",
+            ));
+        }
+        for (i, tag) in tags.into_iter().enumerate() {
             replacements.insert(sentence.first_line + i, tag);
         }
     }

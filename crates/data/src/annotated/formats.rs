@@ -1,25 +1,43 @@
-//! What annotation tools export, read as texts with character spans; detected from the content.
+//! What annotation tools export, read as texts with character spans; detected from the content,
+//! and read in the units each tool counts its offsets in.
 //!
-//! - **Flat lines** (`.jsonl`, one object a line; also the objects of a JSON array): Prodigy and
-//!   spaCy's `spans` (`{"start", "end", "label"}`), doccano's `label` or `labels`
-//!   (`[[start, end, "PER"]]`) or `entities` (`{"start_offset", "end_offset", "label"}`), and
-//!   Label Studio's JSON-MIN regions under any key (`{"start", "end", "labels": ["PER"]}`). A line
-//!   with none of them is an error naming it; an unlabelled text has an empty list.
+//! - **Flat lines** (`.jsonl`, one object a line; also the objects of a JSON array):
+//!   - Prodigy and spaCy's `spans` (`{"start", "end", "label"}`), in code points. A Prodigy
+//!     `answer` other than `accept` (`reject`, `ignore`) is not gold: the line is left out, and
+//!     counted in a warning.
+//!   - doccano's `label` or `labels` (`[[start, end, "PER"]]`) or `entities`
+//!     (`{"start_offset", "end_offset", "label"}`), in UTF-16 units (JavaScript string indices),
+//!     converted to code points.
+//!   - Label Studio's JSON-MIN regions (`{"start", "end", "text", "labels": ["PER"]}`) under each
+//!     control's name, every control read. A row with an `annotation_id` but no region is an
+//!     annotation without entities; one whose `annotation_id` is null is a task nobody annotated,
+//!     left out. Rows of one task (`id`) are its annotators' annotations: the latest is read.
+//!
+//!   A line with none of these is an error naming it; an unlabelled text has an empty list.
 //! - **Label Studio's JSON export** (`.json`, an array of tasks): the text is `data.text` (or the
-//!   data's one string), the spans those of the task's latest annotation that was not cancelled.
-//!   Predictions are not gold and are ignored; a task without an annotation is left out, and
-//!   counted in a warning.
+//!   data's one string), the spans the `labels` results on it of the task's latest annotation
+//!   (by `updated_at`) that was neither cancelled nor skipped. Predictions are not gold and are
+//!   ignored; a task without an annotation is left out, and counted in a warning, as are results
+//!   on another `<Text>` of the task and `hypertextlabels` or `paragraphlabels` results.
+//!
+//!   A Label Studio region's `text` is checked against the text at its offsets: Label Studio
+//!   counts code points, older versions UTF-16 units, and a region whose text is found at its
+//!   offsets read as UTF-16 units is realigned (counted in a warning); one found at neither is an
+//!   error.
 //! - **brat standoff** (a directory of `.txt` and `.ann` pairs, or one `.ann`): each `.txt` is a
 //!   text and a document; its text-bound annotations (`T1<TAB>PER 0 11<TAB>Anna Kovacs`) are the
-//!   spans, checked against the text they name. Discontinuous ones are left out with a warning;
-//!   relations, events, attributes, normalisations and notes are ignored.
+//!   spans, in code points, checked against the text they name. Discontinuous ones are left out
+//!   with a warning; relations, events, attributes, normalisations and notes are ignored.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::de::{Error as _, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::units::{Utf16Offsets, parse_time};
 use super::{CharSpan, DocumentKey, Exported};
 use crate::DataError;
 
@@ -50,9 +68,148 @@ impl AnnotationFormat {
     }
 }
 
+/// What reading a file left out or changed, counted, for one warning each.
+#[derive(Default)]
+pub(super) struct Tally {
+    /// Prodigy answers other than `accept`, by answer.
+    answers: BTreeMap<String, usize>,
+    /// Label Studio tasks without an annotation that counts.
+    unannotated: Vec<String>,
+    /// JSON-MIN rows of a task whose later annotation was read instead.
+    superseded: usize,
+    /// Label Studio results on another `<Text>` of their task, by its name.
+    other_texts: BTreeMap<String, usize>,
+    /// Label Studio results of a kind not read, by kind.
+    other_kinds: BTreeMap<String, usize>,
+    /// Label Studio regions whose offsets were UTF-16 units.
+    realigned: usize,
+    /// brat: discontinuous spans (`file:line`), `.txt` files without a `.ann`, subdirectories.
+    discontinuous: Vec<String>,
+    lone_texts: Vec<PathBuf>,
+    subdirectories: Vec<PathBuf>,
+}
+
+impl Tally {
+    /// How many texts were left out whole: when none is read, the reason.
+    pub(super) fn texts_left_out(&self) -> usize {
+        self.answers.values().sum::<usize>() + self.unannotated.len() + self.lone_texts.len()
+    }
+
+    /// One warning a kind of thing left out or changed, naming `path`.
+    pub(super) fn into_warnings(self, path: &Path) -> Vec<String> {
+        let file = path.display();
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let counts = |map: &BTreeMap<String, usize>| {
+            map.iter()
+                .map(|(name, n)| format!("{n} {name}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let mut warnings = Vec::new();
+        if !self.answers.is_empty() {
+            warnings.push(format!(
+                "{file}: lines whose answer is not `accept` are not gold and were left out ({})",
+                counts(&self.answers)
+            ));
+        }
+        if let Some(first) = self.unannotated.first() {
+            warnings.push(format!(
+                "{file}: {} without an annotation that was not cancelled or skipped, left out \
+                 (the first: {first})",
+                plural(self.unannotated.len(), "task", "tasks")
+            ));
+        }
+        if self.superseded > 0 {
+            warnings.push(format!(
+                "{file}: {} of a task that has a later annotation left out (one annotation per \
+                 task: the latest by updated_at)",
+                plural(self.superseded, "row", "rows")
+            ));
+        }
+        if !self.other_texts.is_empty() {
+            warnings.push(format!(
+                "{file}: results on another <Text> of their task left out (to_name: {})",
+                counts(&self.other_texts)
+            ));
+        }
+        if !self.other_kinds.is_empty() {
+            warnings.push(format!(
+                "{file}: results of a kind not read left out ({}); only `labels` on a <Text> \
+                 are entities here",
+                counts(&self.other_kinds)
+            ));
+        }
+        if self.realigned > 0 {
+            warnings.push(format!(
+                "{file}: {} counted in UTF-16 units (as older Label Studio versions do), read as \
+                 such",
+                plural(
+                    self.realigned,
+                    "region's offsets were",
+                    "regions' offsets were"
+                )
+            ));
+        }
+        if let Some(first) = self.discontinuous.first() {
+            warnings.push(format!(
+                "{first}: a discontinuous span, left out: entities here are contiguous ({} in all)",
+                self.discontinuous.len()
+            ));
+        }
+        if let Some(first) = self.lone_texts.first() {
+            warnings.push(format!(
+                "{file}: {} without a .ann of the same name, left out (the first: {})",
+                plural(self.lone_texts.len(), ".txt file", ".txt files"),
+                first.display()
+            ));
+        }
+        if let Some(first) = self.subdirectories.first() {
+            warnings.push(format!(
+                "{file}: {} not read (only the directory's own .ann files are; the first: {})",
+                plural(self.subdirectories.len(), "subdirectory", "subdirectories"),
+                first.display()
+            ));
+        }
+        warnings
+    }
+}
+
 /// Key names under which a line's spans may be, in the order they are looked for.
 const SPAN_KEYS: &str = "`spans` (Prodigy, spaCy), `label`, `labels` or `entities` (doccano), or \
                          a Label Studio region list (`[{\"start\", \"end\", \"labels\"}]`)";
+
+/// A JSON object each of whose keys is given once: read into a map, a second `label` would
+/// replace the first without a word.
+struct UniqueKeys(serde_json::Map<String, Value>);
+
+impl<'de> Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Keys;
+        impl<'de> Visitor<'de> for Keys {
+            type Value = UniqueKeys;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<UniqueKeys, A::Error> {
+                let mut object = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value: Value = map.next_value()?;
+                    if object.contains_key(&key) {
+                        return Err(A::Error::custom(format!(
+                            "the key `{key}` is given twice; which one is meant is not known"
+                        )));
+                    }
+                    object.insert(key, value);
+                }
+                Ok(UniqueKeys(object))
+            }
+        }
+        deserializer.deserialize_map(Keys)
+    }
+}
 
 /// One flat object: the text, and its spans under whichever key the tool used.
 #[derive(Deserialize)]
@@ -64,16 +221,19 @@ struct FlatLine {
     entities: Option<Vec<DoccanoEntity>>,
     #[serde(default)]
     doc: Option<DocumentKey>,
+    /// Prodigy's verdict on the line: only `accept` is gold.
+    #[serde(default)]
+    answer: Option<String>,
     /// Only the spans given are known; the rest of the text is unannotated.
     #[serde(default)]
     partial: bool,
     /// The regions annotated in full (code points, end exclusive); the rest is unannotated.
     #[serde(default)]
     known: Option<Vec<(usize, usize)>>,
-    /// `label`, `labels`, or a Label Studio control's name: looked at by shape (a flattened
-    /// field cannot hold raw JSON, only values).
+    /// `label`, `labels`, a Label Studio control's name, and JSON-MIN's `id`, `annotation_id`
+    /// and `updated_at`: looked at by shape and name.
     #[serde(flatten)]
-    other: HashMap<String, serde_json::Value>,
+    other: HashMap<String, Value>,
 }
 
 /// doccano's entity object (projects with relations).
@@ -90,70 +250,199 @@ struct Region {
     start: usize,
     end: usize,
     labels: Vec<String>,
+    /// The characters it covers, as Label Studio saw them.
+    #[serde(default)]
+    text: Option<String>,
 }
 
-/// A list of spans in one of the shapes a key may hold.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum SpanList {
-    /// doccano: `[[start, end, "PER"]]`.
-    Triples(Vec<(usize, usize, String)>),
-    /// Label Studio JSON-MIN.
-    Regions(Vec<Region>),
-}
-
-/// The spans of a Label Studio region list, or an error saying which region has other than one
-/// label.
-fn region_spans(
-    regions: Vec<Region>,
+/// The spans of doccano offsets (UTF-16 units) in code points of `text`.
+fn from_utf16(
+    text: &str,
+    spans: Vec<CharSpan>,
     at: &dyn Fn(String) -> DataError,
 ) -> Result<Vec<CharSpan>, DataError> {
-    regions
+    let offsets = Utf16Offsets::new(text);
+    if offsets.is_identity() {
+        return Ok(spans);
+    }
+    spans
         .into_iter()
-        .map(|region| match <[String; 1]>::try_from(region.labels) {
-            Ok([label]) => Ok(CharSpan {
-                start: region.start,
-                end: region.end,
-                label,
-            }),
-            Err(labels) => Err(at(format!(
-                "region {}..{} has {} labels; expected one (entities here have one type)",
-                region.start,
-                region.end,
-                labels.len()
-            ))),
-        })
+        .map(
+            |span| match (offsets.to_chars(span.start), offsets.to_chars(span.end)) {
+                (Some(start), Some(end)) => Ok(CharSpan { start, end, ..span }),
+                _ => Err(at(format!(
+                    "span {}..{} ({}) does not fall between characters of the text: doccano's \
+                 offsets count UTF-16 units, in which a character beyond U+FFFF (an emoji) \
+                 counts two",
+                    span.start, span.end, span.label
+                ))),
+            },
+        )
         .collect()
 }
 
+/// The spans of Label Studio regions over `text`, each region's `text` checked against the
+/// characters at its offsets (code points, or UTF-16 units where only they fit: realigned and
+/// counted); an error names a region with other than one label, or whose text is at neither.
+fn region_spans(
+    text: &str,
+    regions: Vec<Region>,
+    tally: &mut Tally,
+    at: &dyn Fn(String) -> DataError,
+) -> Result<Vec<CharSpan>, DataError> {
+    let mut chars: Option<Vec<char>> = None;
+    let mut utf16: Option<Utf16Offsets> = None;
+    let mut spans = Vec::with_capacity(regions.len());
+    for region in regions {
+        let label = match <[String; 1]>::try_from(region.labels) {
+            Ok([label]) => label,
+            Err(labels) => {
+                return Err(at(format!(
+                    "region {}..{} has {} labels; expected one (entities here have one type)",
+                    region.start,
+                    region.end,
+                    labels.len()
+                )));
+            }
+        };
+        let (mut start, mut end) = (region.start, region.end);
+        if let Some(said) = &region.text {
+            let chars = chars.get_or_insert_with(|| text.chars().collect());
+            let covered = |start: usize, end: usize| {
+                (start < end && end <= chars.len()).then(|| chars[start..end].iter().collect())
+            };
+            let found: Option<String> = covered(start, end);
+            if found.as_ref() != Some(said) {
+                let utf16 = utf16.get_or_insert_with(|| Utf16Offsets::new(text));
+                let realigned = (utf16.to_chars(start), utf16.to_chars(end));
+                match realigned {
+                    (Some(s), Some(e)) if covered(s, e).as_ref() == Some(said) => {
+                        (start, end) = (s, e);
+                        tally.realigned += 1;
+                    }
+                    _ => {
+                        return Err(at(format!(
+                            "region {start}..{end} ({label}) says {said:?}, but the text there is \
+                             {}: its offsets do not point at its text, counted in code points or \
+                             in UTF-16 units",
+                            found.map_or("beyond the text's end".into(), |f| format!("{f:?}"))
+                        )));
+                    }
+                }
+            }
+        }
+        spans.push(CharSpan { start, end, label });
+    }
+    Ok(spans)
+}
+
+/// A JSON-MIN row's place among its task's annotations: which task, and how late.
+struct MinRow {
+    task: i64,
+    latest: Latest,
+}
+
+/// What orders a task's annotations, the latest last: `updated_at` (parsed), then the
+/// annotation's id, then its place in the file.
+type Latest = (Option<(i64, u32)>, Option<i64>);
+
+/// What one flat object turned out to be.
+enum FlatRead {
+    /// A text with its spans; for a JSON-MIN row, its task and time.
+    Text(Exported, Option<MinRow>),
+    /// Left out (not gold, or not annotated), and counted.
+    LeftOut,
+}
+
+/// An annotation's `updated_at`, parsed, or an error naming it.
+fn updated_at(
+    value: Option<&str>,
+    at: &dyn Fn(String) -> DataError,
+) -> Result<Option<(i64, u32)>, DataError> {
+    value
+        .map(|time| {
+            parse_time(time).ok_or_else(|| {
+                at(format!(
+                    "updated_at {time:?} is not a time (expected RFC 3339, as \
+                     2024-05-01T10:00:00.5Z)"
+                ))
+            })
+        })
+        .transpose()
+}
+
 impl FlatLine {
-    /// The text with its spans and document, read at `line` of `path`.
+    /// Reads one object: JSON text whose keys are each given once.
+    fn parse(json: &str) -> Result<Self, serde_json::Error> {
+        let UniqueKeys(object) = serde_json::from_str(json)?;
+        Self::deserialize(Value::Object(object))
+    }
+
+    /// The text with its spans and document, read at `line` of `path`, or what left it out.
     fn into_exported(
         mut self,
         path: &Path,
         line: usize,
+        tally: &mut Tally,
         at: &dyn Fn(String) -> DataError,
-    ) -> Result<Exported, DataError> {
-        let doc = self.doc.clone();
+    ) -> Result<FlatRead, DataError> {
+        match self.answer.as_deref() {
+            None | Some("accept") => {}
+            Some(answer @ ("reject" | "ignore")) => {
+                *tally.answers.entry(answer.to_string()).or_default() += 1;
+                return Ok(FlatRead::LeftOut);
+            }
+            Some(other) => {
+                return Err(at(format!(
+                    "answer {other:?}: expected Prodigy's accept, reject or ignore"
+                )));
+            }
+        }
+        let doc = self.doc.take();
         let known = match (self.partial, self.known.take()) {
             (_, Some(regions)) => Some(regions),
             (true, None) => Some(Vec::new()),
             (false, None) => None,
         };
-        let (text, spans) = self.into_text(at)?;
-        Ok(Exported {
+        // JSON-MIN: one row an annotation, `annotation_id` null for a task nobody annotated.
+        let min_row = match self.other.get("annotation_id") {
+            None => None,
+            Some(Value::Null) => {
+                let id = self.other.get("id").and_then(Value::as_i64);
+                tally.unannotated.push(match id {
+                    Some(id) => format!("task {id}, line {line}"),
+                    None => format!("line {line}"),
+                });
+                return Ok(FlatRead::LeftOut);
+            }
+            Some(annotation) => {
+                let time = updated_at(self.other.get("updated_at").and_then(Value::as_str), at)?;
+                let latest = (time, annotation.as_i64());
+                self.other
+                    .get("id")
+                    .and_then(Value::as_i64)
+                    .map(|task| MinRow { task, latest })
+            }
+        };
+        let is_min = self.other.contains_key("annotation_id");
+        let (text, spans) = self.into_text(is_min, tally, at)?;
+        let exported = Exported {
             text,
             spans,
             line,
             source: path.to_path_buf(),
             doc,
             known,
-        })
+        };
+        Ok(FlatRead::Text(exported, min_row))
     }
 
-    /// The text and its spans, or an error saying what was expected.
+    /// The text and its spans in code points, or an error saying what was expected. A JSON-MIN
+    /// row (`is_min`) without regions has no entities.
     fn into_text(
         self,
+        is_min: bool,
+        tally: &mut Tally,
         at: &dyn Fn(String) -> DataError,
     ) -> Result<(String, Vec<CharSpan>), DataError> {
         let text = self
@@ -171,52 +460,108 @@ impl FlatLine {
                     label: e.label,
                 })
                 .collect();
+            let spans = from_utf16(&text, spans, at)?;
             return Ok((text, spans));
         }
         // `label` and `labels` first (doccano, and Label Studio's usual control name), then any
-        // other key holding regions, in name order so that the choice does not depend on order.
+        // other key holding regions, in name order so that the result does not depend on order.
         let mut keys: Vec<&String> = self.other.keys().collect();
         keys.sort_by_key(|k| (!matches!(k.as_str(), "label" | "labels"), k.as_str()));
+        let mut regions: Option<Vec<Region>> = None;
         for key in keys {
+            let value = &self.other[key];
             let named = matches!(key.as_str(), "label" | "labels");
-            // Under another name only a list with spans in it counts: an empty one (doccano's
+            let first = value.as_array().and_then(|a| a.first());
+            let regions_here = first
+                .and_then(Value::as_object)
+                .filter(|region| region.contains_key("labels"));
+            if named && regions_here.is_none() {
+                // doccano's triples, or nothing a tool writes under this name.
+                let triples = Vec::<(usize, usize, String)>::deserialize(value).map_err(|e| {
+                    at(format!(
+                        "`{key}`: expected doccano's [[start, end, \"TYPE\"], ...] or Label \
+                         Studio regions [{{\"start\", \"end\", \"labels\"}}, ...]: {e}"
+                    ))
+                })?;
+                let spans = triples
+                    .into_iter()
+                    .map(|(start, end, label)| CharSpan { start, end, label })
+                    .collect();
+                let spans = from_utf16(&text, spans, at)?;
+                return Ok((text, spans));
+            }
+            // Under another name only a list of regions counts: an empty one (doccano's
             // `"Comments": []`) says nothing about entities.
-            if !named && self.other[key].as_array().is_none_or(Vec::is_empty) {
+            if regions_here.is_none() {
+                let other_kind = first
+                    .and_then(Value::as_object)
+                    .and_then(|region| region.keys().find(|k| k.ends_with("labels")));
+                if let Some(kind) = other_kind {
+                    let count = value.as_array().map_or(0, Vec::len);
+                    *tally.other_kinds.entry(kind.clone()).or_default() += count;
+                }
                 continue;
             }
-            match SpanList::deserialize(&self.other[key]) {
-                Ok(SpanList::Triples(triples)) => {
-                    let spans = triples
-                        .into_iter()
-                        .map(|(start, end, label)| CharSpan { start, end, label })
-                        .collect();
-                    return Ok((text, spans));
-                }
-                Ok(SpanList::Regions(regions)) => return Ok((text, region_spans(regions, at)?)),
-                Err(_) => continue,
-            }
+            let read = Vec::<Region>::deserialize(value)
+                .map_err(|e| at(format!("`{key}`: Label Studio regions: {e}")))?;
+            regions.get_or_insert_with(Vec::new).extend(read);
         }
-        Err(at(format!(
-            "no spans: expected {SPAN_KEYS}; a text without entities has an empty list \
-             (`\"spans\": []`)"
-        )))
+        match regions {
+            Some(regions) => {
+                let spans = region_spans(&text, regions, tally, at)?;
+                Ok((text, spans))
+            }
+            None if is_min => Ok((text, Vec::new())),
+            None => Err(at(format!(
+                "no spans: expected {SPAN_KEYS}; a text without entities has an empty list \
+                 (`\"spans\": []`)"
+            ))),
+        }
     }
 }
 
+/// The texts read, one row a task where JSON-MIN gives several (its annotators'): the latest,
+/// as in the full export; the rest counted.
+fn one_per_task(rows: Vec<(Exported, Option<MinRow>)>, tally: &mut Tally) -> Vec<Exported> {
+    let mut latest: HashMap<i64, (Latest, usize)> = HashMap::new();
+    for (index, (_, row)) in rows.iter().enumerate() {
+        if let Some(row) = row {
+            let entry = latest.entry(row.task).or_insert((row.latest, index));
+            if (row.latest, index) > *entry {
+                *entry = (row.latest, index);
+            }
+        }
+    }
+    let mut texts = Vec::with_capacity(rows.len());
+    for (index, (exported, row)) in rows.into_iter().enumerate() {
+        match row {
+            Some(row) if latest[&row.task].1 != index => tally.superseded += 1,
+            _ => texts.push(exported),
+        }
+    }
+    texts
+}
+
 /// Reads flat objects, one a line (blank lines skipped).
-pub(super) fn parse_lines(text: &str, path: &Path) -> Result<Vec<Exported>, DataError> {
-    let mut exported = Vec::new();
+pub(super) fn parse_lines(
+    text: &str,
+    path: &Path,
+    tally: &mut Tally,
+) -> Result<Vec<Exported>, DataError> {
+    let mut rows = Vec::new();
     for (i, line) in text.lines().enumerate() {
         let number = i + 1;
         if line.trim().is_empty() {
             continue;
         }
         let at = |message: String| DataError::at(path, number, message);
-        let record: FlatLine = serde_json::from_str(line)
+        let record = FlatLine::parse(line)
             .map_err(|e| at(format!("expected a JSON object with `text` and spans: {e}")))?;
-        exported.push(record.into_exported(path, number, &at)?);
+        if let FlatRead::Text(exported, row) = record.into_exported(path, number, tally, &at)? {
+            rows.push((exported, row));
+        }
     }
-    Ok(exported)
+    Ok(one_per_task(rows, tally))
 }
 
 /// A Label Studio task (the full export).
@@ -224,7 +569,7 @@ pub(super) fn parse_lines(text: &str, path: &Path) -> Result<Vec<Exported>, Data
 struct Task {
     #[serde(default)]
     id: Option<i64>,
-    data: HashMap<String, serde_json::Value>,
+    data: HashMap<String, Value>,
     #[serde(default)]
     annotations: Vec<Annotation>,
 }
@@ -236,6 +581,9 @@ struct Annotation {
     id: Option<i64>,
     #[serde(default)]
     was_cancelled: bool,
+    /// Older exports' word for cancelled.
+    #[serde(default)]
+    skipped: bool,
     #[serde(default)]
     updated_at: Option<String>,
     #[serde(default)]
@@ -247,6 +595,9 @@ struct Annotation {
 struct AnnotationResult {
     #[serde(rename = "type", default)]
     kind: Option<String>,
+    /// The object (`<Text name=…>`) it is on.
+    #[serde(default)]
+    to_name: Option<String>,
     #[serde(default)]
     value: Option<Box<RawValue>>,
 }
@@ -256,7 +607,7 @@ struct AnnotationResult {
 pub(super) fn parse_label_studio(
     text: &str,
     path: &Path,
-    warnings: &mut Vec<String>,
+    tally: &mut Tally,
 ) -> Result<Vec<Exported>, DataError> {
     let elements: Vec<&RawValue> = serde_json::from_str(text).map_err(|e| {
         DataError::file(
@@ -264,11 +615,16 @@ pub(super) fn parse_label_studio(
             format!("expected a JSON array of Label Studio tasks: {e}"),
         )
     })?;
-    let mut exported = Vec::new();
-    let mut unannotated = Vec::new();
+    let mut rows = Vec::new();
+    // Elements come in order: each one's line is counted on from the last.
+    let (mut counted_to, mut line) = (0, 1);
     for (index, element) in elements.into_iter().enumerate() {
         let offset = element.get().as_ptr() as usize - text.as_ptr() as usize;
-        let line = text[..offset].matches('\n').count() + 1;
+        line += text.as_bytes()[counted_to..offset]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        counted_to = offset;
         let task_name = |id: Option<i64>| match id {
             Some(id) => format!("task {id} (number {})", index + 1),
             None => format!("task number {}", index + 1),
@@ -279,9 +635,11 @@ pub(super) fn parse_label_studio(
             let at = |message: String| {
                 DataError::at(path, line, format!("{}: {message}", task_name(None)))
             };
-            let record: FlatLine = serde_json::from_str(element.get())
+            let record = FlatLine::parse(element.get())
                 .map_err(|e| at(format!("expected a task or a JSON-MIN object: {e}")))?;
-            exported.push(record.into_exported(path, line, &at)?);
+            if let FlatRead::Text(exported, row) = record.into_exported(path, line, tally, &at)? {
+                rows.push((exported, row));
+            }
             continue;
         }
         let task: Task = serde_json::from_str(element.get()).map_err(|e| {
@@ -294,65 +652,88 @@ pub(super) fn parse_label_studio(
         let at = |message: String| {
             DataError::at(path, line, format!("{}: {message}", task_name(task.id)))
         };
-        let Some(annotation) = latest_annotation(task.annotations) else {
-            unannotated.push(task_name(task.id));
+        let Some(annotation) = latest_annotation(task.annotations, &at)? else {
+            tally.unannotated.push(task_name(task.id));
             continue;
         };
-        let text = task_text(&task.data).map_err(&at)?;
+        let (key, text) = task_text(&task.data).map_err(&at)?;
         let mut regions = Vec::new();
         for result in annotation.result {
-            let labelled = matches!(result.kind.as_deref(), Some("labels"));
-            if let (true, Some(value)) = (labelled, result.value) {
+            match result.kind.as_deref() {
+                Some("labels") => {}
+                Some(kind @ ("hypertextlabels" | "paragraphlabels")) => {
+                    *tally.other_kinds.entry(kind.to_string()).or_default() += 1;
+                    continue;
+                }
+                _ => continue,
+            }
+            // A result on another of the task's texts: its object's name is that text's key.
+            if let Some(name) = &result.to_name
+                && name != key
+                && task.data.contains_key(name)
+            {
+                *tally.other_texts.entry(name.clone()).or_default() += 1;
+                continue;
+            }
+            if let Some(value) = result.value {
                 let region: Region = serde_json::from_str(value.get())
                     .map_err(|e| at(format!("a `labels` result: {e}")))?;
                 regions.push(region);
             }
         }
-        exported.push(Exported {
+        let spans = region_spans(&text, regions, tally, &at)?;
+        let exported = Exported {
             text,
-            spans: region_spans(regions, &at)?,
+            spans,
             line,
             source: path.to_path_buf(),
             doc: None,
             known: None,
-        });
+        };
+        rows.push((exported, None));
     }
-    if let Some(first) = unannotated.first() {
-        warnings.push(format!(
-            "{}: {} task{} without an annotation that was not cancelled, left out (the first: {first})",
-            path.display(),
-            unannotated.len(),
-            if unannotated.len() == 1 { "" } else { "s" }
-        ));
-    }
-    Ok(exported)
+    Ok(one_per_task(rows, tally))
 }
 
-/// The annotation a task's gold spans come from: the latest that was not cancelled (by
-/// `updated_at`, then `id`, then order).
-fn latest_annotation(annotations: Vec<Annotation>) -> Option<Annotation> {
-    annotations
-        .into_iter()
-        .enumerate()
-        .filter(|(_, a)| !a.was_cancelled)
-        .max_by(|(i, a), (j, b)| (&a.updated_at, a.id, i).cmp(&(&b.updated_at, b.id, j)))
-        .map(|(_, a)| a)
+/// The annotation a task's gold spans come from: the latest (by `updated_at` as a time, then
+/// `id`, then order) that was neither cancelled nor skipped.
+fn latest_annotation(
+    annotations: Vec<Annotation>,
+    at: &dyn Fn(String) -> DataError,
+) -> Result<Option<Annotation>, DataError> {
+    let mut best: Option<(Latest, usize, Annotation)> = None;
+    for (index, annotation) in annotations.into_iter().enumerate() {
+        if annotation.was_cancelled || annotation.skipped {
+            continue;
+        }
+        let latest = (
+            updated_at(annotation.updated_at.as_deref(), at)?,
+            annotation.id,
+        );
+        if best
+            .as_ref()
+            .is_none_or(|(l, i, _)| (latest, index) > (*l, *i))
+        {
+            best = Some((latest, index, annotation));
+        }
+    }
+    Ok(best.map(|(_, _, annotation)| annotation))
 }
 
-/// A task's text: `data.text`, or the data's one string.
-fn task_text(data: &HashMap<String, serde_json::Value>) -> Result<String, String> {
-    if let Some(serde_json::Value::String(text)) = data.get("text") {
-        return Ok(text.clone());
+/// A task's text and its key: `data.text`, or the data's one string.
+fn task_text(data: &HashMap<String, Value>) -> Result<(&str, String), String> {
+    if let Some((key, Value::String(text))) = data.get_key_value("text") {
+        return Ok((key.as_str(), text.clone()));
     }
-    let strings: Vec<&String> = data
-        .values()
-        .filter_map(|v| match v {
-            serde_json::Value::String(s) => Some(s),
+    let strings: Vec<(&String, &String)> = data
+        .iter()
+        .filter_map(|(k, v)| match v {
+            Value::String(s) => Some((k, s)),
             _ => None,
         })
         .collect();
     match strings.as_slice() {
-        [text] => Ok((*text).clone()),
+        [(key, text)] => Ok((key.as_str(), (*text).clone())),
         _ => {
             let mut keys: Vec<&String> = data.keys().collect();
             keys.sort();
@@ -365,30 +746,36 @@ fn task_text(data: &HashMap<String, serde_json::Value>) -> Result<String, String
 
 /// Reads brat standoff: every `.ann` of a directory with its `.txt` (in name order), or one
 /// `.ann` (or `.txt`) and its pair.
-pub(super) fn read_brat(
-    path: &Path,
-    warnings: &mut Vec<String>,
-) -> Result<Vec<Exported>, DataError> {
+pub(super) fn read_brat(path: &Path, tally: &mut Tally) -> Result<Vec<Exported>, DataError> {
     let annotation_files: Vec<PathBuf> = if path.is_dir() {
         let entries = std::fs::read_dir(path)
             .map_err(|e| DataError::file(path, format!("cannot read the directory: {e}")))?;
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "ann"))
-            .collect();
-        files.sort();
+        let entries: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        let with = |p: &PathBuf, extension: &str| p.extension().is_some_and(|e| e == extension);
+        let sorted = |mut paths: Vec<PathBuf>| {
+            paths.sort();
+            paths
+        };
+        let files = sorted(entries.iter().filter(|p| with(p, "ann")).cloned().collect());
         if files.is_empty() {
             return Err(DataError::file(
                 path,
                 "no .ann files: expected brat standoff, a .txt and a .ann of the same name each",
             ));
         }
+        tally.lone_texts = sorted(
+            entries
+                .iter()
+                .filter(|p| with(p, "txt") && !p.with_extension("ann").exists())
+                .cloned()
+                .collect(),
+        );
+        tally.subdirectories = sorted(entries.iter().filter(|p| p.is_dir()).cloned().collect());
         files
     } else {
         vec![path.with_extension("ann")]
     };
     let mut exported = Vec::new();
-    let mut discontinuous = Vec::new();
     for ann in annotation_files {
         let txt = ann.with_extension("txt");
         let text = crate::conll::read_text(&txt)?;
@@ -396,7 +783,7 @@ pub(super) fn read_brat(
             &crate::conll::read_text(&ann)?,
             &text,
             &ann,
-            &mut discontinuous,
+            &mut tally.discontinuous,
         )?;
         exported.push(Exported {
             text,
@@ -406,12 +793,6 @@ pub(super) fn read_brat(
             doc: None,
             known: None,
         });
-    }
-    if let Some(first) = discontinuous.first() {
-        warnings.push(format!(
-            "{first}: a discontinuous span, left out: entities here are contiguous ({} in all)",
-            discontinuous.len()
-        ));
     }
     Ok(exported)
 }
@@ -585,17 +966,24 @@ pub fn label_studio_tasks(tasks: &[PreAnnotated], model_version: &str) -> String
     serde_json::to_string_pretty(&tasks).expect("tasks serialise") + "\n"
 }
 
-/// Lines for doccano's JSONL import: the text, the model's entities as `label`, and the pool's
-/// line and the task's worth as metadata.
+/// Lines for doccano's JSONL import: the text, the model's entities as `label` (offsets in
+/// UTF-16 units, as doccano counts them), and the pool's line and the task's worth as metadata.
 pub fn doccano_lines(tasks: &[PreAnnotated]) -> String {
     let mut out = String::new();
     for task in tasks {
+        let units = Utf16Offsets::new(&task.text);
         let line = DoccanoOut {
             text: &task.text,
             label: task
                 .spans
                 .iter()
-                .map(|(s, _)| (s.start, s.end, s.label.as_str()))
+                .map(|(s, _)| {
+                    (
+                        units.to_units(s.start),
+                        units.to_units(s.end),
+                        s.label.as_str(),
+                    )
+                })
                 .collect(),
             line: task.line,
             score: task.score,
