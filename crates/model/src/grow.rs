@@ -58,6 +58,17 @@ pub fn grown_from(
     Ok(model)
 }
 
+/// The first parameter of `model` (in the modules' order) holding a value that is not finite:
+/// weights that no training could have written, damaged on disk.
+pub fn first_non_finite(model: &Tagger) -> Option<usize> {
+    let mut collector = Collector::default();
+    model.visit(&mut collector);
+    collector
+        .values
+        .iter()
+        .position(|data| data.iter::<f64>().any(|v| !v.is_finite()))
+}
+
 #[derive(Default)]
 struct Collector {
     values: Vec<TensorData>,

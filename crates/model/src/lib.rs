@@ -28,7 +28,7 @@ pub use files::{
     CrfOptions, DocumentContext, FORMAT_VERSION, FileError, ModelFiles, ModelMeta, RecordedScores,
     StartedFrom,
 };
-pub use grow::{GrowError, grown_from};
+pub use grow::{GrowError, first_non_finite, grown_from};
 pub use inputs::BatchTensors;
 pub use tagger::{CharFeatures, Tagger, TaggerConfig, VocabSizes};
 pub use word_gates::{FormInputs, WordGates};

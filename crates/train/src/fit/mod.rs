@@ -132,7 +132,13 @@ fn fit_once(
     stage: Stage,
 ) -> Result<FitOutcome> {
     let train_config = &experiment.train;
-    let mut prepared = prepare(experiment, &options, stage != Stage::Selection, events)?;
+    let mut prepared = prepare(
+        experiment,
+        &options,
+        stage != Stage::Selection,
+        device,
+        events,
+    )?;
     let (mut training, mut model) = Training::start(experiment, &mut prepared, device, events)?;
     describe_data(&prepared, stage, &training.lengths, events);
     let decode_options = TagOptions {
@@ -238,7 +244,11 @@ impl Training {
         device: &Device,
         events: &mut dyn FnMut(FitEvent),
     ) -> Result<(Self, Tagger)> {
-        let (checkpoint, vectors) = (prepared.state.take(), prepared.vectors.take());
+        let (checkpoint, vectors, start) = (
+            prepared.state.take(),
+            prepared.vectors.take(),
+            prepared.start.take(),
+        );
         let Prepared {
             run, meta, vocab, ..
         } = &*prepared;
@@ -272,10 +282,16 @@ impl Training {
                 ),
             ));
         }
-        match (&checkpoint, &meta.started_from) {
-            (Some((weights, _)), _) => model = load_weights(model, weights)?,
-            (None, Some(from)) => model = continued(model, meta, from, &train_device)?,
-            (None, None) => {}
+        match (&checkpoint, &meta.started_from, start) {
+            (Some((weights, _)), _, _) => model = load_weights(model, weights)?,
+            (None, Some(from), Some(start)) => {
+                model = grown_from(model, meta.sizes, &start, from.sizes).map_err(|e| {
+                    Error::model(ModelFiles::new(&from.path).weights_file(), e.to_string())
+                })?;
+            }
+            // Resumed before its first checkpoint: the model continued is read again.
+            (None, Some(from), None) => model = continued(model, meta, from, &train_device)?,
+            (None, None, _) => {}
         }
         let training_constraints = experiment
             .crf
@@ -364,7 +380,8 @@ impl Training {
             model = trained;
             if !value.is_finite() {
                 events(FitEvent::EpochTrained);
-                return Err(self.diverged(&prepared.run, value, batch_number));
+                let from = prepared.meta.started_from.as_ref();
+                return Err(self.diverged(&prepared.run, from, value, batch_number));
             }
             let sentence_loss = match train_config.reduction {
                 Reduction::Sum => value,
@@ -411,7 +428,13 @@ impl Training {
 
     /// The error of a loss that stopped being finite at batch `batch_number` (from 0) of the
     /// current epoch, saying what of the run is kept.
-    fn diverged(&self, run: &ModelDir, value: f64, batch_number: usize) -> Error {
+    fn diverged(
+        &self,
+        run: &ModelDir,
+        started_from: Option<&StartedFrom>,
+        value: f64,
+        batch_number: usize,
+    ) -> Error {
         let state = &self.state;
         let kept = if state.best_epoch > 0 {
             format!(
@@ -421,6 +444,14 @@ impl Training {
             )
         } else {
             "no epoch had completed, so no model was saved".to_string()
+        };
+        let kept = match (&started_from, state.epochs_done) {
+            (Some(from), 0) => format!(
+                "{kept}; the model continued ({}) gave it from the start: its weights may be \
+                 damaged",
+                from.path.display()
+            ),
+            _ => kept,
         };
         Error::Diverged {
             value,

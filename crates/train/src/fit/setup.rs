@@ -5,13 +5,15 @@
 use std::ops::Range;
 use std::path::Path;
 
+use burn::tensor::Device;
 use nertrain_data::{
     ColumnSpec, Context, Corpus, DataError, Encoded, TagScheme, Tokenizer, TokenizerSpec, Vectors,
     Vocab, Vocabularies, convert_tags, is_annotated, read_annotated, read_partially_tagged,
     read_vectors, set_mention_casing,
 };
 use nertrain_model::{
-    DocumentContext, FORMAT_VERSION, ModelFiles, ModelMeta, StartedFrom, TaggerConfig, VocabSizes,
+    DocumentContext, FORMAT_VERSION, ModelFiles, ModelMeta, StartedFrom, Tagger, TaggerConfig,
+    VocabSizes, first_non_finite,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -77,6 +79,9 @@ pub(super) struct Prepared {
     pub(super) state: Option<Checkpoint>,
     /// Pretrained vectors for a new run's word table.
     pub(super) vectors: Option<Vectors>,
+    /// The model a new run continues (`train.start_from`), read and checked whole before
+    /// anything of the run was written.
+    pub(super) start: Option<Tagger>,
     /// Train (and, training with dev, dev after it), in the training scheme.
     pub(super) train: Corpus,
     pub(super) dev: Corpus,
@@ -94,6 +99,7 @@ pub(super) fn prepare(
     experiment: &Experiment,
     options: &FitOptions,
     with_dev: bool,
+    device: &Device,
     events: &mut dyn FnMut(FitEvent),
 ) -> Result<Prepared> {
     let data = &experiment.data;
@@ -102,6 +108,9 @@ pub(super) fn prepare(
     if !options.resume {
         // Checked again before anything is written; here so that a refusal comes at once.
         run.check_new(options.overwrite)?;
+        if let Some(from) = &experiment.train.start_from {
+            refuse_start_inside(from, &run)?;
+        }
     }
 
     let train = read_corpus(&data.train, data.columns(), events)?;
@@ -128,21 +137,29 @@ pub(super) fn prepare(
         append_documents(&mut train, dev);
     }
 
-    let (meta, vocab, state, vectors) = if options.resume {
+    let (meta, vocab, state, vectors, start) = if options.resume {
         let (meta, vocab, state) = reopen_run(&run, experiment, &config_toml, events)?;
-        (meta, vocab, state, None)
+        (meta, vocab, state, None, None)
     } else {
         let corpora = Corpora {
             train: &train,
             dev: &dev,
             test: test.as_ref(),
         };
-        let (mut meta, vocab, vectors) = match &experiment.train.start_from {
-            Some(from) => describe_continued_run(experiment, &corpora, file_scheme, from, events)?,
-            None => describe_run(experiment, &corpora, file_scheme, events)?,
+        let ((mut meta, vocab, vectors), start) = match &experiment.train.start_from {
+            Some(from) => {
+                let start = StartModel::load(from, device)?;
+                let described =
+                    describe_continued_run(experiment, &corpora, file_scheme, &start, events)?;
+                (described, Some(start.model))
+            }
+            None => (
+                describe_run(experiment, &corpora, file_scheme, events)?,
+                None,
+            ),
         };
         meta.trained_on_dev = with_dev;
-        (meta, vocab, None, vectors)
+        (meta, vocab, None, vectors, start)
     };
 
     let context = data.context;
@@ -184,6 +201,7 @@ pub(super) fn prepare(
         vocab,
         state,
         vectors,
+        start,
         train,
         dev,
         encoded,
@@ -270,6 +288,60 @@ fn architecture(model: &TaggerConfig) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// Refuses to continue a model that lies inside the run directory that replaces it (the run
+/// itself, its with-dev model, or a link to either): clearing the run would delete the model.
+fn refuse_start_inside(from: &Path, run: &ModelDir) -> Result<()> {
+    let (Ok(start), Ok(output)) = (from.canonicalize(), run.path.canonicalize()) else {
+        // A start model that does not exist is reported when it is read; an output that does
+        // not exist yet holds nothing.
+        return Ok(());
+    };
+    if start.starts_with(&output) {
+        return Err(crate::Error::refused(
+            from,
+            format!(
+                "cannot continue a model inside train.output ({}), which this run replaces: \
+                 write the continued model to another directory",
+                run.path.display()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The model a run continues, read whole: description, vocabularies and weights.
+struct StartModel {
+    path: std::path::PathBuf,
+    meta: ModelMeta,
+    vocab: Vocabularies,
+    model: Tagger,
+}
+
+impl StartModel {
+    /// Reads the model in `from` and checks that its weights are numbers.
+    fn load(from: &Path, device: &Device) -> Result<Self> {
+        let files = ModelFiles::new(from);
+        let (meta, vocab, model) = files
+            .load(device)
+            .map_err(|e| crate::Error::model(from, format!("cannot continue this model: {e}")))?;
+        if let Some(parameter) = first_non_finite(&model) {
+            return Err(crate::Error::model(
+                files.weights_file(),
+                format!(
+                    "parameter {parameter} holds values that are not numbers (NaN or infinite): \
+                     the weights are damaged, and cannot be continued"
+                ),
+            ));
+        }
+        Ok(Self {
+            path: from.to_path_buf(),
+            meta,
+            vocab,
+            model,
+        })
+    }
+}
+
 /// Describes a run that continues the model in `from`: its vocabularies with the training
 /// data's new words, characters and tags appended (so every old id keeps its meaning), its
 /// architecture, scheme and tokenizer. The experiment must agree with it on what shapes the
@@ -278,13 +350,12 @@ fn describe_continued_run(
     experiment: &Experiment,
     corpora: &Corpora,
     file_scheme: TagScheme,
-    from: &Path,
+    start: &StartModel,
     events: &mut dyn FnMut(FitEvent),
 ) -> Result<(ModelMeta, Vocabularies, Option<Vectors>)> {
     let data = &experiment.data;
-    let files = ModelFiles::new(from);
-    let old = files.read_meta()?;
-    let mut vocab = files.read_vocab(&old)?;
+    let (from, old) = (start.path.as_path(), &start.meta);
+    let mut vocab = start.vocab.clone();
     let refuse = |message: String| -> Result<(ModelMeta, Vocabularies, Option<Vectors>)> {
         Err(crate::Error::refused(
             from,
