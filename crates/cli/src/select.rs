@@ -2,14 +2,14 @@
 //! an annotation tool imports with the model's entities as pre-annotations.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
 use nertrain_data::{CharSpan, PreAnnotated, doccano_lines, label_studio_tasks};
 use nertrain_tagger::{Selection, Strategy, Tagger};
 
-use crate::Result;
+use crate::{Result, UsageError};
 
 /// The tool the tasks are for.
 #[derive(Clone, Copy, ValueEnum)]
@@ -47,9 +47,68 @@ pub struct SelectArgs {
     /// The annotation tool the tasks are for.
     #[arg(long, value_enum, default_value_t = TaskFormat::LabelStudio)]
     format: TaskFormat,
-    /// Write the tasks here instead of stdout.
+    /// Write the tasks here instead of stdout (neither the pool nor inside the model).
     #[arg(long)]
     output: Option<PathBuf>,
+    /// Write the pool's texts that were not chosen here, one a line in pool order: the pool for
+    /// the next round. Lines are the pool's as `select` numbers them (split at line feeds only).
+    /// It may be `--input` itself, which is then replaced once the tasks are written.
+    #[arg(long)]
+    remaining: Option<PathBuf>,
+}
+
+/// `path` as the file system would find it: resolved through links, or for a file not written
+/// yet, its directory resolved (`None` when that does not exist either).
+fn resolved(path: &Path) -> Option<PathBuf> {
+    if let Ok(path) = path.canonicalize() {
+        return Some(path);
+    }
+    let parent = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => Path::new("."),
+    };
+    Some(parent.canonicalize().ok()?.join(path.file_name()?))
+}
+
+/// Refuses outputs that would destroy an input: the tasks over the pool, or either output inside
+/// the model directory.
+fn check_outputs(args: &SelectArgs) -> Result<()> {
+    let refuse = |message: String| Err(UsageError(message).into());
+    let model = resolved(&args.model);
+    let pool = (args.input.as_os_str() != "-")
+        .then(|| resolved(&args.input))
+        .flatten();
+    let outputs = [("--output", &args.output), ("--remaining", &args.remaining)];
+    let mut written: Vec<(&str, PathBuf)> = Vec::new();
+    for (flag, path) in outputs {
+        let Some(path) = path else { continue };
+        let Some(target) = resolved(path) else {
+            continue;
+        };
+        if let Some(model) = &model
+            && target.starts_with(model)
+        {
+            return refuse(format!(
+                "{flag} {}: it is inside the model directory {}; write it elsewhere",
+                path.display(),
+                args.model.display()
+            ));
+        }
+        if flag == "--output" && pool.as_ref() == Some(&target) {
+            return refuse(format!(
+                "--output {}: it is the pool (--input); the tasks would replace it",
+                path.display()
+            ));
+        }
+        if let Some((other, _)) = written.iter().find(|(_, t)| *t == target) {
+            return refuse(format!(
+                "{flag} {}: {other} writes the same file",
+                path.display()
+            ));
+        }
+        written.push((flag, target));
+    }
+    Ok(())
 }
 
 fn parse_strategy(name: &str) -> std::result::Result<Strategy, String> {
@@ -64,6 +123,7 @@ fn similarity(value: &str) -> std::result::Result<f64, String> {
 }
 
 pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
+    check_outputs(&args)?;
     let tagger = Tagger::load(&args.model, device)?;
     let pool = if args.input.as_os_str() == "-" {
         crate::read_stdin()?
@@ -77,7 +137,26 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
         max_similarity: args.max_similarity,
         seed: args.seed,
     };
-    let chosen = tagger.select(&texts, &selection)?;
+    let pool_name = if args.input.as_os_str() == "-" {
+        Path::new("stdin")
+    } else {
+        args.input.as_path()
+    };
+    let chosen = tagger
+        .select(&texts, &selection)
+        .map_err(|error| match error {
+            nertrain_tagger::Error::TooManyWords { text, max } => format!(
+                "{}:{}: more than {max} words in one line; split it",
+                pool_name.display(),
+                text + 1
+            )
+            .into(),
+            error => Box::<dyn std::error::Error + Send + Sync>::from(error),
+        })?;
+    let mut left = vec![true; texts.len()];
+    for selected in &chosen {
+        left[selected.index] = false;
+    }
     let tasks: Vec<PreAnnotated> = chosen
         .into_iter()
         .map(|selected| PreAnnotated {
@@ -111,6 +190,14 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
     match &args.output {
         Some(path) => nertrain_train::write_output(path, written.as_bytes())?,
         None => std::io::stdout().lock().write_all(written.as_bytes())?,
+    }
+    if let Some(path) = &args.remaining {
+        let mut remaining = String::new();
+        for (text, _) in texts.iter().zip(&left).filter(|(_, left)| **left) {
+            remaining.push_str(text);
+            remaining.push('\n');
+        }
+        nertrain_train::write_output(path, remaining.as_bytes())?;
     }
     let worth = |task: Option<&PreAnnotated>| task.map_or(0.0, |t| t.score);
     eprintln!(

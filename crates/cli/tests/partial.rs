@@ -9,26 +9,9 @@ use std::process::Output;
 
 use common::{learning_curve, nertrain, scratch, stderr, stdout};
 
-/// `fit` on the sample's config with small sizes; `extra` are more arguments.
+/// `fit` on the sample's config with small sizes for 3 epochs; `extra` are more arguments.
 fn fit(output: &Path, extra: &[&str]) -> Output {
-    let out = format!("train.output={}", output.display());
-    let mut args = vec![
-        "fit",
-        "--config",
-        "configs/sample.toml",
-        "--set",
-        &out,
-        "--set",
-        "model.word_dim=30",
-        "--set",
-        "model.hidden=30",
-        "--set",
-        "model.char_filters=20",
-        "--set",
-        "train.epochs=3",
-    ];
-    args.extend(extra);
-    nertrain(&args)
+    common::fit_small(output, 3, extra)
 }
 
 /// The sample's training file with the tag of each token `hide` picks (sentence, token, tag)

@@ -3,7 +3,7 @@
 //! first, skipping texts too like one already chosen, and the chosen are tagged again so that an
 //! annotator corrects the model's entities rather than starts from nothing.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -125,22 +125,7 @@ impl Tagger {
             .filter(|&i| scores[i].is_finite())
             .collect();
         order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
-        let mut chosen = Vec::new();
-        let mut chosen_words: Vec<HashSet<String>> = Vec::new();
-        for i in order {
-            if chosen.len() == selection.budget {
-                break;
-            }
-            let words = word_set(texts[i].as_ref());
-            let near = selection.max_similarity < 1.0
-                && chosen_words
-                    .iter()
-                    .any(|other| jaccard(other, &words) > selection.max_similarity);
-            if !near {
-                chosen.push(i);
-                chosen_words.push(words);
-            }
-        }
+        let chosen = choose(texts, &order, selection.budget, selection.max_similarity);
         let chosen_texts: Vec<&str> = chosen.iter().map(|&i| texts[i].as_ref()).collect();
         let tagged = self.tag(&chosen_texts, Layout::Texts, self.options())?;
         Ok(chosen
@@ -193,7 +178,17 @@ impl Tagger {
             .collect();
         let mut scores = Vec::with_capacity(texts.len());
         for chunk in Chunker::new(Layout::Texts, self.reads_documents()).chunks(texts) {
-            let tagged = self.tag(&texts[chunk], Layout::Texts, options)?;
+            let first = chunk.start;
+            // A text is named by its place in the pool, not in the chunk.
+            let tagged = self
+                .tag(&texts[chunk], Layout::Texts, options)
+                .map_err(|error| match error {
+                    Error::TooManyWords { text, max } => Error::TooManyWords {
+                        text: first + text,
+                        max,
+                    },
+                    error => error,
+                })?;
             scores.extend(tagged.iter().map(|t| worth_of(t, strategy, &begins)));
         }
         Ok(scores)
@@ -245,13 +240,85 @@ fn worth_of(tagged: &Tagged, strategy: Strategy, begins: &[bool]) -> f64 {
     }
 }
 
+/// The first `budget` texts of `order` (indices into `texts`, best first), skipping each whose
+/// word set is more than `max_similarity` like (Jaccard) one already chosen.
+///
+/// Comparing every candidate with every chosen text takes time in the square of the budget.
+/// Instead, as in similarity joins (prefix filtering), each set's words are ordered rarest
+/// first: two sets of Jaccard similarity at least `t` share a word among the first
+/// `|s| − ⌈t·|s|⌉ + 1` of each, so only chosen texts sharing a word of the candidate's prefix
+/// with their own prefix are compared, and rare words make those few.
+fn choose<S: AsRef<str>>(
+    texts: &[S],
+    order: &[usize],
+    budget: usize,
+    max_similarity: f64,
+) -> Vec<usize> {
+    if max_similarity >= 1.0 {
+        return order.iter().copied().take(budget).collect();
+    }
+    // Words by how many candidate texts have them, then by their text: one order for all sets.
+    // Counted in one pass; a text's set is made again when its turn comes, so that memory
+    // holds the vocabulary and the chosen texts, not the pool.
+    let mut frequency: HashMap<String, usize> = HashMap::new();
+    for &i in order {
+        for word in word_set(texts[i].as_ref()) {
+            *frequency.entry(word).or_default() += 1;
+        }
+    }
+    let mut chosen = Vec::new();
+    let mut chosen_sets: Vec<HashSet<&str>> = Vec::new();
+    let mut index: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut empty_chosen = false;
+    for &i in order {
+        if chosen.len() == budget {
+            break;
+        }
+        let mut words: Vec<(usize, &str)> = word_set(texts[i].as_ref())
+            .iter()
+            .filter_map(|w| frequency.get_key_value(w))
+            .map(|(word, &count)| (count, word.as_str()))
+            .collect();
+        words.sort_unstable();
+        // Longer than the bound where rounding might make it short: never missing a pair.
+        let prefix = (words.len() + 1)
+            .saturating_sub((max_similarity * words.len() as f64 - 1e-9).ceil() as usize)
+            .min(words.len());
+        let candidate: HashSet<&str> = words.iter().map(|&(_, w)| w).collect();
+        let mut compared = HashSet::new();
+        let near = if words.is_empty() {
+            // Two texts of no words are alike (Jaccard 1).
+            empty_chosen
+        } else {
+            words[..prefix].iter().any(|(_, word)| {
+                index.get(word).is_some_and(|others| {
+                    others.iter().any(|&other| {
+                        compared.insert(other)
+                            && jaccard(&chosen_sets[other], &candidate) > max_similarity
+                    })
+                })
+            })
+        };
+        if near {
+            continue;
+        }
+        empty_chosen |= words.is_empty();
+        for &(_, word) in &words[..prefix] {
+            index.entry(word).or_default().push(chosen_sets.len());
+        }
+        chosen.push(i);
+        chosen_sets.push(candidate);
+    }
+    chosen
+}
+
 /// A text's words, lower-cased, as a set.
 fn word_set(text: &str) -> HashSet<String> {
     text.split_whitespace().map(str::to_lowercase).collect()
 }
 
 /// |a ∩ b| / |a ∪ b|; 1 for two empty sets.
-fn jaccard(a: &HashSet<String>, b: &HashSet<String>) -> f64 {
+fn jaccard<T: Eq + std::hash::Hash>(a: &HashSet<T>, b: &HashSet<T>) -> f64 {
     let shared = a.intersection(b).count();
     let union = a.len() + b.len() - shared;
     if union == 0 {
@@ -271,6 +338,81 @@ mod tests {
             assert_eq!(strategy.name().parse::<Strategy>(), Ok(strategy));
         }
         assert!("best".parse::<Strategy>().unwrap_err().contains("margin"));
+    }
+
+    /// What `choose` must give: every candidate compared with every text chosen.
+    fn choose_by_comparing_all(texts: &[String], budget: usize, max: f64) -> Vec<usize> {
+        let mut chosen: Vec<usize> = Vec::new();
+        for i in 0..texts.len() {
+            if chosen.len() == budget {
+                break;
+            }
+            let words = word_set(&texts[i]);
+            if !chosen
+                .iter()
+                .any(|&c| jaccard(&word_set(&texts[c]), &words) > max)
+            {
+                chosen.push(i);
+            }
+        }
+        chosen
+    }
+
+    /// Texts of a few words drawn from a small vocabulary, so that many are alike.
+    fn pool(size: usize, seed: u64) -> Vec<String> {
+        use rand::Rng;
+        let mut rng = StdRng::seed_from_u64(seed);
+        (0..size)
+            .map(|_| {
+                let n = rng.random_range(0..7);
+                (0..n)
+                    .map(|_| format!("w{}", rng.random_range(0..12)))
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect()
+    }
+
+    #[test]
+    fn choosing_by_prefixes_chooses_as_comparing_every_pair() {
+        for seed in 0..20 {
+            let texts = pool(300, seed);
+            let order: Vec<usize> = (0..texts.len()).collect();
+            for max in [0.0, 0.2, 0.5, 0.7, 0.9, 0.99, 1.0] {
+                for budget in [1, 10, 300] {
+                    assert_eq!(
+                        choose(&texts, &order, budget, max),
+                        choose_by_comparing_all(&texts, budget, max),
+                        "seed {seed}, max {max}, budget {budget}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Eight times the budget may take about eight times as long, not sixty-four (each
+    /// candidate was compared with every text chosen).
+    #[test]
+    fn choosing_takes_time_in_proportion_to_the_budget() {
+        // Sentences sharing common words, each with rare words of its own.
+        let texts: Vec<String> = (0..40_000)
+            .map(|i| format!("the {} of a {} in the {} and", i, i * 7 + 1, i * 13 + 2))
+            .collect();
+        let order: Vec<usize> = (0..texts.len()).collect();
+        let time = |budget: usize| {
+            (0..3)
+                .map(|_| {
+                    let started = std::time::Instant::now();
+                    assert_eq!(choose(&texts, &order, budget, 0.7).len(), budget);
+                    started.elapsed().as_secs_f64()
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let ratio = time(32_000) / time(4_000);
+        assert!(
+            ratio < 24.0,
+            "8 times the budget took {ratio:.1} times as long"
+        );
     }
 
     #[test]

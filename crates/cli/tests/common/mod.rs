@@ -72,6 +72,30 @@ pub fn sample_model(context: &str) -> PathBuf {
     .clone()
 }
 
+/// `fit` on the sample's config with small sizes for `epochs` epochs into `output`; `extra` are
+/// more arguments.
+pub fn fit_small(output: &Path, epochs: usize, extra: &[&str]) -> Output {
+    let out = format!("train.output={}", output.display());
+    let epochs = format!("train.epochs={epochs}");
+    let mut args = vec![
+        "fit",
+        "--config",
+        "configs/sample.toml",
+        "--set",
+        &out,
+        "--set",
+        "model.word_dim=30",
+        "--set",
+        "model.hidden=30",
+        "--set",
+        "model.char_filters=20",
+        "--set",
+        &epochs,
+    ];
+    args.extend(extra);
+    nertrain(&args)
+}
+
 /// Each epoch's training loss and dev F1: equal only if every step was the same.
 pub fn learning_curve(dir: &Path) -> Vec<(f64, f64)> {
     std::fs::read_to_string(dir.join("metrics.jsonl"))
