@@ -111,7 +111,9 @@ def select(options, model, texts, strategy, seed, work):
         "--max-similarity", str(options.max_similarity), "--format", "doccano",
         "--output", str(chosen),
     ])
-    return [json.loads(line)["line"] - 1 for line in chosen.read_text().splitlines()]
+    # Split at line feeds only, as select writes them: a text may hold U+2028.
+    lines = chosen.read_text(encoding="utf-8").split("\n")
+    return [json.loads(line)["line"] - 1 for line in lines if line]
 
 
 def mean_std(values):
