@@ -4,57 +4,65 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use clap::Args;
 use nertrain_data::{ColumnSpec, TagScheme, Tokenizer, TokenizerSpec, convert_tag_column};
 
 use crate::Result;
 
-/// Converts `file` (`-`: stdin) to `to`, reading its tags in `from` (leniently, as conlleval,
-/// without it), and writes it to `output` or stdout.
-pub fn run(
+#[derive(Args)]
+pub struct ConvertArgs {
+    /// The file's scheme; its tags must be well formed in it. Without it, the tags are read
+    /// leniently, as conlleval reads them.
+    #[arg(long)]
     from: Option<TagScheme>,
+    /// The scheme to write: iob1, iob2 (bio) or iobes (bioes).
+    #[arg(long)]
     to: TagScheme,
+    /// The tag column (negative counts from the end).
+    #[arg(long, default_value_t = -1, allow_negative_numbers = true)]
     tag_column: isize,
-    file: &Path,
-    output: Option<&Path>,
-) -> Result<()> {
-    let converted = if nertrain_data::is_annotated(file) {
-        annotated_to_conll(file, to)?
+    /// The CoNLL file to convert (`-`: stdin), or span-annotated text (`.jsonl`), written as
+    /// CoNLL columns cut into words by the treebank rules, as `fit` reads it.
+    file: PathBuf,
+    /// Write here instead of stdout.
+    #[arg(long)]
+    output: Option<PathBuf>,
+}
+
+/// Converts `args.file` (`-`: stdin) to `args.to`, reading its tags in `args.from` (leniently,
+/// as conlleval, without it), and writes it to `args.output` or stdout.
+pub fn run(args: ConvertArgs) -> Result<()> {
+    let converted = if nertrain_data::is_annotated(&args.file) {
+        annotated_to_conll(&args.file, args.to)?
     } else {
-        let (text, file) = if file.as_os_str() == "-" {
-            (crate::read_stdin()?, PathBuf::from("stdin"))
-        } else {
-            (nertrain_data::read_text(file)?, file.to_path_buf())
-        };
+        let (text, file) = crate::input::read(&args.file)?;
         let columns = ColumnSpec {
             word_column: 0,
-            tag_column,
+            tag_column: args.tag_column,
         };
-        if from.is_none() {
+        if args.from.is_none() {
             let corpus = nertrain_data::parse_conll(&text, &file, columns)?;
             if let Some(warning) = corpus.iobes_warning() {
                 eprintln!("warning: {warning}");
             }
         }
-        convert_tag_column(&text, &file, columns, from, to)?
+        convert_tag_column(&text, &file, columns, args.from, args.to)?
     };
-    match output {
-        Some(path) => nertrain_train::write_output(path, converted.as_bytes())?,
+    match &args.output {
+        Some(path) => nertrain_data::write_output(path, converted.as_bytes())?,
         None => std::io::stdout().lock().write_all(converted.as_bytes())?,
     }
     Ok(())
 }
 
-/// Span-annotated text as a CoNLL file of `word tag` lines in `scheme`, cut by the treebank rules
-/// as `fit` cuts it.
+/// An annotation tool's export as a CoNLL file of `word tag` lines in `scheme`, read and cut
+/// by the treebank rules as `fit` reads it.
 fn annotated_to_conll(file: &Path, scheme: TagScheme) -> Result<String> {
     let tokenizer = Tokenizer::new(&TokenizerSpec::treebank())?;
-    let annotated = nertrain_data::read_annotated(file)?;
-    for warning in &annotated.warnings {
+    let (corpus, warnings) = nertrain_data::read_labelled(file, ColumnSpec::default(), true)?
+        .into_sentences(&tokenizer)?;
+    for warning in &warnings {
         eprintln!("warning: {warning}");
-    }
-    let (corpus, misaligned) = annotated.tokenize(&tokenizer);
-    for span in &misaligned {
-        eprintln!("warning: {span}");
     }
     Ok(corpus.to_conll(scheme))
 }

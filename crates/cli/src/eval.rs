@@ -45,9 +45,8 @@ pub struct EvalArgs {
     /// its own). Documents are the file's `-DOCSTART-` blocks.
     #[arg(long, value_name = "WEIGHT", value_parser = consistency_weight, conflicts_with = "predicted")]
     consistency: Option<f64>,
-    /// Sentences per batch when the model tags (fewer when they are long: a batch holds at
-    /// most 8,192 tokens).
-    #[arg(long, default_value_t = 100, value_parser = crate::count(1, crate::MAX_BATCH))]
+    #[arg(long, default_value_t = 100, value_parser = crate::count(1, crate::MAX_BATCH),
+          help = crate::common::batch_size_help())]
     batch_size: usize,
 }
 
@@ -74,10 +73,9 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
                 ..TagSettings::default()
             };
             let options = crate::tag_options(&tagger, settings)?;
-            if data.as_os_str() == "-" {
-                let text = crate::read_stdin()?;
-                let stdin = std::path::Path::new("stdin");
-                let gold = nertrain_data::parse_tagged(&text, stdin, tagger.meta().columns)?;
+            if crate::input::is_stdin(data) {
+                let (text, stdin) = crate::input::read(data)?;
+                let gold = nertrain_data::parse_tagged(&text, &stdin, tagger.meta().columns)?;
                 tagger.evaluate_gold(gold, options)?
             } else {
                 tagger.evaluate_file(data, options)?
@@ -89,13 +87,12 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
         eprintln!("warning: {warning}");
     }
     if let Some(path) = &args.output {
-        nertrain_train::write_output(path, evaluation.columns().as_bytes())?;
+        nertrain_data::write_output(path, evaluation.columns().as_bytes())?;
     }
     let mut out = std::io::stdout().lock();
     if args.json {
-        // Through a JSON value, so the keys come out sorted.
-        let json = serde_json::to_value(evaluation.scores())?;
-        writeln!(out, "{}", serde_json::to_string_pretty(&json)?)?;
+        let json = nertrain_data::io::to_sorted_json(&evaluation.scores(), true)?;
+        writeln!(out, "{json}")?;
         return Ok(());
     }
     write!(out, "{}", evaluation.report)?;

@@ -1,9 +1,10 @@
 //! `nertrain fit`: trains as an experiment file describes, showing the run's events.
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use clap::Args;
 use nertrain_train::{Backend, Experiment, FitEvent, FitOptions};
 
 use crate::Result;
@@ -11,26 +12,41 @@ use crate::alloc::release_freed_memory;
 use crate::progress::FitReporter;
 use crate::signals::stop_on_signals;
 
-/// How `fit` was asked to run.
-pub struct FitArgs<'a> {
-    /// The experiment file.
-    pub config: &'a Path,
-    /// `--set` overrides.
-    pub overrides: &'a [String],
-    /// Continue the run from its last checkpoint.
-    pub resume: bool,
-    /// Replace a previous run.
-    pub overwrite: bool,
-    /// `--backend`, over `train.backend`.
-    pub backend: Option<Backend>,
-    /// `--start-from`, over `train.start_from`.
-    pub start_from: Option<std::path::PathBuf>,
+#[derive(Args)]
+pub struct FitArgs {
+    /// The experiment (TOML): [data], [model] and [train] sections.
+    #[arg(long)]
+    config: PathBuf,
+    /// Override a setting: `--set train.lr=0.01 --set model.hidden=200`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    overrides: Vec<String>,
+    /// Continue the run in train.output from its last completed epoch.
+    #[arg(long, conflicts_with = "overwrite")]
+    resume: bool,
+    /// Replace a previous run in train.output, once the new run's data have been read and
+    /// checked. Only a run's own files are deleted.
+    #[arg(long)]
+    overwrite: bool,
+    /// Start from this trained model's weights (a run directory) instead of fresh ones, as
+    /// `train.start_from`: its words and tags are kept, the training data's new ones added.
+    #[arg(long, value_name = "MODEL")]
+    start_from: Option<PathBuf>,
+}
+
+/// Whether `error` is a mistake in the experiment's settings that the command line made (a
+/// `--set` override): a usage error.
+pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
+    let config = match error.downcast_ref::<nertrain_train::Error>() {
+        Some(nertrain_train::Error::Config(config)) => Some(config),
+        _ => error.downcast_ref::<nertrain_train::ConfigError>(),
+    };
+    config.is_some_and(|c| c.is_usage())
 }
 
 /// Trains; exits with 128 + the signal's number when a signal stopped the run.
-pub fn run(args: FitArgs<'_>) -> Result<()> {
-    let mut experiment = Experiment::load(args.config, args.overrides)?;
-    if let Some(backend) = args.backend {
+pub fn run(args: FitArgs, backend: Option<Backend>) -> Result<()> {
+    let mut experiment = Experiment::load(&args.config, &args.overrides)?;
+    if let Some(backend) = backend {
         experiment.train.backend = backend;
     }
     if let Some(model) = args.start_from {

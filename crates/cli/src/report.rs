@@ -1,15 +1,23 @@
 //! `nertrain report`: a run's per-epoch metrics and its best epoch's per-type dev scores.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::PathBuf;
+
+use clap::Args;
 
 use nertrain_train::ModelDir;
 
 use crate::Result;
 
-/// Prints the run in `dir`.
-pub fn run(dir: &Path) -> Result<()> {
-    let run = ModelDir::new(dir);
+#[derive(Args)]
+pub struct ReportArgs {
+    /// A run directory written by `nertrain fit`.
+    dir: PathBuf,
+}
+
+/// Prints the run in `args.dir`.
+pub fn run(args: ReportArgs) -> Result<()> {
+    let run = ModelDir::new(&args.dir);
     let metrics = run.read_metrics()?;
     let mut out = std::io::stdout().lock();
     if run.read_meta()?.trained_on_dev {

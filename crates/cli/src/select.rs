@@ -75,7 +75,7 @@ fn resolved(path: &Path) -> Option<PathBuf> {
 fn check_outputs(args: &SelectArgs) -> Result<()> {
     let refuse = |message: String| Err(UsageError(message).into());
     let model = resolved(&args.model);
-    let pool = (args.input.as_os_str() != "-")
+    let pool = (!crate::input::is_stdin(&args.input))
         .then(|| resolved(&args.input))
         .flatten();
     let outputs = [("--output", &args.output), ("--remaining", &args.remaining)];
@@ -125,22 +125,13 @@ fn similarity(value: &str) -> std::result::Result<f64, String> {
 pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
     check_outputs(&args)?;
     let tagger = Tagger::load(&args.model, device)?;
-    let pool = if args.input.as_os_str() == "-" {
-        crate::read_stdin()?
-    } else {
-        nertrain_data::read_text(&args.input)?
-    };
+    let (pool, pool_name) = crate::input::read(&args.input)?;
     let texts: Vec<&str> = pool.lines().collect();
     let selection = Selection {
         strategy: args.strategy,
         budget: args.budget,
         max_similarity: args.max_similarity,
         seed: args.seed,
-    };
-    let pool_name = if args.input.as_os_str() == "-" {
-        Path::new("stdin")
-    } else {
-        args.input.as_path()
     };
     let chosen = tagger
         .select(&texts, &selection)
@@ -188,7 +179,7 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
         TaskFormat::Doccano => doccano_lines(&tasks),
     };
     match &args.output {
-        Some(path) => nertrain_train::write_output(path, written.as_bytes())?,
+        Some(path) => nertrain_data::write_output(path, written.as_bytes())?,
         None => std::io::stdout().lock().write_all(written.as_bytes())?,
     }
     if let Some(path) = &args.remaining {
@@ -197,7 +188,7 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
             remaining.push_str(text);
             remaining.push('\n');
         }
-        nertrain_train::write_output(path, remaining.as_bytes())?;
+        nertrain_data::write_output(path, remaining.as_bytes())?;
     }
     let worth = |task: Option<&PreAnnotated>| task.map_or(0.0, |t| t.score);
     eprintln!(

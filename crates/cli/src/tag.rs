@@ -55,8 +55,8 @@ pub struct TagArgs {
     /// own).
     #[arg(long, value_name = "WEIGHT", value_parser = crate::eval::consistency_weight)]
     consistency: Option<f64>,
-    /// Sentences per batch (fewer when they are long: a batch holds at most 8,192 tokens).
-    #[arg(long, default_value_t = 100, value_parser = crate::count(1, crate::MAX_BATCH))]
+    #[arg(long, default_value_t = 100, value_parser = crate::count(1, crate::MAX_BATCH),
+          help = crate::common::batch_size_help())]
     batch_size: usize,
 }
 
@@ -134,13 +134,7 @@ fn read_chunks(
     reads_documents: bool,
     tag_chunk: &mut TagChunk<'_>,
 ) -> Result<()> {
-    let reader: Box<dyn BufRead> = if path.as_os_str() == "-" {
-        Box::new(std::io::stdin().lock())
-    } else {
-        let file = std::fs::File::open(path)
-            .map_err(|e| format!("{}: cannot read: {e}", path.display()))?;
-        Box::new(std::io::BufReader::new(file))
-    };
+    let reader = crate::input::lines(path)?;
     let mut chunker = Chunker::new(Layout::Lines, reads_documents);
     let mut chunk = Vec::with_capacity(nertrain_tagger::CHUNK_TEXTS);
     let mut first_line = 1;
@@ -159,7 +153,17 @@ fn read_chunks(
 }
 
 /// `nertrain tokenize`: each text's sentences, one a line, words joined by spaces.
-pub fn tokenize(model: &std::path::Path, texts: &[String]) -> Result<()> {
+#[derive(Args)]
+pub struct TokenizeArgs {
+    /// A model directory written by `nertrain fit`.
+    #[arg(long)]
+    model: PathBuf,
+    /// Texts to cut; without them, lines are read from stdin, each one a text.
+    texts: Vec<String>,
+}
+
+pub fn tokenize(args: TokenizeArgs) -> Result<()> {
+    let (model, texts) = (&args.model, &args.texts);
     let files = nertrain_model::ModelFiles::new(model);
     let tokenizer = files.tokenizer(&files.read_meta()?)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());

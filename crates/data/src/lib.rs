@@ -13,6 +13,8 @@ mod casing;
 mod conll;
 mod context;
 mod error;
+pub mod io;
+mod labelled;
 mod partial;
 mod scheme;
 mod score;
@@ -34,6 +36,8 @@ pub use context::{
     Context, DEFAULT_DOCUMENT_TOKENS, MentionCasing, document_pieces, set_mention_casing,
 };
 pub use error::DataError;
+pub use io::{WriteError, write_output};
+pub use labelled::{LabelledFile, read_labelled};
 pub use partial::{Allowed, UNKNOWN_TAG, allowed_tags, has_unknown};
 pub use scheme::{
     Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,

@@ -223,12 +223,6 @@ impl Report {
                 .collect(),
         }
     }
-
-    /// The report's [`Scores`] as JSON (keys sorted).
-    pub fn to_json(&self) -> serde_json::Value {
-        // Plain numbers, strings and maps: nothing here fails to convert.
-        serde_json::to_value(self.scores()).unwrap_or_default()
-    }
 }
 
 /// A report's scores as `eval --json` prints them and a run's report files hold them.

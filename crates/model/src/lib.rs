@@ -6,6 +6,7 @@
 
 #![warn(missing_docs)]
 
+mod backend;
 mod bilstm;
 mod char_cnn;
 mod char_lm;
@@ -19,6 +20,7 @@ mod tagger;
 mod vectorize;
 mod word_gates;
 
+pub use backend::{Backend, BackendError};
 pub use bilstm::{BiLstm, BiLstmConfig};
 pub use char_cnn::{CharCnn, CharCnnConfig};
 pub use char_lm::{CharLm, CharLmConfig, Highway, WordStates};

@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use nertrain_tagger::{Chunker, Layout, TagSettings};
+use nertrain_model::files::FileError;
+use nertrain_tagger::{Chunker, Error as TaggingError, Layout, TagSettings};
 use nertrain_train::{ConfigError, ConfigOrigin, Error, Experiment, FitOptions};
 use pyo3::exceptions::{
     PyFileNotFoundError, PyOSError, PyRuntimeError, PyUserWarning, PyValueError,
@@ -53,12 +54,8 @@ impl Tagger {
     fn new(py: Python<'_>, model_dir: PathBuf, threads: Option<usize>) -> PyResult<Self> {
         let pool = thread_pool(threads)?;
         let inner = py
-            .detach(|| {
-                pool.install(|| {
-                    Ok::<_, Error>(nertrain_tagger::Tagger::load(&model_dir, &device()?)?)
-                })
-            })
-            .map_err(python_error)?;
+            .detach(|| pool.install(|| nertrain_tagger::Tagger::load(&model_dir, &device()?)))
+            .map_err(tagging_error)?;
         Ok(Self {
             inner,
             pool: Mutex::new((std::process::id(), Arc::new(pool))),
@@ -87,10 +84,7 @@ impl Tagger {
             nbest,
             ..TagSettings::default()
         };
-        let options = self
-            .inner
-            .options_with(settings)
-            .map_err(|e| python_error(e.into()))?;
+        let options = self.inner.options_with(settings).map_err(tagging_error)?;
         let layout = if lines { Layout::Lines } else { Layout::Texts };
         let records = py.detach(|| {
             let _one_call = nertrain_tagger::lock(&self.one_call);
@@ -101,7 +95,7 @@ impl Tagger {
                 Python::attach(|py| py.check_signals())?;
                 let tagged = pool
                     .install(|| self.inner.tag(&texts[chunk], layout, options))
-                    .map_err(|e| python_error(e.into()))?;
+                    .map_err(tagging_error)?;
                 let labels = self.inner.labels();
                 records.extend(tagged.into_iter().map(|t| t.into_record(labels)));
             }
@@ -192,7 +186,7 @@ fn select<'py>(
                 let tagger = nertrain_tagger::Tagger::load(&model_dir, &device()?)?;
                 let chosen = tagger.select(&texts, &selection)?;
                 let labels = tagger.labels();
-                Ok::<_, Error>(
+                Ok::<_, TaggingError>(
                     chosen
                         .into_iter()
                         .map(|s| SelectedRecord {
@@ -204,7 +198,7 @@ fn select<'py>(
                 )
             })
         })
-        .map_err(python_error)?;
+        .map_err(tagging_error)?;
     let list = PyList::empty(py);
     for record in &chosen {
         list.append(to_python(py, record)?)?;
@@ -229,10 +223,10 @@ fn evaluate<'py>(
                 let tagger = nertrain_tagger::Tagger::load(&model_dir, &device()?)?;
                 // As `eval --json`: with the calibration table.
                 let options = tagger.options_with(TagSettings::default())?;
-                Ok::<_, Error>(tagger.evaluate_file(&path, options)?)
+                tagger.evaluate_file(&path, options)
             })
         })
-        .map_err(python_error)?;
+        .map_err(tagging_error)?;
     for warning in &evaluation.warnings {
         warn(py, warning)?;
     }
@@ -266,7 +260,7 @@ fn fit(
     if let Some(model) = start_from {
         experiment.train.start_from = Some(model);
     }
-    let device = experiment.train.backend.device().map_err(python_error)?;
+    let device = (experiment.train.backend.device()).map_err(|e| python_error(e.into()))?;
     let pool = thread_pool(threads)?;
     let interrupt = Arc::new(AtomicBool::new(false));
     let mut raised: Option<PyErr> = None;
@@ -317,12 +311,12 @@ fn override_items(dict: &Bound<'_, PyDict>) -> PyResult<Vec<String>> {
 
 /// The tagger's pool of `threads` (by default, `RAYON_NUM_THREADS` or one per core).
 fn thread_pool(threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
-    nertrain_tagger::thread_pool(threads).map_err(|e| python_error(e.into()))
+    nertrain_tagger::thread_pool(threads).map_err(tagging_error)
 }
 
 /// The CPU device every call runs on.
-fn device() -> Result<burn::tensor::Device, Error> {
-    nertrain_train::Backend::default().device()
+fn device() -> Result<burn::tensor::Device, TaggingError> {
+    Ok(nertrain_model::Backend::default().device()?)
 }
 
 fn to_python<'py, T: serde::Serialize>(py: Python<'py>, value: &T) -> PyResult<Bound<'py, PyAny>> {
@@ -333,6 +327,32 @@ fn warn(py: Python<'_>, message: &str) -> PyResult<()> {
     let message = CString::new(message.replace('\0', " "))
         .map_err(|e| PyRuntimeError::new_err(e.to_string()))?;
     PyErr::warn(py, &py.get_type::<PyUserWarning>(), &message, 1)
+}
+
+/// A tagging call's error as the Python exception that fits it, as [`python_error`] classifies
+/// training's: a file that is not there is `FileNotFoundError`, other I/O `OSError`, bad input or
+/// settings `ValueError`, the rest `RuntimeError`.
+fn tagging_error(error: TaggingError) -> PyErr {
+    let message = error.to_string();
+    match error {
+        TaggingError::Model(FileError::Io { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            PyFileNotFoundError::new_err(message)
+        }
+        TaggingError::Model(FileError::Io { .. }) => PyOSError::new_err(message),
+        TaggingError::Model(FileError::Invalid { path, .. }) if !path.exists() => {
+            PyFileNotFoundError::new_err(message)
+        }
+        TaggingError::Data(e) if !e.path.exists() => PyFileNotFoundError::new_err(message),
+        TaggingError::Data(_)
+        | TaggingError::Model(_)
+        | TaggingError::TooManyWords { .. }
+        | TaggingError::InvalidOption { .. } => PyValueError::new_err(message),
+        TaggingError::Crf(_) | TaggingError::Backend(_) | TaggingError::Threads(_) => {
+            PyRuntimeError::new_err(message)
+        }
+    }
 }
 
 /// nertrain's error as the Python exception that fits it, with nertrain's message: a file that

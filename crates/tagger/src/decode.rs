@@ -161,8 +161,9 @@ impl<'a> Decoder<'a> {
             .constrained
             .then(|| Constraints::for_scheme(self.vocab.tags.items(), self.train_scheme));
         let potentials = self.model.crf.potentials(constraints.as_ref());
-        // The best path alone is decoded on the host: at 9 tags it is cheaper than even one step
-        // of the tensor recursion, whatever the backend. n-best paths come from the tensor version.
+        // The best path alone is decoded on the host: over a tagger's few tags that is cheaper
+        // than even one step of the tensor recursion, whatever the backend. n-best paths come
+        // from the tensor version.
         let host_potentials = potentials.to_host();
         let lengths: Vec<usize> = sentences.iter().map(Encoded::len).collect();
         self.word_gates

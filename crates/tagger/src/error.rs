@@ -32,6 +32,9 @@ pub enum Error {
         /// What was given and what was expected.
         message: String,
     },
+    /// A backend this build does not have, asked for to load a model on.
+    #[error(transparent)]
+    Backend(#[from] nertrain_model::BackendError),
     /// The worker threads could not be started.
     #[error("cannot start the worker threads: {0}")]
     Threads(#[from] rayon::ThreadPoolBuildError),

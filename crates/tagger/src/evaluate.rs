@@ -6,8 +6,8 @@ use std::ops::Range;
 use std::path::Path;
 
 use nertrain_data::{
-    AnnotatedCorpus, CharSpan, ChunkCounts, Confusion, Corpus, Misaligned, Report, Scores,
-    TagScheme, is_annotated, read_annotated, read_tagged, spans,
+    AnnotatedCorpus, CharSpan, ChunkCounts, Confusion, Corpus, LabelledFile, Misaligned, Report,
+    Scores, TagScheme, read_labelled, spans,
 };
 use serde::Serialize;
 
@@ -134,26 +134,26 @@ impl Tagger {
     /// (`.jsonl`, Label Studio's `.json`, brat) tagged as text and scored as exact character
     /// spans.
     pub fn evaluate_file(&self, path: &Path, options: TagOptions) -> Result<FileEvaluation> {
-        if is_annotated(path) {
-            let annotated = read_annotated(path)?;
-            let evaluation = self.evaluate_spans(&annotated, options)?;
-            let mut warnings = annotated.warnings;
-            if let Some(first) = evaluation.misaligned.first() {
-                let count = evaluation.misaligned.len();
-                warnings.push(format!(
-                    "{first} ({count} span{} in all fall between the model's tokens; scored as \
-                     missed)",
-                    if count == 1 { "" } else { "s" }
-                ));
-            }
-            return Ok(FileEvaluation {
-                report: evaluation.report.clone(),
-                calibration: None,
-                warnings,
-                scored: Scored::Spans(evaluation),
-            });
+        let annotated = match read_labelled(path, self.meta().columns, false)? {
+            LabelledFile::Columns(gold) => return self.evaluate_gold(gold, options),
+            LabelledFile::Spans(annotated) => annotated,
+        };
+        let evaluation = self.evaluate_spans(&annotated, options)?;
+        let mut warnings = annotated.warnings;
+        if let Some(first) = evaluation.misaligned.first() {
+            let count = evaluation.misaligned.len();
+            warnings.push(format!(
+                "{first} ({count} span{} in all fall between the model's tokens; scored as \
+                 missed)",
+                if count == 1 { "" } else { "s" }
+            ));
         }
-        self.evaluate_gold(read_tagged(path, self.meta().columns)?, options)
+        Ok(FileEvaluation {
+            report: evaluation.report.clone(),
+            calibration: None,
+            warnings,
+            scored: Scored::Spans(evaluation),
+        })
     }
 
     /// [`Tagger::evaluate_file`] of a CoNLL corpus read elsewhere (stdin, say): the corpus's

@@ -71,6 +71,22 @@ pub enum Error {
     Tagging(nertrain_tagger::Error),
 }
 
+impl From<nertrain_model::BackendError> for Error {
+    fn from(error: nertrain_model::BackendError) -> Self {
+        Self::Backend(error.0)
+    }
+}
+
+impl From<nertrain_data::WriteError> for Error {
+    fn from(error: nertrain_data::WriteError) -> Self {
+        Self::Io {
+            path: error.path,
+            action: error.action,
+            source: error.source,
+        }
+    }
+}
+
 impl From<FileError> for Error {
     fn from(error: FileError) -> Self {
         match error {
@@ -95,6 +111,7 @@ impl From<nertrain_tagger::Error> for Error {
             nertrain_tagger::Error::Model(e) => e.into(),
             nertrain_tagger::Error::Data(e) => Self::Data(e),
             nertrain_tagger::Error::Crf(e) => Self::Crf(e),
+            nertrain_tagger::Error::Backend(e) => e.into(),
             other => Self::Tagging(other),
         }
     }

@@ -5,7 +5,6 @@
 
 #![warn(missing_docs)]
 
-mod backend;
 mod bench;
 pub mod config;
 mod curves;
@@ -16,13 +15,13 @@ mod model_dir;
 mod optim;
 mod step;
 
-pub use backend::Backend;
 pub use bench::{BenchOptions, BenchResult, bench};
 pub use config::{ConfigError, ConfigOrigin, DataConfig, Experiment, Optimizer, TrainConfig};
 pub use error::Error;
 pub use fit::{EpochMetrics, FitEvent, FitOptions, FitOutcome, fit};
-pub use io::{write_atomic, write_output};
+pub use io::write_atomic;
 pub use model_dir::ModelDir;
+pub use nertrain_model::Backend;
 
 /// A result of this crate.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -525,7 +525,7 @@ impl ModelDir {
 
 /// Scores as their file holds them: keys sorted, as `eval --json` prints them.
 fn scores_json(scores: &RecordedScores) -> Result<Vec<u8>> {
-    Ok(serde_json::to_string_pretty(&serde_json::to_value(scores)?)?.into_bytes())
+    Ok(nertrain_data::io::to_sorted_json(scores, true)?.into_bytes())
 }
 
 /// A point where tests make the run directory's writes fail, compiled only with the `failpoints`

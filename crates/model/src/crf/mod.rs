@@ -17,8 +17,8 @@
 //! | an entity's probability | — | [`host::ForwardBackward::segment_probability`] |
 //!
 //! Training runs the tensor version (it is what runs on a GPU); tagging runs the host version
-//! for best paths, marginals and confidences, where per-sentence work on 9 tags is cheaper than
-//! any kernel launch. Both are tested against brute-force enumeration of every tag sequence
+//! for best paths, marginals and confidences, where per-sentence work over a tagger's few tags is
+//! cheaper than any kernel launch. Both are tested against brute-force enumeration of every tag sequence
 //! (`tests/crf_brute_force.rs`) and against each other. In the tensor version a sequence of length
 //! `L` in a batch padded to `T` stops changing after step `L-1` (the mask blends the old state
 //! through), so padding never enters its scores. Every sequence needs at least one token: input

@@ -8,8 +8,7 @@ use std::path::Path;
 use burn::tensor::Device;
 use nertrain_data::{
     ColumnSpec, Context, Corpus, DataError, Encoded, TagScheme, Tokenizer, TokenizerSpec, Vectors,
-    Vocab, Vocabularies, convert_tags, is_annotated, read_annotated, read_partially_tagged,
-    read_vectors, set_mention_casing,
+    Vocab, Vocabularies, convert_tags, read_labelled, read_vectors, set_mention_casing,
 };
 use nertrain_model::{
     DocumentContext, FORMAT_VERSION, ModelFiles, ModelMeta, StartedFrom, Tagger, TaggerConfig,
@@ -24,45 +23,18 @@ use super::events::{FitEvent, FitOptions};
 use crate::model_dir::ModelDir;
 use crate::{Experiment, Result};
 
-/// Reads a training, dev or test file: CoNLL columns, or span-annotated text (`.jsonl`) cut into
-/// words and sentences by the treebank rules, its spans that fall between words reported.
+/// Reads a training, dev or test file ([`read_labelled`]): CoNLL columns (unknown labels
+/// allowed, refused later where every label is needed), or an annotation tool's export cut into
+/// words and sentences by the treebank rules, its warnings shown.
 fn read_corpus(
     path: &Path,
     columns: ColumnSpec,
     events: &mut dyn FnMut(FitEvent),
 ) -> Result<Corpus> {
-    if !is_annotated(path) {
-        return Ok(read_partially_tagged(path, columns)?);
-    }
     let tokenizer = Tokenizer::new(&TokenizerSpec::treebank()).expect("the treebank rules");
-    let annotated = read_annotated(path)?;
-    for warning in &annotated.warnings {
-        events(FitEvent::warning(warning.clone()));
-    }
-    let (corpus, misaligned) = annotated.tokenize(&tokenizer);
-    let spans = annotated.span_count();
-    // Left out, most entities would be learned as `O`: the offsets are not what they say.
-    if 2 * misaligned.len() > spans {
-        let first = misaligned
-            .first()
-            .map_or(String::new(), |m| format!("; the first: {m}"));
-        return Err(DataError::file(
-            path,
-            format!(
-                "{} of its {spans} spans do not start and end at word boundaries, so most \
-                 entities would be learned as O; offsets must count code points (not bytes or \
-                 UTF-16 units), end exclusive{first}",
-                misaligned.len()
-            ),
-        )
-        .into());
-    }
-    if let Some(first) = misaligned.first() {
-        events(FitEvent::warning(format!(
-            "{first} ({} span{} in all)",
-            misaligned.len(),
-            if misaligned.len() == 1 { "" } else { "s" }
-        )));
+    let (corpus, warnings) = read_labelled(path, columns, true)?.into_sentences(&tokenizer)?;
+    for warning in warnings {
+        events(FitEvent::warning(warning));
     }
     Ok(corpus)
 }

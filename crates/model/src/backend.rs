@@ -7,6 +7,11 @@ use std::str::FromStr;
 use burn::tensor::Device;
 use serde::{Deserialize, Serialize};
 
+/// A backend this build does not have, and the feature that adds it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BackendError(pub String);
+
 /// The tensor backend a run trains (or a command tags) on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -35,7 +40,7 @@ impl Backend {
 
     /// The device, or an error saying which cargo feature the binary lacks. Picked explicitly
     /// rather than by `Device::default()`, which prefers wgpu whenever it is compiled in.
-    pub fn device(self) -> crate::Result<Device> {
+    pub fn device(self) -> Result<Device, BackendError> {
         match self {
             Backend::Flex => Ok(Device::flex()),
             #[cfg(feature = "ndarray")]
@@ -45,7 +50,7 @@ impl Backend {
             #[cfg(feature = "wgpu")]
             Backend::Wgpu => Ok(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice)),
             #[allow(unreachable_patterns)]
-            other => Err(crate::Error::Backend(format!(
+            other => Err(BackendError(format!(
                 "this nertrain was built without the `{0}` backend; rebuild with \
                  `cargo build --release --features {0}`",
                 other.name()

@@ -1,0 +1,65 @@
+//! What the commands share: their error type, usage errors (exit code 2), ranged counts for
+//! flags, and the tagging options a command's flags make.
+
+use std::process::ExitCode;
+
+use nertrain_tagger::{TagOptions, TagSettings, Tagger};
+
+/// Any failure of a command: the library's typed errors, and the CLI's own (output, usage).
+pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
+
+/// A count or size on the command line: from `min` to `max`, so that no number asks for more
+/// than a machine has (or overflows).
+pub fn count(min: u64, max: u64) -> clap::builder::RangedU64ValueParser<usize> {
+    clap::builder::RangedU64ValueParser::<usize>::new().range(min..=max)
+}
+
+/// The most sentences a batch may hold.
+pub const MAX_BATCH: u64 = nertrain_tagger::MAX_BATCH_SENTENCES as u64;
+
+/// `--batch-size`'s help, with the tagger's bound on a batch's tokens.
+pub fn batch_size_help() -> String {
+    let tokens = nertrain_tagger::MAX_BATCH_TOKENS.to_string();
+    // Thousands separated, as the rest of the help writes numbers.
+    let digits: Vec<char> = tokens.chars().collect();
+    let mut grouped = String::new();
+    for (i, digit) in digits.iter().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            grouped.push(',');
+        }
+        grouped.push(*digit);
+    }
+    format!(
+        "Sentences per batch (fewer when they are long: a batch holds at most {grouped} tokens)"
+    )
+}
+
+/// A mistake on the command line found after parsing it: exit code 2, as clap's own.
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// The options a command's flags make over the model's own; a setting the model cannot use is a
+/// usage error naming its flag.
+pub fn tag_options(tagger: &Tagger, settings: TagSettings) -> Result<TagOptions> {
+    tagger.options_with(settings).map_err(|error| match error {
+        nertrain_tagger::Error::InvalidOption { option, message } => {
+            UsageError(format!("--{}: {message}", option.replace('_', "-"))).into()
+        }
+        other => other.into(),
+    })
+}
+
+/// The exit code of a failed command: 2 for a usage error (a flag, or a `--set` override), 1
+/// for anything else.
+pub fn exit_code(error: &(dyn std::error::Error + 'static)) -> ExitCode {
+    let usage = error.is::<UsageError>() || crate::fit::is_usage(error);
+    ExitCode::from(if usage { 2 } else { 1 })
+}
