@@ -147,6 +147,26 @@ pub struct Vocabularies {
 }
 
 impl Vocabularies {
+    /// Appends the words, characters and tags of `more` that these lack, after every id these
+    /// have, so that each keeps its meaning (a model continued on new data); returns the tags
+    /// added.
+    pub fn extend(&mut self, more: &Vocabularies) -> Vec<String> {
+        for word in more.words.items() {
+            self.words.insert(word);
+        }
+        for char in more.chars.items() {
+            self.chars.insert(char);
+        }
+        let mut added = Vec::new();
+        for tag in more.tags.items() {
+            if self.tags.id(tag).is_none() {
+                self.tags.insert(tag);
+                added.push(tag.clone());
+            }
+        }
+        added
+    }
+
     /// Builds the vocabularies of a training set whose tags are already in the training scheme.
     pub fn build(
         sentences: &[Sentence],

@@ -368,19 +368,7 @@ fn describe_continued_run(
         vocab.normalization,
         data.min_word_count,
     );
-    for word in fresh.words.items() {
-        vocab.words.insert(word);
-    }
-    for char in fresh.chars.items() {
-        vocab.chars.insert(char);
-    }
-    let mut tags_added = Vec::new();
-    for tag in fresh.tags.items() {
-        if vocab.tags.id(tag).is_none() {
-            vocab.tags.insert(tag);
-            tags_added.push(tag.clone());
-        }
-    }
+    let tags_added = vocab.extend(&fresh);
     let vectors = add_vectors(experiment, corpora, &mut vocab, events)?;
     events(FitEvent::info(format!(
         "continuing {}: {} new words, {} new characters, new tags: {}",
@@ -396,32 +384,49 @@ fn describe_continued_run(
     let mut model = old.model.clone();
     model.dropout = experiment.model.dropout;
     model.lm_weight = experiment.model.lm_weight;
-    let meta = ModelMeta {
+    let sizes = VocabSizes {
+        lm_words: old.sizes.lm_words,
+        ..VocabSizes::from(&vocab)
+    };
+    let started_from = StartedFrom {
+        path: from.to_path_buf(),
+        sizes: old.sizes,
+        tags_added,
+    };
+    let mut meta = describe(experiment, model, sizes, file_scheme, old.tokenizer.clone());
+    meta.started_from = Some(started_from);
+    Ok((meta, vocab, vectors))
+}
+
+/// A new run's model description, in this version's format: `model` with vocabularies of
+/// `sizes`, trained on files in `file_scheme` as the experiment reads them, neither on dev nor
+/// from another model (yet).
+fn describe(
+    experiment: &Experiment,
+    model: TaggerConfig,
+    sizes: VocabSizes,
+    file_scheme: TagScheme,
+    tokenizer: Option<TokenizerSpec>,
+) -> ModelMeta {
+    let data = &experiment.data;
+    ModelMeta {
         format: FORMAT_VERSION,
         nertrain_version: env!("CARGO_PKG_VERSION").to_string(),
         model,
         crf: experiment.crf.clone(),
-        sizes: VocabSizes {
-            lm_words: old.sizes.lm_words,
-            ..VocabSizes::from(&vocab)
-        },
+        sizes,
         file_scheme,
-        train_scheme: old.train_scheme,
+        train_scheme: data.train_scheme,
         columns: data.columns(),
         max_word_len: data.max_word_len,
-        document: old.document.map(|_| DocumentContext {
+        document: (data.context == Context::Document).then_some(DocumentContext {
             max_tokens: data.document_tokens,
             consistency: 0.0,
         }),
         trained_on_dev: false,
-        tokenizer: old.tokenizer.clone(),
-        started_from: Some(StartedFrom {
-            path: from.to_path_buf(),
-            sizes: old.sizes,
-            tags_added,
-        }),
-    };
-    Ok((meta, vocab, vectors))
+        tokenizer,
+        started_from: None,
+    }
 }
 
 /// The corpora of an experiment, as read.
@@ -473,24 +478,14 @@ fn describe_run(
                     .max(1) as f64
         )));
     }
-    let meta = ModelMeta {
-        format: FORMAT_VERSION,
-        nertrain_version: env!("CARGO_PKG_VERSION").to_string(),
-        model: experiment.model.clone(),
-        crf: experiment.crf.clone(),
+    let tokenizer = TokenizerSpec::learn(&train.sentences);
+    let meta = describe(
+        experiment,
+        experiment.model.clone(),
         sizes,
         file_scheme,
-        train_scheme: data.train_scheme,
-        columns: data.columns(),
-        max_word_len: data.max_word_len,
-        document: (data.context == Context::Document).then_some(DocumentContext {
-            max_tokens: data.document_tokens,
-            consistency: 0.0,
-        }),
-        trained_on_dev: false,
-        tokenizer: Some(TokenizerSpec::learn(&train.sentences)),
-        started_from: None,
-    };
+        Some(tokenizer),
+    );
     Ok((meta, vocab, vectors))
 }
 
