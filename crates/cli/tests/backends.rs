@@ -17,7 +17,7 @@ use common::{scratch, workspace};
 use nertrain_data::read_tagged;
 use nertrain_data::{Batch, BatchPlan, ColumnSpec};
 use nertrain_model::BatchTensors;
-use nertrain_tagger::Predictor;
+use nertrain_tagger::Tagger;
 use nertrain_train::Backend;
 
 /// Shader compilation on a software driver is slow, but a run that takes longer than this has
@@ -97,17 +97,17 @@ fn backends() -> Vec<Backend> {
 /// partial-label loss of each batch with every third token unlabelled.
 fn log_z_and_paths(backend: Backend) -> (Vec<f32>, Vec<Vec<usize>>) {
     let device = backend.device().unwrap();
-    let predictor = Predictor::load(model(), &device).unwrap();
+    let tagger = Tagger::load(model(), &device).unwrap();
     let dev = read_tagged(
         &workspace().join("data/sample/dev.txt"),
         ColumnSpec::default(),
     )
     .unwrap();
-    let encoded = predictor.vocab.encode_corpus(&dev).unwrap();
+    let encoded = tagger.vocab().encode_corpus(&dev).unwrap();
     let lengths: Vec<usize> = encoded.iter().map(|e| e.len()).collect();
-    let potentials = predictor.model.crf.potentials(None);
+    let potentials = tagger.network().crf.potentials(None);
     let (mut log_z, mut paths) = (Vec::new(), Vec::new());
-    let k = predictor.vocab.tags.len();
+    let k = tagger.vocab().tags.len();
     let partial: Vec<_> = encoded
         .iter()
         .map(|sentence| {
@@ -124,9 +124,9 @@ fn log_z_and_paths(backend: Backend) -> (Vec<f32>, Vec<Vec<usize>>) {
         })
         .collect();
     for indices in BatchPlan::sorted(&lengths, 32, usize::MAX).batches {
-        let batch = Batch::new(&partial, indices, predictor.meta.max_word_len);
+        let batch = Batch::new(&partial, indices, tagger.meta().max_word_len);
         let inputs = BatchTensors::new(&batch, &device);
-        let emissions = predictor.model.emissions(&inputs);
+        let emissions = tagger.network().emissions(&inputs);
         log_z.extend(
             potentials
                 .partial_nll(

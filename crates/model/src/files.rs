@@ -23,7 +23,7 @@ use burn::tensor::Device;
 use nertrain_data::{ColumnSpec, Scores, TagScheme, Tokenizer, TokenizerSpec, Vocabularies};
 use serde::{Deserialize, Serialize};
 
-use crate::{Tagger, TaggerConfig, VocabSizes};
+use crate::{Network, NetworkConfig, VocabSizes};
 
 const META: &str = "model.json";
 const VOCAB: &str = "vocab.json";
@@ -109,7 +109,7 @@ pub struct ModelMeta {
     /// The nertrain that trained it.
     pub nertrain_version: String,
     /// The network's architecture.
-    pub model: TaggerConfig,
+    pub model: NetworkConfig,
     /// How the tag scheme's rules are enforced.
     pub crf: CrfOptions,
     /// The sizes of its vocabularies.
@@ -164,7 +164,7 @@ pub struct RecordedScores {
 /// The model settings that make no sense, as `(key, "key: expected ...")`: checked for an
 /// experiment before anything is read or deleted, and for a model's `model.json` before anything
 /// is allocated.
-pub fn check_config(m: &TaggerConfig) -> Result<(), (&'static str, String)> {
+pub fn check_config(m: &NetworkConfig) -> Result<(), (&'static str, String)> {
     let size = |v: usize| (1..=MAX_LAYER).contains(&v);
     let checks: [(bool, &str, &str); 7] = [
         (size(m.word_dim), "model.word_dim", "1 to 4096"),
@@ -276,7 +276,7 @@ impl ModelFiles {
         // Settings added after a model was saved take their defaults, which is what the model was
         // trained with.
         for (section, defaults) in [
-            ("model", serde_json::to_value(TaggerConfig::new())),
+            ("model", serde_json::to_value(NetworkConfig::new())),
             ("crf", serde_json::to_value(CrfOptions::new())),
         ] {
             if let Some(stored) = given.get_mut(section) {
@@ -351,7 +351,7 @@ impl ModelFiles {
     }
 
     /// The model, its description and vocabularies, checked against each other.
-    pub fn load(&self, device: &Device) -> Result<(ModelMeta, Vocabularies, Tagger), FileError> {
+    pub fn load(&self, device: &Device) -> Result<(ModelMeta, Vocabularies, Network), FileError> {
         let meta = self.read_meta()?;
         let vocab = self.read_vocab(&meta)?;
         let weights = self.weights_file();

@@ -7,7 +7,7 @@
 use burn::module::{Module, ModuleMapper, ModuleVisitor, Param};
 use burn::tensor::{Tensor, TensorData};
 
-use crate::{Tagger, VocabSizes};
+use crate::{Network, VocabSizes};
 
 /// Why an old model's weights do not fit a new one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -29,11 +29,11 @@ pub struct GrowError {
 /// `old`'s weights in every block they share. The architectures must be the same: the same
 /// parameters in the same order, differing only along axes sized by a vocabulary that grew.
 pub fn grown_from(
-    model: Tagger,
+    model: Network,
     new_sizes: VocabSizes,
-    old: &Tagger,
+    old: &Network,
     old_sizes: VocabSizes,
-) -> Result<Tagger, GrowError> {
+) -> Result<Network, GrowError> {
     let mut collector = Collector::default();
     old.visit(&mut collector);
     let sizes = |s: VocabSizes| [s.words, s.chars, s.tags, s.lm_words];
@@ -60,7 +60,7 @@ pub fn grown_from(
 
 /// The first parameter of `model` (in the modules' order) holding a value that is not finite:
 /// weights that no training could have written, damaged on disk.
-pub fn first_non_finite(model: &Tagger) -> Option<usize> {
+pub fn first_non_finite(model: &Network) -> Option<usize> {
     let mut collector = Collector::default();
     model.visit(&mut collector);
     collector

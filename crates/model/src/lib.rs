@@ -15,8 +15,8 @@ pub mod crf;
 pub mod files;
 mod grow;
 mod inputs;
+mod network;
 pub mod recurrence;
-mod tagger;
 mod vectorize;
 mod word_gates;
 
@@ -32,7 +32,7 @@ pub use files::{
 };
 pub use grow::{GrowError, first_non_finite, grown_from};
 pub use inputs::BatchTensors;
-pub use tagger::{CharFeatures, Tagger, TaggerConfig, VocabSizes};
+pub use network::{CharFeatures, Network, NetworkConfig, VocabSizes};
 pub use word_gates::{FormInputs, WordGates};
 
 /// A float tensor's values on the host, in one copy (`TensorData::iter` converts each value

@@ -2,7 +2,7 @@
 //!
 //! The input projection, `[word embedding, features] · W + b`, is half the arithmetic of tagging.
 //! Most of it depends on nothing but the word as written: its embedding, its casing class and
-//! its character features ([`Tagger::form_gates`]). Computed once per word, that share is a row
+//! its character features ([`Network::form_gates`]). Computed once per word, that share is a row
 //! copy ever after, and the character network runs once per distinct word of a corpus instead of
 //! once per token. Only what depends on the sentence or the document (the character language
 //! model, mention casing) is computed with each batch.
@@ -20,7 +20,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use nertrain_data::{Batch, Encoded, Vocab};
 use rayon::prelude::*;
 
-use crate::{Tagger, host_values};
+use crate::{Network, host_values};
 
 /// Valid for the weights of one model: build a new one when they change.
 #[derive(Debug)]
@@ -87,7 +87,7 @@ impl Hasher for FormHasher {
 /// What a word's row depends on, into `key`: its word id, and its casing class and characters
 /// (those the model reads, the first `max_word_len`) where the model reads them.
 fn form(
-    model: &Tagger,
+    model: &Network,
     word: i64,
     casing: i64,
     chars: impl Iterator<Item = i64>,
@@ -137,7 +137,7 @@ impl WordGates {
 
     /// Computes and keeps the rows of the words of `sentences` not kept yet, as far as the
     /// capacity allows. The result depends on the sentences alone, not on the threads.
-    pub fn fill(&self, model: &Tagger, sentences: &[Encoded], max_word_len: usize) {
+    pub fn fill(&self, model: &Network, sentences: &[Encoded], max_word_len: usize) {
         let width = 8 * model.encoder.d_hidden();
         let mut table = self.table.write().unwrap_or_else(PoisonError::into_inner);
         let room = (self.capacity_bytes / (4 * width)).saturating_sub(table.index.len());
@@ -196,7 +196,7 @@ impl WordGates {
 
     /// The batch's word gates, `[batch, max_len, 8 * hidden]`: kept rows where there are, the
     /// others computed with the batch.
-    pub fn gates(&self, model: &Tagger, batch: &Batch) -> Tensor<3> {
+    pub fn gates(&self, model: &Network, batch: &Batch) -> Tensor<3> {
         let width = 8 * model.encoder.d_hidden();
         let gates = self.with_rows(model, batch, |row| {
             let mut gates = Vec::with_capacity(batch.words.len() * width);
@@ -216,7 +216,7 @@ impl WordGates {
     /// others computed with the batch.
     pub fn with_rows<R>(
         &self,
-        model: &Tagger,
+        model: &Network,
         batch: &Batch,
         gather: impl for<'a> FnOnce(&'a (dyn Fn(usize) -> &'a [f32] + Sync)) -> R,
     ) -> R {
@@ -260,7 +260,7 @@ impl WordGates {
     }
 }
 
-/// Words as [`Tagger::form_gates`] reads them, one row each.
+/// Words as [`Network::form_gates`] reads them, one row each.
 #[derive(Debug, Clone)]
 pub struct FormInputs {
     /// `[words, 1]`

@@ -4,7 +4,7 @@
 
 use burn::tensor::Device;
 use nertrain_data::{Batch, Casing, Encoded};
-use nertrain_model::{BatchTensors, CharFeatures, TaggerConfig, VocabSizes, grown_from};
+use nertrain_model::{BatchTensors, CharFeatures, NetworkConfig, VocabSizes, grown_from};
 
 fn sentence(words: &[usize]) -> Encoded {
     Encoded {
@@ -25,7 +25,7 @@ fn values<const D: usize>(t: burn::tensor::Tensor<D>) -> Vec<f32> {
 fn a_grown_model_keeps_what_the_old_one_knew() {
     let device = Device::default();
     for features in [CharFeatures::Cnn, CharFeatures::Lstm, CharFeatures::None] {
-        let config = TaggerConfig::new()
+        let config = NetworkConfig::new()
             .with_word_dim(6)
             .with_hidden(4)
             .with_char_features(features)

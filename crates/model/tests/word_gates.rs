@@ -5,7 +5,7 @@
 use burn::tensor::Device;
 use nertrain_data::{Batch, Casing, Encoded};
 use nertrain_model::crf::host_emissions;
-use nertrain_model::{BatchTensors, CharFeatures, TaggerConfig, VocabSizes, WordGates};
+use nertrain_model::{BatchTensors, CharFeatures, NetworkConfig, VocabSizes, WordGates};
 
 /// A word's characters and casing vary with its position as well as its id, as they do when words
 /// are lowercased for their ids: the cache must tell these apart.
@@ -47,7 +47,7 @@ fn cached_word_gates_give_the_same_emissions() {
         (CharFeatures::None, 0, 0, true),
         (CharFeatures::Cnn, 2, 3, true),
     ] {
-        let model = TaggerConfig::new()
+        let model = NetworkConfig::new()
             .with_word_dim(4)
             .with_hidden(3)
             .with_char_dim(3)

@@ -4,7 +4,7 @@ use std::path::Path;
 
 use burn::tensor::Device;
 use nertrain_data::{Vocab, parse_vectors};
-use nertrain_model::{CharFeatures, TaggerConfig, VocabSizes};
+use nertrain_model::{CharFeatures, NetworkConfig, VocabSizes};
 
 #[test]
 fn embedding_rows_take_the_vectors_of_known_words() {
@@ -16,7 +16,7 @@ fn embedding_rows_take_the_vectors_of_known_words() {
             .collect::<Vec<_>>(),
     );
     let vectors = parse_vectors("berlin 1 2 3\nlamb 4 5 6\n<unk> 9 9 9\n", Path::new("v")).unwrap();
-    let config = TaggerConfig::new()
+    let config = NetworkConfig::new()
         .with_word_dim(3)
         .with_char_features(CharFeatures::None);
     let model = config.init(

@@ -5,9 +5,7 @@
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::path::Path;
 
-use burn::module::Module;
 use burn::tensor::{Device, Tensor, TensorData};
 use nertrain_data::{
     Batch, BatchPlan, Casing, Corpus, DEFAULT_DOCUMENT_TOKENS, Encoded, Report, Scorer, Span,
@@ -15,10 +13,10 @@ use nertrain_data::{
     set_mention_casing, spans,
 };
 use nertrain_model::crf::{Potentials, host, host_emissions};
-use nertrain_model::{Constraints, ModelFiles, ModelMeta, Tagger, WordGates};
+use nertrain_model::{Constraints, ModelMeta, Network, WordGates};
 use rayon::prelude::*;
 
-use crate::Result;
+use crate::{Result, Tagger};
 
 /// How to decode, and what to compute besides the best path. A model's own settings come from
 /// [`Tagger::options`](crate::Tagger::options); a caller's changes to them are checked by
@@ -109,39 +107,66 @@ fn document_groups(
 pub const MAX_BATCH_TOKENS: usize = 8192;
 
 /// A model's weights and everything decoding needs about them: training decodes its dev and
-/// test sets with one over the weights of the moment, a [`Predictor`] with its loaded model.
+/// test sets with one over the weights of the moment, a [`Tagger`] with its loaded model.
 pub struct Decoder<'a> {
     /// The network (its inference version).
-    pub model: &'a Tagger,
+    model: &'a Network,
     /// Its vocabularies.
-    pub vocab: &'a Vocabularies,
+    vocab: &'a Vocabularies,
+    /// How its input is read and its tags written.
+    reading: Reading,
+    /// Where its tensors are.
+    device: &'a Device,
+    /// Filled with the words of what is decoded: valid while the model does not change.
+    word_gates: &'a WordGates,
+}
+
+/// What of a model's description decoding needs: how words are read and tags written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reading {
     /// The scheme its tags are in.
     pub train_scheme: TagScheme,
     /// The scheme predictions are written in (the training files').
     pub output_scheme: TagScheme,
     /// Longer words keep their first characters for character features.
     pub max_word_len: usize,
-    /// Where its tensors are.
-    pub device: &'a Device,
-    /// Filled with the words of what is decoded: valid while the model does not change.
-    pub word_gates: &'a WordGates,
+}
+
+impl From<&ModelMeta> for Reading {
+    fn from(meta: &ModelMeta) -> Self {
+        Self {
+            train_scheme: meta.train_scheme,
+            output_scheme: meta.file_scheme,
+            max_word_len: meta.max_word_len,
+        }
+    }
 }
 
 impl<'a> Decoder<'a> {
     /// A decoder of `model` as `meta` describes it, filling `word_gates` as it goes.
     pub fn new(
-        model: &'a Tagger,
+        model: &'a Network,
         vocab: &'a Vocabularies,
         meta: &ModelMeta,
+        device: &'a Device,
+        word_gates: &'a WordGates,
+    ) -> Self {
+        Self::reading(model, vocab, meta.into(), device, word_gates)
+    }
+
+    /// A decoder of a model that has no description (yet): `reading` says what decoding needs
+    /// of one.
+    pub fn reading(
+        model: &'a Network,
+        vocab: &'a Vocabularies,
+        reading: Reading,
         device: &'a Device,
         word_gates: &'a WordGates,
     ) -> Self {
         Self {
             model,
             vocab,
-            train_scheme: meta.train_scheme,
-            output_scheme: meta.file_scheme,
-            max_word_len: meta.max_word_len,
+            reading,
             device,
             word_gates,
         }
@@ -159,7 +184,7 @@ impl<'a> Decoder<'a> {
     ) -> Result<Vec<Prediction>> {
         let constraints = options
             .constrained
-            .then(|| Constraints::for_scheme(self.vocab.tags.items(), self.train_scheme));
+            .then(|| Constraints::for_scheme(self.vocab.tags.items(), self.reading.train_scheme));
         let potentials = self.model.crf.potentials(constraints.as_ref());
         // The best path alone is decoded on the host: over a tagger's few tags that is cheaper
         // than even one step of the tensor recursion, whatever the backend. n-best paths come
@@ -167,7 +192,7 @@ impl<'a> Decoder<'a> {
         let host_potentials = potentials.to_host();
         let lengths: Vec<usize> = sentences.iter().map(Encoded::len).collect();
         self.word_gates
-            .fill(self.model, sentences, self.max_word_len);
+            .fill(self.model, sentences, self.reading.max_word_len);
         // Batches are independent: they are decoded on all of rayon's threads, each taking whole
         // batches (finer-grained parallelism inside a batch costs more than it gains).
         let decode_batch = |indices: &Vec<usize>, emissions: &[Vec<f64>]| {
@@ -261,7 +286,7 @@ impl<'a> Decoder<'a> {
 
     /// The emissions of `sentences[i]` for each of `indices`, on the host, `[length * tags]` each.
     fn emissions(&self, sentences: &[Encoded], indices: &[usize]) -> Vec<Vec<f64>> {
-        let batch = Batch::new(sentences, indices.to_vec(), self.max_word_len);
+        let batch = Batch::new(sentences, indices.to_vec(), self.reading.max_word_len);
         let emissions = self.model.emissions_with_cache(&batch, self.word_gates);
         host_emissions(emissions, &batch.lengths)
     }
@@ -461,7 +486,10 @@ impl<'a> Decoder<'a> {
     fn path_tags(&self, path: &[usize]) -> (Vec<String>, Vec<Span>) {
         let tags: Vec<&str> = path.iter().map(|&id| self.vocab.tags.item(id)).collect();
         let spans = spans(&tags);
-        (render_spans(&spans, tags.len(), self.output_scheme), spans)
+        (
+            render_spans(&spans, tags.len(), self.reading.output_scheme),
+            spans,
+        )
     }
 }
 
@@ -521,34 +549,8 @@ pub fn calibration(gold: &Corpus, predictions: &[Prediction]) -> Vec<Calibration
         .collect()
 }
 
-/// A trained model loaded for inference.
-pub struct Predictor {
-    /// Its description.
-    pub meta: ModelMeta,
-    /// Its vocabularies.
-    pub vocab: Vocabularies,
-    /// The network, for inference.
-    pub model: Tagger,
-    /// Where its tensors are.
-    pub device: Device,
-    /// Kept across calls: `tag` predicts a long input chunk by chunk, and most words of a chunk
-    /// were met in the ones before.
-    word_gates: WordGates,
-}
-
-impl Predictor {
-    /// Loads the model in `dir`.
-    pub fn load(dir: &Path, device: &Device) -> Result<Self> {
-        let (meta, vocab, model) = ModelFiles::new(dir).load(device)?;
-        Ok(Self {
-            meta,
-            vocab,
-            model: model.valid(),
-            device: device.clone(),
-            word_gates: WordGates::default(),
-        })
-    }
-
+/// Decoding with a loaded model: its default options, and sentences of words to predictions.
+impl Tagger {
     /// Options as the model was trained to be decoded.
     pub fn default_options(&self) -> TagOptions {
         TagOptions {
@@ -566,7 +568,7 @@ impl Predictor {
     /// Predicts `sentences`; `documents` are consecutive ranges of them read together (one
     /// range per sentence, or none, for a sentence-level reading). A document-level model reads
     /// them in pieces of at most its `max_tokens`.
-    pub fn predict<S: AsRef<str>>(
+    pub(crate) fn predict<S: AsRef<str>>(
         &self,
         sentences: &[Vec<S>],
         documents: &[Range<usize>],
@@ -611,9 +613,9 @@ impl Predictor {
     }
 
     /// A decoder of the loaded model, which keeps its word cache across calls.
-    pub fn decoder(&self) -> Decoder<'_> {
+    pub(crate) fn decoder(&self) -> Decoder<'_> {
         Decoder::new(
-            &self.model,
+            &self.network,
             &self.vocab,
             &self.meta,
             &self.device,

@@ -210,7 +210,7 @@ impl Tagger {
             .map(|s| s.words.iter().map(String::as_str).collect())
             .collect();
         let documents = gold.documents(usize::MAX);
-        let predictions = self.predictor().predict(&words, &documents, options)?;
+        let predictions = self.predict(&words, &documents, options)?;
         let calibration = options.confidence.then(|| calibration(gold, &predictions));
         let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
         Ok(Evaluation {

@@ -12,8 +12,8 @@
 //!    memory.
 //! 3. **Texts → documents.** A model that reads documents reads the sentences of one document
 //!    together ([`Layout`]): a text, or a run of lines up to a blank one.
-//! 4. **Sentences → predictions.** Batches, emissions and CRF decoding ([`Predictor`], over a
-//!    [`Decoder`]), with entity confidences, marginals and n-best paths on request
+//! 4. **Sentences → predictions.** Batches, emissions and CRF decoding (a [`Decoder`] over the
+//!    loaded network), with entity confidences, marginals and n-best paths on request
 //!    ([`TagOptions`], made from the model's own settings and a caller's [`TagSettings`]).
 //! 5. **Predictions → entities.** Each text's [`Tagged`]: its tokens and tags, and its entities
 //!    with labels, character offsets and confidences; [`Tagged::record`] is the JSON object that
@@ -55,14 +55,17 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
+use burn::module::Module;
 use burn::tensor::Device;
-use nertrain_data::{Context, Span, TagScheme, Tokenizer, TokenizerSpec, render_spans};
-use nertrain_model::{ModelFiles, ModelMeta};
+use nertrain_data::{
+    Context, Span, TagScheme, Tokenizer, TokenizerSpec, Vocabularies, render_spans,
+};
+use nertrain_model::{ModelFiles, ModelMeta, Network, WordGates};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 pub use decode::{
-    CalibrationBin, Decoder, MAX_BATCH_TOKENS, Prediction, Predictor, RankedPath, TagOptions,
+    CalibrationBin, Decoder, MAX_BATCH_TOKENS, Prediction, RankedPath, Reading, TagOptions,
     calibration, entity_types, score_corpus,
 };
 pub use error::Error;
@@ -158,7 +161,17 @@ pub enum Layout {
 
 /// A trained model loaded for tagging text, with the tokenizer it was trained with.
 pub struct Tagger {
-    predictor: Predictor,
+    /// Its description.
+    meta: ModelMeta,
+    /// Its vocabularies.
+    vocab: Vocabularies,
+    /// The network, for inference.
+    network: Network,
+    /// Where its tensors are.
+    device: Device,
+    /// Kept across calls: `tag` predicts a long input chunk by chunk, and most words of a chunk
+    /// were met in the ones before.
+    word_gates: WordGates,
     tokenizer: Tokenizer,
     dir: PathBuf,
     /// Held by each call that tags: the model's word cache is locked inside work spread over
@@ -227,10 +240,15 @@ pub struct TagPath {
 impl Tagger {
     /// Loads a model directory written by `nertrain fit`.
     pub fn load(dir: &Path, device: &Device) -> Result<Self> {
-        let predictor = Predictor::load(dir, device)?;
-        let tokenizer = ModelFiles::new(dir).tokenizer(&predictor.meta)?;
+        let files = ModelFiles::new(dir);
+        let (meta, vocab, network) = files.load(device)?;
+        let tokenizer = files.tokenizer(&meta)?;
         Ok(Self {
-            predictor,
+            meta,
+            vocab,
+            network: network.valid(),
+            device: device.clone(),
+            word_gates: WordGates::default(),
             tokenizer,
             dir: dir.to_path_buf(),
             one_call: Mutex::new(()),
@@ -239,7 +257,7 @@ impl Tagger {
 
     /// What the model is, with the scores its run recorded.
     pub fn info(&self) -> ModelInfo {
-        let meta = &self.predictor.meta;
+        let meta = &self.meta;
         let files = ModelFiles::new(&self.dir);
         ModelInfo {
             labels: entity_types(self.labels()),
@@ -266,17 +284,12 @@ impl Tagger {
 
     /// The model's description (`model.json`).
     pub fn meta(&self) -> &ModelMeta {
-        &self.predictor.meta
+        &self.meta
     }
 
     /// The model's tags, in the order of [`Tagged::marginals`].
     pub fn labels(&self) -> &[String] {
-        self.predictor.vocab.tags.items()
-    }
-
-    /// Whether the model reads documents rather than sentences alone.
-    pub fn reads_documents(&self) -> bool {
-        self.predictor.reads_documents()
+        self.vocab.tags.items()
     }
 
     /// The model's tokenizer.
@@ -284,10 +297,14 @@ impl Tagger {
         &self.tokenizer
     }
 
-    /// The underlying predictor, for callers that bring their own tokens (its calls are not
-    /// serialised with this tagger's).
-    pub fn predictor(&self) -> &Predictor {
-        &self.predictor
+    /// The model's vocabularies.
+    pub fn vocab(&self) -> &Vocabularies {
+        &self.vocab
+    }
+
+    /// The network, for inference.
+    pub fn network(&self) -> &Network {
+        &self.network
     }
 
     /// Tags `texts`; one [`Tagged`] per text, in order. `layout` says which texts a model that
@@ -412,11 +429,8 @@ impl Tagger {
                 })
             })
             .collect();
-        let mut predictions = self
-            .predictor
-            .predict(&words, &piece_documents, options)?
-            .into_iter();
-        let scheme = self.predictor.meta.file_scheme;
+        let mut predictions = self.predict(&words, &piece_documents, options)?.into_iter();
+        let scheme = self.meta.file_scheme;
         Ok(texts
             .iter()
             .zip(tokens)

@@ -96,7 +96,7 @@ impl Tagger {
     /// Options as the model was trained to be decoded: constrained to its tag scheme when it was
     /// trained so, with its document consistency weight, and entity confidences.
     pub fn options(&self) -> TagOptions {
-        let defaults = self.predictor().default_options();
+        let defaults = self.default_options();
         TagSettings::default()
             .resolve(defaults, self.reads_documents())
             .unwrap_or(defaults)
@@ -105,7 +105,7 @@ impl Tagger {
     /// The options `settings` make over the model's own, or an [`Error::InvalidOption`] naming
     /// the first setting out of range or that this model cannot use.
     pub fn options_with(&self, settings: TagSettings) -> Result<TagOptions> {
-        settings.resolve(self.predictor().default_options(), self.reads_documents())
+        settings.resolve(self.default_options(), self.reads_documents())
     }
 }
 

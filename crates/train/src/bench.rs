@@ -11,10 +11,10 @@ use nertrain_data::{
     Batch, BatchPlan, ColumnSpec, Encoded, TagScheme, TextNormalization, Vocabularies, read_conll,
 };
 use nertrain_model::crf::{host, host_emissions};
-use nertrain_model::{BatchTensors, CharFeatures, Reduction, TaggerConfig, VocabSizes, WordGates};
+use nertrain_model::{BatchTensors, CharFeatures, NetworkConfig, Reduction, VocabSizes, WordGates};
 
-use nertrain_model::Tagger;
-use nertrain_tagger::{Decoder, TagOptions};
+use nertrain_model::Network;
+use nertrain_tagger::{Decoder, Reading, TagOptions};
 use serde::Serialize;
 
 use crate::Result;
@@ -150,6 +150,11 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<BenchResult> {
     })
 }
 
+/// How long a word's characters are read: as an experiment reads them by default.
+fn max_word_len() -> usize {
+    crate::DataConfig::new(Default::default(), Default::default()).max_word_len
+}
+
 /// Training: whole steps (forward, backward, clipping, optimiser) at steady state. Returns the
 /// trained model and the times.
 fn measure_training(
@@ -157,8 +162,8 @@ fn measure_training(
     vocab: &Vocabularies,
     encoded: &[Encoded],
     device: &Device,
-) -> Result<(Tagger, TrainTimes)> {
-    let config = TaggerConfig::new()
+) -> Result<(Network, TrainTimes)> {
+    let config = NetworkConfig::new()
         .with_char_features(CharFeatures::None)
         .with_dropout(0.0);
     let train_device = device.clone().autodiff();
@@ -178,7 +183,11 @@ fn measure_training(
             started = Instant::now();
         }
         let step_started = Instant::now();
-        let batch = Batch::new(encoded, batches.next().expect("endless batches"), 25);
+        let batch = Batch::new(
+            encoded,
+            batches.next().expect("endless batches"),
+            max_word_len(),
+        );
         if step >= options.warmup {
             sentences += batch.size();
             tokens += batch.token_count();
@@ -203,7 +212,7 @@ fn measure_training(
 /// a `tag` or `eval` run. Seconds of a first pass, then of [`DECODE_REPEATS`] more.
 fn measure_tagging(
     options: &BenchOptions,
-    model: &Tagger,
+    model: &Network,
     vocab: &Vocabularies,
     dev: &[Encoded],
     device: &Device,
@@ -216,15 +225,12 @@ fn measure_tagging(
     (0..1 + DECODE_REPEATS)
         .map(|_| {
             let word_gates = WordGates::default();
-            let decoder = Decoder {
-                model,
-                vocab,
+            let reading = Reading {
                 train_scheme: TagScheme::Iob2,
                 output_scheme: TagScheme::Iob2,
-                max_word_len: 25,
-                device,
-                word_gates: &word_gates,
+                max_word_len: max_word_len(),
             };
+            let decoder = Decoder::reading(model, vocab, reading, device, &word_gates);
             let started = Instant::now();
             decoder.decode(dev, &[], decode_options)?;
             Ok(started.elapsed().as_secs_f64())
@@ -237,7 +243,7 @@ fn measure_tagging(
 /// Rust), and the tensor Viterbi that n-best decoding builds on.
 fn measure_crf(
     options: &BenchOptions,
-    model: &Tagger,
+    model: &Network,
     dev: &[Encoded],
     device: &Device,
 ) -> Result<CrfTimes> {
@@ -245,7 +251,8 @@ fn measure_crf(
     let prepared: Vec<(BatchTensors, _)> = order
         .chunks(options.eval_batch_size)
         .map(|chunk| {
-            let inputs = BatchTensors::new(&Batch::new(dev, chunk.to_vec(), 25), device);
+            let inputs =
+                BatchTensors::new(&Batch::new(dev, chunk.to_vec(), max_word_len()), device);
             let emissions = model.emissions(&inputs);
             (inputs, emissions)
         })

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use burn::config::Config;
 use nertrain_data::{ColumnSpec, Context, TagScheme, TextNormalization};
 use nertrain_model::files::{check_config, merge_json};
-use nertrain_model::{CrfOptions, Reduction, TaggerConfig};
+use nertrain_model::{CrfOptions, NetworkConfig, Reduction};
 use serde::{Deserialize, Serialize};
 
 use crate::Backend;
@@ -209,7 +209,7 @@ pub struct Experiment {
     /// `[data]`.
     pub data: DataConfig,
     /// `[model]`: the architecture.
-    pub model: TaggerConfig,
+    pub model: NetworkConfig,
     /// `[crf]`: how the tag scheme's rules are enforced.
     pub crf: CrfOptions,
     /// `[train]`.
@@ -419,7 +419,7 @@ impl Experiment {
     fn template() -> Self {
         Self {
             data: DataConfig::new(PathBuf::new(), PathBuf::new()),
-            model: TaggerConfig::new(),
+            model: NetworkConfig::new(),
             crf: CrfOptions::new(),
             train: TrainConfig::new(),
         }

@@ -26,7 +26,7 @@
 use std::path::{Path, PathBuf};
 
 use nertrain_data::Vocabularies;
-use nertrain_model::{ModelFiles, ModelMeta, RecordedScores, Tagger};
+use nertrain_model::{ModelFiles, ModelMeta, Network, RecordedScores};
 
 use crate::io::{PARTIAL, remove_if_present, save_module, with_suffix, write_atomic, write_synced};
 use crate::{Error, Result};
@@ -382,10 +382,10 @@ impl ModelDir {
     /// them out. On failure the last checkpoint stays and nothing is left behind.
     pub(crate) fn commit_checkpoint(
         &self,
-        model: &Tagger,
+        model: &Network,
         write: impl FnOnce(&TrainerFiles) -> Result<()>,
         state: &[u8],
-        best: Option<(&Tagger, &RecordedScores)>,
+        best: Option<(&Network, &RecordedScores)>,
     ) -> Result<()> {
         let current = self.checkpoint_path();
         let partial = with_suffix(&current, PARTIAL);

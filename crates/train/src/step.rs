@@ -6,7 +6,7 @@ use burn::optim::momentum::MomentumConfig;
 use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::tensor::{Device, Tensor, TensorData};
 use nertrain_data::Batch;
-use nertrain_model::{BatchTensors, Constraints, Reduction, Tagger, host_values};
+use nertrain_model::{BatchTensors, Constraints, Network, Reduction, host_values};
 
 use crate::config::{Optimizer, UpdateRule};
 use crate::model_dir::TrainerFiles;
@@ -31,12 +31,12 @@ impl Trainer {
     /// empty one (no rows) until [`with_trained_words`](Self::with_trained_words) makes a copy
     /// of it with the table as trained, to evaluate or save.
     pub fn new(
-        mut model: Tagger,
+        mut model: Network,
         rule: UpdateRule,
         clip_norm: f64,
         reduction: Reduction,
         constraints: Option<Constraints>,
-    ) -> (Self, Tagger) {
+    ) -> (Self, Network) {
         let [_, dim] = model.words.weight.dims();
         let table: Vec<f32> = model.words.weight.val().into_data().iter::<f32>().collect();
         let device = model.words.weight.device();
@@ -77,11 +77,11 @@ impl Trainer {
     /// model and the loss. A loss that is not finite is returned with the model unchanged.
     pub fn step(
         &mut self,
-        model: Tagger,
+        model: Network,
         batch: &Batch,
         lr: f64,
         device: &Device,
-    ) -> Result<(Tagger, f64)> {
+    ) -> Result<(Network, f64)> {
         let inputs = BatchTensors::new(batch, device);
         let dim = self.dim;
         self.words.set_learning_rate(lr);
@@ -120,7 +120,7 @@ impl Trainer {
 
     /// A copy of the model being trained with the word table as trained so far (every row up to
     /// date), for evaluating or saving it.
-    pub fn with_trained_words(&self, model: &Tagger) -> Tagger {
+    pub fn with_trained_words(&self, model: &Network) -> Network {
         let mut model = model.clone();
         let table = self.words.table();
         let rows = table.len() / self.dim;
@@ -156,7 +156,7 @@ impl Trainer {
 #[cfg(test)]
 mod tests {
     use nertrain_data::{Casing, Encoded};
-    use nertrain_model::{CharFeatures, TaggerConfig, VocabSizes};
+    use nertrain_model::{CharFeatures, NetworkConfig, VocabSizes};
 
     use super::*;
 
@@ -187,7 +187,7 @@ mod tests {
             tags: 3,
             lm_words: 0,
         };
-        let model = TaggerConfig::new()
+        let model = NetworkConfig::new()
             .with_word_dim(4)
             .with_hidden(3)
             .with_char_features(CharFeatures::None)

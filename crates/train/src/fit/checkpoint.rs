@@ -3,7 +3,7 @@
 //! publishing an epoch. The files themselves are `ModelDir`'s.
 
 use nertrain_data::Vocabularies;
-use nertrain_model::{ModelMeta, RecordedScores, Tagger};
+use nertrain_model::{ModelMeta, Network, RecordedScores};
 use serde::{Deserialize, Serialize};
 
 use super::events::{EpochMetrics, FitEvent};
@@ -131,10 +131,10 @@ fn differing_settings(recorded: &Experiment, requested: &Experiment) -> Vec<Stri
 /// epoch is the best, and publishes it.
 pub(super) fn save_checkpoint(
     run: &ModelDir,
-    model: &Tagger,
+    model: &Network,
     trainer: &Trainer,
     state: &LoopState,
-    best: Option<(&Tagger, &RecordedScores)>,
+    best: Option<(&Network, &RecordedScores)>,
 ) -> Result<()> {
     run.commit_checkpoint(
         model,

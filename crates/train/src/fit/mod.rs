@@ -15,7 +15,7 @@ use burn::tensor::Device;
 use nertrain_data::{Batch, BatchPlan, Encoded, Report, Vocab};
 use nertrain_model::files::load_weights;
 use nertrain_model::{
-    Constraints, ModelFiles, ModelMeta, RecordedScores, Reduction, StartedFrom, Tagger, WordGates,
+    Constraints, ModelFiles, ModelMeta, Network, RecordedScores, Reduction, StartedFrom, WordGates,
     grown_from,
 };
 use nertrain_tagger::{Decoder, TagOptions};
@@ -214,11 +214,11 @@ fn fit_once(
 
 /// `model`, fresh for this run's vocabularies, with the weights of the model it continues.
 fn continued(
-    model: Tagger,
+    model: Network,
     meta: &ModelMeta,
     from: &StartedFrom,
     device: &Device,
-) -> Result<Tagger> {
+) -> Result<Network> {
     let files = ModelFiles::new(&from.path);
     let (old_meta, _, old) = files.load(device)?;
     if old_meta.sizes != from.sizes {
@@ -243,7 +243,7 @@ impl Training {
         prepared: &mut Prepared,
         device: &Device,
         events: &mut dyn FnMut(FitEvent),
-    ) -> Result<(Self, Tagger)> {
+    ) -> Result<(Self, Network)> {
         let (checkpoint, vectors, start) = (
             prepared.state.take(),
             prepared.vectors.take(),
@@ -332,12 +332,12 @@ impl Training {
     /// between two with a checkpoint saved when `options.interrupt` is set.
     fn train_epoch(
         &mut self,
-        mut model: Tagger,
+        mut model: Network,
         experiment: &Experiment,
         prepared: &Prepared,
         options: &FitOptions,
         events: &mut dyn FnMut(FitEvent),
-    ) -> Result<(Tagger, EpochEnd)> {
+    ) -> Result<(Network, EpochEnd)> {
         let train_config = &experiment.train;
         let state = &mut self.state;
         let epoch = state.epochs_done;
@@ -490,9 +490,9 @@ impl Training {
     fn commit_epoch(
         &mut self,
         run: &ModelDir,
-        trained: &Tagger,
+        trained: &Network,
         metrics: EpochMetrics,
-        best: Option<(&Tagger, &RecordedScores)>,
+        best: Option<(&Network, &RecordedScores)>,
     ) -> Result<()> {
         let state = &mut self.state;
         if metrics.best {
@@ -556,7 +556,7 @@ fn describe_data(
 /// `nertrain eval` starts with.
 fn evaluate_epoch(
     prepared: &Prepared,
-    model: &Tagger,
+    model: &Network,
     options: TagOptions,
     device: &Device,
     started: Instant,

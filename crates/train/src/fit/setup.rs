@@ -11,7 +11,7 @@ use nertrain_data::{
     Vocab, Vocabularies, convert_tags, read_labelled, read_vectors, set_mention_casing,
 };
 use nertrain_model::{
-    DocumentContext, FORMAT_VERSION, ModelFiles, ModelMeta, StartedFrom, Tagger, TaggerConfig,
+    DocumentContext, FORMAT_VERSION, ModelFiles, ModelMeta, Network, NetworkConfig, StartedFrom,
     VocabSizes, first_non_finite,
 };
 use rand::SeedableRng;
@@ -53,7 +53,7 @@ pub(super) struct Prepared {
     pub(super) vectors: Option<Vectors>,
     /// The model a new run continues (`train.start_from`), read and checked whole before
     /// anything of the run was written.
-    pub(super) start: Option<Tagger>,
+    pub(super) start: Option<Network>,
     /// Train (and, training with dev, dev after it), in the training scheme.
     pub(super) train: Corpus,
     pub(super) dev: Corpus,
@@ -245,7 +245,7 @@ fn rehearsal(
 }
 
 /// The settings of `[model]` that shape the network's parameters, as `(key, value)`.
-fn architecture(model: &TaggerConfig) -> Vec<(&'static str, String)> {
+fn architecture(model: &NetworkConfig) -> Vec<(&'static str, String)> {
     vec![
         ("word_dim", model.word_dim.to_string()),
         ("char_features", format!("{:?}", model.char_features)),
@@ -286,7 +286,7 @@ struct StartModel {
     path: std::path::PathBuf,
     meta: ModelMeta,
     vocab: Vocabularies,
-    model: Tagger,
+    model: Network,
 }
 
 impl StartModel {
@@ -403,7 +403,7 @@ fn describe_continued_run(
 /// from another model (yet).
 fn describe(
     experiment: &Experiment,
-    model: TaggerConfig,
+    model: NetworkConfig,
     sizes: VocabSizes,
     file_scheme: TagScheme,
     tokenizer: Option<TokenizerSpec>,

@@ -26,7 +26,7 @@ pub enum CharFeatures {
 
 /// The architecture's hyper-parameters; vocabulary sizes come from the data ([`VocabSizes`]).
 #[derive(Config, Debug)]
-pub struct TaggerConfig {
+pub struct NetworkConfig {
     /// Size of a word's embedding.
     #[config(default = 100)]
     pub word_dim: usize,
@@ -92,9 +92,9 @@ impl From<&nertrain_data::Vocabularies> for VocabSizes {
     }
 }
 
-impl TaggerConfig {
+impl NetworkConfig {
     /// A model of this architecture for vocabularies of `sizes`, with fresh weights.
-    pub fn init(&self, sizes: VocabSizes, device: &Device) -> Tagger {
+    pub fn init(&self, sizes: VocabSizes, device: &Device) -> Network {
         let chars = (self.char_features == CharFeatures::Cnn).then(|| {
             CharCnnConfig::new(sizes.chars)
                 .with_char_dim(self.char_dim)
@@ -124,7 +124,7 @@ impl TaggerConfig {
             + chars.as_ref().map_or(0, CharCnn::d_output)
             + char_lstm.as_ref().map_or(0, CharLstm::d_output)
             + char_lm.as_ref().map_or(0, CharLm::d_output);
-        Tagger {
+        Network {
             words: uniform_embedding(sizes.words, self.word_dim, device),
             casing,
             chars,
@@ -145,13 +145,13 @@ enum WordInput {
     /// Their embeddings, `[batch, max_len, word_dim]`.
     Vectors(Tensor<3>),
     /// Their share of the input projection, `[batch, max_len, 8 * hidden]`
-    /// ([`Tagger::form_gates`], from [`WordGates`]).
+    /// ([`Network::form_gates`], from [`WordGates`]).
     Gates(Tensor<3>),
 }
 
 /// Embeddings (+ character features) → BiLSTM → linear emissions → CRF.
 #[derive(Module, Debug)]
-pub struct Tagger {
+pub struct Network {
     /// Word embeddings.
     pub words: Embedding,
     /// The casing class's embedding, when `casing_dim` is not 0.
@@ -177,7 +177,7 @@ pub struct Tagger {
     pub crf: Crf,
 }
 
-impl Tagger {
+impl Network {
     /// Per-token tag scores, `[batch, max_len, tags]`.
     pub fn emissions(&self, inputs: &BatchTensors) -> Tensor<3> {
         let vectors = self.words.forward(inputs.words.clone());
@@ -326,7 +326,7 @@ impl Tagger {
     /// there is a character language model.
     ///
     /// `word_vectors` are the batch's word embeddings, `[batch, max_len, word_dim]`: training
-    /// looks them up in its own row-sparse copy of [`Tagger::words`], so that a step costs
+    /// looks them up in its own row-sparse copy of [`Network::words`], so that a step costs
     /// nothing for the rows it does not touch.
     pub fn loss(
         &self,
