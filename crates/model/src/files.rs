@@ -1,6 +1,7 @@
-//! The model files: a trained tagger on disk, and the one reader of them. Training writes them
-//! into its run directory; everything that runs a model (tagging, serving, evaluation, a resumed
-//! run) reads them here.
+//! The model files: a trained tagger on disk, and the one owner of their format, which reads and
+//! writes them. Training writes them here into its run directory (which adds its checkpoints and
+//! metrics around them); everything that runs a model (tagging, serving, evaluation, a resumed
+//! run) reads them here. Each file is written beside its place, synced, and renamed into it.
 //!
 //! ```text
 //! model.json  format version, architecture, vocabulary sizes, tag schemes, columns, and how raw
@@ -73,6 +74,16 @@ impl FileError {
         Self::Invalid {
             path: path.into(),
             message: message.to_string(),
+        }
+    }
+}
+
+impl From<nertrain_data::WriteError> for FileError {
+    fn from(error: nertrain_data::WriteError) -> Self {
+        Self::Io {
+            path: error.path,
+            action: error.action,
+            source: error.source,
         }
     }
 }
@@ -378,6 +389,31 @@ impl ModelFiles {
         Ok((meta, vocab, model))
     }
 
+    /// Writes the model's description (`model.json`), replacing the last one atomically.
+    pub fn write_meta(&self, meta: &ModelMeta) -> Result<(), FileError> {
+        let path = self.meta_file();
+        let json = serde_json::to_string_pretty(meta)
+            .map_err(|e| FileError::invalid(&path, format!("cannot write JSON: {e}")))?;
+        Ok(nertrain_data::io::write_atomic(&path, json.as_bytes())?)
+    }
+
+    /// Writes the model's vocabularies (`vocab.json`), replacing the last ones atomically.
+    pub fn write_vocab(&self, vocab: &Vocabularies) -> Result<(), FileError> {
+        let path = self.vocab_file();
+        let json = serde_json::to_string(vocab)
+            .map_err(|e| FileError::invalid(&path, format!("cannot write JSON: {e}")))?;
+        Ok(nertrain_data::io::write_atomic(&path, json.as_bytes())?)
+    }
+
+    /// Writes the test scores of the model (`test.json`).
+    pub fn write_test_scores(&self, scores: &RecordedScores) -> Result<(), FileError> {
+        let path = self.test_scores_file();
+        Ok(nertrain_data::io::write_atomic(
+            &path,
+            &scores_json(scores),
+        )?)
+    }
+
     /// The dev scores its run recorded.
     pub fn read_dev_scores(&self) -> Result<RecordedScores, FileError> {
         self.read_scores(&self.dev_scores_file(), "a dev score file")
@@ -457,6 +493,45 @@ fn least_values(meta: &ModelMeta) -> u64 {
     let (words, dim) = (meta.sizes.words as u64, meta.model.word_dim as u64);
     let (hidden, tags) = (meta.model.hidden as u64, meta.sizes.tags as u64);
     words * dim + 8 * hidden * hidden + tags * tags
+}
+
+/// Scores as their files (`dev.json`, `test.json`) hold them: keys sorted, as `eval --json`
+/// prints them.
+pub fn scores_json(scores: &RecordedScores) -> Vec<u8> {
+    // Numbers, strings and maps of them: nothing here fails to serialise.
+    nertrain_data::io::to_sorted_json(scores, true)
+        .expect("scores serialise")
+        .into_bytes()
+}
+
+/// Saves a module's weights (`model.bpk`, or a checkpoint's) as every model file is written:
+/// beside their place, synced, and renamed over it, so that a reader finds the old weights or
+/// the new, never a torn file.
+pub fn save_weights<M: Module>(module: &M, path: &Path) -> Result<(), FileError> {
+    let partial = nertrain_data::io::with_suffix(path, nertrain_data::io::PARTIAL);
+    let io = |action, e: std::io::Error| FileError::Io {
+        path: path.to_path_buf(),
+        action,
+        source: e,
+    };
+    let saved = match std::fs::remove_file(&partial) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io("write", e)),
+        _ => Ok(()),
+    }
+    .and_then(|()| {
+        module
+            .clone()
+            .save_file(&partial)
+            .map_err(|e| io("save weights", std::io::Error::other(e.to_string())))?;
+        std::fs::File::open(&partial)
+            .and_then(|f| f.sync_all())
+            .and_then(|()| std::fs::rename(&partial, path))
+            .map_err(|e| io("write", e))
+    });
+    if saved.is_err() {
+        let _ = std::fs::remove_file(&partial);
+    }
+    saved
 }
 
 /// Loads weights into a module of the right architecture; a damaged file, or one for another

@@ -26,9 +26,10 @@
 use std::path::{Path, PathBuf};
 
 use nertrain_data::Vocabularies;
+use nertrain_model::files::{save_weights, scores_json};
 use nertrain_model::{ModelFiles, ModelMeta, Network, RecordedScores};
 
-use crate::io::{PARTIAL, remove_if_present, save_module, with_suffix, write_atomic, write_synced};
+use crate::io::{PARTIAL, remove_if_present, with_suffix, write_atomic, write_synced};
 use crate::{Error, Result};
 
 const CONFIG: &str = "config.toml";
@@ -393,11 +394,11 @@ impl ModelDir {
         let staged = (|| {
             remove_if_present(&partial)?;
             std::fs::create_dir_all(&partial).map_err(|e| Error::io(&partial, "create", e))?;
-            save_module(model, &partial.join(TRAINING_WEIGHTS))?;
+            save_weights(model, &partial.join(TRAINING_WEIGHTS))?;
             write(&TrainerFiles::in_dir(&partial))?;
             if let Some((best, report)) = best {
-                save_module(best, &partial.join(BEST_WEIGHTS))?;
-                write_atomic(&partial.join(BEST_DEV_SCORES), &scores_json(report)?)?;
+                save_weights(best, &partial.join(BEST_WEIGHTS))?;
+                write_atomic(&partial.join(BEST_DEV_SCORES), &scores_json(report))?;
             }
             failpoint("checkpoint")?;
             write_atomic(&partial.join(STATE), state)
@@ -485,7 +486,7 @@ impl ModelDir {
 
     /// Writes the test scores of the best model.
     pub(crate) fn write_test_scores(&self, scores: &RecordedScores) -> Result<()> {
-        write_atomic(&self.files.test_scores_file(), &scores_json(scores)?)
+        Ok(self.files.write_test_scores(scores)?)
     }
 
     /// Writes the model's description and vocabularies, and the experiment, when a run starts.
@@ -497,19 +498,13 @@ impl ModelDir {
     ) -> Result<()> {
         std::fs::create_dir_all(&self.path).map_err(|e| Error::io(&self.path, "create", e))?;
         self.update_meta(meta)?;
-        write_atomic(
-            &self.files.vocab_file(),
-            serde_json::to_string(vocab)?.as_bytes(),
-        )?;
+        self.files.write_vocab(vocab)?;
         write_atomic(&self.config_file(), config_toml.as_bytes())
     }
 
     /// Rewrites the model description alone (the decoding settings chosen after training).
     pub(crate) fn update_meta(&self, meta: &ModelMeta) -> Result<()> {
-        write_atomic(
-            &self.files.meta_file(),
-            serde_json::to_string_pretty(meta)?.as_bytes(),
-        )
+        Ok(self.files.write_meta(meta)?)
     }
 
     /// The run's model description.
@@ -521,11 +516,6 @@ impl ModelDir {
     pub fn read_vocab(&self, meta: &ModelMeta) -> Result<Vocabularies> {
         Ok(self.files.read_vocab(meta)?)
     }
-}
-
-/// Scores as their file holds them: keys sorted, as `eval --json` prints them.
-fn scores_json(scores: &RecordedScores) -> Result<Vec<u8>> {
-    Ok(nertrain_data::io::to_sorted_json(scores, true)?.into_bytes())
 }
 
 /// A point where tests make the run directory's writes fail, compiled only with the `failpoints`
