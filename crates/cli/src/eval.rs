@@ -6,8 +6,7 @@ use std::path::PathBuf;
 
 use burn::tensor::Device;
 use clap::Args;
-use nertrain_data::{ColumnSpec, read_conll, read_tagged};
-use nertrain_tagger::{FileEvaluation, MAX_CONSISTENCY, Scored, TagSettings, Tagger, score_corpus};
+use nertrain_tagger::{FileEvaluation, MAX_CONSISTENCY, TagSettings, Tagger};
 
 use crate::Result;
 
@@ -62,7 +61,7 @@ pub fn consistency_weight(value: &str) -> std::result::Result<f64, String> {
 
 pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
     let evaluation = match (&args.model, &args.data, &args.predicted) {
-        (_, _, Some(path)) => read_predicted(path)?,
+        (_, _, Some(path)) => FileEvaluation::of_predictions(path)?,
         (Some(model), Some(data), None) => {
             let tagger = Tagger::load(model, device)?;
             let settings = TagSettings {
@@ -110,38 +109,4 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// A file whose last two columns are the gold and predicted tags, checked to line up and scored.
-fn read_predicted(path: &std::path::Path) -> Result<FileEvaluation> {
-    let gold = read_tagged(
-        path,
-        ColumnSpec {
-            word_column: 0,
-            tag_column: -2,
-        },
-    )?;
-    let predicted = read_conll(
-        path,
-        ColumnSpec {
-            word_column: 0,
-            tag_column: -1,
-        },
-    )?;
-    for sentence in &predicted.sentences {
-        for (i, tag) in sentence.tags.iter().enumerate() {
-            nertrain_data::check_tag(tag).map_err(|m| predicted.error_at(sentence, i, m))?;
-        }
-    }
-    let warnings = [gold.iobes_warning(), predicted.iobes_warning()]
-        .into_iter()
-        .flatten()
-        .collect();
-    let predicted: Vec<Vec<String>> = predicted.sentences.into_iter().map(|s| s.tags).collect();
-    Ok(FileEvaluation {
-        report: score_corpus(&gold, &predicted),
-        calibration: None,
-        warnings,
-        scored: Scored::Conll { gold, predicted },
-    })
 }

@@ -66,6 +66,15 @@ impl Scorer {
         }
     }
 
+    /// conlleval's counts of `predicted` tags (a list per sentence) against `gold`'s.
+    pub fn score_corpus(gold: &crate::Corpus, predicted: &[Vec<String>]) -> Report {
+        let mut scorer = Self::new();
+        for (sentence, tags) in gold.sentences.iter().zip(predicted) {
+            scorer.add_sentence(&sentence.tags, tags);
+        }
+        scorer.report()
+    }
+
     /// Adds one sentence; its end is a sentence break, as a blank line is to conlleval.
     pub fn add_sentence<S: AsRef<str>, T: AsRef<str>>(&mut self, gold: &[S], predicted: &[T]) {
         assert_eq!(

@@ -478,7 +478,7 @@ impl<'a> Decoder<'a> {
             .into_iter()
             .map(|p| p.tags)
             .collect();
-        Ok(score_corpus(gold, &predicted))
+        Ok(Scorer::score_corpus(gold, &predicted))
     }
 
     /// A decoded path's tags in the files' scheme and its entities, read once from the model's
@@ -491,15 +491,6 @@ impl<'a> Decoder<'a> {
             spans,
         )
     }
-}
-
-/// conlleval's counts of predictions against a corpus's gold tags.
-pub fn score_corpus(gold: &Corpus, predicted: &[Vec<String>]) -> Report {
-    let mut scorer = Scorer::new();
-    for (sentence, tags) in gold.sentences.iter().zip(predicted) {
-        scorer.add_sentence(&sentence.tags, tags);
-    }
-    scorer.report()
 }
 
 /// A reliability table: predicted entities binned by confidence, with the share that are correct.

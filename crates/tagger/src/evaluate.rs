@@ -6,14 +6,12 @@ use std::ops::Range;
 use std::path::Path;
 
 use nertrain_data::{
-    AnnotatedCorpus, CharSpan, ChunkCounts, Confusion, Corpus, LabelledFile, Misaligned, Report,
-    Scores, TagScheme, read_labelled, spans,
+    AnnotatedCorpus, CharSpan, ChunkCounts, ColumnSpec, Confusion, Corpus, LabelledFile,
+    Misaligned, Report, Scorer, Scores, TagScheme, read_labelled, read_tagged, spans,
 };
 use serde::Serialize;
 
-use crate::{
-    CalibrationBin, Result, TagOptions, Tagged, Tagger, calibration, entity_types, score_corpus,
-};
+use crate::{CalibrationBin, Result, TagOptions, Tagged, Tagger, calibration, entity_types};
 
 /// A model's predictions on a tagged corpus, scored.
 #[derive(Debug, Clone)]
@@ -51,6 +49,30 @@ pub struct FileEvaluation {
     /// What the caller should know about the gold data: tags the model never saw, IOBES tags
     /// read by conlleval's rules, spans between the model's tokens.
     pub warnings: Vec<String>,
+}
+
+impl FileEvaluation {
+    /// Scores a file of predictions as conlleval does: its last column the predicted tags, the
+    /// one before it the gold tags (`eval --predicted`).
+    pub fn of_predictions(path: &Path) -> Result<Self> {
+        let column = |tag_column| ColumnSpec {
+            word_column: 0,
+            tag_column,
+        };
+        let gold = read_tagged(path, column(-2))?;
+        let predicted = read_tagged(path, column(-1))?;
+        let warnings = [gold.iobes_warning(), predicted.iobes_warning()]
+            .into_iter()
+            .flatten()
+            .collect();
+        let predicted: Vec<Vec<String>> = predicted.sentences.into_iter().map(|s| s.tags).collect();
+        Ok(Self {
+            report: Scorer::score_corpus(&gold, &predicted),
+            calibration: None,
+            warnings,
+            scored: Scored::Conll { gold, predicted },
+        })
+    }
 }
 
 /// The predictions of a [`FileEvaluation`], beside their gold tags.
@@ -214,7 +236,7 @@ impl Tagger {
         let calibration = options.confidence.then(|| calibration(gold, &predictions));
         let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
         Ok(Evaluation {
-            report: score_corpus(gold, &predicted),
+            report: Scorer::score_corpus(gold, &predicted),
             predicted,
             calibration,
         })

@@ -66,7 +66,7 @@ use serde::{Deserialize, Serialize};
 
 pub use decode::{
     CalibrationBin, Decoder, MAX_BATCH_TOKENS, Prediction, RankedPath, Reading, TagOptions,
-    calibration, entity_types, score_corpus,
+    calibration, entity_types,
 };
 pub use error::Error;
 pub use evaluate::{Evaluation, FileEvaluation, FileScores, Scored, SpanEvaluation};
