@@ -532,6 +532,33 @@ fn nbest_returns_the_enumerated_top_paths() {
 }
 
 #[test]
+fn nbest_of_host_rows_is_nbest_of_the_padded_batch() {
+    let device = Device::default();
+    let mut rng = StdRng::seed_from_u64(10);
+    for p in problems(10, 20) {
+        let n = rng.random_range(1..=4);
+        let potentials = p.crf(&device).potentials(None);
+        let rows: Vec<Vec<f64>> = (0..p.batch()).map(|b| p.emissions_of(b)).collect();
+        let from_rows = potentials
+            .nbest_of_rows(&rows, &p.lengths, n, &device)
+            .unwrap();
+        let padded = potentials
+            .nbest(p.emissions_tensor(&device), p.mask(&device), &p.lengths, n)
+            .unwrap();
+        assert_eq!(from_rows, padded);
+    }
+    // A row that is not its length's worth of scores is an error, not a misread batch.
+    let p = problems(11, 1).next().unwrap();
+    let potentials = p.crf(&device).potentials(None);
+    let mut rows: Vec<Vec<f64>> = (0..p.batch()).map(|b| p.emissions_of(b)).collect();
+    rows[0].pop();
+    let error = potentials.nbest_of_rows(&rows, &p.lengths, 2, &device);
+    assert!(matches!(error, Err(CrfError::Ragged { .. })), "{error:?}");
+    let error = potentials.nbest_of_rows(&rows[1..], &p.lengths, 2, &device);
+    assert!(matches!(error, Err(CrfError::Shape { .. })), "{error:?}");
+}
+
+#[test]
 fn host_forward_backward_matches_the_tensor_version_and_enumeration() {
     let device = Device::default();
     for p in problems(10, 40) {

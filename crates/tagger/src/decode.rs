@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use burn::tensor::{Device, Tensor, TensorData};
+use burn::tensor::Device;
 use nertrain_data::{
     Batch, BatchPlan, Casing, Corpus, DEFAULT_DOCUMENT_TOKENS, Encoded, Report, Scorer, Span,
     TagScheme, Vocabularies, document_pieces, ends_before, parse_tag, render_spans,
@@ -301,26 +301,8 @@ impl<'a> Decoder<'a> {
         options: TagOptions,
     ) -> Result<Vec<Prediction>> {
         let k = self.vocab.tags.len();
-        let nbest = (options.nbest > 1).then(|| {
-            let time = lengths.iter().copied().max().unwrap_or(0);
-            let mut padded = vec![0.0f32; lengths.len() * time * k];
-            let mut mask = vec![0.0f32; lengths.len() * time];
-            for (b, (values, &length)) in emissions.iter().zip(&lengths).enumerate() {
-                for (slot, &v) in padded[b * time * k..].iter_mut().zip(values) {
-                    *slot = v as f32;
-                }
-                mask[b * time..b * time + length].fill(1.0);
-            }
-            potentials.nbest(
-                Tensor::from_data(
-                    TensorData::new(padded, [lengths.len(), time, k]),
-                    self.device,
-                ),
-                Tensor::from_data(TensorData::new(mask, [lengths.len(), time]), self.device),
-                &lengths,
-                options.nbest,
-            )
-        });
+        let nbest = (options.nbest > 1)
+            .then(|| potentials.nbest_of_rows(emissions, &lengths, options.nbest, self.device));
         let nbest = nbest.transpose()?;
         let mut predictions = Vec::with_capacity(lengths.len());
         for (row, emissions) in emissions.iter().enumerate() {

@@ -3,7 +3,7 @@
 //! Viterbi and n-best paths. Shapes: emissions `[batch, time, tags]`, mask `[batch, time]` with 1.0
 //! at real tokens; per-sentence results `[batch]`.
 
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 
 use super::{CrfError, FORBIDDEN, Marginals, Potentials, Reduction, host};
 
@@ -245,6 +245,48 @@ impl Potentials {
     ) -> Result<Vec<ScoredPath>, CrfError> {
         let best = self.nbest(emissions, mask, lengths, 1)?;
         Ok(best.into_iter().map(|mut paths| paths.remove(0)).collect())
+    }
+
+    /// [`Self::nbest`] of sequences whose emissions are on the host, a row of `length * tags`
+    /// scores each (as [`super::host_emissions`] gives them): padded into one batch on `device`
+    /// here, each row checked against its length.
+    pub fn nbest_of_rows(
+        &self,
+        rows: &[Vec<f64>],
+        lengths: &[usize],
+        n: usize,
+        device: &Device,
+    ) -> Result<Vec<Vec<ScoredPath>>, CrfError> {
+        let k = self.start.dims()[0];
+        if rows.len() != lengths.len() {
+            return Err(CrfError::Shape {
+                what: "sequence lengths",
+                expected: vec![rows.len()],
+                found: vec![lengths.len()],
+            });
+        }
+        if let Some((row, _)) = rows
+            .iter()
+            .zip(lengths)
+            .find(|(row, len)| row.len() != **len * k)
+        {
+            return Err(CrfError::Ragged {
+                values: row.len(),
+                tags: k,
+            });
+        }
+        let time = lengths.iter().copied().max().unwrap_or(0);
+        let mut padded = vec![0.0f32; rows.len() * time * k];
+        let mut mask = vec![0.0f32; rows.len() * time];
+        for (b, (row, &length)) in rows.iter().zip(lengths).enumerate() {
+            for (slot, &v) in padded[b * time * k..].iter_mut().zip(row) {
+                *slot = v as f32;
+            }
+            mask[b * time..b * time + length].fill(1.0);
+        }
+        let emissions = Tensor::from_data(TensorData::new(padded, [rows.len(), time, k]), device);
+        let mask = Tensor::from_data(TensorData::new(mask, [rows.len(), time]), device);
+        self.nbest(emissions, mask, lengths, n)
     }
 
     /// The `n` best paths of every sequence with their scores, best first (fewer when a sequence
