@@ -67,24 +67,24 @@ impl Sentence {
 }
 
 impl Sentence {
-    /// Its tags (read in `source`) written in `target`. Where some are unknown, each token's one
-    /// tag allowed ([`crate::allowed_tags`]) or [`crate::UNKNOWN_TAG`], and the first token the
-    /// labels on either side leave no tag at all, if any.
+    /// Its tags (read in `source`) written in `target`. Where some are unknown: each token's one
+    /// tag allowed or [`crate::UNKNOWN_TAG`], and what each token may be
+    /// ([`crate::allowed_tags`]; empty when every tag is known). A token the labels on either
+    /// side leave no tag at all has an empty [`crate::Allowed`].
     pub fn tags_in(
         &self,
         source: crate::TagScheme,
         target: crate::TagScheme,
-    ) -> (Vec<String>, Option<usize>) {
+    ) -> (Vec<String>, Vec<crate::Allowed>) {
         if !crate::has_unknown(&self.tags) {
-            return (crate::convert_tags(&self.tags, target), None);
+            return (crate::convert_tags(&self.tags, target), Vec::new());
         }
         let allowed = crate::allowed_tags(&self.tags, source, target);
-        let contradiction = allowed.iter().position(crate::Allowed::is_empty);
         let tags = allowed
             .iter()
             .map(|a| a.single().unwrap_or(crate::UNKNOWN_TAG).to_string())
             .collect();
-        (tags, contradiction)
+        (tags, allowed)
     }
 
     /// Tokens in the sentence.
@@ -162,29 +162,32 @@ impl Corpus {
         target: crate::TagScheme,
     ) -> Result<Self, DataError> {
         for index in 0..self.sentences.len() {
-            let sentence = &self.sentences[index];
-            if !crate::has_unknown(&sentence.tags) {
-                let tags = crate::convert_tags(&sentence.tags, target);
-                self.sentences[index].tags = tags;
-                continue;
-            }
-            let allowed = crate::allowed_tags(&sentence.tags, source, target);
-            if let Some(i) = allowed.iter().position(crate::Allowed::is_empty) {
-                return Err(self.error_at(
-                    sentence,
-                    i,
-                    "no tag can go here: the labels on either side contradict each other",
-                ));
-            }
-            let tags = allowed
-                .iter()
-                .map(|a| a.single().unwrap_or(crate::UNKNOWN_TAG).to_string())
-                .collect();
+            let (tags, allowed) = self.tags_or_contradiction(index, source, target)?;
             let sentence = &mut self.sentences[index];
             sentence.tags = tags;
             sentence.allowed = allowed;
         }
         Ok(self)
+    }
+
+    /// [`Sentence::tags_in`] of sentence `index`, or an error at a token the labels on either
+    /// side leave no tag at all.
+    fn tags_or_contradiction(
+        &self,
+        index: usize,
+        source: crate::TagScheme,
+        target: crate::TagScheme,
+    ) -> Result<(Vec<String>, Vec<crate::Allowed>), DataError> {
+        let sentence = &self.sentences[index];
+        let (tags, allowed) = sentence.tags_in(source, target);
+        match allowed.iter().position(crate::Allowed::is_empty) {
+            Some(i) => Err(self.error_at(
+                sentence,
+                i,
+                "no tag can go here: the labels on either side contradict each other",
+            )),
+            None => Ok((tags, allowed)),
+        }
     }
 
     /// The corpus as a CoNLL file of `word tag` lines with its tags in `scheme`, a
@@ -217,9 +220,14 @@ impl Corpus {
     }
 
     /// Where the tags are first not well formed in `scheme` (an error naming the file, line and
-    /// tag), and in how many sentences they are not.
+    /// tag), and in how many sentences they are not. Sentences with unknown labels are not
+    /// judged here: what their labels allow is checked as they are converted.
     pub fn malformed(&self, scheme: crate::TagScheme) -> Option<(DataError, usize)> {
-        let mut bad = self.sentences.iter().filter_map(|sentence| {
+        let complete = self
+            .sentences
+            .iter()
+            .filter(|s| !crate::has_unknown(&s.tags));
+        let mut bad = complete.filter_map(|sentence| {
             crate::first_malformed(&sentence.tags, scheme).map(|at| (sentence, at))
         });
         let (sentence, at) = bad.next()?;
@@ -408,28 +416,14 @@ pub fn convert_tag_column(
     // the one tag the labels beside them allow.
     let corpus = parse_conll(text, path, columns)?.checked(true)?;
     let mut replacements = std::collections::HashMap::new();
-    let complete = Corpus {
-        path: corpus.path.clone(),
-        sentences: (corpus.sentences.iter())
-            .filter(|s| !crate::has_unknown(&s.tags))
-            .cloned()
-            .collect(),
-    };
-    if let Some((error, _)) = from.and_then(|from| complete.malformed(from)) {
+    if let Some((error, _)) = from.and_then(|from| corpus.malformed(from)) {
         return Err(error);
     }
     let source = from.unwrap_or_else(|| {
         crate::TagScheme::detect(corpus.sentences.iter().map(|s| s.tags.as_slice()))
     });
-    for sentence in &corpus.sentences {
-        let (tags, contradiction) = sentence.tags_in(source, to);
-        if let Some(i) = contradiction {
-            return Err(corpus.error_at(
-                sentence,
-                i,
-                "no tag can go here: the labels on either side contradict each other",
-            ));
-        }
+    for (index, sentence) in corpus.sentences.iter().enumerate() {
+        let (tags, _) = corpus.tags_or_contradiction(index, source, to)?;
         for (i, tag) in tags.into_iter().enumerate() {
             replacements.insert(sentence.first_line + i, tag);
         }
