@@ -41,7 +41,7 @@ pub fn run(args: ConvertArgs) -> Result<()> {
             tag_column: args.tag_column,
         };
         if args.from.is_none() {
-            let corpus = nertrain_data::parse_conll(&text, &file, columns)?;
+            let corpus = nertrain_data::parse_partially_tagged(&text, &file, columns)?;
             if let Some(warning) = corpus.iobes_warning() {
                 eprintln!("warning: {warning}");
             }
@@ -59,8 +59,8 @@ pub fn run(args: ConvertArgs) -> Result<()> {
 /// by the treebank rules as `fit` reads it.
 fn annotated_to_conll(file: &Path, scheme: TagScheme) -> Result<String> {
     let tokenizer = Tokenizer::new(&TokenizerSpec::treebank())?;
-    let (corpus, warnings) = nertrain_data::read_labelled(file, ColumnSpec::default(), true)?
-        .into_sentences(&tokenizer)?;
+    let (corpus, warnings) =
+        nertrain_data::read_labelled(file, ColumnSpec::default())?.into_sentences(&tokenizer)?;
     for warning in &warnings {
         eprintln!("warning: {warning}");
     }

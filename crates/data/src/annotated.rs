@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Corpus, DataError, Sentence, Span, TagScheme, Tokenizer};
+use crate::{Corpus, DataError, Label, Sentence, Span, TagScheme, Tokenizer};
 
 mod formats;
 mod units;
@@ -279,8 +279,8 @@ impl AnnotatedCorpus {
     /// Words and IOB2 tags, cut into sentences by `tokenizer`; spans that do not fall on token
     /// boundaries are left out and returned. Each sentence's `first_line` is its text's line.
     /// Where some text is only partly annotated, the tags are IOBES, so that where an entity
-    /// ends is kept next to unlabelled tokens ([`crate::UNKNOWN_TAG`]).
-    pub fn tokenize(&self, tokenizer: &Tokenizer) -> (Corpus, Vec<Misaligned>) {
+    /// ends is kept next to unlabelled tokens ([`Label::UNKNOWN`]).
+    pub fn tokenize(&self, tokenizer: &Tokenizer) -> (Corpus<Label>, Vec<Misaligned>) {
         let mut sentences = Vec::new();
         let mut misaligned = Vec::new();
         let scheme = if self.texts.iter().any(AnnotatedText::is_partial) {
@@ -290,7 +290,7 @@ impl AnnotatedCorpus {
         };
         for text in &self.texts {
             let tokens = tokenizer.tokens(&text.text);
-            let (tags, bad) = self.tags_in(text, &tokens, scheme);
+            let (tags, bad) = self.labels_in(text, &tokens, scheme);
             misaligned.extend(bad);
             for range in tokenizer.sentences(&text.text, &tokens) {
                 sentences.push(Sentence {
@@ -301,7 +301,6 @@ impl AnnotatedCorpus {
                     tags: tags[range].to_vec(),
                     first_line: text.line,
                     document: text.document,
-                    allowed: Vec::new(),
                 });
             }
         }
@@ -319,17 +318,53 @@ impl AnnotatedCorpus {
         text: &AnnotatedText,
         tokens: &[crate::Token],
     ) -> (Vec<String>, Vec<Misaligned>) {
-        self.tags_in(text, tokens, TagScheme::Iob2)
+        let (spans, misaligned) = self.token_spans(text, tokens);
+        (
+            crate::render_spans(&spans, tokens.len(), TagScheme::Iob2),
+            misaligned,
+        )
     }
 
-    /// [`Self::tags`] in `scheme`, with [`crate::UNKNOWN_TAG`] on the tokens of a partly
-    /// annotated text that no span or known region covers.
-    fn tags_in(
+    /// The labels of `tokens` in `scheme` for the text's spans that fall on their boundaries,
+    /// [`Label::UNKNOWN`] on the tokens of a partly annotated text that no span or known region
+    /// covers; and the spans that do not.
+    fn labels_in(
         &self,
         text: &AnnotatedText,
         tokens: &[crate::Token],
         scheme: TagScheme,
-    ) -> (Vec<String>, Vec<Misaligned>) {
+    ) -> (Vec<Label>, Vec<Misaligned>) {
+        let (spans, misaligned) = self.token_spans(text, tokens);
+        let tags = crate::render_spans(&spans, tokens.len(), scheme);
+        let covered = |(i, token): (usize, &crate::Token)| {
+            let known = text.known.as_ref().is_none_or(|known| {
+                known
+                    .iter()
+                    .any(|&(start, end)| start <= token.start && token.end <= end)
+            });
+            known || spans.iter().any(|s| (s.start..s.end).contains(&i))
+        };
+        let labels = tags
+            .into_iter()
+            .zip(tokens.iter().enumerate())
+            .map(|(tag, token)| {
+                if covered(token) {
+                    Label::Tag(tag)
+                } else {
+                    Label::UNKNOWN
+                }
+            })
+            .collect();
+        (labels, misaligned)
+    }
+
+    /// The text's spans as token ranges of `tokens`, where they fall on their boundaries, and
+    /// the spans that do not.
+    fn token_spans(
+        &self,
+        text: &AnnotatedText,
+        tokens: &[crate::Token],
+    ) -> (Vec<Span>, Vec<Misaligned>) {
         let mut spans = Vec::new();
         let mut misaligned = Vec::new();
         // Tokens are in order and do not overlap: their starts and ends both ascend.
@@ -358,21 +393,7 @@ impl AnnotatedCorpus {
                 }),
             }
         }
-        let mut tags = crate::render_spans(&spans, tokens.len(), scheme);
-        if let Some(known) = &text.known {
-            let covered = |token: &crate::Token| {
-                known
-                    .iter()
-                    .any(|&(start, end)| start <= token.start && token.end <= end)
-            };
-            let in_span = |i: usize| spans.iter().any(|s| (s.start..s.end).contains(&i));
-            for (i, token) in tokens.iter().enumerate() {
-                if !covered(token) && !in_span(i) {
-                    tags[i] = crate::UNKNOWN_TAG.to_string();
-                }
-            }
-        }
-        (tags, misaligned)
+        (spans, misaligned)
     }
 }
 
@@ -416,7 +437,10 @@ mod tests {
             .map(|s| {
                 (
                     s.words.iter().map(String::as_str).collect(),
-                    s.tags.iter().map(String::as_str).collect(),
+                    s.tags
+                        .iter()
+                        .map(|t| crate::TagColumn::tag(t).unwrap_or("?"))
+                        .collect(),
                 )
             })
             .collect();

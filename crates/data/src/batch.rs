@@ -148,7 +148,7 @@ impl Batch {
         let members: Vec<&Encoded> = indices.iter().map(|&i| &sentences[i]).collect();
         let sentence_chars = SentenceChars::new(&members, max_len, word_len);
         let (allowed, num_tags) = if tagged {
-            allowed_tags(&members, max_len)
+            allowed_masks(&members, max_len)
         } else {
             (Vec::new(), 0)
         };
@@ -184,7 +184,7 @@ impl Batch {
 
 /// The tags each token of `sentences` may carry, `[batch, max_len, tags]`, and the number of
 /// tags; empty when every token is labelled.
-fn allowed_tags(sentences: &[&Encoded], max_len: usize) -> (Vec<bool>, usize) {
+fn allowed_masks(sentences: &[&Encoded], max_len: usize) -> (Vec<bool>, usize) {
     let Some(k) = sentences
         .iter()
         .find_map(|s| s.allowed.first().map(Vec::len))

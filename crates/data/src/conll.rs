@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::DataError;
+use crate::partial::{Allowed, Label, TagColumn, known_tags};
 
 const DOCSTART: &str = "-DOCSTART-";
 
@@ -42,49 +43,25 @@ impl ColumnSpec {
     }
 }
 
-/// One sentence as read: parallel words and tags, and where it starts in its file.
+/// One sentence as read: parallel words and tags, and where it starts in its file. Its tags are
+/// [`String`]s where every token must be labelled (gold), [`Label`]s in training data.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sentence {
+pub struct Sentence<L = String> {
     /// The tokens.
     pub words: Vec<String>,
     /// Their tags, one per token (empty when the file is untagged).
-    pub tags: Vec<String>,
+    pub tags: Vec<L>,
     /// 1-based line number of the first token; token `i` is on line `first_line + i`.
     pub first_line: usize,
     /// Which document of its file the sentence is in, counting from 0: each `-DOCSTART-` line
     /// after a sentence begins the next. A file without markers is one document.
     pub document: usize,
-    /// What each token's tag may be, once converted to the training scheme, where some are
-    /// unknown ([`Corpus::into_scheme`]); empty when every token is labelled, or before.
-    pub allowed: Vec<crate::Allowed>,
 }
 
-impl Sentence {
-    /// Whether some of its tokens are unlabelled ([`crate::UNKNOWN_TAG`]).
+impl<L: TagColumn> Sentence<L> {
+    /// Whether some of its tokens have no one tag.
     pub fn is_partial(&self) -> bool {
-        !self.allowed.is_empty() || crate::has_unknown(&self.tags)
-    }
-}
-
-impl Sentence {
-    /// Its tags (read in `source`) written in `target`. Where some are unknown: each token's one
-    /// tag allowed or [`crate::UNKNOWN_TAG`], and what each token may be
-    /// ([`crate::allowed_tags`]; empty when every tag is known). A token the labels on either
-    /// side leave no tag at all has an empty [`crate::Allowed`].
-    pub fn tags_in(
-        &self,
-        source: crate::TagScheme,
-        target: crate::TagScheme,
-    ) -> (Vec<String>, Vec<crate::Allowed>) {
-        if !crate::has_unknown(&self.tags) {
-            return (crate::convert_tags(&self.tags, target), Vec::new());
-        }
-        let allowed = crate::allowed_tags(&self.tags, source, target);
-        let tags = allowed
-            .iter()
-            .map(|a| a.single().unwrap_or(crate::UNKNOWN_TAG).to_string())
-            .collect();
-        (tags, allowed)
+        self.tags.iter().any(|t| t.tag().is_none())
     }
 
     /// Tokens in the sentence.
@@ -98,100 +75,146 @@ impl Sentence {
     }
 }
 
-/// The sentences of one file, with the file's path kept for error messages.
+impl Sentence<Label> {
+    /// Its labels (read in `source`) written in `target`: each token's one tag, or what it may
+    /// be where the unknown labels beside it leave that open. A token the labels on either side
+    /// leave no tag at all is open to none ([`Allowed::is_empty`]).
+    pub fn labels_in(&self, source: crate::TagScheme, target: crate::TagScheme) -> Vec<Label> {
+        match known_tags(&self.tags) {
+            Some(tags) => crate::convert_tags(&tags, target)
+                .into_iter()
+                .map(Label::Tag)
+                .collect(),
+            None => crate::partial::labels_in(&self.tags, source, target),
+        }
+    }
+}
+
+/// The sentences of one file, with the file's path kept for error messages: gold
+/// (`Corpus<String>`, every token labelled) or training data (`Corpus<Label>`).
 #[derive(Debug, Clone)]
-pub struct Corpus {
+pub struct Corpus<L = String> {
     /// The file read, for error messages.
     pub path: PathBuf,
     /// Its sentences, in file order.
-    pub sentences: Vec<Sentence>,
+    pub sentences: Vec<Sentence<L>>,
 }
 
 impl Corpus {
     /// The corpus, once every tag is checked to be well formed.
     fn with_checked_tags(self) -> Result<Self, DataError> {
-        self.checked(false)
-    }
-
-    /// The corpus, once every tag is checked to be well formed, or unknown when `partial`.
-    fn checked(self, partial: bool) -> Result<Self, DataError> {
         for sentence in &self.sentences {
             for (i, tag) in sentence.tags.iter().enumerate() {
-                if partial && tag == crate::UNKNOWN_TAG {
-                    continue;
-                }
                 crate::check_tag(tag).map_err(|message| self.error_at(sentence, i, message))?;
             }
         }
         Ok(self)
     }
 
-    /// The first sentence with unlabelled tokens, as an error at its first unknown tag saying
-    /// that `what` needs every token labelled.
-    pub fn refuse_partial(&self, what: &str) -> Result<(), DataError> {
+    /// The corpus as training data, its labels read: `-` is unknown, any other tag must be well
+    /// formed.
+    fn into_labels(self) -> Result<Corpus<Label>, DataError> {
         for sentence in &self.sentences {
-            if let Some(i) = sentence.tags.iter().position(|t| t == crate::UNKNOWN_TAG) {
+            for (i, tag) in sentence.tags.iter().enumerate() {
+                if let Label::Tag(tag) = Label::parse(tag) {
+                    crate::check_tag(&tag)
+                        .map_err(|message| self.error_at(sentence, i, message))?;
+                }
+            }
+        }
+        Ok(self.map_tags(|tag| Label::parse(&tag)))
+    }
+}
+
+impl<L> Corpus<L> {
+    /// The corpus with each tag mapped by `f`.
+    fn map_tags<M>(self, f: impl Fn(L) -> M) -> Corpus<M> {
+        let sentences = self
+            .sentences
+            .into_iter()
+            .map(|s| Sentence {
+                words: s.words,
+                tags: s.tags.into_iter().map(&f).collect(),
+                first_line: s.first_line,
+                document: s.document,
+            })
+            .collect();
+        Corpus {
+            path: self.path,
+            sentences,
+        }
+    }
+}
+
+impl From<Corpus> for Corpus<Label> {
+    /// Gold as training data: every label a tag.
+    fn from(corpus: Corpus) -> Self {
+        corpus.map_tags(Label::Tag)
+    }
+}
+
+impl Corpus<Label> {
+    /// The corpus as gold, every token labelled; the first token that is not is an error at its
+    /// line saying that `what` needs every token labelled.
+    pub fn complete(self, what: &str) -> Result<Corpus, DataError> {
+        for sentence in &self.sentences {
+            if let Some(i) = sentence.tags.iter().position(|t| t.tag().is_none()) {
                 return Err(self.error_at(
                     sentence,
                     i,
                     format!(
                         "an unknown label ({:?}): {what} needs every token labelled; partial \
                          labels are for training data",
-                        crate::UNKNOWN_TAG
+                        Label::UNKNOWN.to_string()
                     ),
                 ));
             }
-            if !sentence.allowed.is_empty() {
-                return Err(self.error_at(
-                    sentence,
-                    0,
-                    format!("{what} needs every token labelled; this text is partly annotated"),
-                ));
-            }
         }
-        Ok(())
+        // Every label is a tag: an open one was refused above.
+        Ok(self.map_tags(|label| match label {
+            Label::Tag(tag) => tag,
+            open => open.to_string(),
+        }))
     }
 
-    /// The corpus with its tags (read in `source`) written in `target`. A sentence with unknown
-    /// tags keeps, for each token, what its tag may be ([`crate::allowed_tags`]) in
-    /// [`Sentence::allowed`], and in `tags` the one tag allowed or [`crate::UNKNOWN_TAG`];
-    /// labels that leave some token no tag at all are an error at its line.
+    /// The corpus with its labels (read in `source`) written in `target`
+    /// ([`Sentence::labels_in`]); labels that leave some token no tag at all are an error at its
+    /// line.
     pub fn into_scheme(
         mut self,
         source: crate::TagScheme,
         target: crate::TagScheme,
     ) -> Result<Self, DataError> {
         for index in 0..self.sentences.len() {
-            let (tags, allowed) = self.tags_or_contradiction(index, source, target)?;
-            let sentence = &mut self.sentences[index];
-            sentence.tags = tags;
-            sentence.allowed = allowed;
+            let labels = self.labels_or_contradiction(index, source, target)?;
+            self.sentences[index].tags = labels;
         }
         Ok(self)
     }
 
-    /// [`Sentence::tags_in`] of sentence `index`, or an error at a token the labels on either
+    /// [`Sentence::labels_in`] of sentence `index`, or an error at a token the labels on either
     /// side leave no tag at all.
-    fn tags_or_contradiction(
+    fn labels_or_contradiction(
         &self,
         index: usize,
         source: crate::TagScheme,
         target: crate::TagScheme,
-    ) -> Result<(Vec<String>, Vec<crate::Allowed>), DataError> {
+    ) -> Result<Vec<Label>, DataError> {
         let sentence = &self.sentences[index];
-        let (tags, allowed) = sentence.tags_in(source, target);
-        match allowed.iter().position(crate::Allowed::is_empty) {
+        let labels = sentence.labels_in(source, target);
+        let empty = |label: &Label| label.open().is_some_and(Allowed::is_empty);
+        match labels.iter().position(empty) {
             Some(i) => Err(self.error_at(
                 sentence,
                 i,
                 "no tag can go here: the labels on either side contradict each other",
             )),
-            None => Ok((tags, allowed)),
+            None => Ok(labels),
         }
     }
 
     /// The corpus as a CoNLL file of `word tag` lines with its tags in `scheme`, a
-    /// `-DOCSTART-` line before each document. Unknown labels stay [`crate::UNKNOWN_TAG`], as
+    /// `-DOCSTART-` line before each document. Open labels are written `-` ([`Label`]), as
     /// does a labelled token next to them whose tag in `scheme` its labels leave open.
     pub fn to_conll(&self, scheme: crate::TagScheme) -> String {
         let source = crate::TagScheme::detect(self.sentences.iter().map(|s| s.tags.as_slice()));
@@ -202,18 +225,23 @@ impl Corpus {
                 text.push_str("-DOCSTART- O\n\n");
                 document = Some(sentence.document);
             }
-            let (tags, _) = sentence.tags_in(source, scheme);
-            for (word, tag) in sentence.words.iter().zip(tags) {
+            for (word, label) in sentence
+                .words
+                .iter()
+                .zip(sentence.labels_in(source, scheme))
+            {
                 text.push_str(word);
                 text.push(' ');
-                text.push_str(&tag);
+                text.push_str(&label.to_string());
                 text.push('\n');
             }
             text.push('\n');
         }
         text
     }
+}
 
+impl<L: TagColumn> Corpus<L> {
     /// Tokens in all sentences.
     pub fn token_count(&self) -> usize {
         self.sentences.iter().map(Sentence::len).sum()
@@ -223,18 +251,16 @@ impl Corpus {
     /// tag), and in how many sentences they are not. Sentences with unknown labels are not
     /// judged here: what their labels allow is checked as they are converted.
     pub fn malformed(&self, scheme: crate::TagScheme) -> Option<(DataError, usize)> {
-        let complete = self
-            .sentences
-            .iter()
-            .filter(|s| !crate::has_unknown(&s.tags));
-        let mut bad = complete.filter_map(|sentence| {
-            crate::first_malformed(&sentence.tags, scheme).map(|at| (sentence, at))
+        let mut bad = self.sentences.iter().filter_map(|sentence| {
+            let tags = known_tags(&sentence.tags)?;
+            let at = crate::first_malformed(&tags, scheme)?;
+            Some((sentence, at, tags[at]))
         });
-        let (sentence, at) = bad.next()?;
+        let (sentence, at, tag) = bad.next()?;
         let error = self.error_at(
             sentence,
             at,
-            format!("{:?} is not well formed {scheme} here", sentence.tags[at]),
+            format!("{tag:?} is not well formed {scheme} here"),
         );
         Some((error, 1 + bad.count()))
     }
@@ -258,7 +284,7 @@ impl Corpus {
     /// An error about token `index` of `sentence`, located at its line.
     pub fn error_at(
         &self,
-        sentence: &Sentence,
+        sentence: &Sentence<L>,
         index: usize,
         message: impl Into<String>,
     ) -> DataError {
@@ -272,10 +298,10 @@ pub fn read_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError
     read_conll(path, columns)?.with_checked_tags()
 }
 
-/// Reads training data: a tagged CoNLL file whose tags are each well formed or
-/// [`crate::UNKNOWN_TAG`], a token whose label nobody gave.
-pub fn read_partially_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError> {
-    read_conll(path, columns)?.checked(true)
+/// Reads training data: a tagged CoNLL file whose labels are each a well-formed tag or `-`, a
+/// token whose label nobody gave ([`Label`]).
+pub fn read_partially_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus<Label>, DataError> {
+    read_conll(path, columns)?.into_labels()
 }
 
 /// [`read_partially_tagged`] of text read elsewhere; `path` names it in errors.
@@ -283,8 +309,8 @@ pub fn parse_partially_tagged(
     text: &str,
     path: &Path,
     columns: ColumnSpec,
-) -> Result<Corpus, DataError> {
-    parse_conll(text, path, columns)?.checked(true)
+) -> Result<Corpus<Label>, DataError> {
+    parse_conll(text, path, columns)?.into_labels()
 }
 
 /// [`read_tagged`] of text read elsewhere (stdin); `path` names it in errors.
@@ -383,7 +409,6 @@ pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpu
             tags: Vec::new(),
             first_line: line_number,
             document,
-            allowed: Vec::new(),
         });
         sentence.words.push(fields[word].to_string());
         sentence.tags.push(fields[tag].to_string());
@@ -414,7 +439,7 @@ pub fn convert_tag_column(
 ) -> Result<String, DataError> {
     // Unknown labels (`-`, as `convert` writes for partial annotation) stay unknown, or become
     // the one tag the labels beside them allow.
-    let corpus = parse_conll(text, path, columns)?.checked(true)?;
+    let corpus = parse_conll(text, path, columns)?.into_labels()?;
     let mut replacements = std::collections::HashMap::new();
     if let Some((error, _)) = from.and_then(|from| corpus.malformed(from)) {
         return Err(error);
@@ -423,9 +448,9 @@ pub fn convert_tag_column(
         crate::TagScheme::detect(corpus.sentences.iter().map(|s| s.tags.as_slice()))
     });
     for (index, sentence) in corpus.sentences.iter().enumerate() {
-        let (tags, _) = corpus.tags_or_contradiction(index, source, to)?;
-        for (i, tag) in tags.into_iter().enumerate() {
-            replacements.insert(sentence.first_line + i, tag);
+        let labels = corpus.labels_or_contradiction(index, source, to)?;
+        for (i, label) in labels.into_iter().enumerate() {
+            replacements.insert(sentence.first_line + i, label.to_string());
         }
     }
     let mut out = String::with_capacity(text.len());

@@ -52,11 +52,11 @@ pub fn document_pieces(
     pieces
 }
 
-impl Corpus {
+impl<L> Corpus<L> {
     /// The corpus's documents, in pieces of at most `max_tokens` tokens ([`document_pieces`]).
     pub fn documents(&self, max_tokens: usize) -> Vec<Range<usize>> {
         let document_of: Vec<usize> = self.sentences.iter().map(|s| s.document).collect();
-        let lengths: Vec<usize> = self.sentences.iter().map(|s| s.len()).collect();
+        let lengths: Vec<usize> = self.sentences.iter().map(|s| s.words.len()).collect();
         document_pieces(&document_of, &lengths, max_tokens)
     }
 }
@@ -184,7 +184,7 @@ mod tests {
         ];
         let words: Vec<Vec<&str>> = text.iter().map(|s| s.split(' ').collect()).collect();
         let refs: Vec<&[&str]> = words.iter().map(Vec::as_slice).collect();
-        let vocab = Vocabularies::build(&[], TextNormalization::default(), 1);
+        let vocab = Vocabularies::build::<String>(&[], TextNormalization::default(), 1);
         let mut encoded: Vec<Encoded> = words.iter().map(|w| vocab.encode_words(w)).collect();
         set_mention_casing(&mut encoded, &refs, &[0..2, 2..4]);
         assert_eq!(

@@ -6,39 +6,36 @@
 
 use std::path::Path;
 
-use crate::{AnnotatedCorpus, ColumnSpec, Corpus, DataError, Tokenizer, is_annotated};
+use crate::{AnnotatedCorpus, ColumnSpec, Corpus, DataError, Label, Tokenizer, is_annotated};
 
 /// A labelled file as read.
 #[derive(Debug, Clone)]
 pub enum LabelledFile {
-    /// CoNLL columns.
-    Columns(Corpus),
+    /// CoNLL columns, `-` where a label is unknown.
+    Columns(Corpus<Label>),
     /// Text with its entities as character spans ([`crate::read_annotated`]).
     Spans(AnnotatedCorpus),
 }
 
 /// Reads `path`: an annotation tool's export when its name says so ([`is_annotated`]), else
-/// CoNLL columns (with unknown labels, `-`, where `partial`).
-pub fn read_labelled(
-    path: &Path,
-    columns: ColumnSpec,
-    partial: bool,
-) -> Result<LabelledFile, DataError> {
+/// CoNLL columns. Either may leave labels unknown; [`Corpus::complete`] refuses them where
+/// every token must be labelled.
+pub fn read_labelled(path: &Path, columns: ColumnSpec) -> Result<LabelledFile, DataError> {
     if is_annotated(path) {
         return Ok(LabelledFile::Spans(crate::read_annotated(path)?));
     }
-    let corpus = if partial {
-        crate::read_partially_tagged(path, columns)?
-    } else {
-        crate::read_tagged(path, columns)?
-    };
-    Ok(LabelledFile::Columns(corpus))
+    Ok(LabelledFile::Columns(crate::read_partially_tagged(
+        path, columns,
+    )?))
 }
 
 impl LabelledFile {
     /// Its sentences of words and tags, and what reading left out, for the caller to show. An
     /// export's texts are cut into words and sentences by `tokenizer`.
-    pub fn into_sentences(self, tokenizer: &Tokenizer) -> Result<(Corpus, Vec<String>), DataError> {
+    pub fn into_sentences(
+        self,
+        tokenizer: &Tokenizer,
+    ) -> Result<(Corpus<Label>, Vec<String>), DataError> {
         let annotated = match self {
             LabelledFile::Columns(corpus) => return Ok((corpus, Vec::new())),
             LabelledFile::Spans(annotated) => annotated,

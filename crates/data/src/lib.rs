@@ -38,7 +38,7 @@ pub use context::{
 pub use error::DataError;
 pub use io::{WriteError, write_output};
 pub use labelled::{LabelledFile, read_labelled};
-pub use partial::{Allowed, UNKNOWN_TAG, allowed_tags, has_unknown};
+pub use partial::{Allowed, Label, TagColumn, known_tags};
 pub use scheme::{
     Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,
     render_spans, spans, transition_allowed,

@@ -1,13 +1,96 @@
-//! Partial labels: tokens whose tag nobody gave. In a CoNLL tag column they are written
-//! [`UNKNOWN_TAG`]; in span files they lie outside the regions a line says were annotated. They
-//! are not `O`: training sums over every tag they could have ([`allowed_tags`] says which, in the
-//! training scheme), so that an entity an annotator skipped is not taught as "no entity".
+//! Partial labels: tokens whose tag nobody gave. A CoNLL tag column writes them `-`, and only
+//! [`Label`] reads and writes that; in span files they lie outside the regions a line says were
+//! annotated. They are not `O`: training sums over every tag they could have ([`Label::Open`],
+//! worked out in the training scheme by [`Sentence::labels_in`](crate::Sentence::labels_in)), so
+//! that an entity an annotator skipped is not taught as "no entity".
+
+use std::fmt;
 
 use crate::scheme::{Tag, TagScheme, spans};
 use crate::vocab::Vocab;
 
-/// The tag of a token whose label is unknown.
-pub const UNKNOWN_TAG: &str = "-";
+/// A token's label in training data: the tag given, or open.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Label {
+    /// The tag given.
+    Tag(String),
+    /// Any tag [`Allowed`] admits: [`Allowed::Any`] where nobody gave one; once converted to
+    /// the training scheme, what the labels beside an unknown token leave open.
+    Open(Allowed),
+}
+
+impl Label {
+    /// A label nobody gave.
+    pub const UNKNOWN: Label = Label::Open(Allowed::Any);
+
+    /// How a CoNLL tag column writes a label that is not one tag.
+    const UNKNOWN_FIELD: &str = "-";
+
+    /// A tag column's field: `-` is unknown, anything else a tag (not checked here).
+    pub fn parse(field: &str) -> Label {
+        if field == Self::UNKNOWN_FIELD {
+            Label::UNKNOWN
+        } else {
+            Label::Tag(field.to_string())
+        }
+    }
+
+    /// The label `allowed` leaves: its one tag, if it allows exactly one.
+    fn from_allowed(allowed: Allowed) -> Label {
+        match allowed.single() {
+            Some(tag) => Label::Tag(tag.to_string()),
+            None => Label::Open(allowed),
+        }
+    }
+}
+
+impl fmt::Display for Label {
+    /// The tag, or `-` where the label is open.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.tag().unwrap_or(Self::UNKNOWN_FIELD))
+    }
+}
+
+/// What a tag column holds for each token: a tag ([`String`]: gold, every token labelled) or a
+/// [`Label`] (training data, where some may be open).
+pub trait TagColumn: Clone {
+    /// The token's tag, where one is given.
+    fn tag(&self) -> Option<&str>;
+
+    /// What the token may be, where no one tag is given.
+    fn open(&self) -> Option<&Allowed>;
+}
+
+impl TagColumn for String {
+    fn tag(&self) -> Option<&str> {
+        Some(self)
+    }
+
+    fn open(&self) -> Option<&Allowed> {
+        None
+    }
+}
+
+impl TagColumn for Label {
+    fn tag(&self) -> Option<&str> {
+        match self {
+            Label::Tag(tag) => Some(tag),
+            Label::Open(_) => None,
+        }
+    }
+
+    fn open(&self) -> Option<&Allowed> {
+        match self {
+            Label::Tag(_) => None,
+            Label::Open(allowed) => Some(allowed),
+        }
+    }
+}
+
+/// The tags of a sentence, if every one is given.
+pub fn known_tags<L: TagColumn>(labels: &[L]) -> Option<Vec<&str>> {
+    labels.iter().map(TagColumn::tag).collect()
+}
 
 /// What one token's tag may be, in the training scheme.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,11 +148,6 @@ impl Allowed {
     }
 }
 
-/// Whether any of `tags` is unknown.
-pub fn has_unknown<S: AsRef<str>>(tags: &[S]) -> bool {
-    tags.iter().any(|t| t.as_ref() == UNKNOWN_TAG)
-}
-
 /// Where a chunk that touches unknown tokens may begin or end: known from the tag, or open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Boundary {
@@ -91,30 +169,27 @@ impl Boundary {
     }
 }
 
-/// What each token of a sentence (tags in `source`, [`UNKNOWN_TAG`] where unknown) may be in
-/// `target` (IOB2 or IOBES; IOB1 is written as IOB2's chunks with `I-` starts). Each run of
+/// What each token of a sentence (labels in `source`) may be in `target` (IOB2 or IOBES; IOB1
+/// is written as IOB2's chunks with `I-` starts): its one tag, or what stays open. Each run of
 /// labelled tokens keeps its chunks; where a chunk meets unknown tokens, what the tags say about
 /// its boundary is kept and what they leave open stays open: IOB2's `B-PER` before an unknown
 /// token may be IOBES `B-PER` or `S-PER`, IOBES `E-PER` closes its chunk, so the unknown token
-/// after it may not continue it, and a run starting `I-PER` continues a chunk begun before it.
-pub fn allowed_tags<S: AsRef<str>>(
-    tags: &[S],
-    source: TagScheme,
-    target: TagScheme,
-) -> Vec<Allowed> {
-    let tags: Vec<&str> = tags.iter().map(AsRef::as_ref).collect();
+/// after it may not continue it, and a run starting `I-PER` continues a chunk begun before it. A
+/// token the labels on either side leave no tag at all is open to an empty list.
+pub(crate) fn labels_in(labels: &[Label], source: TagScheme, target: TagScheme) -> Vec<Label> {
+    let tags: Vec<Option<&str>> = labels.iter().map(TagColumn::tag).collect();
     let mut allowed = vec![Allowed::Any; tags.len()];
     let mut start = 0;
     while start < tags.len() {
-        if tags[start] == UNKNOWN_TAG {
+        if tags[start].is_none() {
             start += 1;
             continue;
         }
         let end = (start..tags.len())
-            .find(|&i| tags[i] == UNKNOWN_TAG)
+            .find(|&i| tags[i].is_none())
             .unwrap_or(tags.len());
-        let run = &tags[start..end];
-        for (i, options) in run_tags(run, source, target, start > 0, end < tags.len())
+        let run: Vec<&str> = tags[start..end].iter().flatten().copied().collect();
+        for (i, options) in run_tags(&run, source, target, start > 0, end < tags.len())
             .into_iter()
             .enumerate()
         {
@@ -140,7 +215,7 @@ pub fn allowed_tags<S: AsRef<str>>(
         }
         start = end;
     }
-    allowed
+    allowed.into_iter().map(Label::from_allowed).collect()
 }
 
 /// Whether a chunk whose first labelled token is `tag`, after unknown tokens, begins there.
@@ -226,18 +301,37 @@ fn prefix(target: TagScheme, starts: bool, ends: bool) -> char {
 mod tests {
     use super::*;
 
-    fn one(tags: &[&str]) -> Allowed {
-        Allowed::OneOf(tags.iter().map(|t| t.to_string()).collect())
+    fn one(tags: &[&str]) -> Label {
+        Label::from_allowed(Allowed::OneOf(tags.iter().map(|t| t.to_string()).collect()))
     }
 
-    fn except(tags: &[&str]) -> Allowed {
-        Allowed::Except(tags.iter().map(|t| t.to_string()).collect())
+    fn except(tags: &[&str]) -> Label {
+        Label::Open(Allowed::Except(
+            tags.iter().map(|t| t.to_string()).collect(),
+        ))
+    }
+
+    fn converted(fields: &[&str], source: TagScheme, target: TagScheme) -> Vec<Label> {
+        let labels: Vec<Label> = fields.iter().map(|f| Label::parse(f)).collect();
+        labels_in(&labels, source, target)
+    }
+
+    #[test]
+    fn only_a_dash_is_unknown_and_open_labels_are_written_as_one() {
+        assert_eq!(Label::parse("-"), Label::UNKNOWN);
+        assert_eq!(Label::parse("B-PER"), Label::Tag("B-PER".into()));
+        assert_eq!(Label::parse("--"), Label::Tag("--".into()));
+        assert_eq!(except(&["I-PER"]).to_string(), "-");
+        assert_eq!(one(&["B-PER", "S-PER"]).to_string(), "-");
+        assert_eq!(one(&["B-PER"]).to_string(), "B-PER");
+        assert_eq!(known_tags(&[Label::parse("O"), Label::UNKNOWN]), None);
+        assert_eq!(known_tags(&[Label::parse("O")]), Some(vec!["O"]));
     }
 
     #[test]
     fn fully_labelled_sentences_are_converted_as_usual() {
         let tags = ["B-PER", "I-PER", "O", "B-LOC"];
-        let allowed = allowed_tags(&tags, TagScheme::Iob2, TagScheme::Iobes);
+        let allowed = converted(&tags, TagScheme::Iob2, TagScheme::Iobes);
         assert_eq!(
             allowed,
             [
@@ -252,42 +346,44 @@ mod tests {
     #[test]
     fn boundaries_next_to_unknown_tokens_stay_open_where_the_tags_leave_them_open() {
         // IOB2 does not say whether B-PER ends before the unknown token.
-        let allowed = allowed_tags(&["B-PER", "-", "O"], TagScheme::Iob2, TagScheme::Iobes);
+        let allowed = converted(&["B-PER", "-", "O"], TagScheme::Iob2, TagScheme::Iobes);
         assert_eq!(
             allowed,
-            [one(&["S-PER", "B-PER"]), Allowed::Any, one(&["O"])]
+            [one(&["S-PER", "B-PER"]), Label::UNKNOWN, one(&["O"])]
         );
         // IOB2's I-PER after an unknown token continues a chunk begun there.
-        let allowed = allowed_tags(&["-", "I-PER", "O"], TagScheme::Iob2, TagScheme::Iobes);
+        let allowed = converted(&["-", "I-PER", "O"], TagScheme::Iob2, TagScheme::Iobes);
         assert_eq!(
             allowed,
             [one(&["B-PER", "I-PER"]), one(&["E-PER"]), one(&["O"])]
         );
-        let allowed = allowed_tags(&["-", "I-PER", "-"], TagScheme::Iob2, TagScheme::Iob2);
+        let allowed = converted(&["-", "I-PER", "-"], TagScheme::Iob2, TagScheme::Iob2);
         assert_eq!(
             allowed,
-            [one(&["B-PER", "I-PER"]), one(&["I-PER"]), Allowed::Any]
+            [one(&["B-PER", "I-PER"]), one(&["I-PER"]), Label::UNKNOWN]
         );
         // IOB1's I-PER may begin a chunk or continue one, so the token before it stays free.
-        let allowed = allowed_tags(&["-", "I-PER"], TagScheme::Iob1, TagScheme::Iob2);
-        assert_eq!(allowed, [Allowed::Any, one(&["B-PER", "I-PER"])]);
+        let allowed = converted(&["-", "I-PER"], TagScheme::Iob1, TagScheme::Iob2);
+        assert_eq!(allowed, [Label::UNKNOWN, one(&["B-PER", "I-PER"])]);
     }
 
     #[test]
     fn a_chunk_known_to_end_is_not_continued_by_the_unknown_token_after_it() {
-        let allowed = allowed_tags(&["S-PER", "-"], TagScheme::Iobes, TagScheme::Iob2);
+        let allowed = converted(&["S-PER", "-"], TagScheme::Iobes, TagScheme::Iob2);
         assert_eq!(allowed, [one(&["B-PER"]), except(&["I-PER", "E-PER"])]);
         // IOBES B-PER goes on into the unknown token.
-        let allowed = allowed_tags(&["B-PER", "-"], TagScheme::Iobes, TagScheme::Iobes);
-        assert_eq!(allowed, [one(&["B-PER"]), Allowed::Any]);
+        let allowed = converted(&["B-PER", "-"], TagScheme::Iobes, TagScheme::Iobes);
+        assert_eq!(allowed, [one(&["B-PER"]), Label::UNKNOWN]);
         // Both neighbours fix one unknown token: after E-LOC, before I-PER.
-        let allowed = allowed_tags(&["E-LOC", "-", "I-PER"], TagScheme::Iobes, TagScheme::Iob2);
+        let allowed = converted(&["E-LOC", "-", "I-PER"], TagScheme::Iobes, TagScheme::Iob2);
         assert_eq!(allowed[1], one(&["B-PER", "I-PER"]));
     }
 
     #[test]
     fn masks_follow_the_tag_set() {
         let tags = Vocab::from(vec!["O".to_string(), "B-PER".into(), "I-PER".into()]);
+        let one = |tags: &[&str]| Allowed::OneOf(tags.iter().map(|t| t.to_string()).collect());
+        let except = |tags: &[&str]| Allowed::Except(tags.iter().map(|t| t.to_string()).collect());
         assert_eq!(one(&["I-PER"]).mask(&tags), [false, false, true]);
         assert_eq!(except(&["I-PER"]).mask(&tags), [true, true, false]);
         assert_eq!(Allowed::Any.mask(&tags), [true; 3]);

@@ -11,6 +11,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::partial::{Label, TagColumn};
+
 /// How chunk boundaries are written in tags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -29,17 +31,19 @@ impl TagScheme {
 
     /// Guesses the scheme of tagged sentences: IOBES if any `E-`/`S-` appears, IOB1 if some chunk
     /// starts with `I-`, otherwise IOB2.
-    pub fn detect<'a>(sentences: impl IntoIterator<Item = &'a [String]>) -> TagScheme {
+    pub fn detect<'a, L: TagColumn + 'a>(
+        sentences: impl IntoIterator<Item = &'a [L]>,
+    ) -> TagScheme {
         let mut iob1 = false;
         for tags in sentences {
             let mut previous: Option<(char, &str)> = None;
             // What follows an unknown tag says nothing of the scheme.
             let mut after_unknown = false;
             for tag in tags {
-                if tag == crate::UNKNOWN_TAG {
+                let Some(tag) = tag.tag() else {
                     after_unknown = true;
                     continue;
-                }
+                };
                 let parsed = parse_tag(tag);
                 if let Some(('E' | 'S', _)) = parsed {
                     return TagScheme::Iobes;
@@ -101,7 +105,7 @@ pub fn parse_tag(tag: &str) -> Option<(char, &str)> {
 pub fn check_tag(tag: &str) -> Result<(), String> {
     if tag == "O" || parse_tag(tag).is_some() {
         Ok(())
-    } else if tag == crate::UNKNOWN_TAG {
+    } else if Label::parse(tag) == Label::UNKNOWN {
         Err(format!(
             "an unknown label ({tag:?}): expected a tag here; unknown labels are for training data"
         ))

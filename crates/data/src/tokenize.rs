@@ -61,7 +61,7 @@ impl TokenizerSpec {
     /// The treebank rules refined by a training corpus: every token that holds punctuation, that
     /// the rules would cut, and that the corpus holds whole more often than as the rules' pieces
     /// in a row, is kept whole.
-    pub fn learn(sentences: &[Sentence]) -> Self {
+    pub fn learn<L>(sentences: &[Sentence<L>]) -> Self {
         let rules = Tokenizer::treebank(&[]).expect("the treebank rules compile");
         let mut counts: HashMap<&str, usize> = HashMap::new();
         for word in sentences.iter().flat_map(|s| &s.words) {
@@ -654,12 +654,11 @@ mod tests {
 
     #[test]
     fn learning_keeps_the_tokens_a_corpus_holds_whole() {
-        let sentence = |words: &[&str]| Sentence {
+        let sentence = |words: &[&str]| Sentence::<String> {
             words: words.iter().map(|w| w.to_string()).collect(),
             tags: vec!["O".into(); words.len()],
             first_line: 1,
             document: 0,
-            allowed: Vec::new(),
         };
         let corpus = [
             sentence(&["Spurs", "vs.", "Ajax", "U.S.", "S&P"]),

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Casing, Corpus, DataError, MentionCasing, Sentence};
+use crate::{Casing, Corpus, DataError, MentionCasing, Sentence, TagColumn};
 
 /// The padding item, id 0 of every vocabulary.
 pub const PAD: &str = "<pad>";
@@ -168,8 +168,8 @@ impl Vocabularies {
     }
 
     /// Builds the vocabularies of a training set whose tags are already in the training scheme.
-    pub fn build(
-        sentences: &[Sentence],
+    pub fn build<L: TagColumn>(
+        sentences: &[Sentence<L>],
         normalization: TextNormalization,
         min_word_count: usize,
     ) -> Self {
@@ -187,17 +187,14 @@ impl Vocabularies {
             .collect();
         let chars = Vocab::with_specials(chars.iter().map(String::as_str), 1);
         // Tags a partly labelled token may have count too: the model must be able to give them.
-        let mut tags: Vec<String> = sentences
-            .iter()
-            .flat_map(|s| {
-                let open = s.allowed.iter().flat_map(|a| match a {
-                    crate::Allowed::OneOf(list) => list.as_slice(),
-                    _ => &[],
-                });
-                s.tags.iter().chain(open).cloned()
-            })
-            .filter(|tag| tag != crate::UNKNOWN_TAG)
-            .collect();
+        let mut tags: Vec<String> = Vec::new();
+        for label in sentences.iter().flat_map(|s| &s.tags) {
+            match (label.tag(), label.open()) {
+                (Some(tag), _) => tags.push(tag.to_string()),
+                (None, Some(crate::Allowed::OneOf(list))) => tags.extend(list.iter().cloned()),
+                (None, _) => {}
+            }
+        }
         tags.sort();
         tags.dedup();
         // `O` first keeps the tag table readable; the order is otherwise immaterial.
@@ -210,15 +207,15 @@ impl Vocabularies {
         }
     }
 
-    /// Adds the words of `corpora` that `vectors` knows (so they are not `<unk>` though training
-    /// never saw them); returns how many were added.
-    pub fn extend_with_vectors(&mut self, corpora: &[&Corpus], vectors: &crate::Vectors) -> usize {
+    /// Adds the `words` that `vectors` knows (so they are not `<unk>` though training never saw
+    /// them); returns how many were added.
+    pub fn extend_with_vectors<'a>(
+        &mut self,
+        words: impl IntoIterator<Item = &'a String>,
+        vectors: &crate::Vectors,
+    ) -> usize {
         let before = self.words.len();
-        for word in corpora
-            .iter()
-            .flat_map(|c| &c.sentences)
-            .flat_map(|s| &s.words)
-        {
+        for word in words {
             if vectors.get(word).is_some() {
                 self.words.insert(&self.normalization.apply(word));
             }
@@ -251,7 +248,10 @@ impl Vocabularies {
     }
 
     /// Ids of every sentence of a tagged corpus; a tag outside the vocabulary is an error at its line.
-    pub fn encode_corpus(&self, corpus: &Corpus) -> Result<Vec<Encoded>, DataError> {
+    pub fn encode_corpus<L: TagColumn>(
+        &self,
+        corpus: &Corpus<L>,
+    ) -> Result<Vec<Encoded>, DataError> {
         corpus
             .sentences
             .iter()
@@ -260,7 +260,7 @@ impl Vocabularies {
     }
 
     /// Ids of every sentence's words, tags left out.
-    pub fn encode_corpus_words(&self, corpus: &Corpus) -> Vec<Encoded> {
+    pub fn encode_corpus_words<L: TagColumn>(&self, corpus: &Corpus<L>) -> Vec<Encoded> {
         corpus
             .sentences
             .iter()
@@ -268,50 +268,45 @@ impl Vocabularies {
             .collect()
     }
 
-    /// Ids of a tagged sentence of `corpus`; a tag outside the vocabulary is an error at its line.
-    pub fn encode_tagged(
+    /// Ids of a tagged sentence of `corpus`; a tag outside the vocabulary is an error at its
+    /// line. Where some label is open, every token gets the mask of the tags it may be.
+    pub fn encode_tagged<L: TagColumn>(
         &self,
-        corpus: &Corpus,
-        sentence: &Sentence,
+        corpus: &Corpus<L>,
+        sentence: &Sentence<L>,
     ) -> Result<Encoded, DataError> {
-        let tags = sentence
-            .tags
-            .iter()
-            .enumerate()
-            .map(|(index, tag)| {
-                if tag == crate::UNKNOWN_TAG && !sentence.allowed.is_empty() {
-                    // Any id: the loss reads `allowed` for this sentence.
-                    return Ok(0);
-                }
-                self.tags.id(tag).ok_or_else(|| {
-                    corpus.error_at(
-                        sentence,
-                        index,
-                        format!("tag {tag:?} is not in the tag set {:?}", self.tags.items()),
-                    )
-                })
-            })
-            .collect::<Result<_, _>>()?;
-        let allowed = sentence
-            .allowed
-            .iter()
-            .enumerate()
-            .map(|(index, allowed)| {
-                let mask = allowed.mask(&self.tags);
-                if mask.contains(&true) {
-                    Ok(mask)
-                } else {
-                    Err(corpus.error_at(
-                        sentence,
-                        index,
-                        format!(
-                            "none of the tags {allowed:?} is in the tag set {:?}",
+        let partial = sentence.is_partial();
+        let mut tags = Vec::with_capacity(sentence.len());
+        let mut allowed = Vec::new();
+        for (index, label) in sentence.tags.iter().enumerate() {
+            let error = |message| corpus.error_at(sentence, index, message);
+            let (id, mask) = match (label.tag(), label.open()) {
+                (Some(tag), _) => {
+                    let id = self.tags.id(tag).ok_or_else(|| {
+                        error(format!(
+                            "tag {tag:?} is not in the tag set {:?}",
                             self.tags.items()
-                        ),
-                    ))
+                        ))
+                    })?;
+                    let mask = partial.then(|| (0..self.tags.len()).map(|t| t == id).collect());
+                    (id, mask)
                 }
-            })
-            .collect::<Result<_, _>>()?;
+                (None, open) => {
+                    let open = open.unwrap_or(&crate::Allowed::Any);
+                    let mask = open.mask(&self.tags);
+                    let Some(first) = mask.iter().position(|&a| a) else {
+                        return Err(error(format!(
+                            "none of the tags {open:?} is in the tag set {:?}",
+                            self.tags.items()
+                        )));
+                    };
+                    // The loss reads the mask; the id is only a tag the token may have.
+                    (first, Some(mask))
+                }
+            };
+            tags.push(id);
+            allowed.extend(mask);
+        }
         Ok(Encoded {
             tags,
             allowed,
@@ -333,7 +328,7 @@ pub struct Encoded {
     /// Each word's [`MentionCasing`]: `Unseen` unless set from its document
     /// ([`set_mention_casing`](crate::set_mention_casing)).
     pub mentions: Vec<usize>,
-    /// Tag ids (empty when untagged; any id where a token's label is unknown).
+    /// Tag ids (empty when untagged; where a token's label is open, one of the tags it may be).
     pub tags: Vec<usize>,
     /// Where some tokens are unlabelled: for each token, whether each tag (by id) is allowed.
     /// Empty when every token is labelled.
@@ -362,7 +357,6 @@ mod tests {
             tags: tags.split_whitespace().map(String::from).collect(),
             first_line: 1,
             document: 0,
-            allowed: Vec::new(),
         }
     }
 

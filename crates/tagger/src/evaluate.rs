@@ -156,8 +156,10 @@ impl Tagger {
     /// (`.jsonl`, Label Studio's `.json`, brat) tagged as text and scored as exact character
     /// spans.
     pub fn evaluate_file(&self, path: &Path, options: TagOptions) -> Result<FileEvaluation> {
-        let annotated = match read_labelled(path, self.meta().columns, false)? {
-            LabelledFile::Columns(gold) => return self.evaluate_gold(gold, options),
+        let annotated = match read_labelled(path, self.meta().columns)? {
+            LabelledFile::Columns(gold) => {
+                return self.evaluate_gold(gold.complete("scoring")?, options);
+            }
             LabelledFile::Spans(annotated) => annotated,
         };
         let evaluation = self.evaluate_spans(&annotated, options)?;

@@ -7,8 +7,9 @@ use std::path::Path;
 
 use burn::tensor::Device;
 use nertrain_data::{
-    ColumnSpec, Context, Corpus, DataError, Encoded, TagScheme, Tokenizer, TokenizerSpec, Vectors,
-    Vocab, Vocabularies, convert_tags, read_labelled, read_vectors, set_mention_casing,
+    ColumnSpec, Context, Corpus, DataError, Encoded, Label, Sentence, TagScheme, Tokenizer,
+    TokenizerSpec, Vectors, Vocab, Vocabularies, convert_tags, read_labelled, read_vectors,
+    set_mention_casing,
 };
 use nertrain_model::{
     DocumentContext, FORMAT_VERSION, ModelFiles, ModelMeta, Network, NetworkConfig, StartedFrom,
@@ -30,9 +31,9 @@ fn read_corpus(
     path: &Path,
     columns: ColumnSpec,
     events: &mut dyn FnMut(FitEvent),
-) -> Result<Corpus> {
+) -> Result<Corpus<Label>> {
     let tokenizer = Tokenizer::new(&TokenizerSpec::treebank()).expect("the treebank rules");
-    let (corpus, warnings) = read_labelled(path, columns, true)?.into_sentences(&tokenizer)?;
+    let (corpus, warnings) = read_labelled(path, columns)?.into_sentences(&tokenizer)?;
     for warning in warnings {
         events(FitEvent::warning(warning));
     }
@@ -55,7 +56,7 @@ pub(super) struct Prepared {
     /// anything of the run was written.
     pub(super) start: Option<Network>,
     /// Train (and, training with dev, dev after it), in the training scheme.
-    pub(super) train: Corpus,
+    pub(super) train: Corpus<Label>,
     pub(super) dev: Corpus,
     pub(super) encoded: Vec<Encoded>,
     pub(super) dev_encoded: Vec<Encoded>,
@@ -86,16 +87,15 @@ pub(super) fn prepare(
     }
 
     let train = read_corpus(&data.train, data.columns(), events)?;
-    let dev = read_corpus(&data.dev, data.columns(), events)?;
-    dev.refuse_partial("dev data, which chooses the model,")?;
+    let dev = read_corpus(&data.dev, data.columns(), events)?
+        .complete("dev data, which chooses the model,")?;
     let test = data
         .test
         .as_deref()
-        .map(|path| read_corpus(path, data.columns(), events))
+        .map(|path| -> Result<Corpus> {
+            Ok(read_corpus(path, data.columns(), events)?.complete("test data")?)
+        })
         .transpose()?;
-    if let Some(test) = &test {
-        test.refuse_partial("test data")?;
-    }
     let file_scheme = data
         .scheme
         .unwrap_or_else(|| TagScheme::detect(train.sentences.iter().map(|s| s.tags.as_slice())));
@@ -105,7 +105,7 @@ pub(super) fn prepare(
         append_documents(&mut train, rehearsed);
     }
     if with_dev {
-        let dev = dev.clone().into_scheme(file_scheme, data.train_scheme)?;
+        let dev = Corpus::<Label>::from(dev.clone()).into_scheme(file_scheme, data.train_scheme)?;
         append_documents(&mut train, dev);
     }
 
@@ -134,12 +134,12 @@ pub(super) fn prepare(
         (meta, vocab, None, vectors, start)
     };
 
-    let context = data.context;
-    let documents = |corpus: &Corpus| match context {
+    // Pieces are cheap to cut; read as sentences, there are none.
+    let documents = |pieces: Vec<Range<usize>>| match data.context {
         Context::Sentence => Vec::new(),
-        Context::Document => corpus.documents(data.document_tokens),
+        Context::Document => pieces,
     };
-    let train_documents = documents(&train);
+    let train_documents = documents(train.documents(data.document_tokens));
     let mut encoded = vocab.encode_corpus(&train)?;
     with_mention_casing(&mut encoded, &train, &train_documents);
     if !options.resume {
@@ -150,11 +150,11 @@ pub(super) fn prepare(
         }
         run.write_description(&meta, &vocab, &config_toml)?;
     }
-    let dev_documents = documents(&dev);
+    let dev_documents = documents(dev.documents(data.document_tokens));
     let mut dev_encoded = vocab.encode_corpus_words(&dev);
     with_mention_casing(&mut dev_encoded, &dev, &dev_documents);
     let test_set: Option<TestSet> = test.map(|corpus| {
-        let documents = documents(&corpus);
+        let documents = documents(corpus.documents(data.document_tokens));
         let mut encoded = vocab.encode_corpus_words(&corpus);
         with_mention_casing(&mut encoded, &corpus, &documents);
         (corpus, encoded, documents)
@@ -185,7 +185,7 @@ pub(super) fn prepare(
 
 /// Sets the mention casing of `encoded` (`corpus`'s sentences) from `documents`, when reading
 /// documents.
-fn with_mention_casing(encoded: &mut [Encoded], corpus: &Corpus, documents: &[Range<usize>]) {
+fn with_mention_casing<L>(encoded: &mut [Encoded], corpus: &Corpus<L>, documents: &[Range<usize>]) {
     if !documents.is_empty() {
         let words: Vec<&[String]> = corpus
             .sentences
@@ -197,7 +197,7 @@ fn with_mention_casing(encoded: &mut [Encoded], corpus: &Corpus, documents: &[Ra
 }
 
 /// Appends `more`'s sentences to `corpus`, its documents after `corpus`'s.
-fn append_documents(corpus: &mut Corpus, more: Corpus) {
+fn append_documents(corpus: &mut Corpus<Label>, more: Corpus<Label>) {
     let after = corpus.sentences.last().map_or(0, |s| s.document + 1);
     corpus
         .sentences
@@ -214,7 +214,7 @@ fn rehearsal(
     path: &Path,
     file_scheme: TagScheme,
     events: &mut dyn FnMut(FitEvent),
-) -> Result<Corpus> {
+) -> Result<Corpus<Label>> {
     let data = &experiment.data;
     if experiment.train.start_from.is_none() {
         return Err(DataError::file(
@@ -431,7 +431,7 @@ fn describe(
 
 /// The corpora of an experiment, as read.
 struct Corpora<'a> {
-    train: &'a Corpus,
+    train: &'a Corpus<Label>,
     dev: &'a Corpus,
     test: Option<&'a Corpus>,
 }
@@ -511,25 +511,37 @@ fn add_vectors(
             );
             return Err(DataError::file(path, message).into());
         }
-        let corpora: Vec<&Corpus> = [Some(train), Some(dev), corpora.test]
-            .into_iter()
-            .flatten()
-            .collect();
-        let added = vocab.extend_with_vectors(&corpora, vectors);
-        let coverage = |corpus: &Corpus| {
-            let words = corpus.sentences.iter().flat_map(|s| &s.words);
-            let found = words.clone().filter(|w| vectors.get(w).is_some()).count();
-            100.0 * found as f64 / words.count().max(1) as f64
+        fn words<L>(sentences: &[Sentence<L>]) -> impl Iterator<Item = &String> + '_ {
+            sentences.iter().flat_map(|s| &s.words)
+        }
+        let test = corpora.test.map_or(&[][..], |t| &t.sentences);
+        let added = vocab.extend_with_vectors(
+            words(&train.sentences)
+                .chain(words(&dev.sentences))
+                .chain(words(test)),
+            vectors,
+        );
+        let coverage = |words: &mut dyn Iterator<Item = &String>| {
+            let (mut found, mut all) = (0, 0);
+            for word in words {
+                found += usize::from(vectors.get(word).is_some());
+                all += 1;
+            }
+            100.0 * found as f64 / all.max(1) as f64
         };
+        let (train, dev) = (
+            coverage(&mut words(&train.sentences)),
+            coverage(&mut words(&dev.sentences)),
+        );
         events(FitEvent::info(format!(
             "vectors: {} words of {} dimensions; {:.1}% of train and {:.1}% of dev tokens have one \
                  (OOV {:.1}% / {:.1}%); {added} words added to the vocabulary",
             vectors.len(),
             vectors.dim,
-            coverage(train),
-            coverage(dev),
-            100.0 - coverage(train),
-            100.0 - coverage(dev)
+            train,
+            dev,
+            100.0 - train,
+            100.0 - dev
         )));
     }
     Ok(vectors)
@@ -537,7 +549,7 @@ fn add_vectors(
 
 /// How many of the most frequent word ids the language model predicts (with `<pad>` and `<unk>`):
 /// the vocabulary orders training words by count, so those seen `min_count` times are a prefix.
-fn lm_vocabulary_size(vocab: &Vocabularies, train: &Corpus, min_count: usize) -> usize {
+fn lm_vocabulary_size(vocab: &Vocabularies, train: &Corpus<Label>, min_count: usize) -> usize {
     let mut counts = vec![0usize; vocab.words.len()];
     for word in train.sentences.iter().flat_map(|s| &s.words) {
         counts[vocab.word_id(word)] += 1;
