@@ -4,8 +4,8 @@
 use burn::module::Param;
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use nertrain_data::{TagScheme, transition_allowed};
-use nertrain_model::crf::{FORBIDDEN, host};
-use nertrain_model::{Constraints, Crf, CrfConfig, CrfError, Reduction};
+use nertrain_model::crf::FORBIDDEN;
+use nertrain_model::{Constraints, Crf, CrfConfig, CrfError, Potentials, Reduction};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -99,13 +99,15 @@ impl Problem {
         self.emissions[start..start + self.lengths[b] * self.k].to_vec()
     }
 
-    fn host(&self) -> host::Potentials {
-        host::Potentials {
-            k: self.k,
-            start: self.start.clone(),
-            transitions: self.transitions.clone(),
-            end: self.end.clone(),
-        }
+    /// Potentials whose host routines use these f64 scores exactly.
+    fn host(&self) -> Potentials {
+        Potentials::from_values(
+            self.start.clone(),
+            self.transitions.clone(),
+            self.end.clone(),
+            &Device::default(),
+        )
+        .unwrap()
     }
 
     fn log_z(&self, b: usize) -> f64 {
@@ -227,7 +229,7 @@ fn path_score_equals_the_sum_along_the_path() {
                 "{got} vs {want}"
             );
             // The host version, in f64 throughout, to rounding.
-            let host = host::path_score(&p.host(), &p.emissions_of(b), &p.gold(b));
+            let host = p.host().row_score(&p.emissions_of(b), &p.gold(b)).unwrap();
             assert!(
                 (host - want).abs() < 1e-9 * want.abs().max(1.0),
                 "{host} vs {want}"
@@ -245,13 +247,12 @@ fn viterbi_returns_the_enumerated_argmax() {
             .potentials(None)
             .viterbi(p.emissions_tensor(&device), p.mask(&device), &p.lengths)
             .unwrap();
-        let host_potentials = crf.potentials(None).to_host();
+        let host_potentials = crf.potentials(None);
         for (b, (path, score)) in decoded.iter().enumerate() {
-            let (host_path, host_score) =
-                host::viterbi(&host_potentials, &p.emissions_of(b)).unwrap();
+            let (host_path, host_score) = host_potentials.row_viterbi(&p.emissions_of(b)).unwrap();
             assert_eq!(&host_path, path, "host and tensor Viterbi agree");
             assert!((host_score - *score as f64).abs() < 1e-4 * host_score.abs().max(1.0));
-            let (exact_path, exact_score) = host::viterbi(&p.host(), &p.emissions_of(b)).unwrap();
+            let (exact_path, exact_score) = p.host().row_viterbi(&p.emissions_of(b)).unwrap();
             assert!((p.score(b, &exact_path) - exact_score).abs() < 1e-9);
             let paths = p.paths(p.lengths[b]);
             let best = paths
@@ -383,10 +384,10 @@ fn constrained_viterbi_returns_the_best_well_formed_path() {
             .potentials(Some(&constraints))
             .viterbi(p.emissions_tensor(&device), p.mask(&device), &p.lengths)
             .unwrap();
-        let host_potentials = crf.potentials(Some(&constraints)).to_host();
+        let host_potentials = crf.potentials(Some(&constraints));
         for (b, (path, _)) in decoded.iter().enumerate() {
             assert!(well_formed(scheme, &tags, path), "{scheme}: {path:?}");
-            let (host_path, _) = host::viterbi(&host_potentials, &p.emissions_of(b)).unwrap();
+            let (host_path, _) = host_potentials.row_viterbi(&p.emissions_of(b)).unwrap();
             assert_eq!(&host_path, path, "{scheme}: host and tensor Viterbi agree");
             let best = p
                 .paths(p.lengths[b])
@@ -575,10 +576,10 @@ fn host_forward_backward_matches_the_tensor_version_and_enumeration() {
                 .unwrap()
                 .unary,
         );
-        let host_potentials = crf.potentials(None).to_host();
+        let host_potentials = crf.potentials(None);
         for b in 0..p.batch() {
             let emissions = p.emissions_of(b);
-            let fb = host::ForwardBackward::new(&host_potentials, &emissions).unwrap();
+            let fb = host_potentials.forward_backward(&emissions).unwrap();
             assert!((fb.log_z - log_z[b]).abs() < 1e-3 * log_z[b].abs().max(1.0));
             for t in 0..p.lengths[b] {
                 for tag in 0..p.k {
@@ -587,7 +588,8 @@ fn host_forward_backward_matches_the_tensor_version_and_enumeration() {
                 }
             }
             // A segment's probability, with "the next tag is not 0" as the end condition.
-            let exact = host::ForwardBackward::new(&p.host(), &emissions).unwrap();
+            let p_host = p.host();
+            let exact = p_host.forward_backward(&emissions).unwrap();
             let len = p.lengths[b];
             let start = len / 2;
             let segment: Vec<usize> = p.gold(b)[start..].iter().copied().take(2).collect();
@@ -599,7 +601,7 @@ fn host_forward_backward_matches_the_tensor_version_and_enumeration() {
                 .map(|(_, pr)| pr)
                 .sum();
             let got = exact
-                .segment_probability(&p.host(), &emissions, start, &segment, |j| j != 0)
+                .segment_probability(start, &segment, |j| j != 0)
                 .unwrap();
             assert!((got - want).abs() < 1e-9, "segment {got} vs {want}");
         }
@@ -682,19 +684,18 @@ fn empty_or_mismatched_input_is_an_error_in_both_versions() {
         Some(CrfError::NoPaths)
     );
 
-    let host_potentials = potentials.to_host();
+    let host_potentials = potentials;
     assert_eq!(
-        host::viterbi(&host_potentials, &[]).err(),
+        host_potentials.row_viterbi(&[]).err(),
         Some(CrfError::Empty)
     );
     assert_eq!(
-        host::ForwardBackward::new(&host_potentials, &[0.0; 7]).err(),
+        host_potentials.forward_backward(&[0.0; 7]).err(),
         Some(CrfError::Ragged { values: 7, tags: 3 })
     );
-    let fb = host::ForwardBackward::new(&host_potentials, &[0.0; 6]).unwrap();
+    let fb = host_potentials.forward_backward(&[0.0; 6]).unwrap();
     assert_eq!(
-        fb.segment_probability(&host_potentials, &[0.0; 6], 0, &[], |_| true)
-            .err(),
+        fb.segment_probability(0, &[], |_| true).err(),
         Some(CrfError::Empty)
     );
 }
@@ -780,7 +781,9 @@ fn partial_nll_equals_enumeration_over_the_consistent_paths() {
             .map(|b| {
                 let start = b * p.time * p.k;
                 let row = &allowed[start..start + p.lengths[b] * p.k];
-                host::partial_nll(&host_potentials, &p.emissions_of(b), row).unwrap()
+                host_potentials
+                    .row_partial_nll(&p.emissions_of(b), row)
+                    .unwrap()
             })
             .sum();
         assert!(
@@ -897,10 +900,52 @@ fn partial_labels_of_the_wrong_shape_are_an_error_in_both_versions() {
         })
     ));
     assert!(matches!(
-        host::partial_nll(&potentials.to_host(), &[0.0; 6], &[true; 5]),
+        potentials.row_partial_nll(&[0.0; 6], &[true; 5]),
         Err(CrfError::Shape {
             what: "allowed tags",
             ..
         })
+    ));
+}
+
+/// Host input is checked where it enters, as tensor input is: a path of the wrong length or
+/// with tag ids past the CRF's, a segment past the sentence, and scores that are not a CRF's
+/// are errors, never a panic.
+#[test]
+fn host_entries_refuse_what_they_cannot_score() {
+    let device = Device::default();
+    let potentials = Potentials::from_values(vec![0.0; 3], vec![0.0; 9], vec![0.0; 3], &device)
+        .expect("three tags");
+    let emissions = [0.0; 6];
+    assert!(potentials.row_score(&emissions, &[0, 1]).is_ok());
+    assert!(matches!(
+        potentials.row_score(&emissions, &[0]),
+        Err(CrfError::Shape { what: "a path", .. })
+    ));
+    assert_eq!(
+        potentials.row_score(&emissions, &[0, 3]).err(),
+        Some(CrfError::Tags {
+            expected: 3,
+            found: 4
+        })
+    );
+    let fb = potentials.forward_backward(&emissions).unwrap();
+    assert!(matches!(
+        fb.segment_probability(1, &[0, 0], |_| true),
+        Err(CrfError::Shape {
+            what: "a segment",
+            ..
+        })
+    ));
+    assert!(matches!(
+        fb.segment_probability(0, &[5], |_| true),
+        Err(CrfError::Shape { .. })
+    ));
+    // Uniform scores: each of the 9 paths is equally likely.
+    let probability = fb.segment_probability(0, &[1, 2], |_| true).unwrap();
+    assert!((probability - 1.0 / 9.0).abs() < 1e-12, "{probability}");
+    assert!(matches!(
+        Potentials::from_values(vec![0.0; 3], vec![0.0; 8], vec![0.0; 3], &device),
+        Err(CrfError::Shape { .. })
     ));
 }

@@ -12,8 +12,8 @@ use nertrain_data::{
     TagScheme, Vocabularies, document_pieces, ends_before, parse_tag, render_spans,
     set_mention_casing, spans,
 };
-use nertrain_model::crf::{Potentials, host, host_emissions};
-use nertrain_model::{Constraints, ModelMeta, Network, WordGates};
+use nertrain_model::crf::{Potentials, host_emissions};
+use nertrain_model::{Constraints, CrfError, ModelMeta, Network, WordGates};
 use rayon::prelude::*;
 
 use crate::{Result, Tagger};
@@ -189,7 +189,6 @@ impl<'a> Decoder<'a> {
         // The best path alone is decoded on the host: over a tagger's few tags that is cheaper
         // than even one step of the tensor recursion, whatever the backend. n-best paths come
         // from the tensor version.
-        let host_potentials = potentials.to_host();
         let lengths: Vec<usize> = sentences.iter().map(Encoded::len).collect();
         self.word_gates
             .fill(self.model, sentences, self.reading.max_word_len);
@@ -198,7 +197,6 @@ impl<'a> Decoder<'a> {
         let decode_batch = |indices: &Vec<usize>, emissions: &[Vec<f64>]| {
             self.predictions(
                 &potentials,
-                &host_potentials,
                 indices.iter().map(|&i| lengths[i]).collect(),
                 emissions,
                 options,
@@ -236,7 +234,7 @@ impl<'a> Decoder<'a> {
                 .collect();
             for document in group {
                 self.pull_towards_other_mentions(
-                    &host_potentials,
+                    &potentials,
                     sentences,
                     document.clone(),
                     &mut emissions,
@@ -294,19 +292,18 @@ impl<'a> Decoder<'a> {
     /// Best paths, and what `options` asks for besides, from each sentence's emissions.
     fn predictions(
         &self,
-        potentials: &Potentials,
-        p: &host::Potentials,
+        p: &Potentials,
         lengths: Vec<usize>,
         emissions: &[Vec<f64>],
         options: TagOptions,
     ) -> Result<Vec<Prediction>> {
         let k = self.vocab.tags.len();
         let nbest = (options.nbest > 1)
-            .then(|| potentials.nbest_of_rows(emissions, &lengths, options.nbest, self.device));
+            .then(|| p.nbest_of_rows(emissions, &lengths, options.nbest, self.device));
         let nbest = nbest.transpose()?;
         let mut predictions = Vec::with_capacity(lengths.len());
         for (row, emissions) in emissions.iter().enumerate() {
-            let (best_path, score) = host::viterbi(p, emissions)?;
+            let (best_path, score) = p.row_viterbi(emissions)?;
             let (tags, best_spans) = self.path_tags(&best_path);
             let mut prediction = Prediction {
                 tags,
@@ -315,7 +312,7 @@ impl<'a> Decoder<'a> {
                 ..Default::default()
             };
             if options.confidence || options.marginals || nbest.is_some() {
-                let fb = host::ForwardBackward::new(p, emissions)?;
+                let fb = p.forward_backward(emissions)?;
                 if options.confidence {
                     prediction.confidences = prediction
                         .spans
@@ -324,8 +321,6 @@ impl<'a> Decoder<'a> {
                             let last = self.vocab.tags.item(best_path[span.end - 1]);
                             let may_follow = |j: usize| ends_before(last, self.vocab.tags.item(j));
                             fb.segment_probability(
-                                p,
-                                emissions,
                                 span.start,
                                 &best_path[span.start..span.end],
                                 may_follow,
@@ -343,15 +338,15 @@ impl<'a> Decoder<'a> {
                         .iter()
                         .map(|(path, _)| {
                             // The path's score again in f64, in the precision of log Z.
-                            let score = host::path_score(p, emissions, path);
+                            let score = p.row_score(emissions, path)?;
                             let (tags, spans) = self.path_tags(path);
-                            RankedPath {
+                            Ok(RankedPath {
                                 tags,
                                 spans,
                                 probability: (score - fb.log_z).exp(),
-                            }
+                            })
                         })
-                        .collect();
+                        .collect::<std::result::Result<_, CrfError>>()?;
                 }
             }
             predictions.push(prediction);
@@ -365,7 +360,7 @@ impl<'a> Decoder<'a> {
     /// that "Kovacs" alone leans to the type that "Anna Kovacs" has.
     fn pull_towards_other_mentions(
         &self,
-        p: &host::Potentials,
+        p: &Potentials,
         sentences: &[Encoded],
         document: Range<usize>,
         emissions: &mut HashMap<usize, Vec<f64>>,
@@ -399,7 +394,7 @@ impl<'a> Decoder<'a> {
             if !sentence.casing.iter().any(|c| capitalized.contains(c)) {
                 continue;
             }
-            let fb = host::ForwardBackward::new(p, values)?;
+            let fb = p.forward_backward(values)?;
             for t in 0..sentence.len() {
                 if !capitalized.contains(&sentence.casing[t]) {
                     continue;

@@ -10,7 +10,7 @@ use burn::tensor::Device;
 use nertrain_data::{
     Batch, BatchPlan, ColumnSpec, Encoded, TagScheme, TextNormalization, Vocabularies, read_conll,
 };
-use nertrain_model::crf::{host, host_emissions};
+use nertrain_model::crf::host_emissions;
 use nertrain_model::{BatchTensors, CharFeatures, NetworkConfig, Reduction, VocabSizes, WordGates};
 
 use nertrain_model::Network;
@@ -265,11 +265,10 @@ fn measure_crf(
             .into_data();
     }
     let forward = started.elapsed().as_secs_f64();
-    let host_potentials = potentials.to_host();
     let started = Instant::now();
     for (inputs, emissions) in &prepared {
         for sentence in host_emissions(emissions.clone(), &inputs.lengths) {
-            host::viterbi(&host_potentials, &sentence)?;
+            potentials.row_viterbi(&sentence)?;
         }
     }
     let viterbi = started.elapsed().as_secs_f64();

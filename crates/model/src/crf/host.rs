@@ -1,34 +1,28 @@
 //! The CRF's forward-backward and Viterbi in plain Rust (f64), one sentence at a time: what
 //! tagging uses for best paths, entity confidences and marginals, tested against the tensor
-//! version in `tensor.rs` and against brute force.
+//! version in `tensor.rs` and against brute force. Reached through
+//! [`Potentials`](super::Potentials), which checks their input.
 
 use super::CrfError;
 
-/// Start, transition (`[from * k + to]`) and end scores.
+/// Start, transition (`[from * k + to]`) and end scores in f64.
 #[derive(Debug, Clone)]
-pub struct Potentials {
+pub(super) struct Tables {
     /// Tags.
-    pub k: usize,
+    pub(super) k: usize,
     /// Start scores, `[k]`.
-    pub start: Vec<f64>,
+    pub(super) start: Vec<f64>,
     /// Transition scores, `[from * k + to]`.
-    pub transitions: Vec<f64>,
+    pub(super) transitions: Vec<f64>,
     /// End scores, `[k]`.
-    pub end: Vec<f64>,
+    pub(super) end: Vec<f64>,
 }
 
-/// The number of tokens in `emissions` (`[len * k]`), checked: at least one, whole rows.
-fn tokens(p: &Potentials, emissions: &[f64]) -> Result<usize, CrfError> {
-    if emissions.is_empty() {
-        return Err(CrfError::Empty);
-    }
-    if p.k == 0 || !emissions.len().is_multiple_of(p.k) {
-        return Err(CrfError::Ragged {
-            values: emissions.len(),
-            tags: p.k,
-        });
-    }
-    Ok(emissions.len() / p.k)
+/// One sentence's emission scores, `[len * k]`, checked to be whole rows of at least one token.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Row<'a> {
+    pub(super) values: &'a [f64],
+    pub(super) len: usize,
 }
 
 fn log_sum_exp(values: impl Iterator<Item = f64> + Clone) -> f64 {
@@ -39,11 +33,9 @@ fn log_sum_exp(values: impl Iterator<Item = f64> + Clone) -> f64 {
     max + values.map(|v| (v - max).exp()).sum::<f64>().ln()
 }
 
-/// The best path of one sentence (`emissions`: `[len * k]`, at least one token) and its
-/// score. Ties go to the lowest tag id, as in the tensor Viterbi.
-pub fn viterbi(p: &Potentials, emissions: &[f64]) -> Result<(Vec<usize>, f64), CrfError> {
-    let k = p.k;
-    let len = tokens(p, emissions)?;
+/// The best path and its score. Ties go to the lowest tag id, as in the tensor Viterbi.
+pub(super) fn viterbi(p: &Tables, row: Row) -> (Vec<usize>, f64) {
+    let (k, len, emissions) = (p.k, row.len, row.values);
     let mut score: Vec<f64> = (0..k).map(|j| p.start[j] + emissions[j]).collect();
     let mut next = vec![0.0; k];
     let mut backpointers = vec![0usize; len * k];
@@ -65,17 +57,13 @@ pub fn viterbi(p: &Potentials, emissions: &[f64]) -> Result<(Vec<usize>, f64), C
         path[t] = tag;
         tag = backpointers[t * k + tag];
     }
-    Ok((path, best))
+    (path, best)
 }
 
-/// The score of `path` (start, emissions, transitions and end), in f64: with
-/// [`ForwardBackward::log_z`] of the same emissions, its probability.
-pub fn path_score(p: &Potentials, emissions: &[f64], path: &[usize]) -> f64 {
-    let k = p.k;
-    let (Some(&first), Some(&last)) = (path.first(), path.last()) else {
-        return 0.0;
-    };
-    let mut score = p.start[first] + p.end[last];
+/// The score of `path` (one tag id below `k` per token): start, emissions, transitions and end.
+pub(super) fn path_score(p: &Tables, row: Row, path: &[usize]) -> f64 {
+    let (k, emissions) = (p.k, row.values);
+    let mut score = p.start[path[0]] + p.end[path[path.len() - 1]];
     for (t, &tag) in path.iter().enumerate() {
         score += emissions[t * k + tag];
         if t > 0 {
@@ -85,45 +73,36 @@ pub fn path_score(p: &Potentials, emissions: &[f64], path: &[usize]) -> f64 {
     score
 }
 
-/// Negative log-likelihood of one sentence's partial labels (`allowed`: `[len * k]`, whether
-/// each token may carry each tag): log Z − log Z over the paths through allowed tags alone.
-/// Infinite when no allowed path exists.
-pub fn partial_nll(p: &Potentials, emissions: &[f64], allowed: &[bool]) -> Result<f64, CrfError> {
-    tokens(p, emissions)?;
-    if allowed.len() != emissions.len() {
-        return Err(CrfError::Shape {
-            what: "allowed tags",
-            expected: vec![emissions.len()],
-            found: vec![allowed.len()],
-        });
-    }
-    let restricted: Vec<f64> = emissions
+/// log Z − log Z over the paths through allowed tags alone (`allowed`: `[len * k]`); infinite
+/// when no allowed path exists.
+pub(super) fn partial_nll(p: &Tables, row: Row, allowed: &[bool]) -> f64 {
+    let restricted: Vec<f64> = row
+        .values
         .iter()
         .zip(allowed)
         .map(|(&e, &ok)| if ok { e } else { f64::NEG_INFINITY })
         .collect();
-    let all = ForwardBackward::new(p, emissions)?.log_z;
-    Ok(all - ForwardBackward::new(p, &restricted)?.log_z)
+    let restricted = Row {
+        values: &restricted,
+        len: row.len,
+    };
+    ForwardBackward::new(p, row).log_z - ForwardBackward::new(p, restricted).log_z
 }
 
 /// Forward and backward log-scores of one sentence, `[t * k + tag]`.
 #[derive(Debug, Clone)]
-pub struct ForwardBackward {
-    /// Tags.
-    pub k: usize,
-    /// Forward log-scores.
-    pub alpha: Vec<f64>,
-    /// Backward log-scores.
-    pub beta: Vec<f64>,
+pub struct ForwardBackward<'a> {
+    p: &'a Tables,
+    row: Row<'a>,
+    alpha: Vec<f64>,
+    beta: Vec<f64>,
     /// The log-partition.
     pub log_z: f64,
 }
 
-impl ForwardBackward {
-    /// `emissions`: `[len * k]` for one sentence of at least one token.
-    pub fn new(p: &Potentials, emissions: &[f64]) -> Result<Self, CrfError> {
-        let k = p.k;
-        let len = tokens(p, emissions)?;
+impl<'a> ForwardBackward<'a> {
+    pub(super) fn new(p: &'a Tables, row: Row<'a>) -> Self {
+        let (k, len, emissions) = (p.k, row.len, row.values);
         let mut alpha = vec![0.0; len * k];
         let mut beta = vec![0.0; len * k];
         for j in 0..k {
@@ -145,43 +124,53 @@ impl ForwardBackward {
             }
         }
         let log_z = log_sum_exp((0..k).map(|j| alpha[(len - 1) * k + j] + p.end[j]));
-        Ok(Self {
-            k,
+        Self {
+            p,
+            row,
             alpha,
             beta,
             log_z,
-        })
+        }
     }
 
     /// Tokens in the sentence.
     pub fn len(&self) -> usize {
-        self.alpha.len() / self.k
+        self.row.len
     }
 
-    /// Whether the sentence is empty.
+    /// Always false: a row has at least one token.
     pub fn is_empty(&self) -> bool {
-        self.alpha.is_empty()
+        self.row.len == 0
     }
 
-    /// p(y_t = tag | x).
+    /// p(y_t = tag | x); `t` and `tag` within the sentence and the tags.
     pub fn marginal(&self, t: usize, tag: usize) -> f64 {
-        (self.alpha[t * self.k + tag] + self.beta[t * self.k + tag] - self.log_z).exp()
+        let k = self.p.k;
+        (self.alpha[t * k + tag] + self.beta[t * k + tag] - self.log_z).exp()
     }
 
     /// The probability that tokens `start..start + segment.len()` carry exactly `segment`'s
     /// tags and that the token after them (if any) takes a tag `may_follow` accepts.
     pub fn segment_probability(
         &self,
-        p: &Potentials,
-        emissions: &[f64],
         start: usize,
         segment: &[usize],
         may_follow: impl Fn(usize) -> bool,
     ) -> Result<f64, CrfError> {
-        let k = self.k;
+        let (p, k, emissions) = (self.p, self.p.k, self.row.values);
         let (Some(&first), Some(&last)) = (segment.first(), segment.last()) else {
             return Err(CrfError::Empty);
         };
+        if start + segment.len() > self.len() || segment.iter().any(|&tag| tag >= k) {
+            return Err(CrfError::Shape {
+                what: "a segment",
+                expected: vec![self.len(), k],
+                found: vec![
+                    start + segment.len(),
+                    segment.iter().max().map_or(0, |m| m + 1),
+                ],
+            });
+        }
         let mut score = self.alpha[start * k + first];
         for (offset, pair) in segment.windows(2).enumerate() {
             let t = start + offset + 1;

@@ -6,15 +6,20 @@
 //! scheme is enforced, a large negative penalty on forbidden moves ([`Constraints`]). The penalty
 //! is finite, never −∞, so log-sum-exp and its gradient stay free of NaN.
 //!
-//! | question | tensors, whole batch (`tensor.rs`, any backend, autodiff) | host, one sentence (`host`, f64) |
+//! | question | tensors, whole batch (`tensor.rs`, any backend, autodiff) | host, one sentence (`host.rs`, f64) |
 //! |---|---|---|
-//! | log Z | [`Potentials::log_partition`] `[batch]` | [`host::ForwardBackward`]`.log_z` |
-//! | gold-path score, loss | [`Potentials::path_score`], [`Potentials::nll`] `[batch]` | — |
-//! | loss of partial labels | [`Potentials::partial_nll`] `[batch]` | [`host::partial_nll`] |
-//! | marginals | [`Potentials::marginals`] `[batch, time, tags]` | [`host::ForwardBackward::marginal`] |
-//! | best path | [`Potentials::viterbi`] | [`host::viterbi`] |
-//! | n best paths | [`Potentials::nbest`] | — |
-//! | an entity's probability | — | [`host::ForwardBackward::segment_probability`] |
+//! | log Z | [`Potentials::log_partition`] `[batch]` | [`Potentials::forward_backward`]`.log_z` |
+//! | gold-path score, loss | [`Potentials::path_score`], [`Potentials::nll`] `[batch]` | [`Potentials::row_score`] |
+//! | loss of partial labels | [`Potentials::partial_nll`] `[batch]` | [`Potentials::row_partial_nll`] |
+//! | marginals | [`Potentials::marginals`] `[batch, time, tags]` | [`ForwardBackward::marginal`] |
+//! | best path | [`Potentials::viterbi`] | [`Potentials::row_viterbi`] |
+//! | n best paths | [`Potentials::nbest`], [`Potentials::nbest_of_rows`] | — |
+//! | an entity's probability | — | [`ForwardBackward::segment_probability`] |
+//!
+//! Both are one type, [`Potentials`]: the host tables are made from the tensors the first time a
+//! host routine needs them. Every entry checks what it is given in one place
+//! (`Potentials::validate`, as pytorch-crf's `_validate`), so the algorithms behind it run on
+//! shapes they can trust.
 //!
 //! Training runs the tensor version (it is what runs on a GPU); tagging runs the host version
 //! for best paths, marginals and confidences, where per-sentence work over a tagger's few tags is
@@ -24,15 +29,19 @@
 //! through), so padding never enters its scores. Every sequence needs at least one token: input
 //! that is empty or of mismatched shapes is a [`CrfError`], in both versions.
 
+use std::sync::OnceLock;
+
 use burn::config::Config;
 use burn::module::{Module, Param};
 use burn::tensor::{Device, Distribution, Tensor, TensorData};
 use nertrain_data::{TagScheme, transition_allowed};
 use serde::{Deserialize, Serialize};
 
-pub mod host;
+mod host;
 mod tensor;
 
+pub use host::ForwardBackward;
+use host::Row;
 pub use tensor::{ScoredPath, host_emissions, log_sum_exp};
 
 /// The score added to a forbidden move: far below any real path, yet finite.
@@ -149,11 +158,7 @@ impl Crf {
     pub fn potentials(&self, constraints: Option<&Constraints>) -> Potentials {
         let (start, transitions, end) = (self.start.val(), self.transitions.val(), self.end.val());
         match constraints {
-            None => Potentials {
-                start,
-                transitions,
-                end,
-            },
+            None => Potentials::new(start, transitions, end),
             Some(c) => {
                 let device = start.device();
                 let k = self.num_tags();
@@ -161,11 +166,11 @@ impl Crf {
                     |v: &[f32]| Tensor::<1>::from_data(TensorData::new(v.to_vec(), [k]), &device);
                 let penalty =
                     Tensor::<2>::from_data(TensorData::new(c.transitions.clone(), [k, k]), &device);
-                Potentials {
-                    start: start + tensor1(&c.start),
-                    transitions: transitions + penalty,
-                    end: end + tensor1(&c.end),
-                }
+                Potentials::new(
+                    start + tensor1(&c.start),
+                    transitions + penalty,
+                    end + tensor1(&c.end),
+                )
             }
         }
     }
@@ -207,15 +212,255 @@ impl Constraints {
     }
 }
 
-/// Start, transition and end scores as tensors: what every algorithm below runs on.
+/// Start, transition and end scores: what every algorithm runs on, as tensors and (made when a
+/// host routine first needs them) as f64 tables.
 #[derive(Debug, Clone)]
 pub struct Potentials {
     /// `[k]`
-    pub start: Tensor<1>,
+    start: Tensor<1>,
     /// `[from, to]`
-    pub transitions: Tensor<2>,
+    transitions: Tensor<2>,
     /// `[k]`
-    pub end: Tensor<1>,
+    end: Tensor<1>,
+    host: OnceLock<host::Tables>,
+}
+
+/// The shapes an algorithm is given, for [`Potentials::validate`].
+struct Given<'a> {
+    scores: Scores<'a>,
+    /// The mask's `[batch, time]`, where one is given.
+    mask: Option<[usize; 2]>,
+    /// Each sequence's length, where given.
+    lengths: Option<&'a [usize]>,
+    /// Another input that must have the emissions' shape: what it is, its shape and the one
+    /// it needs.
+    other: Option<(&'static str, Vec<usize>, Vec<usize>)>,
+    /// Tag ids that must be below the number of tags.
+    ids: &'a [usize],
+}
+
+/// Emission scores, as given.
+enum Scores<'a> {
+    /// A padded batch, `[batch, time, tags]`.
+    Batch([usize; 3]),
+    /// One sentence on the host: this many scores, `[len * tags]`.
+    Row(usize),
+    /// Sentences on the host, a row of `length * tags` scores each.
+    Rows(&'a [Vec<f64>]),
+}
+
+impl<'a> Given<'a> {
+    fn scores(scores: Scores<'a>) -> Self {
+        Self {
+            scores,
+            mask: None,
+            lengths: None,
+            other: None,
+            ids: &[],
+        }
+    }
+}
+
+impl Potentials {
+    /// Potentials of these tensors: `start` and `end` `[k]`, `transitions` `[k, k]`.
+    fn new(start: Tensor<1>, transitions: Tensor<2>, end: Tensor<1>) -> Self {
+        Self {
+            start,
+            transitions,
+            end,
+            host: OnceLock::new(),
+        }
+    }
+
+    /// Potentials of `k` tags from f64 scores (`transitions` `[from * k + to]`); the host
+    /// routines use these values as given, the tensors (on `device`) their f32 rounding.
+    pub fn from_values(
+        start: Vec<f64>,
+        transitions: Vec<f64>,
+        end: Vec<f64>,
+        device: &Device,
+    ) -> Result<Self, CrfError> {
+        let k = start.len();
+        if k == 0 || end.len() != k || transitions.len() != k * k {
+            return Err(CrfError::Shape {
+                what: "start, transition and end scores",
+                expected: vec![k, k * k, k],
+                found: vec![start.len(), transitions.len(), end.len()],
+            });
+        }
+        let tensor = |v: &[f64]| -> Vec<f32> { v.iter().map(|&x| x as f32).collect() };
+        let potentials = Self::new(
+            Tensor::from_data(TensorData::new(tensor(&start), [k]), device),
+            Tensor::from_data(TensorData::new(tensor(&transitions), [k, k]), device),
+            Tensor::from_data(TensorData::new(tensor(&end), [k]), device),
+        );
+        potentials.host.get_or_init(|| host::Tables {
+            k,
+            start,
+            transitions,
+            end,
+        });
+        Ok(potentials)
+    }
+
+    /// Tags.
+    pub fn num_tags(&self) -> usize {
+        self.start.dims()[0]
+    }
+
+    /// The host tables, read from the tensors once.
+    fn host(&self) -> &host::Tables {
+        self.host.get_or_init(|| {
+            let values = |t: Tensor<1>| t.into_data().iter::<f32>().map(f64::from).collect();
+            let k = self.num_tags();
+            host::Tables {
+                k,
+                start: values(self.start.clone()),
+                transitions: values(self.transitions.clone().reshape([k * k])),
+                end: values(self.end.clone()),
+            }
+        })
+    }
+
+    /// Whether `given` is something the algorithms can score: the one check every entry makes,
+    /// host and tensor alike, before any algorithm runs.
+    fn validate(&self, given: Given) -> Result<(), CrfError> {
+        let k = self.num_tags();
+        let [batch, time, tags] = match given.scores {
+            Scores::Batch(dims) => dims,
+            Scores::Row(0) => return Err(CrfError::Empty),
+            Scores::Row(values) => {
+                if !values.is_multiple_of(k) {
+                    return Err(CrfError::Ragged { values, tags: k });
+                }
+                [1, values / k, k]
+            }
+            Scores::Rows(rows) => {
+                let lengths = given.lengths.unwrap_or(&[]);
+                if rows.len() != lengths.len() {
+                    return Err(CrfError::Shape {
+                        what: "sequence lengths",
+                        expected: vec![rows.len()],
+                        found: vec![lengths.len()],
+                    });
+                }
+                if let Some((row, _)) = rows.iter().zip(lengths).find(|(r, l)| r.len() != **l * k) {
+                    return Err(CrfError::Ragged {
+                        values: row.len(),
+                        tags: k,
+                    });
+                }
+                [rows.len(), lengths.iter().copied().max().unwrap_or(0), k]
+            }
+        };
+        if batch == 0 || time == 0 {
+            return Err(CrfError::Empty);
+        }
+        if tags != k {
+            return Err(CrfError::Tags {
+                expected: k,
+                found: tags,
+            });
+        }
+        if let Some(mask) = given.mask
+            && mask != [batch, time]
+        {
+            return Err(CrfError::Shape {
+                what: "a mask",
+                expected: vec![batch, time],
+                found: mask.to_vec(),
+            });
+        }
+        if let Some(lengths) = given.lengths {
+            if lengths.len() != batch {
+                return Err(CrfError::Shape {
+                    what: "lengths",
+                    expected: vec![batch],
+                    found: vec![lengths.len()],
+                });
+            }
+            if let Some(sequence) = lengths.iter().position(|&l| l == 0 || l > time) {
+                return Err(CrfError::Length {
+                    sequence,
+                    length: lengths[sequence],
+                    time,
+                });
+            }
+        }
+        if let Some((what, found, expected)) = given.other
+            && found != expected
+        {
+            return Err(CrfError::Shape {
+                what,
+                expected,
+                found,
+            });
+        }
+        if let Some(&id) = given.ids.iter().find(|&&id| id >= k) {
+            return Err(CrfError::Tags {
+                expected: k,
+                found: id + 1,
+            });
+        }
+        Ok(())
+    }
+
+    /// One sentence's emission scores on the host (`[len * k]`, as [`host_emissions`] gives
+    /// them), checked to be whole rows of at least one token, with `other` and `ids` besides.
+    fn row<'a>(
+        &self,
+        emissions: &'a [f64],
+        other: Option<(&'static str, Vec<usize>, Vec<usize>)>,
+        ids: &[usize],
+    ) -> Result<Row<'a>, CrfError> {
+        self.validate(Given {
+            other,
+            ids,
+            ..Given::scores(Scores::Row(emissions.len()))
+        })?;
+        Ok(Row {
+            values: emissions,
+            len: emissions.len() / self.num_tags(),
+        })
+    }
+
+    /// The best path of one sentence (`emissions`: `[len * k]`) and its score, on the host.
+    /// Ties go to the lowest tag id, as in the tensor Viterbi.
+    pub fn row_viterbi(&self, emissions: &[f64]) -> Result<(Vec<usize>, f64), CrfError> {
+        let row = self.row(emissions, None, &[])?;
+        Ok(host::viterbi(self.host(), row))
+    }
+
+    /// Forward and backward scores of one sentence (`emissions`: `[len * k]`), on the host:
+    /// its log Z, marginals and entity probabilities.
+    pub fn forward_backward<'a>(
+        &'a self,
+        emissions: &'a [f64],
+    ) -> Result<ForwardBackward<'a>, CrfError> {
+        let row = self.row(emissions, None, &[])?;
+        Ok(ForwardBackward::new(self.host(), row))
+    }
+
+    /// The score of `path` (a tag id per token) for one sentence, in f64: with its
+    /// [`ForwardBackward::log_z`], its probability.
+    pub fn row_score(&self, emissions: &[f64], path: &[usize]) -> Result<f64, CrfError> {
+        let len = emissions.len() / self.num_tags().max(1);
+        let row = self.row(
+            emissions,
+            Some(("a path", vec![path.len()], vec![len])),
+            path,
+        )?;
+        Ok(host::path_score(self.host(), row, path))
+    }
+
+    /// Negative log-likelihood of one sentence's partial labels (`allowed`: `[len * k]`,
+    /// whether each token may carry each tag): log Z − log Z over the paths through allowed
+    /// tags alone. Infinite when no allowed path exists.
+    pub fn row_partial_nll(&self, emissions: &[f64], allowed: &[bool]) -> Result<f64, CrfError> {
+        let shape = ("allowed tags", vec![allowed.len()], vec![emissions.len()]);
+        let row = self.row(emissions, Some(shape), &[])?;
+        Ok(host::partial_nll(self.host(), row, allowed))
+    }
 }
 
 /// Per-token and pairwise tag marginals.

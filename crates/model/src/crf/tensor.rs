@@ -5,65 +5,26 @@
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
-use super::{CrfError, FORBIDDEN, Marginals, Potentials, Reduction, host};
+use super::{CrfError, FORBIDDEN, Given, Marginals, Potentials, Reduction, Scores};
 
 /// A tag path (tag ids, one per token) and its score.
 pub type ScoredPath = (Vec<usize>, f32);
 
 impl Potentials {
-    /// The same potentials on the host in f64, for the [`host`] routines.
-    pub fn to_host(&self) -> host::Potentials {
-        let values = |t: Tensor<1>| t.into_data().iter::<f32>().map(f64::from).collect();
-        let k = self.start.dims()[0];
-        host::Potentials {
-            k,
-            start: values(self.start.clone()),
-            transitions: values(self.transitions.clone().reshape([k * k])),
-            end: values(self.end.clone()),
-        }
-    }
-
-    /// Whether emissions `[batch, time, tags]`, a mask and sequence lengths (when given) are
-    /// something the algorithms below can score.
+    /// [`Potentials::validate`] of padded emissions, a mask and sequence lengths (when given).
     fn check(
         &self,
         emissions: [usize; 3],
         mask: [usize; 2],
         lengths: Option<&[usize]>,
+        other: Option<(&'static str, Vec<usize>, Vec<usize>)>,
     ) -> Result<(), CrfError> {
-        let [batch, time, k] = emissions;
-        if batch == 0 || time == 0 {
-            return Err(CrfError::Empty);
-        }
-        let expected = self.start.dims()[0];
-        if k != expected {
-            return Err(CrfError::Tags { expected, found: k });
-        }
-        if mask != [batch, time] {
-            return Err(CrfError::Shape {
-                what: "a mask",
-                expected: vec![batch, time],
-                found: mask.to_vec(),
-            });
-        }
-        let Some(lengths) = lengths else {
-            return Ok(());
-        };
-        if lengths.len() != batch {
-            return Err(CrfError::Shape {
-                what: "lengths",
-                expected: vec![batch],
-                found: vec![lengths.len()],
-            });
-        }
-        match lengths.iter().position(|&l| l == 0 || l > time) {
-            Some(sequence) => Err(CrfError::Length {
-                sequence,
-                length: lengths[sequence],
-                time,
-            }),
-            None => Ok(()),
-        }
+        self.validate(Given {
+            mask: Some(mask),
+            lengths,
+            other,
+            ..Given::scores(Scores::Batch(emissions))
+        })
     }
 
     /// Forward log-scores α_t (`[batch, k]` per step), blended through padding, and log Z, for
@@ -99,7 +60,7 @@ impl Potentials {
         emissions: Tensor<3>,
         mask: Tensor<2>,
     ) -> Result<Tensor<1>, CrfError> {
-        self.check(emissions.dims(), mask.dims(), None)?;
+        self.check(emissions.dims(), mask.dims(), None, None)?;
         Ok(self.forward(emissions, mask).1)
     }
 
@@ -111,14 +72,8 @@ impl Potentials {
         mask: Tensor<2>,
         lengths: &[usize],
     ) -> Result<Tensor<1>, CrfError> {
-        self.check(emissions.dims(), mask.dims(), Some(lengths))?;
-        if tags.dims() != mask.dims() {
-            return Err(CrfError::Shape {
-                what: "tags",
-                expected: mask.dims().to_vec(),
-                found: tags.dims().to_vec(),
-            });
-        }
+        let other = ("tags", tags.dims().to_vec(), mask.dims().to_vec());
+        self.check(emissions.dims(), mask.dims(), Some(lengths), Some(other))?;
         let [batch, time, k] = emissions.dims();
         let device = emissions.device();
         let emitted = emissions
@@ -176,14 +131,12 @@ impl Potentials {
         lengths: &[usize],
         reduction: Reduction,
     ) -> Result<Tensor<1>, CrfError> {
-        self.check(emissions.dims(), mask.dims(), Some(lengths))?;
-        if allowed.dims() != emissions.dims() {
-            return Err(CrfError::Shape {
-                what: "allowed tags",
-                expected: emissions.dims().to_vec(),
-                found: allowed.dims().to_vec(),
-            });
-        }
+        let other = (
+            "allowed tags",
+            allowed.dims().to_vec(),
+            emissions.dims().to_vec(),
+        );
+        self.check(emissions.dims(), mask.dims(), Some(lengths), Some(other))?;
         // The penalty is finite, as the scheme's is: a tag ruled out scores FORBIDDEN lower.
         let penalty = (allowed.neg() + 1.0) * FORBIDDEN;
         let log_z = self.forward(emissions.clone(), mask.clone()).1;
@@ -193,7 +146,7 @@ impl Potentials {
 
     /// Token and pairwise marginals by forward-backward in log space, for the whole batch.
     pub fn marginals(&self, emissions: Tensor<3>, mask: Tensor<2>) -> Result<Marginals, CrfError> {
-        self.check(emissions.dims(), mask.dims(), None)?;
+        self.check(emissions.dims(), mask.dims(), None, None)?;
         let [batch, time, k] = emissions.dims();
         let (alphas, log_z) = self.forward(emissions.clone(), mask.clone());
         let transitions = self.transitions.clone().unsqueeze_dim::<3>(0);
@@ -257,24 +210,11 @@ impl Potentials {
         n: usize,
         device: &Device,
     ) -> Result<Vec<Vec<ScoredPath>>, CrfError> {
-        let k = self.start.dims()[0];
-        if rows.len() != lengths.len() {
-            return Err(CrfError::Shape {
-                what: "sequence lengths",
-                expected: vec![rows.len()],
-                found: vec![lengths.len()],
-            });
-        }
-        if let Some((row, _)) = rows
-            .iter()
-            .zip(lengths)
-            .find(|(row, len)| row.len() != **len * k)
-        {
-            return Err(CrfError::Ragged {
-                values: row.len(),
-                tags: k,
-            });
-        }
+        self.validate(Given {
+            lengths: Some(lengths),
+            ..Given::scores(Scores::Rows(rows))
+        })?;
+        let k = self.num_tags();
         let time = lengths.iter().copied().max().unwrap_or(0);
         let mut padded = vec![0.0f32; rows.len() * time * k];
         let mut mask = vec![0.0f32; rows.len() * time];
@@ -299,7 +239,7 @@ impl Potentials {
         lengths: &[usize],
         n: usize,
     ) -> Result<Vec<Vec<ScoredPath>>, CrfError> {
-        self.check(emissions.dims(), mask.dims(), Some(lengths))?;
+        self.check(emissions.dims(), mask.dims(), Some(lengths), None)?;
         if n == 0 {
             return Err(CrfError::NoPaths);
         }
@@ -393,7 +333,8 @@ fn advance(previous: Tensor<2>, next: Tensor<2>, mask: Tensor<2>) -> Tensor<2> {
     next * mask.clone() + previous * (mask.neg() + 1.0)
 }
 
-/// Each sentence's emissions on the host in f64, `[length * k]`, for the [`host`] routines.
+/// Each sentence's emissions on the host in f64, `[length * k]`, for the host routines
+/// ([`Potentials::row_viterbi`] and the others).
 pub fn host_emissions(emissions: Tensor<3>, lengths: &[usize]) -> Vec<Vec<f64>> {
     let [_, time, k] = emissions.dims();
     let values = crate::host_values(emissions);
