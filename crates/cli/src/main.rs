@@ -84,16 +84,19 @@ fn run(cli: Cli) -> Result<()> {
 fn main() -> ExitCode {
     alloc::keep_freed_memory();
     let cli = Cli::parse();
-    // A command runs on one of the pool's threads: called from outside the pool, each
+    // Training runs on one of a pool's threads: called from outside the pool, each
     // `rayon::join` (one per LSTM step, a direction on each side) puts the caller to sleep until
     // both halves are done, a sleep and a wake-up per step; from inside, the caller runs one half
-    // itself. The server hands its work to a pool of its own from the async runtime's threads.
-    let result = if matches!(cli.command, Command::Serve(_)) {
-        run(cli)
-    } else {
+    // itself. A loaded tagger runs its calls on its own threads.
+    let result = if matches!(
+        cli.command,
+        Command::Fit(_) | Command::Report(_) | Command::Bench(_)
+    ) {
         nertrain_tagger::thread_pool(None)
             .map_err(Into::into)
             .and_then(|pool| pool.install(|| run(cli)))
+    } else {
+        run(cli)
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

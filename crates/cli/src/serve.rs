@@ -60,10 +60,9 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
-    let tagger = Tagger::load(&args.model, device)?;
-    let pool = nertrain_tagger::thread_pool(args.threads)?;
-    let threads = pool.current_num_threads();
-    // The async side only moves bytes; tagging runs on `pool`.
+    let tagger = Tagger::load_with_threads(&args.model, device, args.threads)?;
+    let threads = tagger.threads();
+    // The async side only moves bytes; tagging runs on the tagger's threads.
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -93,8 +92,7 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         );
         let log: Logger = Arc::new(|line: RequestLog| eprintln!("{}", log_line(&line)));
         let grace = options.shutdown_grace;
-        let stopped =
-            nertrain_serve::serve(listener, tagger, pool, options, log, stop_signal()).await?;
+        let stopped = nertrain_serve::serve(listener, tagger, options, log, stop_signal()).await?;
         if stopped.every_request_answered {
             eprintln!("stopped: every request answered");
         } else {

@@ -6,9 +6,7 @@ use std::path::PathBuf;
 
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
-use nertrain_tagger::{
-    Chunker, Entity, Layout, MAX_NBEST, Record, TagSettings, Tagged, Tagger, html_page,
-};
+use nertrain_tagger::{Entity, Layout, MAX_NBEST, Record, TagSettings, Tagged, Tagger, html_page};
 
 use crate::Result;
 
@@ -84,20 +82,7 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     // The page is written once every input is tagged.
     let mut page: Vec<Record> = Vec::new();
-    let input = args.input.clone();
-    let mut tag_chunk = |texts: &[String], layout: Layout, first_line: usize| -> Result<()> {
-        let tagged =
-            tagger
-                .tag(texts, layout, options)
-                .map_err(|error| match (&error, &input) {
-                    (nertrain_tagger::Error::TooManyWords { text, max }, Some(path)) => format!(
-                        "{}:{}: more than {max} words in one line; split it",
-                        path.display(),
-                        first_line + text
-                    )
-                    .into(),
-                    _ => Box::<dyn std::error::Error + Send + Sync>::from(error),
-                })?;
+    let mut write_chunk = |tagged: Vec<Tagged>| -> Result<()> {
         for tagged in tagged {
             match args.format {
                 Format::Html => page.push(tagged.into_record(tagger.labels())),
@@ -114,42 +99,36 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
         Ok(())
     };
     match &args.input {
-        None => tag_chunk(&args.texts, Layout::Texts, 1)?,
-        Some(path) => read_chunks(path, tagger.reads_documents(), &mut tag_chunk)?,
+        None => write_chunk(tagger.tag(&args.texts, Layout::Texts, options)?)?,
+        Some(path) => {
+            let reader = crate::input::lines(path)?;
+            let lines = reader.lines().enumerate().map(|(number, line)| {
+                line.map_err(|e| {
+                    nertrain_data::DataError::at(path, number + 1, format!("cannot read: {e}"))
+                        .into()
+                })
+            });
+            for tagged in tagger.tag_stream(lines, Layout::Lines, options) {
+                let tagged = tagged.map_err(|error| match error {
+                    nertrain_tagger::Error::TooManyWords { text, max } => {
+                        nertrain_data::DataError::at(
+                            path,
+                            text + 1,
+                            format!("more than {max} words in one line; split it"),
+                        )
+                        .into()
+                    }
+                    error => Box::<dyn std::error::Error + Send + Sync>::from(error),
+                })?;
+                write_chunk(tagged)?;
+            }
+        }
     }
     if matches!(args.format, Format::Html) {
         out.write_all(html_page(Some(&page)).as_bytes())?;
         out.flush()?;
     }
     Ok(())
-}
-
-/// Tags a chunk of texts, laid out as given, whose first is line `first_line` of the input.
-type TagChunk<'a> = dyn FnMut(&[String], Layout, usize) -> Result<()> + 'a;
-
-/// Reads `path` (`-`: stdin) in chunks of lines that end between documents, and hands each to
-/// `tag_chunk` with the number of its first line.
-fn read_chunks(
-    path: &std::path::Path,
-    reads_documents: bool,
-    tag_chunk: &mut TagChunk<'_>,
-) -> Result<()> {
-    let reader = crate::input::lines(path)?;
-    let mut chunker = Chunker::new(Layout::Lines, reads_documents);
-    let mut chunk = Vec::with_capacity(nertrain_tagger::CHUNK_TEXTS);
-    let mut first_line = 1;
-    for (number, line) in reader.lines().enumerate() {
-        let line =
-            line.map_err(|e| format!("{}:{}: cannot read: {e}", path.display(), number + 1))?;
-        let ends = chunker.ends_after(&line);
-        chunk.push(line);
-        if ends {
-            tag_chunk(&chunk, Layout::Lines, first_line)?;
-            first_line = number + 2;
-            chunk.clear();
-        }
-    }
-    tag_chunk(&chunk, Layout::Lines, first_line)
 }
 
 /// `nertrain tokenize`: each text's sentences, one a line, words joined by spaces.

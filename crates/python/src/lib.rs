@@ -9,7 +9,8 @@
 //! - [`select`] is `nertrain select`: the texts of a pool most worth labelling next.
 //!
 //! Records cross into Python through their serde form ([`pythonize`]), so a dict here is the JSON
-//! object the CLI prints. Work runs with the GIL released, on a rayon pool of the caller's size;
+//! object the CLI prints. Work runs with the GIL released, on the tagger's threads (of the caller's
+//! number);
 //! errors become `FileNotFoundError`, `OSError`, `ValueError` or `RuntimeError` with nertrain's
 //! message.
 
@@ -17,11 +18,11 @@
 
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use nertrain_model::files::FileError;
-use nertrain_tagger::{Chunker, Error as TaggingError, Layout, TagSettings};
+use nertrain_tagger::{Error as TaggingError, Layout, TagSettings};
 use nertrain_train::{ConfigError, ConfigOrigin, Error, Experiment, FitOptions};
 use pyo3::exceptions::{
     PyFileNotFoundError, PyOSError, PyRuntimeError, PyUserWarning, PyValueError,
@@ -31,19 +32,11 @@ use pyo3::types::{PyDict, PyList};
 use pythonize::pythonize;
 
 /// A trained model loaded for tagging text. Its calls release the GIL and run one at a time, on
-/// the tagger's own threads; one tagger may be shared by Python threads.
+/// the tagger's own threads (started again in a forked process); one tagger may be shared by
+/// Python threads.
 #[pyclass(frozen, module = "nertrain")]
 struct Tagger {
     inner: nertrain_tagger::Tagger,
-    /// The threads it tags on, and the process that started them: a process forked from that
-    /// one has none of them, and starts its own (see [`Tagger::pool`]).
-    pool: Mutex<(u32, Arc<rayon::ThreadPool>)>,
-    threads: Option<usize>,
-    /// Held from before a call enters the pool. `inner` runs its calls one at a time too, but
-    /// inside the pool its lock is taken on a worker thread, and a worker that waits for stolen
-    /// work runs other queued calls meanwhile: one of them then waits on the lock its own thread
-    /// holds, and every caller hangs.
-    one_call: Mutex<()>,
     dir: PathBuf,
 }
 
@@ -52,15 +45,11 @@ impl Tagger {
     #[new]
     #[pyo3(signature = (model_dir, threads = None))]
     fn new(py: Python<'_>, model_dir: PathBuf, threads: Option<usize>) -> PyResult<Self> {
-        let pool = thread_pool(threads)?;
         let inner = py
-            .detach(|| pool.install(|| nertrain_tagger::Tagger::load(&model_dir, &device()?)))
+            .detach(|| load(&model_dir, threads))
             .map_err(tagging_error)?;
         Ok(Self {
             inner,
-            pool: Mutex::new((std::process::id(), Arc::new(pool))),
-            threads,
-            one_call: Mutex::new(()),
             dir: model_dir,
         })
     }
@@ -87,17 +76,13 @@ impl Tagger {
         let options = self.inner.options_with(settings).map_err(tagging_error)?;
         let layout = if lines { Layout::Lines } else { Layout::Texts };
         let records = py.detach(|| {
-            let _one_call = nertrain_tagger::lock(&self.one_call);
-            let pool = self.pool()?;
-            let chunks = Chunker::new(layout, self.inner.reads_documents()).chunks(&texts);
             let mut records = Vec::with_capacity(texts.len());
-            for chunk in chunks {
-                Python::attach(|py| py.check_signals())?;
-                let tagged = pool
-                    .install(|| self.inner.tag(&texts[chunk], layout, options))
-                    .map_err(tagging_error)?;
+            let texts = texts.iter().map(|text| Ok(text.as_str()));
+            for tagged in self.inner.tag_stream(texts, layout, options) {
+                let tagged = tagged.map_err(tagging_error)?;
                 let labels = self.inner.labels();
                 records.extend(tagged.into_iter().map(|t| t.into_record(labels)));
+                Python::attach(|py| py.check_signals())?;
             }
             Ok::<_, PyErr>(records)
         })?;
@@ -128,19 +113,6 @@ impl Tagger {
 
     fn __repr__(&self) -> String {
         format!("nertrain.Tagger({:?})", self.dir.display().to_string())
-    }
-}
-
-impl Tagger {
-    /// The tagger's threads. After `fork()` (Python's `multiprocessing` with the fork start
-    /// method) the child has the pool but none of its threads, and a call would wait for them
-    /// for ever: a process other than the one that started them starts its own.
-    fn pool(&self) -> PyResult<Arc<rayon::ThreadPool>> {
-        let mut pool = nertrain_tagger::lock(&self.pool);
-        if pool.0 != std::process::id() {
-            *pool = (std::process::id(), Arc::new(thread_pool(self.threads)?));
-        }
-        Ok(pool.1.clone())
     }
 }
 
@@ -179,24 +151,21 @@ fn select<'py>(
         max_similarity,
         seed,
     };
-    let pool = thread_pool(threads)?;
     let chosen = py
         .detach(|| {
-            pool.install(|| {
-                let tagger = nertrain_tagger::Tagger::load(&model_dir, &device()?)?;
-                let chosen = tagger.select(&texts, &selection)?;
-                let labels = tagger.labels();
-                Ok::<_, TaggingError>(
-                    chosen
-                        .into_iter()
-                        .map(|s| SelectedRecord {
-                            index: s.index,
-                            score: s.score,
-                            record: s.tagged.into_record(labels),
-                        })
-                        .collect::<Vec<_>>(),
-                )
-            })
+            let tagger = load(&model_dir, threads)?;
+            let chosen = tagger.select(&texts, &selection)?;
+            let labels = tagger.labels();
+            Ok::<_, TaggingError>(
+                chosen
+                    .into_iter()
+                    .map(|s| SelectedRecord {
+                        index: s.index,
+                        score: s.score,
+                        record: s.tagged.into_record(labels),
+                    })
+                    .collect::<Vec<_>>(),
+            )
         })
         .map_err(tagging_error)?;
     let list = PyList::empty(py);
@@ -216,15 +185,12 @@ fn evaluate<'py>(
     path: PathBuf,
     threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let pool = thread_pool(threads)?;
     let evaluation = py
         .detach(|| {
-            pool.install(|| {
-                let tagger = nertrain_tagger::Tagger::load(&model_dir, &device()?)?;
-                // As `eval --json`: with the calibration table.
-                let options = tagger.options_with(TagSettings::default())?;
-                tagger.evaluate_file(&path, options)
-            })
+            let tagger = load(&model_dir, threads)?;
+            // As `eval --json`: with the calibration table.
+            let options = tagger.options_with(TagSettings::default())?;
+            tagger.evaluate_file(&path, options)
         })
         .map_err(tagging_error)?;
     for warning in &evaluation.warnings {
@@ -309,9 +275,14 @@ fn override_items(dict: &Bound<'_, PyDict>) -> PyResult<Vec<String>> {
         .collect()
 }
 
-/// The tagger's pool of `threads` (by default, `RAYON_NUM_THREADS` or one per core).
+/// Training's pool of `threads` (by default, `RAYON_NUM_THREADS` or one per core).
 fn thread_pool(threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
     nertrain_tagger::thread_pool(threads).map_err(tagging_error)
+}
+
+/// The model in `model_dir`, to tag on `threads` threads.
+fn load(model_dir: &Path, threads: Option<usize>) -> Result<nertrain_tagger::Tagger, TaggingError> {
+    nertrain_tagger::Tagger::load_with_threads(model_dir, &device()?, threads)
 }
 
 /// The CPU device every call runs on.

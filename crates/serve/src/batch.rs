@@ -1,4 +1,4 @@
-//! The queue of requests and the thread that tags them in batches on the rayon pool.
+//! The queue of requests and the thread that tags them in batches on the tagger's threads.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -45,12 +45,8 @@ pub(crate) struct Batcher {
 }
 
 impl Batcher {
-    /// Starts the batching thread, which owns the tagger and runs its work on `pool`.
-    pub(crate) fn start(
-        tagger: Arc<Tagger>,
-        pool: Arc<rayon::ThreadPool>,
-        options: ServeOptions,
-    ) -> std::io::Result<Self> {
+    /// Starts the batching thread, which shares the tagger and tags on its threads.
+    pub(crate) fn start(tagger: Arc<Tagger>, options: ServeOptions) -> std::io::Result<Self> {
         let (sender, receiver) = mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let max_queued = options.max_queued_texts;
@@ -58,7 +54,7 @@ impl Batcher {
             let queued = queued.clone();
             std::thread::Builder::new()
                 .name("nertrain-batcher".into())
-                .spawn(move || run(&receiver, &tagger, &pool, &options, &queued))?
+                .spawn(move || run(&receiver, &tagger, &options, &queued))?
         };
         Ok(Self {
             sender: Mutex::new(Some(sender)),
@@ -115,7 +111,6 @@ impl Batcher {
 fn run(
     receiver: &mpsc::Receiver<Job>,
     tagger: &Tagger,
-    pool: &rayon::ThreadPool,
     options: &ServeOptions,
     queued: &AtomicUsize,
 ) {
@@ -148,7 +143,7 @@ fn run(
             let (group, rest): (Vec<Job>, Vec<Job>) =
                 jobs.into_iter().partition(|job| job.options == options);
             jobs = rest;
-            tag_group(group, tagger, pool, options);
+            tag_group(group, tagger, options);
         }
     }
 }
@@ -156,11 +151,11 @@ fn run(
 /// Tags the texts of requests with the same options together and answers each. When that
 /// fails, each request is tagged alone (its texts cut again: the tokens went to the failed
 /// call), so that one request's failure is its own.
-fn tag_group(mut group: Vec<Job>, tagger: &Tagger, pool: &rayon::ThreadPool, options: TagOptions) {
+fn tag_group(mut group: Vec<Job>, tagger: &Tagger, options: TagOptions) {
     if let [job] = group.as_mut_slice() {
         let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
         let tokens = Some(std::mem::take(&mut job.tokens));
-        let reply = tag_texts(&texts, tokens, tagger, pool, options);
+        let reply = tag_texts(&texts, tokens, tagger, options);
         let _ = group.remove(0).reply.send(reply);
         return;
     }
@@ -172,7 +167,7 @@ fn tag_group(mut group: Vec<Job>, tagger: &Tagger, pool: &rayon::ThreadPool, opt
         .iter()
         .flat_map(|job| job.texts.iter().map(String::as_str))
         .collect();
-    if let Ok(mut records) = tag_texts(&texts, Some(tokens), tagger, pool, options) {
+    if let Ok(mut records) = tag_texts(&texts, Some(tokens), tagger, options) {
         for job in group.into_iter().rev() {
             let mine = records.split_off(records.len() - job.texts.len());
             let _ = job.reply.send(Ok(mine));
@@ -181,24 +176,21 @@ fn tag_group(mut group: Vec<Job>, tagger: &Tagger, pool: &rayon::ThreadPool, opt
     }
     for job in group {
         let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
-        let _ = job
-            .reply
-            .send(tag_texts(&texts, None, tagger, pool, options));
+        let _ = job.reply.send(tag_texts(&texts, None, tagger, options));
     }
 }
 
-/// Tags `texts` on `pool`, from their `tokens` when given: their records, or why tagging failed
+/// Tags `texts` on the tagger's threads, from their `tokens` when given: their records, or why tagging failed
 /// (a panic included).
 fn tag_texts(
     texts: &[&str],
     tokens: Option<Vec<Vec<Token>>>,
     tagger: &Tagger,
-    pool: &rayon::ThreadPool,
     options: TagOptions,
 ) -> Reply {
     // Decoding batches go one to a thread: a group of single sentences from a few dozen clients
     // is cut into as many batches as there are threads, or it would run on one.
-    let threads = pool.current_num_threads().max(1);
+    let threads = tagger.threads().max(1);
     let options = TagOptions {
         batch_size: options
             .batch_size
@@ -212,10 +204,10 @@ fn tag_texts(
         {
             panic!("failpoint serve-panic");
         }
-        pool.install(|| match tokens {
+        match tokens {
             Some(tokens) => tagger.tag_tokens(texts, tokens, options),
             None => tagger.tag(texts, Layout::Texts, options),
-        })
+        }
     }));
     match tagged {
         Ok(Ok(tagged)) => Ok(tagged

@@ -10,7 +10,7 @@
 //!
 //! Requests wait in one bounded queue. A single batching thread takes what is queued (up to a
 //! token budget, or what arrives within an optional wait), drops the requests whose client has gone,
-//! and tags the rest together on the rayon pool, so many clients sending one sentence each are
+//! and tags the rest together on the tagger's threads, so many clients sending one sentence each are
 //! decoded in batches as `tag --input` decodes a file. The async runtime only moves bytes.
 //! Past the queue's bound a request gets `503` with `Retry-After`; past the body limit, `413`;
 //! bad JSON, wrong types, empty texts and `nbest` out of range, `400` naming the field. A panic
@@ -155,8 +155,6 @@ struct AppState {
     batcher: Batcher,
     /// Shared with the batching thread; requests' settings and texts are checked against it.
     tagger: Arc<Tagger>,
-    /// Where the batching thread tags, and requests are measured.
-    pool: Arc<rayon::ThreadPool>,
     /// Bytes of answers being made, in MiB: each request holds its answer's bound until its
     /// answer is sent.
     answers: Arc<Semaphore>,
@@ -211,24 +209,21 @@ impl IntoResponse for Failure {
 }
 
 /// Serves `tagger` on `listener` until `shutdown` completes, then finishes the requests in
-/// flight for at most `options.shutdown_grace` and closes every connection. Tagging runs on
-/// `pool`; `log` receives a line per request.
+/// flight for at most `options.shutdown_grace` and closes every connection. Tagging, and cutting
+/// requests into words, run on the tagger's threads; `log` receives a line per request.
 pub async fn serve(
     listener: TcpListener,
     tagger: Tagger,
-    pool: rayon::ThreadPool,
     options: ServeOptions,
     log: Logger,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<Stopped> {
     let info = tagger.info();
     let tagger = Arc::new(tagger);
-    let pool = Arc::new(pool);
-    let batcher = Batcher::start(tagger.clone(), pool.clone(), options.clone())?;
+    let batcher = Batcher::start(tagger.clone(), options.clone())?;
     let state = Arc::new(AppState {
         batcher,
         tagger,
-        pool,
         answers: Arc::new(Semaphore::new(mebibytes(options.answers_in_flight_bytes))),
         info,
         options: options.clone(),
@@ -524,7 +519,7 @@ struct Cost {
     answer_bytes: usize,
 }
 
-/// Cuts each text into tokens as the tagger does (on the tagging pool, not the async runtime),
+/// Cuts each text into tokens as the tagger does (on the tagger's threads, not the async runtime),
 /// refusing a text of more words than a text may have with `400` naming it, and bounds the
 /// answer's size. Gives the texts back with their tokens, which the tagger then reads.
 async fn measure(
@@ -534,8 +529,7 @@ async fn measure(
     options: nertrain_tagger::TagOptions,
 ) -> Result<(Vec<String>, Vec<Vec<Token>>, Cost), Failure> {
     let (sender, receiver) = oneshot::channel();
-    let tagger = state.tagger.clone();
-    state.pool.spawn(move || {
+    let spawned = state.tagger.spawn(move |tagger| {
         let labels = tagger.labels();
         let mut cost = Cost {
             tokens: 0,
@@ -553,6 +547,12 @@ async fn measure(
         }
         let _ = sender.send(Ok((texts, cut, cost)));
     });
+    if let Err(error) = spawned {
+        return Err(Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the tagging threads cannot start: {error}"),
+        ));
+    }
     match receiver.await {
         Ok(Ok(measured)) => Ok(measured),
         Ok(Err(i)) => Err(Failure::new(

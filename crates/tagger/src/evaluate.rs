@@ -227,14 +227,13 @@ impl Tagger {
     /// Predicts a tagged corpus's sentences (its `-DOCSTART-` blocks are the documents) and scores
     /// them with conlleval's rules.
     pub fn evaluate(&self, gold: &Corpus, options: TagOptions) -> Result<Evaluation> {
-        let _one_call = self.one_call();
         let words: Vec<Vec<&str>> = gold
             .sentences
             .iter()
             .map(|s| s.words.iter().map(String::as_str).collect())
             .collect();
         let documents = gold.documents(usize::MAX);
-        let predictions = self.predict(&words, &documents, options)?;
+        let predictions = self.run(|| self.predict(&words, &documents, options))?;
         let calibration = options.confidence.then(|| calibration(gold, &predictions));
         let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
         Ok(Evaluation {
@@ -264,10 +263,7 @@ impl Tagger {
                 _ => documents.push(i..i + 1),
             }
         }
-        let tagged = {
-            let _one_call = self.one_call();
-            self.tag_documents_unlocked(&texts, &documents, options)?
-        };
+        let tagged = self.tag_documents(&texts, &documents, options)?;
         let mut counts = SpanCounts::default();
         let mut gold_tags = Vec::with_capacity(tagged.len());
         let mut misaligned = Vec::new();

@@ -50,10 +50,11 @@ mod evaluate;
 mod options;
 mod record;
 mod select;
+mod stream;
+mod threads;
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, MutexGuard};
 
 use burn::module::Module;
 use burn::tensor::Device;
@@ -75,6 +76,9 @@ pub use nertrain_data::Token;
 pub use options::{MAX_BATCH_SENTENCES, MAX_CONSISTENCY, MAX_NBEST, TagSettings, thread_pool};
 pub use record::{Alternative, Entity, Record, TokenProbabilities, html_page, record_size_bound};
 pub use select::{Selected, Selection, Strategy};
+pub use stream::TagStream;
+use threads::Threads;
+pub use threads::lock;
 
 /// A result of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
@@ -130,22 +134,6 @@ impl Chunker {
         }
         ends
     }
-
-    /// `texts` cut into chunks, as ranges of them.
-    pub fn chunks<S: AsRef<str>>(mut self, texts: &[S]) -> Vec<Range<usize>> {
-        let mut chunks = Vec::new();
-        let mut start = 0;
-        for (i, text) in texts.iter().enumerate() {
-            if self.ends_after(text.as_ref()) {
-                chunks.push(start..i + 1);
-                start = i + 1;
-            }
-        }
-        if start < texts.len() || texts.is_empty() {
-            chunks.push(start..texts.len());
-        }
-        chunks
-    }
 }
 
 /// How a list of texts maps onto documents, for a model that reads documents (others read every
@@ -174,10 +162,8 @@ pub struct Tagger {
     word_gates: WordGates,
     tokenizer: Tokenizer,
     dir: PathBuf,
-    /// Held by each call that tags: the model's word cache is locked inside work spread over
-    /// rayon's threads, and two calls at once on one pool can each end up waiting on a lock
-    /// the other's stolen work holds.
-    one_call: Mutex<()>,
+    /// Where its calls run, one at a time.
+    threads: Threads,
 }
 
 /// What a loaded model is: `nertrain serve`'s `GET /model`.
@@ -238,8 +224,15 @@ pub struct TagPath {
 }
 
 impl Tagger {
-    /// Loads a model directory written by `nertrain fit`.
+    /// Loads a model directory written by `nertrain fit`, to tag on a pool of its own of
+    /// `RAYON_NUM_THREADS` threads, or one per core.
     pub fn load(dir: &Path, device: &Device) -> Result<Self> {
+        Self::load_with_threads(dir, device, None)
+    }
+
+    /// [`Self::load`], to tag on `threads` threads.
+    pub fn load_with_threads(dir: &Path, device: &Device, threads: Option<usize>) -> Result<Self> {
+        let threads = Threads::new(threads)?;
         let files = ModelFiles::new(dir);
         let (meta, vocab, network) = files.load(device)?;
         let tokenizer = files.tokenizer(&meta)?;
@@ -251,7 +244,7 @@ impl Tagger {
             word_gates: WordGates::default(),
             tokenizer,
             dir: dir.to_path_buf(),
-            one_call: Mutex::new(()),
+            threads,
         })
     }
 
@@ -324,22 +317,35 @@ impl Tagger {
 
     /// Tags `texts`, reading each of `documents` (consecutive ranges of them) together; texts
     /// outside every range are documents alone. A tagger may be shared by threads: their calls
-    /// run one at a time, each on all of rayon's threads. Threads that share one should call it
-    /// from outside the pool, or take a lock of their own before `ThreadPool::install`: inside,
-    /// the lock is taken on a worker, which may run another queued call while it waits.
+    /// run one at a time, each on all of the tagger's threads.
     pub fn tag_documents<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
         documents: &[Range<usize>],
         options: TagOptions,
     ) -> Result<Vec<Tagged>> {
-        let _one_call = self.one_call();
-        self.tag_documents_unlocked(texts, documents, options)
+        self.run(|| self.tag_untokenized(texts, documents, options))
     }
 
-    /// Waits for the calls of other threads to end.
-    fn one_call(&self) -> MutexGuard<'_, ()> {
-        lock(&self.one_call)
+    /// Runs `work` on the tagger's threads once other threads' calls have ended.
+    fn run<T: Send>(&self, work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+        self.threads.run(work)
+    }
+
+    /// The threads the tagger works on.
+    pub fn threads(&self) -> usize {
+        self.threads.count()
+    }
+
+    /// Runs `work` with the tagger on its threads, beside any call running there and without
+    /// waiting for it: for work that only reads the model (cutting texts into words,
+    /// [`Self::tokenize`]), from threads that must not block (an async runtime's).
+    pub fn spawn(
+        self: &std::sync::Arc<Self>,
+        work: impl FnOnce(&Tagger) + Send + 'static,
+    ) -> Result<()> {
+        let tagger = self.clone();
+        self.threads.spawn(move || work(&tagger))
     }
 
     /// `text` cut into words as [`Self::tag`] cuts it, or `None` when it has more than a text
@@ -365,11 +371,11 @@ impl Tagger {
             });
         }
         let documents: Vec<Range<usize>> = (0..texts.len()).map(|i| i..i + 1).collect();
-        let _one_call = self.one_call();
-        self.tag_tokenized(texts, tokens, &documents, options)
+        self.run(|| self.tag_tokenized(texts, tokens, &documents, options))
     }
 
-    fn tag_documents_unlocked<S: AsRef<str> + Sync>(
+    /// Tags `texts`, cutting them into words first.
+    fn tag_untokenized<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
         documents: &[Range<usize>],
@@ -441,15 +447,6 @@ impl Tagger {
             })
             .collect())
     }
-}
-
-/// Locks `mutex`, also after a thread panicked holding it: nertrain's locks guard no data that a
-/// panic leaves half-changed (whose turn it is, a queue's sending end), so one failed call must
-/// not fail every later one. The one policy for a poisoned lock, in every crate.
-pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A sentence's pieces of at most [`MAX_PIECE_TOKENS`] tokens.
@@ -566,6 +563,24 @@ fn tagged(text: &str, tokens: Vec<Token>, prediction: Prediction) -> Tagged {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Chunker {
+        /// `texts` cut into chunks, as ranges of them.
+        fn chunks<S: AsRef<str>>(mut self, texts: &[S]) -> Vec<Range<usize>> {
+            let mut chunks = Vec::new();
+            let mut start = 0;
+            for (i, text) in texts.iter().enumerate() {
+                if self.ends_after(text.as_ref()) {
+                    chunks.push(start..i + 1);
+                    start = i + 1;
+                }
+            }
+            if start < texts.len() || texts.is_empty() {
+                chunks.push(start..texts.len());
+            }
+            chunks
+        }
+    }
 
     /// Tagging words cut beforehand gives what tagging the texts gives.
     #[test]

@@ -10,7 +10,7 @@ use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 use serde::{Deserialize, Serialize};
 
-use crate::{Chunker, Error, Layout, Result, TagSettings, Tagged, Tagger};
+use crate::{Error, Layout, Result, TagSettings, Tagged, Tagger};
 
 /// How a text's worth of labelling is measured.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -120,23 +120,39 @@ impl Tagger {
                 message: format!("{}; expected 0 to 1", selection.max_similarity),
             });
         }
-        let scores = self.worth(texts, selection.strategy, selection.seed)?;
+        // The best-scored texts' tagging is kept from scoring, so that those chosen are not
+        // decoded again; a few more than the budget, for near-duplicates passed over.
+        let keep = selection.budget.saturating_mul(2).saturating_add(32);
+        let (scores, mut kept) = self.scored(texts, selection.strategy, selection.seed, keep)?;
         let mut order: Vec<usize> = (0..texts.len())
             .filter(|&i| scores[i].is_finite())
             .collect();
-        order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
+        order.sort_by(|&a, &b| ranked(&scores, a, b));
         let chosen = choose(texts, &order, selection.budget, selection.max_similarity);
-        let chosen_texts: Vec<&str> = chosen.iter().map(|&i| texts[i].as_ref()).collect();
-        let tagged = self.tag(&chosen_texts, Layout::Texts, self.options())?;
-        Ok(chosen
-            .into_iter()
-            .zip(tagged)
-            .map(|(index, tagged)| Selected {
+        let missing: Vec<&str> = chosen
+            .iter()
+            .filter(|i| !kept.contains_key(i))
+            .map(|&i| texts[i].as_ref())
+            .collect();
+        let mut tagged_again = self
+            .tag(&missing, Layout::Texts, self.options())?
+            .into_iter();
+        let mut selected = Vec::with_capacity(chosen.len());
+        for index in chosen {
+            let tagged = match kept.remove(&index) {
+                Some(tagged) => tagged,
+                None => tagged_again.next().ok_or(Error::InvalidOption {
+                    option: "texts",
+                    message: "a chosen text was not tagged".into(),
+                })?,
+            };
+            selected.push(Selected {
                 index,
                 score: scores[index],
                 tagged,
-            })
-            .collect())
+            });
+        }
+        Ok(selected)
     }
 
     /// Each text's worth of labelling under `strategy`, higher first (−∞ for a text without
@@ -147,6 +163,18 @@ impl Tagger {
         strategy: Strategy,
         seed: u64,
     ) -> Result<Vec<f64>> {
+        Ok(self.scored(texts, strategy, seed, 0)?.0)
+    }
+
+    /// [`Self::worth`], and the tagging of the `keep` best-scored texts as [`Self::tag`] gives
+    /// it with the model's options (by their place in `texts`).
+    fn scored<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        strategy: Strategy,
+        seed: u64,
+        keep: usize,
+    ) -> Result<(Vec<f64>, HashMap<usize, Tagged>)> {
         if strategy == Strategy::Random {
             let mut order: Vec<usize> = (0..texts.len()).collect();
             order.shuffle(&mut StdRng::seed_from_u64(seed));
@@ -159,10 +187,10 @@ impl Tagger {
                     (texts.len() - rank) as f64
                 };
             }
-            return Ok(scores);
+            return Ok((scores, HashMap::new()));
         }
         let options = self.options_with(TagSettings {
-            confidence: strategy == Strategy::ExpectedErrors,
+            confidence: strategy == Strategy::ExpectedErrors || keep > 0,
             marginals: matches!(strategy, Strategy::Entropy | Strategy::ExpectedErrors),
             nbest: match strategy {
                 Strategy::LeastConfidence | Strategy::Margin => 2,
@@ -177,22 +205,33 @@ impl Tagger {
             .map(|tag| matches!(tag.split_once('-'), Some(("B" | "S", _))))
             .collect();
         let mut scores = Vec::with_capacity(texts.len());
-        for chunk in Chunker::new(Layout::Texts, self.reads_documents()).chunks(texts) {
-            let first = chunk.start;
-            // A text is named by its place in the pool, not in the chunk.
-            let tagged = self
-                .tag(&texts[chunk], Layout::Texts, options)
-                .map_err(|error| match error {
-                    Error::TooManyWords { text, max } => Error::TooManyWords {
-                        text: first + text,
-                        max,
-                    },
-                    error => error,
-                })?;
-            scores.extend(tagged.iter().map(|t| worth_of(t, strategy, &begins)));
+        let mut kept: Vec<(usize, Tagged)> = Vec::new();
+        let pool = texts.iter().map(|text| Ok(text.as_ref()));
+        for tagged in self.tag_stream(pool, Layout::Texts, options) {
+            for mut tagged in tagged? {
+                let score = worth_of(&tagged, strategy, &begins);
+                scores.push(score);
+                if keep > 0 && score.is_finite() {
+                    // As the model's own options tag it: what scoring alone needed goes.
+                    tagged.marginals = Vec::new();
+                    tagged.nbest = Vec::new();
+                    kept.push((scores.len() - 1, tagged));
+                }
+            }
+            if kept.len() > 2 * keep {
+                kept.sort_by(|a, b| ranked(&scores, a.0, b.0));
+                kept.truncate(keep);
+            }
         }
-        Ok(scores)
+        kept.sort_by(|a, b| ranked(&scores, a.0, b.0));
+        kept.truncate(keep);
+        Ok((scores, kept.into_iter().collect()))
     }
+}
+
+/// The order of texts `a` and `b` by their `scores`, higher first, then by their place.
+fn ranked(scores: &[f64], a: usize, b: usize) -> std::cmp::Ordering {
+    scores[b].total_cmp(&scores[a]).then(a.cmp(&b))
 }
 
 /// One tagged text's worth under `strategy`; `begins` marks the tags that begin an entity.
