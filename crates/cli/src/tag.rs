@@ -6,7 +6,9 @@ use std::path::PathBuf;
 
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
-use nertrain_tagger::{Entity, Layout, MAX_NBEST, Record, TagSettings, Tagged, Tagger, html_page};
+use nertrain_tagger::{
+    Entity, Layout, MAX_NBEST, Record, TagOptions, TagSettings, Tagged, Tagger, html_page,
+};
 
 use crate::Result;
 
@@ -79,6 +81,12 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
         batch_size: Some(args.batch_size),
     };
     let options = crate::tag_options(&tagger, settings)?;
+    // Reading, tagging and writing stay on the tagger's threads, as one call.
+    tagger.install(|| write_tagged(&tagger, &args, options))?
+}
+
+/// Tags `args`'s texts or input and writes them to stdout in `args.format`.
+fn write_tagged(tagger: &Tagger, args: &TagArgs, options: TagOptions) -> Result<()> {
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     // The page is written once every input is tagged.
     let mut page: Vec<Record> = Vec::new();

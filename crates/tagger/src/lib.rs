@@ -329,7 +329,15 @@ impl Tagger {
 
     /// Runs `work` on the tagger's threads once other threads' calls have ended.
     fn run<T: Send>(&self, work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
-        self.threads.run(work)
+        self.threads.install(work)?
+    }
+
+    /// Runs `work` on the tagger's threads, holding the turn that each call takes, so that the
+    /// tagger's calls inside it run there directly: for a caller that tags many times in a row
+    /// and reads and writes in between (`tag --input`), whose work then stays on one thread.
+    /// Other threads' calls wait until it ends.
+    pub fn install<T: Send>(&self, work: impl FnOnce() -> T + Send) -> Result<T> {
+        self.threads.install(work)
     }
 
     /// The threads the tagger works on.

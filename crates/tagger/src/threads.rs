@@ -37,13 +37,13 @@ impl Threads {
     }
 
     /// Runs `work` on the pool once the calls before it have ended.
-    pub(crate) fn run<T: Send>(&self, work: impl FnOnce() -> Result<T> + Send) -> Result<T> {
+    pub(crate) fn install<T: Send>(&self, work: impl FnOnce() -> T + Send) -> Result<T> {
         let pool = self.pool()?;
         if pool.current_thread_index().is_some() {
-            return work();
+            return Ok(work());
         }
         let _turn = lock(&self.one_call);
-        pool.install(work)
+        Ok(pool.install(work))
     }
 
     /// Runs `work` on the pool without waiting for the call running there, and returns at once:
