@@ -75,22 +75,17 @@ impl Tagger {
         };
         let options = self.inner.options_with(settings).map_err(tagging_error)?;
         let layout = if lines { Layout::Lines } else { Layout::Texts };
-        // The whole call on the tagger's threads, as one: records are made where the texts
-        // are tagged.
         let records = py.detach(|| {
-            self.inner
-                .install(|| {
-                    let mut records = Vec::with_capacity(texts.len());
-                    let texts = texts.iter().map(|text| Ok(text.as_str()));
-                    for tagged in self.inner.tag_stream(texts, layout, options) {
-                        let tagged = tagged.map_err(tagging_error)?;
-                        let labels = self.inner.labels();
-                        records.extend(tagged.into_iter().map(|t| t.into_record(labels)));
-                        Python::attach(|py| py.check_signals())?;
-                    }
-                    Ok::<_, PyErr>(records)
-                })
-                .map_err(tagging_error)?
+            let mut records = Vec::with_capacity(texts.len());
+            let texts = texts.iter().map(|text| Ok(text.as_str()));
+            for tagged in self.inner.tag_stream(texts, layout, options) {
+                let tagged = tagged.map_err(tagging_error)?;
+                let labels = self.inner.labels();
+                records.extend(tagged.into_iter().map(|t| t.into_record(labels)));
+                // On the caller's thread: Python runs signal handlers on its main thread only.
+                Python::attach(|py| py.check_signals())?;
+            }
+            Ok::<_, PyErr>(records)
         })?;
         let list = PyList::empty(py);
         for record in &records {
