@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use common::{nertrain, sample_model, scratch, snapshot, stderr, stdout};
+use common::{nertrain, sample_model, scratch, snapshot, stderr, stdout, tag_json};
 
 /// `fit` on the sample's config with small sizes and one epoch; `extra` are more arguments.
 fn fit(output: &Path, extra: &[&str]) -> Output {
@@ -182,20 +182,9 @@ fn selected(dir: &Path, format: &str) -> String {
 fn tagged_entities() -> Vec<Vec<(String, String)>> {
     let model = sample_model("sentence");
     let texts: Vec<&str> = POOL.lines().collect();
-    let mut args = vec![
-        "tag",
-        "--model",
-        model.to_str().unwrap(),
-        "--format",
-        "json",
-    ];
-    args.extend(&texts);
-    let out = nertrain(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    stdout(&out)
-        .lines()
-        .map(|line| {
-            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+    tag_json(&model, &texts)
+        .into_iter()
+        .map(|record| {
             record["entities"]
                 .as_array()
                 .unwrap()

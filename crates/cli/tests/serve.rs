@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
 
-use common::{Server, nertrain, sample_model};
+use common::{Server, sample_model, tag_json};
 
 fn sample_texts() -> Vec<String> {
     vec![
@@ -24,21 +24,8 @@ fn answers_equal_tag_json_for_sentence_and_document_models() {
     for context in ["sentence", "document"] {
         let model = sample_model(context);
         let texts = sample_texts();
-        let mut args = vec![
-            "tag",
-            "--model",
-            model.to_str().unwrap(),
-            "--format",
-            "json",
-        ];
-        args.extend(texts.iter().map(String::as_str));
-        let cli = nertrain(&args);
-        assert!(cli.status.success());
-        let expected: Vec<serde_json::Value> = String::from_utf8(cli.stdout)
-            .unwrap()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let expected = tag_json(&model, &refs);
         let server = Server::start(&model, &[], None);
         let (status, body) = server.tag(&serde_json::json!({ "texts": texts }));
         assert_eq!(status, 200, "{body}");

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::DataError;
-use crate::partial::{Allowed, Label, TagColumn, known_tags};
+use crate::label::{Allowed, Label, TagColumn, known_tags};
 
 const DOCSTART: &str = "-DOCSTART-";
 
@@ -114,15 +114,16 @@ impl Corpus {
     /// The corpus as training data, its labels read: `-` is unknown, any other tag must be well
     /// formed.
     fn into_labels(self) -> Result<Corpus<Label>, DataError> {
-        for sentence in &self.sentences {
-            for (i, tag) in sentence.tags.iter().enumerate() {
-                if let Label::Tag(tag) = Label::parse(tag) {
-                    crate::check_tag(&tag)
-                        .map_err(|message| self.error_at(sentence, i, message))?;
+        let corpus = self.map_tags(|tag| Label::parse(&tag));
+        for sentence in &corpus.sentences {
+            for (i, label) in sentence.tags.iter().enumerate() {
+                if let Some(tag) = label.tag() {
+                    crate::check_tag(tag)
+                        .map_err(|message| corpus.error_at(sentence, i, message))?;
                 }
             }
         }
-        Ok(self.map_tags(|tag| Label::parse(&tag)))
+        Ok(corpus)
     }
 }
 

@@ -14,6 +14,7 @@ mod conll;
 mod context;
 mod error;
 pub mod io;
+mod label;
 mod labelled;
 mod partial;
 mod scheme;
@@ -37,8 +38,8 @@ pub use context::{
 };
 pub use error::DataError;
 pub use io::{WriteError, write_output};
+pub use label::{Allowed, Label, TagColumn, known_tags};
 pub use labelled::{LabelledFile, read_labelled};
-pub use partial::{Allowed, Label, TagColumn, known_tags};
 pub use scheme::{
     Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,
     render_spans, spans, transition_allowed,

@@ -1,152 +1,11 @@
 //! Partial labels: tokens whose tag nobody gave. A CoNLL tag column writes them `-`, and only
 //! [`Label`] reads and writes that; in span files they lie outside the regions a line says were
 //! annotated. They are not `O`: training sums over every tag they could have ([`Label::Open`],
-//! worked out in the training scheme by [`Sentence::labels_in`](crate::Sentence::labels_in)), so
+//! worked out in the training scheme by `Sentence::labels_in`), so
 //! that an entity an annotator skipped is not taught as "no entity".
 
-use std::fmt;
-
+use crate::label::{Allowed, Label, TagColumn};
 use crate::scheme::{Tag, TagScheme, spans};
-use crate::vocab::Vocab;
-
-/// A token's label in training data: the tag given, or open.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Label {
-    /// The tag given.
-    Tag(String),
-    /// Any tag [`Allowed`] admits: [`Allowed::Any`] where nobody gave one; once converted to
-    /// the training scheme, what the labels beside an unknown token leave open.
-    Open(Allowed),
-}
-
-impl Label {
-    /// A label nobody gave.
-    pub const UNKNOWN: Label = Label::Open(Allowed::Any);
-
-    /// How a CoNLL tag column writes a label that is not one tag.
-    const UNKNOWN_FIELD: &str = "-";
-
-    /// A tag column's field: `-` is unknown, anything else a tag (not checked here).
-    pub fn parse(field: &str) -> Label {
-        if field == Self::UNKNOWN_FIELD {
-            Label::UNKNOWN
-        } else {
-            Label::Tag(field.to_string())
-        }
-    }
-
-    /// The label `allowed` leaves: its one tag, if it allows exactly one.
-    fn from_allowed(allowed: Allowed) -> Label {
-        match allowed.single() {
-            Some(tag) => Label::Tag(tag.to_string()),
-            None => Label::Open(allowed),
-        }
-    }
-}
-
-impl fmt::Display for Label {
-    /// The tag, or `-` where the label is open.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.tag().unwrap_or(Self::UNKNOWN_FIELD))
-    }
-}
-
-/// What a tag column holds for each token: a tag ([`String`]: gold, every token labelled) or a
-/// [`Label`] (training data, where some may be open).
-pub trait TagColumn: Clone {
-    /// The token's tag, where one is given.
-    fn tag(&self) -> Option<&str>;
-
-    /// What the token may be, where no one tag is given.
-    fn open(&self) -> Option<&Allowed>;
-}
-
-impl TagColumn for String {
-    fn tag(&self) -> Option<&str> {
-        Some(self)
-    }
-
-    fn open(&self) -> Option<&Allowed> {
-        None
-    }
-}
-
-impl TagColumn for Label {
-    fn tag(&self) -> Option<&str> {
-        match self {
-            Label::Tag(tag) => Some(tag),
-            Label::Open(_) => None,
-        }
-    }
-
-    fn open(&self) -> Option<&Allowed> {
-        match self {
-            Label::Tag(_) => None,
-            Label::Open(allowed) => Some(allowed),
-        }
-    }
-}
-
-/// The tags of a sentence, if every one is given.
-pub fn known_tags<L: TagColumn>(labels: &[L]) -> Option<Vec<&str>> {
-    labels.iter().map(TagColumn::tag).collect()
-}
-
-/// What one token's tag may be, in the training scheme.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Allowed {
-    /// Any tag of the tag set.
-    Any,
-    /// Any tag but these (a token after an entity known to end there may not continue it).
-    Except(Vec<String>),
-    /// One of these (a labelled token; two where a boundary next to unknown tokens is open).
-    OneOf(Vec<String>),
-}
-
-impl Allowed {
-    /// Whether each tag of `tags` (in id order) is allowed.
-    pub fn mask(&self, tags: &Vocab) -> Vec<bool> {
-        let among = |list: &[String], item: &str| list.iter().any(|t| t == item);
-        tags.items()
-            .iter()
-            .map(|tag| match self {
-                Allowed::Any => true,
-                Allowed::Except(list) => !among(list, tag),
-                Allowed::OneOf(list) => among(list, tag),
-            })
-            .collect()
-    }
-
-    /// The tags these allow in common.
-    fn intersect(self, other: Allowed) -> Allowed {
-        match (self, other) {
-            (Allowed::Any, x) | (x, Allowed::Any) => x,
-            (Allowed::Except(mut a), Allowed::Except(b)) => {
-                a.extend(b);
-                Allowed::Except(a)
-            }
-            (Allowed::OneOf(a), Allowed::Except(b)) | (Allowed::Except(b), Allowed::OneOf(a)) => {
-                Allowed::OneOf(a.into_iter().filter(|t| !b.contains(t)).collect())
-            }
-            (Allowed::OneOf(a), Allowed::OneOf(b)) => {
-                Allowed::OneOf(a.into_iter().filter(|t| b.contains(t)).collect())
-            }
-        }
-    }
-
-    /// Whether no tag is allowed.
-    pub fn is_empty(&self) -> bool {
-        matches!(self, Allowed::OneOf(list) if list.is_empty())
-    }
-
-    /// The one tag allowed, if exactly one is.
-    pub fn single(&self) -> Option<&str> {
-        match self {
-            Allowed::OneOf(list) if list.len() == 1 => Some(&list[0]),
-            _ => None,
-        }
-    }
-}
 
 /// Where a chunk that touches unknown tokens may begin or end: known from the tag, or open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -300,6 +159,8 @@ fn prefix(target: TagScheme, starts: bool, ends: bool) -> char {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::label::known_tags;
+    use crate::vocab::Vocab;
 
     fn one(tags: &[&str]) -> Label {
         Label::from_allowed(Allowed::OneOf(tags.iter().map(|t| t.to_string()).collect()))
@@ -384,9 +245,9 @@ mod tests {
         let tags = Vocab::from(vec!["O".to_string(), "B-PER".into(), "I-PER".into()]);
         let one = |tags: &[&str]| Allowed::OneOf(tags.iter().map(|t| t.to_string()).collect());
         let except = |tags: &[&str]| Allowed::Except(tags.iter().map(|t| t.to_string()).collect());
-        assert_eq!(one(&["I-PER"]).mask(&tags), [false, false, true]);
-        assert_eq!(except(&["I-PER"]).mask(&tags), [true, true, false]);
-        assert_eq!(Allowed::Any.mask(&tags), [true; 3]);
+        assert_eq!(one(&["I-PER"]).mask(tags.items()), [false, false, true]);
+        assert_eq!(except(&["I-PER"]).mask(tags.items()), [true, true, false]);
+        assert_eq!(Allowed::Any.mask(tags.items()), [true; 3]);
         assert!(one(&["B-PER"]).intersect(except(&["B-PER"])).is_empty());
     }
 }

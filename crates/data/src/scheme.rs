@@ -11,7 +11,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::partial::{Label, TagColumn};
+use crate::label::{Label, TagColumn};
 
 /// How chunk boundaries are written in tags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -105,7 +105,7 @@ pub fn parse_tag(tag: &str) -> Option<(char, &str)> {
 pub fn check_tag(tag: &str) -> Result<(), String> {
     if tag == "O" || parse_tag(tag).is_some() {
         Ok(())
-    } else if Label::parse(tag) == Label::UNKNOWN {
+    } else if Label::is_unknown(tag) {
         Err(format!(
             "an unknown label ({tag:?}): expected a tag here; unknown labels are for training data"
         ))

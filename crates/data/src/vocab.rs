@@ -187,16 +187,17 @@ impl Vocabularies {
             .collect();
         let chars = Vocab::with_specials(chars.iter().map(String::as_str), 1);
         // Tags a partly labelled token may have count too: the model must be able to give them.
-        let mut tags: Vec<String> = Vec::new();
+        let mut seen: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
         for label in sentences.iter().flat_map(|s| &s.tags) {
             match (label.tag(), label.open()) {
-                (Some(tag), _) => tags.push(tag.to_string()),
-                (None, Some(crate::Allowed::OneOf(list))) => tags.extend(list.iter().cloned()),
+                (Some(tag), _) => _ = seen.insert(tag),
+                (None, Some(crate::Allowed::OneOf(list))) => {
+                    seen.extend(list.iter().map(String::as_str))
+                }
                 (None, _) => {}
             }
         }
-        tags.sort();
-        tags.dedup();
+        let mut tags: Vec<String> = seen.into_iter().map(String::from).collect();
         // `O` first keeps the tag table readable; the order is otherwise immaterial.
         tags.sort_by_key(|tag| tag != "O");
         Self {
@@ -293,7 +294,7 @@ impl Vocabularies {
                 }
                 (None, open) => {
                     let open = open.unwrap_or(&crate::Allowed::Any);
-                    let mask = open.mask(&self.tags);
+                    let mask = open.mask(self.tags.items());
                     let Some(first) = mask.iter().position(|&a| a) else {
                         return Err(error(format!(
                             "none of the tags {open:?} is in the tag set {:?}",

@@ -129,30 +129,25 @@ impl Tagger {
             .collect();
         order.sort_by(|&a, &b| ranked(&scores, a, b));
         let chosen = choose(texts, &order, selection.budget, selection.max_similarity);
-        let missing: Vec<&str> = chosen
+        let missing: Vec<usize> = chosen
             .iter()
+            .copied()
             .filter(|i| !kept.contains_key(i))
-            .map(|&i| texts[i].as_ref())
             .collect();
-        let mut tagged_again = self
-            .tag(&missing, Layout::Texts, self.options())?
-            .into_iter();
-        let mut selected = Vec::with_capacity(chosen.len());
-        for index in chosen {
-            let tagged = match kept.remove(&index) {
-                Some(tagged) => tagged,
-                None => tagged_again.next().ok_or(Error::InvalidOption {
-                    option: "texts",
-                    message: "a chosen text was not tagged".into(),
-                })?,
-            };
-            selected.push(Selected {
-                index,
-                score: scores[index],
-                tagged,
-            });
-        }
-        Ok(selected)
+        let missing_texts: Vec<&str> = missing.iter().map(|&i| texts[i].as_ref()).collect();
+        let tagged = self.tag(&missing_texts, Layout::Texts, self.options())?;
+        kept.extend(missing.into_iter().zip(tagged));
+        // Every chosen text is kept now: from scoring, or tagged just above.
+        Ok(chosen
+            .into_iter()
+            .filter_map(|index| {
+                kept.remove(&index).map(|tagged| Selected {
+                    index,
+                    score: scores[index],
+                    tagged,
+                })
+            })
+            .collect())
     }
 
     /// Each text's worth of labelling under `strategy`, higher first (−∞ for a text without

@@ -106,6 +106,24 @@ pub fn learning_curve(dir: &Path) -> Vec<(f64, f64)> {
         .collect()
 }
 
+/// The records `tag --model MODEL --format json` prints for `texts`, one per text.
+pub fn tag_json(model: &Path, texts: &[&str]) -> Vec<serde_json::Value> {
+    let mut args = vec![
+        "tag",
+        "--model",
+        model.to_str().unwrap(),
+        "--format",
+        "json",
+    ];
+    args.extend(texts);
+    let out = nertrain(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
