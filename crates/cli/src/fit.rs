@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
-use nertrain_train::{Backend, Experiment, FitEvent, FitOptions};
+use nertrain_train::{Backend, Experiment, FitEvent, FitOptions, ModelDir};
 
 use crate::Result;
 use crate::alloc::release_freed_memory;
@@ -14,9 +14,11 @@ use crate::signals::stop_on_signals;
 
 #[derive(Args)]
 pub struct FitArgs {
-    /// The experiment (TOML): [data], [model] and [train] sections.
-    #[arg(long)]
-    config: PathBuf,
+    /// The experiment (TOML): [data], [model] and [train] sections. Without it, --start-from's
+    /// own experiment is continued, its training file rehearsed when `--set data.train=...`
+    /// names another and it is at hand.
+    #[arg(long, required_unless_present = "start_from")]
+    config: Option<PathBuf>,
     /// Override a setting: `--set train.lr=0.01 --set model.hidden=200`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     overrides: Vec<String>,
@@ -43,9 +45,26 @@ pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
     config.is_some_and(|c| c.is_usage())
 }
 
+/// `model`'s own experiment with `overrides`, its training file rehearsed when the overrides
+/// train on another and it is still there.
+fn continued(model: &std::path::Path, overrides: &[String]) -> Result<Experiment> {
+    let config = ModelDir::new(model).config_file();
+    let original = Experiment::load(&config, &[])?;
+    let mut experiment = Experiment::load(&config, overrides)?;
+    let other_data = experiment.data.train != original.data.train;
+    if other_data && experiment.data.rehearse.is_none() && original.data.train.exists() {
+        experiment.data.rehearse = Some(original.data.train);
+    }
+    Ok(experiment)
+}
+
 /// Trains; exits with 128 + the signal's number when a signal stopped the run.
 pub fn run(args: FitArgs, backend: Option<Backend>) -> Result<()> {
-    let mut experiment = Experiment::load(&args.config, &args.overrides)?;
+    let mut experiment = match (&args.config, &args.start_from) {
+        (Some(config), _) => Experiment::load(config, &args.overrides)?,
+        (None, Some(model)) => continued(model, &args.overrides)?,
+        (None, None) => unreachable!("clap requires --config without --start-from"),
+    };
     if let Some(backend) = backend {
         experiment.train.backend = backend;
     }

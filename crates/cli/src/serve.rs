@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use burn::tensor::Device;
 use clap::Args;
-use nertrain_serve::{Logger, RequestLog, ServeOptions};
-use nertrain_tagger::Tagger;
+use nertrain_serve::studio::{Connection, LearnSettings, StudioEvent, StudioOptions};
+use nertrain_serve::{LogLine, Logger, RequestLog, ServeOptions};
+use nertrain_tagger::{Strategy, Tagger};
 
 use crate::Result;
 
@@ -57,10 +58,51 @@ pub struct ServeArgs {
     /// Seconds the requests in flight may take to finish after Ctrl-C or SIGTERM.
     #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(0..=3600))]
     shutdown_grace: u64,
+    /// As Label Studio's ML backend: the selection strategy whose worth makes a task's
+    /// prediction score (the model's certainty: lowest first is most worth labelling).
+    #[arg(long, default_value = "margin", value_parser = parse_strategy)]
+    task_score: Strategy,
+    /// Learn from the Label Studio project's annotations into versions DIR/v1, DIR/v2, ...,
+    /// serving each that does no worse on held-out tasks; a restart serves the newest
+    /// accepted. Label Studio's address and key come from LABEL_STUDIO_URL and
+    /// LABEL_STUDIO_API_KEY, or from its setup request.
+    #[arg(long, value_name = "DIR")]
+    train_into: Option<PathBuf>,
+    /// Epochs of continued training per version at most.
+    #[arg(long, default_value_t = 10, value_parser = crate::count(1, 10_000))]
+    train_epochs: usize,
+    /// Threads a training takes (tagging keeps the others).
+    #[arg(long, default_value_t = 1, value_parser = crate::count(1, 1024))]
+    train_threads: usize,
+    /// The share of annotated tasks held out to judge versions, in percent, chosen by task id.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=90))]
+    heldout_percent: u64,
+}
+
+fn parse_strategy(name: &str) -> std::result::Result<Strategy, String> {
+    match name.parse::<Strategy>()? {
+        Strategy::Random => Err("random has no task score; choose another strategy".into()),
+        strategy => Ok(strategy),
+    }
+}
+
+/// Label Studio's address and key from the environment, when both are set.
+fn connection_from_env() -> Option<Connection> {
+    let url = std::env::var("LABEL_STUDIO_URL")
+        .ok()
+        .filter(|v| !v.is_empty())?;
+    let key = std::env::var("LABEL_STUDIO_API_KEY")
+        .ok()
+        .filter(|v| !v.is_empty())?;
+    Some(Connection { url, key })
 }
 
 pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
-    let tagger = Tagger::load_with_threads(&args.model, device, args.threads)?;
+    let model = match &args.train_into {
+        Some(dir) => nertrain_serve::studio::model_to_serve(dir, &args.model)?,
+        None => args.model.clone(),
+    };
+    let tagger = Tagger::load_with_threads(&model, device, args.threads)?;
     let threads = tagger.threads();
     // The async side only moves bytes; tagging runs on the tagger's threads.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -78,9 +120,21 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         header_timeout: Duration::from_secs(args.header_timeout),
         body_timeout: Duration::from_secs(args.body_timeout),
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        studio: StudioOptions {
+            strategy: args.task_score,
+            train_into: args.train_into.clone(),
+            connection: connection_from_env(),
+            learn: LearnSettings {
+                trainer: std::env::current_exe()?,
+                epochs: args.train_epochs,
+                threads: args.train_threads,
+                tag_threads: args.threads,
+                heldout_percent: args.heldout_percent,
+            },
+        },
         ..ServeOptions::default()
     };
-    let model = args.model.display().to_string();
+    let model = model.display().to_string();
     runtime.block_on(async move {
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
@@ -90,7 +144,10 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
             listener.local_addr()?,
             if threads == 1 { "" } else { "s" }
         );
-        let log: Logger = Arc::new(|line: RequestLog| eprintln!("{}", log_line(&line)));
+        let log: Logger = Arc::new(|line: LogLine| match line {
+            LogLine::Request(line) => eprintln!("{}", log_line(&line)),
+            LogLine::Studio(event) => eprintln!("{}", studio_line(&event)),
+        });
         let grace = options.shutdown_grace;
         let stopped = nertrain_serve::serve(listener, tagger, options, log, stop_signal()).await?;
         if stopped.every_request_answered {
@@ -114,6 +171,33 @@ fn log_line(line: &RequestLog) -> String {
         text.push_str(&format!(" error={error:?}"));
     }
     text
+}
+
+fn studio_line(event: &StudioEvent) -> String {
+    match event {
+        StudioEvent::Started {
+            version,
+            project,
+            train_tasks,
+            heldout_tasks,
+        } => format!(
+            "learning: training {version} on project {project}'s annotations ({train_tasks} \
+             tasks, {heldout_tasks} held out)"
+        ),
+        StudioEvent::Finished(record) => format!(
+            "learning: {} ({}) {}: {} ({:.1} s)",
+            record.name,
+            record.id.as_deref().unwrap_or("?"),
+            if record.served {
+                "served"
+            } else {
+                "kept, not served"
+            },
+            record.reason,
+            record.seconds
+        ),
+        StudioEvent::Failed { message } => format!("learning failed: {message}"),
+    }
 }
 
 /// Ctrl-C or SIGTERM.

@@ -21,7 +21,10 @@ mod formats;
 mod units;
 
 use formats::Tally;
-pub use formats::{AnnotationFormat, PreAnnotated, doccano_lines, label_studio_tasks};
+pub use formats::{
+    AnnotationFormat, PreAnnotated, StudioPrediction, StudioRegion, StudioTarget, doccano_lines,
+    label_studio_tasks,
+};
 
 /// An entity as character offsets into its text.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]

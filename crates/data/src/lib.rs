@@ -25,7 +25,8 @@ mod vocab;
 
 pub use annotated::{
     AnnotatedCorpus, AnnotatedText, AnnotationFormat, CharSpan, Misaligned, PreAnnotated,
-    doccano_lines, is_annotated, label_studio_tasks, parse_annotated, read_annotated,
+    StudioPrediction, StudioRegion, StudioTarget, doccano_lines, is_annotated, label_studio_tasks,
+    parse_annotated, read_annotated,
 };
 pub use batch::{Batch, BatchPlan, CharIds, SentenceChars};
 pub use casing::Casing;

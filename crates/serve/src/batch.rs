@@ -1,4 +1,8 @@
 //! The queue of requests and the thread that tags them in batches on the tagger's threads.
+//!
+//! Each request carries the model version it was cut into words with, so that a version swapped
+//! in while it waits does not tag it, and the answer it is made into: requests with the same
+//! version and options are tagged together, each answer is made on this thread.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -7,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use nertrain_tagger::{Layout, Record, TagOptions, Tagger, Token, lock};
+use nertrain_tagger::{Layout, TagOptions, Tagged, Tagger, Token, lock};
 use tokio::sync::oneshot;
 
 use crate::ServeOptions;
@@ -15,17 +19,36 @@ use crate::ServeOptions;
 /// The fewest sentences a decoding batch is cut to when a group is spread over the threads.
 const MIN_BATCH: usize = 8;
 
-/// What a request gets back: its records, or why tagging failed.
-pub(crate) type Reply = Result<Vec<Record>, String>;
+/// What a request gets back: its answer's body, or why tagging failed.
+pub(crate) type Reply = Result<Vec<u8>, String>;
+
+/// Makes a request's answer from its texts tagged, with the tagger that tagged them.
+pub(crate) type Answer = Box<dyn FnOnce(Vec<Tagged>, &Tagger) -> Reply + Send>;
 
 /// A request waiting to be tagged.
 struct Job {
+    /// The version the texts were cut into words with, which tags them.
+    tagger: Arc<Tagger>,
+    answer: Answer,
     texts: Vec<String>,
     /// The texts cut into words, as the tagger cuts them.
     tokens: Vec<Vec<Token>>,
     options: TagOptions,
     words: usize,
     reply: oneshot::Sender<Reply>,
+}
+
+/// A request to tag.
+pub(crate) struct Request {
+    /// The version that cut the texts into words.
+    pub tagger: Arc<Tagger>,
+    pub texts: Vec<String>,
+    /// The texts cut into words by `tagger`.
+    pub tokens: Vec<Vec<Token>>,
+    /// Words in all.
+    pub words: usize,
+    pub options: TagOptions,
+    pub answer: Answer,
 }
 
 /// Whether a request was queued.
@@ -45,8 +68,8 @@ pub(crate) struct Batcher {
 }
 
 impl Batcher {
-    /// Starts the batching thread, which shares the tagger and tags on its threads.
-    pub(crate) fn start(tagger: Arc<Tagger>, options: ServeOptions) -> std::io::Result<Self> {
+    /// Starts the batching thread, which tags on each request's tagger's threads.
+    pub(crate) fn start(options: ServeOptions) -> std::io::Result<Self> {
         let (sender, receiver) = mpsc::channel();
         let queued = Arc::new(AtomicUsize::new(0));
         let max_queued = options.max_queued_texts;
@@ -54,7 +77,7 @@ impl Batcher {
             let queued = queued.clone();
             std::thread::Builder::new()
                 .name("nertrain-batcher".into())
-                .spawn(move || run(&receiver, &tagger, &options, &queued))?
+                .spawn(move || run(&receiver, &options, &queued))?
         };
         Ok(Self {
             sender: Mutex::new(Some(sender)),
@@ -64,15 +87,17 @@ impl Batcher {
         })
     }
 
-    /// Queues `texts`, cut into `tokens` (`words` in all), unless that would put more texts in
-    /// the queue than it may hold.
-    pub(crate) fn submit(
-        &self,
-        texts: Vec<String>,
-        tokens: Vec<Vec<Token>>,
-        words: usize,
-        options: TagOptions,
-    ) -> Submitted {
+    /// Queues `texts`, cut into `tokens` (`words` in all) by `tagger`, to be answered by
+    /// `answer`, unless that would put more texts in the queue than it may hold.
+    pub(crate) fn submit(&self, request: Request) -> Submitted {
+        let Request {
+            tagger,
+            texts,
+            tokens,
+            words,
+            options,
+            answer,
+        } = request;
         let count = texts.len();
         let before = self.queued.fetch_add(count, Ordering::SeqCst);
         let refuse = || {
@@ -84,6 +109,8 @@ impl Batcher {
         }
         let (reply, receiver) = oneshot::channel();
         let job = Job {
+            tagger,
+            answer,
             words,
             texts,
             tokens,
@@ -108,12 +135,7 @@ impl Batcher {
 
 /// Takes queued requests in batches until the queue's sending end is dropped and it is empty.
 /// One thread: the tagger's calls are serialised anyway (see [`Tagger::tag_documents`]).
-fn run(
-    receiver: &mpsc::Receiver<Job>,
-    tagger: &Tagger,
-    options: &ServeOptions,
-    queued: &AtomicUsize,
-) {
+fn run(receiver: &mpsc::Receiver<Job>, options: &ServeOptions, queued: &AtomicUsize) {
     while let Ok(first) = receiver.recv() {
         let mut words = first.words;
         let mut jobs = vec![first];
@@ -140,10 +162,12 @@ fn run(
         jobs.retain(|job| !job.reply.is_closed());
         while !jobs.is_empty() {
             let options = jobs[0].options;
-            let (group, rest): (Vec<Job>, Vec<Job>) =
-                jobs.into_iter().partition(|job| job.options == options);
+            let tagger = jobs[0].tagger.clone();
+            let (group, rest): (Vec<Job>, Vec<Job>) = jobs
+                .into_iter()
+                .partition(|job| job.options == options && Arc::ptr_eq(&job.tagger, &tagger));
             jobs = rest;
-            tag_group(group, tagger, options);
+            tag_group(group, &tagger, options);
         }
     }
 }
@@ -155,8 +179,9 @@ fn tag_group(mut group: Vec<Job>, tagger: &Tagger, options: TagOptions) {
     if let [job] = group.as_mut_slice() {
         let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
         let tokens = Some(std::mem::take(&mut job.tokens));
-        let reply = tag_texts(&texts, tokens, tagger, options);
-        let _ = group.remove(0).reply.send(reply);
+        let tagged = tag_texts(&texts, tokens, tagger, options);
+        let job = group.remove(0);
+        let _ = job.reply.send(answer(tagged, job.answer, tagger));
         return;
     }
     let tokens = group
@@ -167,27 +192,34 @@ fn tag_group(mut group: Vec<Job>, tagger: &Tagger, options: TagOptions) {
         .iter()
         .flat_map(|job| job.texts.iter().map(String::as_str))
         .collect();
-    if let Ok(mut records) = tag_texts(&texts, Some(tokens), tagger, options) {
+    if let Ok(mut tagged) = tag_texts(&texts, Some(tokens), tagger, options) {
         for job in group.into_iter().rev() {
-            let mine = records.split_off(records.len() - job.texts.len());
-            let _ = job.reply.send(Ok(mine));
+            let mine = tagged.split_off(tagged.len() - job.texts.len());
+            let _ = job.reply.send(answer(Ok(mine), job.answer, tagger));
         }
         return;
     }
     for job in group {
         let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
-        let _ = job.reply.send(tag_texts(&texts, None, tagger, options));
+        let tagged = tag_texts(&texts, None, tagger, options);
+        let _ = job.reply.send(answer(tagged, job.answer, tagger));
     }
 }
 
-/// Tags `texts` on the tagger's threads, from their `tokens` when given: their records, or why tagging failed
-/// (a panic included).
+/// A request's answer from its texts tagged, or why tagging or answering failed.
+fn answer(tagged: Result<Vec<Tagged>, String>, answer: Answer, tagger: &Tagger) -> Reply {
+    let tagged = tagged?;
+    caught(|| answer(tagged, tagger))?
+}
+
+/// Tags `texts` on the tagger's threads, from their `tokens` when given, or says why tagging
+/// failed (a panic included).
 fn tag_texts(
     texts: &[&str],
     tokens: Option<Vec<Vec<Token>>>,
     tagger: &Tagger,
     options: TagOptions,
-) -> Reply {
+) -> Result<Vec<Tagged>, String> {
     // Decoding batches go one to a thread: a group of single sentences from a few dozen clients
     // is cut into as many batches as there are threads, or it would run on one.
     let threads = tagger.threads().max(1);
@@ -197,7 +229,7 @@ fn tag_texts(
             .min(texts.len().div_ceil(threads).max(MIN_BATCH)),
         ..options
     };
-    let tagged = std::panic::catch_unwind(AssertUnwindSafe(|| {
+    caught(|| {
         if cfg!(feature = "failpoints")
             && std::env::var("NERTRAIN_FAILPOINT").is_ok_and(|f| f == "serve-panic")
             && texts.contains(&"panic")
@@ -208,17 +240,17 @@ fn tag_texts(
             Some(tokens) => tagger.tag_tokens(texts, tokens, options),
             None => tagger.tag(texts, Layout::Texts, options),
         }
-    }));
-    match tagged {
-        Ok(Ok(tagged)) => Ok(tagged
-            .into_iter()
-            .map(|t| t.into_record(tagger.labels()))
-            .collect()),
-        Ok(Err(error)) => Err(error.to_string()),
-        Err(panic) => Err(panic
+        .map_err(|error| error.to_string())
+    })?
+}
+
+/// What `work` returns, or the message of its panic.
+fn caught<T>(work: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(AssertUnwindSafe(work)).map_err(|panic| {
+        panic
             .downcast_ref::<&str>()
             .map(|s| s.to_string())
             .or_else(|| panic.downcast_ref::<String>().cloned())
-            .unwrap_or_else(|| "a panic".into())),
-    }
+            .unwrap_or_else(|| "a panic".into())
+    })
 }

@@ -20,6 +20,8 @@
 #![warn(missing_docs)]
 
 mod batch;
+mod served;
+pub mod studio;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -41,13 +43,15 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use nertrain_tagger::{
-    MAX_TEXT_WORDS, ModelInfo, Record, TagSettings, Tagger, Token, record_size_bound,
+    MAX_TEXT_WORDS, ModelInfo, Record, TagOptions, TagSettings, Tagger, Token, record_size_bound,
 };
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
 
 use crate::batch::{Batcher, Submitted};
+use crate::served::{Served, Version};
+use crate::studio::{Studio, StudioOptions};
 
 /// Limits and batching of the service.
 #[derive(Debug, Clone)]
@@ -79,6 +83,11 @@ pub struct ServeOptions {
     /// After the shutdown signal, how long requests in flight may take to finish before their
     /// connections are closed.
     pub shutdown_grace: Duration,
+    /// Largest `POST /predict` body, in bytes: Label Studio sends every task it asks about in
+    /// one request, with its annotations and predictions.
+    pub max_predict_body_bytes: usize,
+    /// As Label Studio's ML backend: the task score, and learning from its annotations.
+    pub studio: StudioOptions,
 }
 
 impl Default for ServeOptions {
@@ -95,6 +104,8 @@ impl Default for ServeOptions {
             header_timeout: Duration::from_secs(10),
             body_timeout: Duration::from_secs(30),
             shutdown_grace: Duration::from_secs(10),
+            max_predict_body_bytes: 64 << 20,
+            studio: StudioOptions::default(),
         }
     }
 }
@@ -120,8 +131,17 @@ pub struct RequestLog {
     pub error: Option<String>,
 }
 
+/// What the server tells its log.
+#[derive(Debug, Clone, PartialEq)]
+pub enum LogLine {
+    /// A request was answered.
+    Request(RequestLog),
+    /// Something learning from Label Studio did or found.
+    Studio(studio::StudioEvent),
+}
+
 /// Where the log lines go (the CLI prints them).
-pub type Logger = Arc<dyn Fn(RequestLog) + Send + Sync>;
+pub type Logger = Arc<dyn Fn(LogLine) + Send + Sync>;
 
 /// The body of every error answer.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -153,14 +173,14 @@ fn one() -> usize {
 
 struct AppState {
     batcher: Batcher,
-    /// Shared with the batching thread; requests' settings and texts are checked against it.
-    tagger: Arc<Tagger>,
+    /// The version requests are cut into words, checked and tagged with.
+    served: Arc<Served>,
     /// Bytes of answers being made, in MiB: each request holds its answer's bound until its
     /// answer is sent.
     answers: Arc<Semaphore>,
-    info: ModelInfo,
     options: ServeOptions,
     requests: AtomicU64,
+    studio: Studio,
 }
 
 /// What a handler learned, for the log line.
@@ -195,6 +215,10 @@ impl IntoResponse for Failure {
             id: self.id,
         };
         let mut response = (self.status, axum::Json(body)).into_response();
+        // Label Studio shows its users the status line, not the body.
+        if let Ok(reason) = hyper::ext::ReasonPhrase::try_from(reason_phrase(&self.message)) {
+            response.extensions_mut().insert(reason);
+        }
         if self.status == StatusCode::SERVICE_UNAVAILABLE {
             response
                 .headers_mut()
@@ -208,6 +232,25 @@ impl IntoResponse for Failure {
     }
 }
 
+/// `message` as an HTTP reason phrase: printable ASCII, at most 400 bytes.
+fn reason_phrase(message: &str) -> Vec<u8> {
+    let mut phrase: Vec<u8> = message
+        .chars()
+        .map(|c| {
+            if c == ' ' || c.is_ascii_graphic() {
+                c as u8
+            } else {
+                b'?'
+            }
+        })
+        .take(400)
+        .collect();
+    if phrase.is_empty() {
+        phrase.extend_from_slice(b"error");
+    }
+    phrase
+}
+
 /// Serves `tagger` on `listener` until `shutdown` completes, then finishes the requests in
 /// flight for at most `options.shutdown_grace` and closes every connection. Tagging, and cutting
 /// requests into words, run on the tagger's threads; `log` receives a line per request.
@@ -218,16 +261,16 @@ pub async fn serve(
     log: Logger,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<Stopped> {
-    let info = tagger.info();
-    let tagger = Arc::new(tagger);
-    let batcher = Batcher::start(tagger.clone(), options.clone())?;
+    let served = Arc::new(Served::new(Version::new(tagger)?));
+    let batcher = Batcher::start(options.clone())?;
+    let studio = Studio::start(&options.studio, served.clone(), log.clone())?;
     let state = Arc::new(AppState {
         batcher,
-        tagger,
+        served,
         answers: Arc::new(Semaphore::new(mebibytes(options.answers_in_flight_bytes))),
-        info,
         options: options.clone(),
         requests: AtomicU64::new(0),
+        studio,
     });
     let app = router(state.clone(), log);
     let connections = Arc::new(Semaphore::new(options.max_connections));
@@ -269,6 +312,7 @@ pub async fn serve(
     // is dropped with the runtime.
     let finished = tokio::time::timeout(options.shutdown_grace, graceful.shutdown()).await;
     state.batcher.stop();
+    state.studio.stop();
     Ok(Stopped {
         every_request_answered: finished.is_ok(),
     })
@@ -291,6 +335,10 @@ fn router(state: Arc<AppState>, log: Logger) -> Router {
         .route("/health", get(health))
         .route("/model", get(model))
         .route("/tag", post(tag))
+        .route("/setup", post(studio::setup))
+        .route("/predict", post(studio::predict))
+        .route("/webhook", post(studio::webhook))
+        .route("/versions", get(studio::versions))
         .fallback(|| async { Failure::new(StatusCode::NOT_FOUND, "no such path; see GET /") })
         .method_not_allowed_fallback(|| async {
             Failure::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here")
@@ -330,7 +378,7 @@ async fn log_request(
         // The id in the body is the log line's.
         response.extensions_mut().remove::<Tally>();
     }
-    log(RequestLog {
+    log(LogLine::Request(RequestLog {
         id,
         method,
         path,
@@ -339,7 +387,7 @@ async fn log_request(
         tokens: tally.tokens,
         millis: started.elapsed().as_secs_f64() * 1000.0,
         error: tally.error,
-    });
+    }));
     response
 }
 
@@ -356,8 +404,25 @@ async fn health() -> impl IntoResponse {
     axum::Json(Health { status: "ok" })
 }
 
+/// `GET /model`'s answer: the served model, and what learning from Label Studio did.
+#[derive(Serialize)]
+struct ModelAnswer {
+    #[serde(flatten)]
+    info: ModelInfo,
+    /// The id of the served weights: Label Studio's model version.
+    version: String,
+    /// Learning from Label Studio's annotations, when the server does.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    learning: Option<studio::LearningStatus>,
+}
+
 async fn model(State(state): State<Arc<AppState>>) -> impl IntoResponse {
-    axum::Json(state.info.clone())
+    let version = state.served.get();
+    axum::Json(ModelAnswer {
+        info: version.info.clone(),
+        version: version.id.clone(),
+        learning: state.studio.status(),
+    })
 }
 
 async fn tag(
@@ -374,10 +439,18 @@ async fn tag(
 async fn tag_request(state: &AppState, id: u64, request: Request) -> Result<Response, Failure> {
     let options = &state.options;
     let body = read_body(request, options.max_body_bytes, options.body_timeout).await?;
-    let (texts, single, tag_options) = parse_request(state, &body)?;
+    let version = state.served.get();
+    let (texts, single, tag_options) = parse_request(state, &version.tagger, &body)?;
     drop(body);
     let count = texts.len();
-    let (texts, tokens, cost) = measure(state, texts, single, tag_options).await?;
+    let name = |i: usize| {
+        if single {
+            "text".to_string()
+        } else {
+            format!("texts[{i}]")
+        }
+    };
+    let (texts, tokens, cost) = measure(&version.tagger, texts, tag_options, &name).await?;
     if cost.answer_bytes > options.max_answer_bytes {
         return Err(Failure::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -395,17 +468,62 @@ async fn tag_request(state: &AppState, id: u64, request: Request) -> Result<Resp
             ),
         ));
     }
-    let budget = u32::try_from(mebibytes(cost.answer_bytes)).unwrap_or(u32::MAX);
-    let Ok(held) = state.answers.clone().try_acquire_many_owned(budget) else {
-        return Err(Failure::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the server is making as many answers as it may at once; try again shortly",
-        ));
+    let held = hold_answer(state, &cost)?;
+    let answer: batch::Answer = Box::new(move |tagged, tagger| {
+        let records: Vec<Record> = tagged
+            .into_iter()
+            .map(|t| t.into_record(tagger.labels()))
+            .collect();
+        let body = if single {
+            serde_json::to_vec(&records[0])
+        } else {
+            serde_json::to_vec(&records)
+        };
+        body.map_err(|e| e.to_string())
+    });
+    let request = batch::Request {
+        tagger: version.tagger.clone(),
+        texts,
+        tokens,
+        words: cost.tokens,
+        options: tag_options,
+        answer,
     };
-    let reply = match state
-        .batcher
-        .submit(texts, tokens, cost.tokens, tag_options)
-    {
+    drop(version);
+    let body = tagged_answer(state, id, request).await?;
+    Ok(json_answer(
+        body,
+        held,
+        Tally {
+            texts: count,
+            tokens: cost.tokens,
+            error: None,
+        },
+    ))
+}
+
+/// Holds `cost`'s answer bytes of the answer budget, or says why not.
+fn hold_answer(state: &AppState, cost: &Cost) -> Result<OwnedSemaphorePermit, Failure> {
+    let budget = u32::try_from(mebibytes(cost.answer_bytes)).unwrap_or(u32::MAX);
+    state
+        .answers
+        .clone()
+        .try_acquire_many_owned(budget)
+        .map_err(|_| {
+            Failure::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the server is making as many answers as it may at once; try again shortly",
+            )
+        })
+}
+
+/// Queues `request` and waits for its answer's body.
+async fn tagged_answer(
+    state: &AppState,
+    id: u64,
+    request: batch::Request,
+) -> Result<Vec<u8>, Failure> {
+    let reply = match state.batcher.submit(request) {
         Submitted::Queued(reply) => reply,
         Submitted::Full => {
             return Err(Failure::new(
@@ -417,36 +535,25 @@ async fn tag_request(state: &AppState, id: u64, request: Request) -> Result<Resp
     let reply = reply
         .await
         .unwrap_or_else(|_| Err("the tagging thread stopped".into()));
-    let records: Vec<Record> = match reply {
-        Ok(records) => records,
-        Err(message) => {
-            return Err(Failure {
-                id: Some(id),
-                ..Failure::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    format!("tagging failed ({message}); the log has request {id}"),
-                )
-            });
-        }
-    };
-    let body = if single {
-        serde_json::to_vec(&records[0])
-    } else {
-        serde_json::to_vec(&records)
-    }
-    .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    drop(records);
+    reply.map_err(|message| Failure {
+        id: Some(id),
+        ..Failure::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("tagging failed ({message}); the log has request {id}"),
+        )
+    })
+}
+
+/// A JSON answer of `body`, holding `held` of the answer budget until it is sent, with `tally`
+/// for the log.
+fn json_answer(body: Vec<u8>, held: OwnedSemaphorePermit, tally: Tally) -> Response {
     let mut response = Response::new(Body::new(HeldBody::new(body.into(), held)));
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    response.extensions_mut().insert(Tally {
-        texts: count,
-        tokens: cost.tokens,
-        error: None,
-    });
-    Ok(response)
+    response.extensions_mut().insert(tally);
+    response
 }
 
 /// Bytes drained from a body past its limit, so that a client that sends all of it before
@@ -519,17 +626,18 @@ struct Cost {
     answer_bytes: usize,
 }
 
-/// Cuts each text into tokens as the tagger does (on the tagger's threads, not the async runtime),
-/// refusing a text of more words than a text may have with `400` naming it, and bounds the
-/// answer's size. Gives the texts back with their tokens, which the tagger then reads.
+/// Cuts each text into tokens as `tagger` does (on its threads, not the async runtime),
+/// refusing a text of more words than a text may have with `400` naming it (`name` names a text
+/// by its place), and bounds the answer's size. Gives the texts back with their tokens, which
+/// the tagger then reads.
 async fn measure(
-    state: &AppState,
+    tagger: &Arc<Tagger>,
     texts: Vec<String>,
-    single: bool,
-    options: nertrain_tagger::TagOptions,
+    options: TagOptions,
+    name: &(dyn Fn(usize) -> String + Sync),
 ) -> Result<(Vec<String>, Vec<Vec<Token>>, Cost), Failure> {
     let (sender, receiver) = oneshot::channel();
-    let spawned = state.tagger.spawn(move |tagger| {
+    let spawned = tagger.spawn(move |tagger| {
         let labels = tagger.labels();
         let mut cost = Cost {
             tokens: 0,
@@ -559,11 +667,7 @@ async fn measure(
             StatusCode::BAD_REQUEST,
             format!(
                 "{}: more than {MAX_TEXT_WORDS} words; split it into smaller texts",
-                if single {
-                    "text".to_string()
-                } else {
-                    format!("texts[{i}]")
-                }
+                name(i)
             ),
         )),
         Err(_) => Err(Failure::new(
@@ -617,8 +721,9 @@ impl axum::body::HttpBody for HeldBody {
 /// The texts of a `POST /tag` body, whether it named one `text`, and the tagging options.
 fn parse_request(
     state: &AppState,
+    tagger: &Tagger,
     body: &[u8],
-) -> Result<(Vec<String>, bool, nertrain_tagger::TagOptions), Failure> {
+) -> Result<(Vec<String>, bool, TagOptions), Failure> {
     let bad = |message: String| Failure::new(StatusCode::BAD_REQUEST, message);
     let text = std::str::from_utf8(body).map_err(|e| {
         bad(format!(
@@ -674,8 +779,7 @@ fn parse_request(
         nbest: request.nbest,
         ..TagSettings::default()
     };
-    let options = state
-        .tagger
+    let options = tagger
         .options_with(settings)
         .map_err(|e| bad(e.to_string()))?;
     Ok((texts, single, options))

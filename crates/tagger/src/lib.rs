@@ -275,6 +275,21 @@ impl Tagger {
         }
     }
 
+    /// The device it runs on.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The model directory it was loaded from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file of its weights.
+    pub fn weights_file(&self) -> PathBuf {
+        ModelFiles::new(&self.dir).weights_file()
+    }
+
     /// The model's description (`model.json`).
     pub fn meta(&self) -> &ModelMeta {
         &self.meta

@@ -54,6 +54,33 @@ impl Strategy {
     }
 }
 
+impl Strategy {
+    /// What a text is tagged with for its worth to be read off it ([`Tagger::worth_of`]).
+    pub fn settings(self) -> TagSettings {
+        TagSettings {
+            confidence: self == Strategy::ExpectedErrors,
+            marginals: matches!(self, Strategy::Entropy | Strategy::ExpectedErrors),
+            nbest: match self {
+                Strategy::LeastConfidence | Strategy::Margin => 2,
+                _ => 1,
+            },
+            ..TagSettings::default()
+        }
+    }
+
+    /// How sure the model is of a text of this `worth`, from 0 to 1, lower when the text is
+    /// worth more: the order in which Label Studio's uncertainty sampling and an ascending sort
+    /// by prediction score take tasks. Bounded worths are turned over (1 − worth); entropy and
+    /// expected errors, unbounded, become 1 / (1 + worth).
+    pub fn certainty(self, worth: f64) -> f64 {
+        match self {
+            Strategy::LeastConfidence | Strategy::Margin => (1.0 - worth).clamp(0.0, 1.0),
+            Strategy::Entropy | Strategy::ExpectedErrors => 1.0 / (1.0 + worth.max(0.0)),
+            Strategy::Random => 0.5,
+        }
+    }
+}
+
 impl std::str::FromStr for Strategy {
     type Err = String;
 
@@ -185,26 +212,15 @@ impl Tagger {
             return Ok((scores, HashMap::new()));
         }
         let options = self.options_with(TagSettings {
-            confidence: strategy == Strategy::ExpectedErrors || keep > 0,
-            marginals: matches!(strategy, Strategy::Entropy | Strategy::ExpectedErrors),
-            nbest: match strategy {
-                Strategy::LeastConfidence | Strategy::Margin => 2,
-                _ => 1,
-            },
-            ..TagSettings::default()
+            confidence: strategy.settings().confidence || keep > 0,
+            ..strategy.settings()
         })?;
-        // The tags that begin an entity (`B-`, and `S-` in IOBES), in the marginals' order.
-        let begins: Vec<bool> = self
-            .labels()
-            .iter()
-            .map(|tag| matches!(tag.split_once('-'), Some(("B" | "S", _))))
-            .collect();
         let mut scores = Vec::with_capacity(texts.len());
         let mut kept: Vec<(usize, Tagged)> = Vec::new();
         let pool = texts.iter().map(|text| Ok(text.as_ref()));
         for tagged in self.tag_stream(pool, Layout::Texts, options) {
             for mut tagged in tagged? {
-                let score = worth_of(&tagged, strategy, &begins);
+                let score = self.worth_of(&tagged, strategy);
                 scores.push(score);
                 if keep > 0 && score.is_finite() {
                     // As the model's own options tag it: what scoring alone needed goes.
@@ -224,13 +240,28 @@ impl Tagger {
     }
 }
 
+impl Tagger {
+    /// `tagged`'s worth of labelling under `strategy`, higher first (−∞ for a text without
+    /// words); it must have been tagged with [`Strategy::settings`]. `Random` has no worth of
+    /// its own: 0.
+    pub fn worth_of(&self, tagged: &Tagged, strategy: Strategy) -> f64 {
+        // The tags that begin an entity (`B-`, and `S-` in IOBES), in the marginals' order.
+        let begins: Vec<bool> = self
+            .labels()
+            .iter()
+            .map(|tag| matches!(tag.split_once('-'), Some(("B" | "S", _))))
+            .collect();
+        worth(tagged, strategy, &begins)
+    }
+}
+
 /// The order of texts `a` and `b` by their `scores`, higher first, then by their place.
 fn ranked(scores: &[f64], a: usize, b: usize) -> std::cmp::Ordering {
     scores[b].total_cmp(&scores[a]).then(a.cmp(&b))
 }
 
 /// One tagged text's worth under `strategy`; `begins` marks the tags that begin an entity.
-fn worth_of(tagged: &Tagged, strategy: Strategy, begins: &[bool]) -> f64 {
+fn worth(tagged: &Tagged, strategy: Strategy, begins: &[bool]) -> f64 {
     if tagged.tokens.is_empty() {
         return f64::NEG_INFINITY;
     }

@@ -877,7 +877,7 @@ pub struct PreAnnotated {
 #[derive(Serialize)]
 struct TaskOut<'a> {
     data: TaskData<'a>,
-    predictions: [PredictionOut<'a>; 1],
+    predictions: [StudioPrediction<'a>; 1],
 }
 
 #[derive(Serialize)]
@@ -887,26 +887,71 @@ struct TaskData<'a> {
     line: usize,
 }
 
-#[derive(Serialize)]
-struct PredictionOut<'a> {
-    model_version: &'a str,
-    /// The task's worth, by which the annotator may sort.
-    score: f64,
-    result: Vec<RegionOut<'a>>,
+/// A prediction as Label Studio takes it, in an imported task or from an ML backend.
+#[derive(Debug, Serialize)]
+pub struct StudioPrediction<'a> {
+    /// The model that made it; Label Studio does not ask a model again for a task that has its
+    /// prediction.
+    pub model_version: &'a str,
+    /// The task's score, by which the Data Manager sorts.
+    pub score: f64,
+    /// The regions.
+    pub result: Vec<StudioRegion<'a>>,
 }
 
-#[derive(Serialize)]
-struct RegionOut<'a> {
+/// Where regions go in a Label Studio project: the `<Labels>` control (`from_name`) and the
+/// `<Text>` object it labels (`to_name`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StudioTarget<'a> {
+    /// The `<Labels>` control's name.
+    pub from_name: &'a str,
+    /// The `<Text>` object's name.
+    pub to_name: &'a str,
+}
+
+/// A labelled region of a prediction.
+#[derive(Debug, Serialize)]
+pub struct StudioRegion<'a> {
     id: String,
-    from_name: &'static str,
-    to_name: &'static str,
+    from_name: &'a str,
+    to_name: &'a str,
     #[serde(rename = "type")]
     kind: &'static str,
     value: RegionValue<'a>,
     score: f64,
 }
 
-#[derive(Serialize)]
+impl<'a> StudioRegion<'a> {
+    /// `span` of `text` (code points, as Label Studio counts them) with its probability, as a
+    /// region named `id` of `target`.
+    pub fn new(
+        text: &str,
+        span: &'a CharSpan,
+        probability: f64,
+        id: String,
+        target: StudioTarget<'a>,
+    ) -> Self {
+        Self {
+            id,
+            from_name: target.from_name,
+            to_name: target.to_name,
+            kind: "labels",
+            value: RegionValue {
+                start: span.start,
+                end: span.end,
+                text: text
+                    .chars()
+                    .skip(span.start)
+                    .take(span.end - span.start)
+                    .collect(),
+                labels: [span.label.as_str()],
+            },
+            score: probability,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
 struct RegionValue<'a> {
     start: usize,
     end: usize,
@@ -923,6 +968,12 @@ struct DoccanoOut<'a> {
     score: f64,
 }
 
+/// The names of Label Studio's default NER config, which `select`'s tasks are written for.
+const DEFAULT_TARGET: StudioTarget<'static> = StudioTarget {
+    from_name: "label",
+    to_name: "text",
+};
+
 /// Tasks for Label Studio's import (a JSON array), each with the model's entities as a
 /// prediction of `model_version` (scores per entity and per task), for a labeling config whose
 /// `<Labels name="label" toName="text">` labels a `<Text name="text" value="$text">`.
@@ -934,30 +985,16 @@ pub fn label_studio_tasks(tasks: &[PreAnnotated], model_version: &str) -> String
                 text: &task.text,
                 line: task.line,
             },
-            predictions: [PredictionOut {
+            predictions: [StudioPrediction {
                 model_version,
                 score: task.score,
                 result: task
                     .spans
                     .iter()
                     .enumerate()
-                    .map(|(i, (span, probability))| RegionOut {
-                        id: format!("n{}-{i}", task.line),
-                        from_name: "label",
-                        to_name: "text",
-                        kind: "labels",
-                        value: RegionValue {
-                            start: span.start,
-                            end: span.end,
-                            text: task
-                                .text
-                                .chars()
-                                .skip(span.start)
-                                .take(span.end - span.start)
-                                .collect(),
-                            labels: [span.label.as_str()],
-                        },
-                        score: *probability,
+                    .map(|(i, (span, probability))| {
+                        let id = format!("n{}-{i}", task.line);
+                        StudioRegion::new(&task.text, span, *probability, id, DEFAULT_TARGET)
                     })
                     .collect(),
             }],

@@ -1,0 +1,67 @@
+//! The model being served: one version at a time, replaced whole when a newer one is accepted.
+//! A request holds the version it started with until it is answered, so a swap never mixes two
+//! models in one answer.
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use nertrain_tagger::{ModelInfo, Tagger, lock};
+use sha2::{Digest, Sha256};
+
+/// A loaded model and what it is.
+pub(crate) struct Version {
+    pub tagger: Arc<Tagger>,
+    pub info: ModelInfo,
+    /// A short id of its weights: Label Studio's model version.
+    pub id: String,
+}
+
+impl Version {
+    /// `tagger`, with the id of its weights.
+    pub fn new(tagger: Tagger) -> std::io::Result<Self> {
+        let id = weights_id(&tagger.weights_file())?;
+        Ok(Self {
+            info: tagger.info(),
+            tagger: Arc::new(tagger),
+            id,
+        })
+    }
+}
+
+/// The first 12 hex digits of the SHA-256 of the weights file: the same weights, the same id,
+/// wherever the model directory is.
+pub(crate) fn weights_id(path: &Path) -> std::io::Result<String> {
+    let mut file = std::fs::File::open(path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 16];
+    loop {
+        let read = file.read(&mut buffer)?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+    }
+    let digest = hasher.finalize();
+    Ok(digest[..6].iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The version being served.
+pub(crate) struct Served(Mutex<Arc<Version>>);
+
+impl Served {
+    pub fn new(version: Version) -> Self {
+        Self(Mutex::new(Arc::new(version)))
+    }
+
+    /// The version serving now.
+    pub fn get(&self) -> Arc<Version> {
+        lock(&self.0).clone()
+    }
+
+    /// Serves `version` from now on; requests under way finish with the one they started with.
+    pub fn replace(&self, version: Version) {
+        *lock(&self.0) = Arc::new(version);
+    }
+}

@@ -1,0 +1,562 @@
+//! `nertrain serve` as a Label Studio ML backend, the protocol Label Studio 1.23 speaks
+//! (`label_studio/ml/api_connector.py`):
+//!
+//! - `POST /setup` (the project, its labeling config, Label Studio's address and a token)
+//!   checks the config against the model and answers the model version: a short id of the
+//!   served weights.
+//! - `POST /predict` (tasks and the labeling config) answers one prediction per task, under the
+//!   project's own control and object names, with each region's entity confidence and a task
+//!   score from a selection strategy: the model's certainty, lowest for the tasks most worth
+//!   labelling, as Label Studio's uncertainty sampling takes them.
+//! - `POST /webhook` (annotations submitted, training asked for) starts learning from the
+//!   project's annotations ([`learn`]) when the server learns, and says so when it does not.
+//! - `GET /versions`: the versions trained.
+//!
+//! Label Studio shows its users an error's status line, not its body, so error answers carry
+//! their message as the reason phrase too.
+
+mod client;
+mod config;
+mod learn;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use nertrain_data::{CharSpan, StudioPrediction, StudioRegion, StudioTarget};
+use nertrain_tagger::{Strategy, TagSettings, Tagged, Tagger, lock};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+pub use client::Connection;
+pub use config::{LabelingConfig, Target};
+pub use learn::{
+    LearnSettings, LearningStatus, Progress, StudioEvent, VersionRecord, model_to_serve,
+};
+
+use crate::served::Served;
+use crate::{AppState, Failure, Logger, RequestId, Tally};
+
+/// How the server works as Label Studio's ML backend.
+#[derive(Debug, Clone)]
+pub struct StudioOptions {
+    /// The strategy whose worth makes a task's score.
+    pub strategy: Strategy,
+    /// Learn from the annotations into this directory's versions (`v1`, `v2`, ...); off
+    /// without it.
+    pub train_into: Option<PathBuf>,
+    /// Label Studio's address and key, when given (`LABEL_STUDIO_URL`,
+    /// `LABEL_STUDIO_API_KEY`); otherwise those `/setup` sends are used.
+    pub connection: Option<Connection>,
+    /// How a version is trained.
+    pub learn: LearnSettings,
+}
+
+impl Default for StudioOptions {
+    fn default() -> Self {
+        Self {
+            strategy: Strategy::Margin,
+            train_into: None,
+            connection: None,
+            learn: LearnSettings::default(),
+        }
+    }
+}
+
+/// A project as `/setup` described it.
+struct Project {
+    config: Arc<LabelingConfig>,
+    connection: Option<Connection>,
+}
+
+/// The backend's state: the projects set up, and the learner.
+pub(crate) struct Studio {
+    strategy: Strategy,
+    projects: Mutex<HashMap<u64, Project>>,
+    learner: Option<learn::Learner>,
+}
+
+impl Studio {
+    /// The backend, learning into `options.train_into` when given.
+    pub(crate) fn start(
+        options: &StudioOptions,
+        served: Arc<Served>,
+        log: Logger,
+    ) -> std::io::Result<Self> {
+        let learner = match &options.train_into {
+            Some(dir) => Some(learn::Learner::start(
+                dir.clone(),
+                options.learn.clone(),
+                options.connection.clone(),
+                served,
+                log,
+            )?),
+            None => None,
+        };
+        Ok(Self {
+            strategy: options.strategy,
+            projects: Mutex::new(HashMap::new()),
+            learner,
+        })
+    }
+
+    /// What learning did, when the server learns.
+    pub(crate) fn status(&self) -> Option<LearningStatus> {
+        self.learner.as_ref().map(learn::Learner::status)
+    }
+
+    /// Stops a training under way (its version is left unserved) and waits for the learner.
+    pub(crate) fn stop(&self) {
+        if let Some(learner) = &self.learner {
+            learner.stop();
+        }
+    }
+}
+
+/// Label Studio's project id, from its `"{id}.{created}"` form or a number.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ProjectUid {
+    Number(u64),
+    Text(String),
+}
+
+impl ProjectUid {
+    fn id(&self) -> Option<u64> {
+        match self {
+            ProjectUid::Number(id) => Some(*id),
+            ProjectUid::Text(text) => text.split('.').next()?.parse().ok(),
+        }
+    }
+}
+
+/// A `POST /setup` body.
+#[derive(Debug, Deserialize)]
+struct SetupRequest {
+    project: ProjectUid,
+    schema: String,
+    #[serde(default)]
+    hostname: Option<String>,
+    #[serde(default)]
+    access_token: Option<String>,
+}
+
+/// `/setup`'s answer.
+#[derive(Serialize)]
+struct SetupAnswer {
+    model_version: String,
+}
+
+/// A `POST /predict` body.
+#[derive(Debug, Deserialize)]
+struct PredictRequest {
+    tasks: Vec<Task>,
+    #[serde(default)]
+    label_config: Option<String>,
+    #[serde(default)]
+    project: Option<ProjectUid>,
+}
+
+/// A task, as much of it as predicting reads.
+#[derive(Debug, Deserialize)]
+struct Task {
+    #[serde(default)]
+    id: Option<u64>,
+    data: HashMap<String, Box<RawValue>>,
+}
+
+/// A `POST /webhook` body.
+#[derive(Debug, Deserialize)]
+struct WebhookRequest {
+    action: String,
+    #[serde(default)]
+    project: Option<WebhookProject>,
+}
+
+#[derive(Debug, Deserialize)]
+struct WebhookProject {
+    id: u64,
+}
+
+/// `/webhook`'s answer.
+#[derive(Serialize)]
+struct WebhookAnswer {
+    status: String,
+}
+
+/// The actions that start a training.
+const TRAINING_ACTIONS: [&str; 3] = ["START_TRAINING", "ANNOTATION_CREATED", "ANNOTATION_UPDATED"];
+
+fn bad(message: impl Into<String>) -> Failure {
+    Failure::new(StatusCode::BAD_REQUEST, message)
+}
+
+/// Reads a JSON body into `T`, naming the field that is wrong.
+fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8], expected: &str) -> Result<T, Failure> {
+    let text = std::str::from_utf8(body).map_err(|e| {
+        bad(format!(
+            "the body is not UTF-8 (at byte {}); send JSON in UTF-8",
+            e.valid_up_to()
+        ))
+    })?;
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." {
+            String::new()
+        } else {
+            format!("{path}: ")
+        };
+        bad(format!("{field}{}; expected {expected}", e.inner()))
+    })?;
+    deserializer.end().map_err(|e| {
+        bad(format!(
+            "{e}: expected one JSON object and nothing after it but white space"
+        ))
+    })?;
+    Ok(value)
+}
+
+/// A JSON answer with nothing to hold.
+fn small_answer(value: &impl Serialize) -> Response {
+    axum::Json(value).into_response()
+}
+
+/// `POST /setup`.
+pub(crate) async fn setup(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    match setup_request(&state, request).await {
+        Ok(response) => response,
+        Err(failure) => failure.into_response(),
+    }
+}
+
+async fn setup_request(state: &AppState, request: Request) -> Result<Response, Failure> {
+    let options = &state.options;
+    let body = crate::read_body(request, options.max_body_bytes, options.body_timeout).await?;
+    let setup: SetupRequest = parse_json(
+        &body,
+        "{\"project\": \"1.1700000000\", \"schema\": \"<View>...</View>\"}",
+    )?;
+    let project = setup
+        .project
+        .id()
+        .ok_or_else(|| bad("project: expected Label Studio's \"{id}.{created}\""))?;
+    let config = LabelingConfig::parse(&setup.schema).map_err(bad)?;
+    let version = state.served.get();
+    config.check_labels(&version.info.labels).map_err(bad)?;
+    let connection = match (setup.hostname, setup.access_token) {
+        (Some(url), Some(key)) if !url.is_empty() && !key.is_empty() => {
+            Some(Connection { url, key })
+        }
+        _ => None,
+    };
+    if let Some(learner) = &state.studio.learner {
+        learner.set_up(project, connection.clone());
+    }
+    lock(&state.studio.projects).insert(
+        project,
+        Project {
+            config: Arc::new(config),
+            connection,
+        },
+    );
+    Ok(small_answer(&SetupAnswer {
+        model_version: version.id.clone(),
+    }))
+}
+
+/// `POST /predict`.
+pub(crate) async fn predict(
+    State(state): State<Arc<AppState>>,
+    axum::Extension(RequestId(id)): axum::Extension<RequestId>,
+    request: Request,
+) -> Response {
+    match predict_request(&state, id, request).await {
+        Ok(response) => response,
+        Err(failure) => failure.into_response(),
+    }
+}
+
+/// Where a text to tag came from: its task and the target it is read for.
+struct Source {
+    task: usize,
+    target: usize,
+}
+
+async fn predict_request(state: &AppState, id: u64, request: Request) -> Result<Response, Failure> {
+    let options = &state.options;
+    let body = crate::read_body(
+        request,
+        options.max_predict_body_bytes,
+        options.body_timeout,
+    )
+    .await?;
+    let predict: PredictRequest = parse_json(
+        &body,
+        "{\"tasks\": [{\"id\": 1, \"data\": {\"text\": \"...\"}}], \"label_config\": \"<View>...</View>\"}",
+    )?;
+    drop(body);
+    let config = match (&predict.label_config, &predict.project) {
+        (Some(xml), _) => Arc::new(LabelingConfig::parse(xml).map_err(bad)?),
+        (None, Some(project)) => project
+            .id()
+            .and_then(|id| {
+                lock(&state.studio.projects)
+                    .get(&id)
+                    .map(|p| p.config.clone())
+            })
+            .ok_or_else(|| bad("label_config: missing, and the project was not set up"))?,
+        (None, None) => return Err(bad("missing field `label_config`")),
+    };
+    let version = state.served.get();
+    config.check_labels(&version.info.labels).map_err(bad)?;
+    // Every target's text of every task, blank ones left out (they have no entities).
+    let mut texts = Vec::new();
+    let mut sources = Vec::new();
+    for (t, task) in predict.tasks.iter().enumerate() {
+        for (g, target) in config.targets.iter().enumerate() {
+            let field = || format!("tasks[{t}].data.{}", target.data_key);
+            let raw = task.data.get(&target.data_key).ok_or_else(|| {
+                bad(format!(
+                    "{}: missing; <Text name=\"{}\"> reads its text there",
+                    field(),
+                    target.to_name
+                ))
+            })?;
+            let text: String = serde_json::from_str(raw.get())
+                .map_err(|_| bad(format!("{}: expected a string, the task's text", field())))?;
+            if !text.trim().is_empty() {
+                texts.push(text);
+                sources.push(Source { task: t, target: g });
+            }
+        }
+    }
+    let name = |i: usize| {
+        let source = &sources[i];
+        format!(
+            "tasks[{}].data.{}",
+            source.task, config.targets[source.target].data_key
+        )
+    };
+    let tag_options = version
+        .tagger
+        .options_with(TagSettings {
+            confidence: true,
+            ..state.studio.strategy.settings()
+        })
+        .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let count = texts.len();
+    let (texts, tokens, cost) = crate::measure(&version.tagger, texts, tag_options, &name).await?;
+    let held = crate::hold_answer(state, &cost)?;
+    // Tasks go to the queue in pieces of at most `max_texts` texts, each whole, so that one
+    // request of many tasks takes its turn like many requests.
+    let task_ids: Vec<Option<u64>> = predict.tasks.iter().map(|t| t.id).collect();
+    let left_out = Arc::new(AtomicUsize::new(0));
+    let mut pieces: Vec<Vec<u8>> = Vec::new();
+    let (mut texts, mut tokens, mut sources) = (texts, tokens, sources);
+    let mut first_task = 0;
+    while first_task < task_ids.len() {
+        let mut end_task = first_task;
+        let mut taken = 0;
+        while end_task < task_ids.len() {
+            let of_task = sources[taken..]
+                .iter()
+                .take_while(|s| s.task == end_task)
+                .count();
+            if taken > 0 && taken + of_task > options.max_texts {
+                break;
+            }
+            taken += of_task;
+            end_task += 1;
+        }
+        let rest_texts = texts.split_off(taken);
+        let rest_tokens = tokens.split_off(taken);
+        let rest_sources = sources.split_off(taken);
+        let piece = Piece {
+            tasks: first_task..end_task,
+            task_ids: task_ids[first_task..end_task].to_vec(),
+            sources: std::mem::replace(&mut sources, rest_sources),
+            config: config.clone(),
+            strategy: state.studio.strategy,
+            model_version: version.id.clone(),
+            left_out: left_out.clone(),
+        };
+        let words = tokens.iter().map(Vec::len).sum();
+        let request = crate::batch::Request {
+            tagger: version.tagger.clone(),
+            texts: std::mem::replace(&mut texts, rest_texts),
+            tokens: std::mem::replace(&mut tokens, rest_tokens),
+            words,
+            options: tag_options,
+            answer: Box::new(move |tagged, tagger| piece.answer(tagged, tagger)),
+        };
+        pieces.push(crate::tagged_answer(state, id, request).await?);
+        first_task = end_task;
+    }
+    let mut body = Vec::new();
+    body.extend_from_slice(b"{\"results\":[");
+    for (i, piece) in pieces.iter().filter(|p| !p.is_empty()).enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(piece);
+    }
+    body.extend_from_slice(b"],\"model_version\":");
+    body.extend_from_slice(&serde_json::to_vec(&version.id).unwrap_or_default());
+    body.push(b'}');
+    let left_out = left_out.load(Ordering::Relaxed);
+    let tally = Tally {
+        texts: count,
+        tokens: cost.tokens,
+        error: (left_out > 0).then(|| {
+            format!("{left_out} entities of labels the labeling config lacks were left out")
+        }),
+    };
+    Ok(crate::json_answer(body, held, tally))
+}
+
+/// A text of a task: its target, the text, and the entities kept with their confidences.
+type TextSpans = (usize, String, Vec<(CharSpan, f64)>);
+
+/// Tasks answered together: their predictions from their texts tagged.
+struct Piece {
+    /// The tasks, by their place in the request.
+    tasks: std::ops::Range<usize>,
+    task_ids: Vec<Option<u64>>,
+    /// Where each text of the piece came from.
+    sources: Vec<Source>,
+    config: Arc<LabelingConfig>,
+    strategy: Strategy,
+    model_version: String,
+    left_out: Arc<AtomicUsize>,
+}
+
+impl Piece {
+    /// The tasks' predictions, as JSON array elements joined by commas.
+    fn answer(mut self, tagged: Vec<Tagged>, tagger: &Tagger) -> Result<Vec<u8>, String> {
+        let mut body = Vec::new();
+        let sources = std::mem::take(&mut self.sources);
+        let mut texts = sources.iter().zip(tagged).peekable();
+        for (n, task) in self.tasks.clone().enumerate() {
+            let mut certainty: f64 = 1.0;
+            let mut spans: Vec<TextSpans> = Vec::new();
+            while let Some((source, tagged)) = texts.next_if(|(s, _)| s.task == task) {
+                let target = &self.config.targets[source.target];
+                let worth = tagger.worth_of(&tagged, self.strategy);
+                if worth.is_finite() {
+                    certainty = certainty.min(self.strategy.certainty(worth));
+                }
+                let mut kept = Vec::new();
+                for entity in tagged.entities {
+                    if target.labels.contains(&entity.label) {
+                        let span = CharSpan {
+                            start: entity.start,
+                            end: entity.end,
+                            label: entity.label,
+                        };
+                        kept.push((span, entity.confidence.unwrap_or(1.0)));
+                    } else {
+                        self.left_out.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                spans.push((source.target, tagged.text, kept));
+            }
+            let id = self.task_ids[n].map_or_else(|| format!("t{task}"), |id| id.to_string());
+            let mut result = Vec::new();
+            for (target, text, kept) in &spans {
+                let target = &self.config.targets[*target];
+                let names = StudioTarget {
+                    from_name: &target.from_name,
+                    to_name: &target.to_name,
+                };
+                for (i, (span, probability)) in kept.iter().enumerate() {
+                    let region = format!("{id}-{}-{i}", target.to_name);
+                    result.push(StudioRegion::new(text, span, *probability, region, names));
+                }
+            }
+            let prediction = StudioPrediction {
+                model_version: &self.model_version,
+                score: certainty,
+                result,
+            };
+            if n > 0 {
+                body.push(b',');
+            }
+            serde_json::to_writer(&mut body, &prediction).map_err(|e| e.to_string())?;
+        }
+        Ok(body)
+    }
+}
+
+/// `POST /webhook`.
+pub(crate) async fn webhook(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    match webhook_request(&state, request).await {
+        Ok(response) => response,
+        Err(failure) => failure.into_response(),
+    }
+}
+
+async fn webhook_request(state: &AppState, request: Request) -> Result<Response, Failure> {
+    let options = &state.options;
+    // Webhooks carry the whole annotation and task: the predict limit, not the tag one.
+    let body = crate::read_body(
+        request,
+        options.max_predict_body_bytes,
+        options.body_timeout,
+    )
+    .await?;
+    let event: WebhookRequest = parse_json(
+        &body,
+        "{\"action\": \"START_TRAINING\", \"project\": {\"id\": 1}}",
+    )?;
+    if !TRAINING_ACTIONS.contains(&event.action.as_str()) {
+        return Ok(small_answer(&WebhookAnswer {
+            status: format!("{}: nothing to do", event.action),
+        }));
+    }
+    let Some(learner) = &state.studio.learner else {
+        let off = "training is off: start nertrain serve with --train-into DIR to learn from \
+                   annotations; predictions still work";
+        // Asked for from Label Studio's page, the user should see why nothing happens.
+        if event.action == "START_TRAINING" {
+            return Err(Failure::new(StatusCode::CONFLICT, off));
+        }
+        return Ok(small_answer(&WebhookAnswer { status: off.into() }));
+    };
+    let project = event
+        .project
+        .ok_or_else(|| bad("project: missing; expected {\"id\": 1}"))?
+        .id;
+    let connection = lock(&state.studio.projects)
+        .get(&project)
+        .and_then(|p| p.connection.clone());
+    let status = learner
+        .request(project, connection)
+        .map_err(|message| Failure::new(StatusCode::CONFLICT, message))?;
+    Ok(small_answer(&WebhookAnswer { status }))
+}
+
+/// `GET /versions`' answer.
+#[derive(Serialize)]
+struct Versions {
+    versions: Vec<String>,
+}
+
+/// `GET /versions`: the served version's id, then those trained and kept.
+pub(crate) async fn versions(State(state): State<Arc<AppState>>) -> Response {
+    let mut versions = vec![state.served.get().id.clone()];
+    if let Some(status) = state.studio.status() {
+        for record in status.versions {
+            if let Some(id) = record.id
+                && !versions.contains(&id)
+            {
+                versions.push(id);
+            }
+        }
+    }
+    small_answer(&Versions { versions })
+}
