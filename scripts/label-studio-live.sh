@@ -17,13 +17,17 @@ port=8090
 token=0123456789abcdef0123456789abcdef01234567
 # A loopback backend is refused unless both SSRF guards are off; the setup request names this
 # address so that the backend can fetch the project's annotations.
-ML_BLOCK_LOCAL_IP=false SSRF_PROTECTION_ENABLED=false SENTRY_DSN= FRONTEND_SENTRY_DSN= \
+# In a session of its own, and not our child: on its way out Label Studio signals its parent and
+# process group.
+(ML_BLOCK_LOCAL_IP=false SSRF_PROTECTION_ENABLED=false SENTRY_DSN= FRONTEND_SENTRY_DSN= \
     LABEL_STUDIO_HOST=http://localhost:$port LABEL_STUDIO_BASE_DATA_DIR="$work/data" \
+    setsid sh -c 'echo $$ >"$0/pid"; exec "$@"' "$work" \
     "$venv/bin/label-studio" start --no-browser --port $port --data-dir "$work/data" \
     --username ci@example.com --password ci-password-1 --user-token $token \
-    --enable-legacy-api-token >"$work/label-studio.log" 2>&1 &
-studio=$!
-trap 'kill $studio 2>/dev/null; wait $studio 2>/dev/null; rm -rf "$work"' EXIT
+    --enable-legacy-api-token >"$work/label-studio.log" 2>&1 &)
+for _ in $(seq 1 50); do [ -s "$work/pid" ] && break; sleep 0.1; done
+studio=$(cat "$work/pid")
+trap 'kill -- -$studio 2>/dev/null; sleep 1; rm -rf "$work"' EXIT
 for _ in $(seq 1 120); do
     curl -sf -o /dev/null "http://localhost:$port/health" && break
     kill -0 $studio 2>/dev/null || { tail -30 "$work/label-studio.log"; exit 1; }
