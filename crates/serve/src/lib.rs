@@ -45,6 +45,7 @@ use hyper_util::service::TowerToHyperService;
 use nertrain_tagger::{
     MAX_TEXT_WORDS, ModelInfo, Record, TagOptions, TagSettings, Tagger, Token, record_size_bound,
 };
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpListener;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
@@ -429,19 +430,18 @@ async fn tag(
     State(state): State<Arc<AppState>>,
     axum::Extension(RequestId(id)): axum::Extension<RequestId>,
     request: Request,
-) -> Response {
-    match tag_request(&state, id, request).await {
-        Ok(response) => response,
-        Err(failure) => failure.into_response(),
-    }
-}
-
-async fn tag_request(state: &AppState, id: u64, request: Request) -> Result<Response, Failure> {
+) -> Result<Response, Failure> {
+    let state = &*state;
     let options = &state.options;
-    let body = read_body(request, options.max_body_bytes, options.body_timeout).await?;
+    let request: TagRequest = json_body(
+        request,
+        options.max_body_bytes,
+        options.body_timeout,
+        "{\"texts\": [\"...\"], \"probs\": false, \"nbest\": 1} or {\"text\": \"...\"}",
+    )
+    .await?;
     let version = state.served.get();
-    let (texts, single, tag_options) = parse_request(state, &version.tagger, &body)?;
-    drop(body);
+    let (texts, single, tag_options) = parse_request(state, &version.tagger, request)?;
     let count = texts.len();
     let name = |i: usize| {
         if single {
@@ -718,38 +718,47 @@ impl axum::body::HttpBody for HeldBody {
     }
 }
 
-/// The texts of a `POST /tag` body, whether it named one `text`, and the tagging options.
-fn parse_request(
-    state: &AppState,
-    tagger: &Tagger,
-    body: &[u8],
-) -> Result<(Vec<String>, bool, TagOptions), Failure> {
+/// A JSON body of at most `limit` bytes, read within `timeout`, as `T`; a `400` names the field
+/// that is wrong and shows what was `expected`.
+async fn json_body<T: DeserializeOwned>(
+    request: Request,
+    limit: usize,
+    timeout: Duration,
+    expected: &str,
+) -> Result<T, Failure> {
+    let body = read_body(request, limit, timeout).await?;
     let bad = |message: String| Failure::new(StatusCode::BAD_REQUEST, message);
-    let text = std::str::from_utf8(body).map_err(|e| {
+    let text = std::str::from_utf8(&body).map_err(|e| {
         bad(format!(
             "the body is not UTF-8 (at byte {}); send JSON in UTF-8",
             e.valid_up_to()
         ))
     })?;
     let mut deserializer = serde_json::Deserializer::from_str(text);
-    let request: TagRequest = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
+    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
         let path = e.path().to_string();
         let field = if path == "." {
             String::new()
         } else {
             format!("{path}: ")
         };
-        bad(format!(
-            "{field}{}; expected {{\"texts\": [\"...\"], \"probs\": false, \"nbest\": 1}} or \
-             {{\"text\": \"...\"}}",
-            e.inner()
-        ))
+        bad(format!("{field}{}; expected {expected}", e.inner()))
     })?;
     deserializer.end().map_err(|e| {
         bad(format!(
             "{e}: expected one JSON object and nothing after it but white space"
         ))
     })?;
+    Ok(value)
+}
+
+/// The texts of a `POST /tag` request, whether it named one `text`, and the tagging options.
+fn parse_request(
+    state: &AppState,
+    tagger: &Tagger,
+    request: TagRequest,
+) -> Result<(Vec<String>, bool, TagOptions), Failure> {
+    let bad = |message: String| Failure::new(StatusCode::BAD_REQUEST, message);
     let (texts, single) = match (request.texts, request.text) {
         (Some(_), Some(_)) => return Err(bad("give `texts` or `text`, not both".into())),
         (None, None) => return Err(bad("missing field `texts` (or `text`)".into())),

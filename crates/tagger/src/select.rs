@@ -215,12 +215,13 @@ impl Tagger {
             confidence: strategy.settings().confidence || keep > 0,
             ..strategy.settings()
         })?;
+        let begins = self.begins();
         let mut scores = Vec::with_capacity(texts.len());
         let mut kept: Vec<(usize, Tagged)> = Vec::new();
         let pool = texts.iter().map(|text| Ok(text.as_ref()));
         for tagged in self.tag_stream(pool, Layout::Texts, options) {
             for mut tagged in tagged? {
-                let score = self.worth_of(&tagged, strategy);
+                let score = worth(&tagged, strategy, &begins);
                 scores.push(score);
                 if keep > 0 && score.is_finite() {
                     // As the model's own options tag it: what scoring alone needed goes.
@@ -245,13 +246,15 @@ impl Tagger {
     /// words); it must have been tagged with [`Strategy::settings`]. `Random` has no worth of
     /// its own: 0.
     pub fn worth_of(&self, tagged: &Tagged, strategy: Strategy) -> f64 {
-        // The tags that begin an entity (`B-`, and `S-` in IOBES), in the marginals' order.
-        let begins: Vec<bool> = self
-            .labels()
+        worth(tagged, strategy, &self.begins())
+    }
+
+    /// The tags that begin an entity (`B-`, and `S-` in IOBES), in the marginals' order.
+    fn begins(&self) -> Vec<bool> {
+        self.labels()
             .iter()
             .map(|tag| matches!(tag.split_once('-'), Some(("B" | "S", _))))
-            .collect();
-        worth(tagged, strategy, &begins)
+            .collect()
     }
 }
 

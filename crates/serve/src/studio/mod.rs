@@ -195,52 +195,23 @@ fn bad(message: impl Into<String>) -> Failure {
     Failure::new(StatusCode::BAD_REQUEST, message)
 }
 
-/// Reads a JSON body into `T`, naming the field that is wrong.
-fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8], expected: &str) -> Result<T, Failure> {
-    let text = std::str::from_utf8(body).map_err(|e| {
-        bad(format!(
-            "the body is not UTF-8 (at byte {}); send JSON in UTF-8",
-            e.valid_up_to()
-        ))
-    })?;
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
-        let path = e.path().to_string();
-        let field = if path == "." {
-            String::new()
-        } else {
-            format!("{path}: ")
-        };
-        bad(format!("{field}{}; expected {expected}", e.inner()))
-    })?;
-    deserializer.end().map_err(|e| {
-        bad(format!(
-            "{e}: expected one JSON object and nothing after it but white space"
-        ))
-    })?;
-    Ok(value)
-}
-
 /// A JSON answer with nothing to hold.
 fn small_answer(value: &impl Serialize) -> Response {
     axum::Json(value).into_response()
 }
 
 /// `POST /setup`.
-pub(crate) async fn setup(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    match setup_request(&state, request).await {
-        Ok(response) => response,
-        Err(failure) => failure.into_response(),
-    }
-}
-
-async fn setup_request(state: &AppState, request: Request) -> Result<Response, Failure> {
-    let options = &state.options;
-    let body = crate::read_body(request, options.max_body_bytes, options.body_timeout).await?;
-    let setup: SetupRequest = parse_json(
-        &body,
+pub(crate) async fn setup(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+) -> Result<Response, Failure> {
+    let setup: SetupRequest = crate::json_body(
+        request,
+        state.options.max_body_bytes,
+        state.options.body_timeout,
         "{\"project\": \"1.1700000000\", \"schema\": \"<View>...</View>\"}",
-    )?;
+    )
+    .await?;
     let project = setup
         .project
         .id()
@@ -269,37 +240,27 @@ async fn setup_request(state: &AppState, request: Request) -> Result<Response, F
     }))
 }
 
-/// `POST /predict`.
-pub(crate) async fn predict(
-    State(state): State<Arc<AppState>>,
-    axum::Extension(RequestId(id)): axum::Extension<RequestId>,
-    request: Request,
-) -> Response {
-    match predict_request(&state, id, request).await {
-        Ok(response) => response,
-        Err(failure) => failure.into_response(),
-    }
-}
-
 /// Where a text to tag came from: its task and the target it is read for.
 struct Source {
     task: usize,
     target: usize,
 }
 
-async fn predict_request(state: &AppState, id: u64, request: Request) -> Result<Response, Failure> {
+/// `POST /predict`.
+pub(crate) async fn predict(
+    State(state): State<Arc<AppState>>,
+    axum::Extension(RequestId(id)): axum::Extension<RequestId>,
+    request: Request,
+) -> Result<Response, Failure> {
+    let state = &*state;
     let options = &state.options;
-    let body = crate::read_body(
+    let predict: PredictRequest = crate::json_body(
         request,
         options.max_predict_body_bytes,
         options.body_timeout,
+        "{\"tasks\": [{\"id\": 1, \"data\": {\"text\": \"...\"}}], \"label_config\": \"<View>...</View>\"}",
     )
     .await?;
-    let predict: PredictRequest = parse_json(
-        &body,
-        "{\"tasks\": [{\"id\": 1, \"data\": {\"text\": \"...\"}}], \"label_config\": \"<View>...</View>\"}",
-    )?;
-    drop(body);
     let config = match (&predict.label_config, &predict.project) {
         (Some(xml), _) => Arc::new(LabelingConfig::parse(xml).map_err(bad)?),
         (None, Some(project)) => project
@@ -493,26 +454,18 @@ impl Piece {
 }
 
 /// `POST /webhook`.
-pub(crate) async fn webhook(State(state): State<Arc<AppState>>, request: Request) -> Response {
-    match webhook_request(&state, request).await {
-        Ok(response) => response,
-        Err(failure) => failure.into_response(),
-    }
-}
-
-async fn webhook_request(state: &AppState, request: Request) -> Result<Response, Failure> {
-    let options = &state.options;
+pub(crate) async fn webhook(
+    State(state): State<Arc<AppState>>,
+    request: Request,
+) -> Result<Response, Failure> {
     // Webhooks carry the whole annotation and task: the predict limit, not the tag one.
-    let body = crate::read_body(
+    let event: WebhookRequest = crate::json_body(
         request,
-        options.max_predict_body_bytes,
-        options.body_timeout,
+        state.options.max_predict_body_bytes,
+        state.options.body_timeout,
+        "{\"action\": \"START_TRAINING\", \"project\": {\"id\": 1}}",
     )
     .await?;
-    let event: WebhookRequest = parse_json(
-        &body,
-        "{\"action\": \"START_TRAINING\", \"project\": {\"id\": 1}}",
-    )?;
     if !TRAINING_ACTIONS.contains(&event.action.as_str()) {
         return Ok(small_answer(&WebhookAnswer {
             status: format!("{}: nothing to do", event.action),
