@@ -65,7 +65,8 @@ impl Connection {
         if !is_jwt(&self.key) {
             return Ok(format!("Token {}", self.key));
         }
-        let url = format!("{base}/api/token/refresh");
+        // Django routes it with its trailing slash only.
+        let url = format!("{base}/api/token/refresh/");
         let body =
             serde_json::to_vec(&Refresh { refresh: &self.key }).map_err(|e| e.to_string())?;
         let mut response = agent

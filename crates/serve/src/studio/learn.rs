@@ -4,8 +4,10 @@
 //! task id (never trained on), continues the served model on the rest into `DIR/vN` (`nertrain
 //! fit --start-from`, in a process of its own, so that serving links no training code and a
 //! training that fails or is killed cannot take the server with it; the served model's own
-//! training file is rehearsed when it is at hand), and scores
-//! the new version and the served one on the held-out tasks. The new version is served only if
+//! training file is rehearsed when it is at hand), and scores the new version and the served one
+//! on the held-out tasks (`nertrain eval`, in processes of their own too: scoring in the server
+//! would hold the served model's turn for as long as the held-out share takes, and it grows with
+//! the project). The new version is served only if
 //! it does no worse there; otherwise it stays on disk and the status says why. One training runs
 //! at a time; events that come during it make one more. `DIR/versions.json`, replaced whole
 //! after each version, says which version is served, so a crash loses nothing and the next
@@ -202,6 +204,73 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     interrupt: Arc<AtomicBool>,
+}
+
+/// `nertrain eval --json`'s answer, as much of it as judging reads.
+#[derive(Deserialize)]
+struct EvalScores {
+    overall: Overall,
+}
+
+#[derive(Deserialize)]
+struct Overall {
+    f1: f64,
+}
+
+impl Shared {
+    /// A `nertrain` command on the threads training may take, its errors appended to `log`.
+    fn trainer(&self, log: &Path) -> Result<Command, String> {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|e| format!("{}: {e}", log.display()))?;
+        let mut command = Command::new(&self.settings.trainer);
+        command
+            .env("RAYON_NUM_THREADS", self.settings.threads.to_string())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        Ok(command)
+    }
+
+    /// Runs `command` to its end, calling `tick` now and then; a stop kills it.
+    fn run_child(
+        &self,
+        mut command: Command,
+        name: &str,
+        log: &Path,
+        mut tick: impl FnMut(),
+    ) -> Result<(), String> {
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot start {}: {e}", self.settings.trainer.display()))?;
+        let status = loop {
+            if self.interrupt.load(Ordering::SeqCst) {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("training {name} was stopped; it is not served"));
+            }
+            match child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) => {}
+                Err(e) => return Err(format!("training {name}: {e}")),
+            }
+            tick();
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        if status.success() {
+            return Ok(());
+        }
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let last: Vec<&str> = text.lines().rev().take(3).collect();
+        let last: Vec<&str> = last.into_iter().rev().collect();
+        Err(format!(
+            "training {name} failed ({status}; {}): {}",
+            log.display(),
+            last.join(" / ")
+        ))
+    }
 }
 
 /// The learner: its state, and the thread that trains.
@@ -484,66 +553,48 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), String> {
         "train.with_dev=false".to_string(),
     ];
     let log_file = data.join("fit.log");
-    let log =
-        std::fs::File::create(&log_file).map_err(|e| format!("{}: {e}", log_file.display()))?;
-    let mut command = Command::new(&shared.settings.trainer);
-    command
-        .arg("fit")
-        .arg("--start-from")
-        .arg(&from)
-        .env("RAYON_NUM_THREADS", shared.settings.threads.to_string())
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log);
+    let mut fit = shared.trainer(&log_file)?;
+    fit.arg("fit").arg("--start-from").arg(&from);
     for setting in &settings {
-        command.arg("--set").arg(setting);
+        fit.arg("--set").arg(setting);
     }
-    let mut child = command
-        .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", shared.settings.trainer.display()))?;
     // The epoch under way, from the lines the run adds to its metrics.
     let metrics = output.join("metrics.jsonl");
-    let status = loop {
-        if shared.interrupt.load(Ordering::SeqCst) {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!("training {name} was stopped; it is not served"));
-        }
-        match child.try_wait() {
-            Ok(Some(status)) => break status,
-            Ok(None) => {}
-            Err(e) => return Err(format!("training {name}: {e}")),
-        }
+    shared.run_child(fit, &name, &log_file, || {
         let done = std::fs::read_to_string(&metrics).map_or(0, |m| m.lines().count());
         set_progress((done + 1).min(epochs));
-        std::thread::sleep(Duration::from_millis(200));
+    })?;
+    // Judged in processes of their own too, so that scoring takes no turn from the served
+    // model's requests.
+    let score = |model: &Path, scores: &str| -> Result<f64, String> {
+        let scores = data.join(scores);
+        let mut eval = shared.trainer(&log_file)?;
+        eval.arg("eval")
+            .arg("--model")
+            .arg(model)
+            .arg("--data")
+            .arg(&heldout_file)
+            .arg("--json");
+        let out =
+            std::fs::File::create(&scores).map_err(|e| format!("{}: {e}", scores.display()))?;
+        eval.stdout(out);
+        shared.run_child(eval, &name, &log_file, || {})?;
+        let read: EvalScores = std::fs::read(&scores)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
+            .map_err(|e| format!("scoring the held-out tasks ({}): {e}", scores.display()))?;
+        Ok(read.overall.f1)
     };
-    if !status.success() {
-        let log = std::fs::read_to_string(&log_file).unwrap_or_default();
-        let last: Vec<&str> = log.lines().rev().take(3).collect();
-        let last: Vec<&str> = last.into_iter().rev().collect();
-        return Err(format!(
-            "training {name} failed ({status}; {}): {}",
-            log_file.display(),
-            last.join(" / ")
-        ));
-    }
-    let trained = Tagger::load_with_threads(
-        &output,
-        current.tagger.device(),
-        shared.settings.tag_threads,
-    )
-    .map_err(|e| format!("{}: {e}", output.display()))?;
-    let score = |tagger: &Tagger| {
-        tagger
-            .evaluate_file(&heldout_file, tagger.options())
-            .map(|e| e.scores().scores.overall.f1)
-            .map_err(|e| format!("scoring the held-out tasks: {e}"))
-    };
-    let previous_f1 = score(&current.tagger)?;
-    let heldout_f1 = score(&trained)?;
+    let previous_f1 = score(&from, "heldout-served.json")?;
+    let heldout_f1 = score(&output, "heldout-new.json")?;
     let served = heldout_f1 >= previous_f1;
     let version = if served {
+        let trained = Tagger::load_with_threads(
+            &output,
+            current.tagger.device(),
+            shared.settings.tag_threads,
+        )
+        .map_err(|e| format!("{}: {e}", output.display()))?;
         Some(Version::new(trained).map_err(|e| e.to_string())?)
     } else {
         None
