@@ -275,3 +275,176 @@ fn sigterm_stops_accepting_and_finishes_the_requests_in_flight() {
         "the request was in flight when SIGTERM came: {log}"
     );
 }
+
+/// The Label Studio config of these tests: names and a data key that are not the defaults.
+const STUDIO_CONFIG: &str = r#"<View><Labels name="ents" toName="doc"><Label value="PER"/><Label value="LOC"/></Labels><Text name="doc" value="$body"/></View>"#;
+
+#[test]
+fn label_studio_routes_predict_under_the_projects_names_and_refuse_in_the_status_line() {
+    let model = sample_model("sentence");
+    let server = Server::start(&model, &[], None);
+    let texts = sample_texts();
+    let json = |value: serde_json::Value| value.to_string().into_bytes();
+
+    let (line, body) = server.exchange(
+        "POST",
+        "/setup",
+        &json(serde_json::json!({
+            "project": "3.1700000000", "schema": STUDIO_CONFIG,
+            "hostname": "http://localhost:8080", "access_token": "abc"})),
+    );
+    assert!(line.starts_with("HTTP/1.1 200"), "{line} {body}");
+    let setup: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let version = setup["model_version"].as_str().unwrap().to_string();
+    assert_eq!(version.len(), 12);
+    assert!(version.bytes().all(|b| b.is_ascii_hexdigit()));
+
+    // Predictions: one per task, in the project's names, the entities `tag` finds of the
+    // config's labels, each with its confidence; a task score in [0, 1]. A project set up
+    // needs no config in the request.
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let expected = tag_json(&model, &refs);
+    let tasks: Vec<serde_json::Value> = texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| serde_json::json!({"id": 40 + i, "data": {"body": t, "n": i}}))
+        .collect();
+    for request in [
+        serde_json::json!({"tasks": tasks, "label_config": STUDIO_CONFIG}),
+        serde_json::json!({"tasks": tasks, "project": "3.1700000000"}),
+    ] {
+        let (status, body) = server.request("POST", "/predict", &json(request));
+        assert_eq!(status, 200, "{body}");
+        let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(answer["model_version"], version.as_str());
+        let results = answer["results"].as_array().unwrap();
+        assert_eq!(results.len(), texts.len());
+        for (result, expected) in results.iter().zip(&expected) {
+            let score = result["score"].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&score), "{score}");
+            let got: Vec<(u64, u64, String)> = result["result"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| {
+                    assert_eq!(
+                        (r["from_name"].as_str(), r["to_name"].as_str()),
+                        (Some("ents"), Some("doc"))
+                    );
+                    assert!(r["score"].as_f64().is_some(), "{r}");
+                    let v = &r["value"];
+                    (
+                        v["start"].as_u64().unwrap(),
+                        v["end"].as_u64().unwrap(),
+                        v["labels"][0].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect();
+            let want: Vec<(u64, u64, String)> = expected["entities"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| ["PER", "LOC"].contains(&e["label"].as_str().unwrap()))
+                .map(|e| {
+                    (
+                        e["start"].as_u64().unwrap(),
+                        e["end"].as_u64().unwrap(),
+                        e["label"].as_str().unwrap().to_string(),
+                    )
+                })
+                .collect();
+            assert_eq!(got, want);
+        }
+    }
+
+    // What cannot be served is refused, and the reason is in the status line, which is all
+    // Label Studio shows.
+    let no_labels = r#"<View><Text name="doc" value="$body"/></View>"#;
+    let other_labels = r#"<View><Labels name="g" toName="doc"><Label value="GENE"/></Labels><Text name="doc" value="$body"/></View>"#;
+    let cases: Vec<(&str, Vec<u8>, &str, &str)> = vec![
+        (
+            "/setup",
+            json(serde_json::json!({"project": "3.1", "schema": no_labels})),
+            "400",
+            "no <Labels> control on a <Text>",
+        ),
+        (
+            "/setup",
+            json(serde_json::json!({"project": "3.1", "schema": "<View"})),
+            "400",
+            "not XML",
+        ),
+        (
+            "/setup",
+            json(serde_json::json!({"project": "3.1", "schema": other_labels})),
+            "400",
+            "none of the labeling config's labels (GENE)",
+        ),
+        (
+            "/setup",
+            json(serde_json::json!({"project": "x", "schema": STUDIO_CONFIG})),
+            "400",
+            "project: expected",
+        ),
+        (
+            "/predict",
+            json(
+                serde_json::json!({"tasks": [{"data": {"body": "a"}}, {"data": {"text": "b"}}], "label_config": STUDIO_CONFIG}),
+            ),
+            "400",
+            "tasks[1].data.body: missing",
+        ),
+        (
+            "/predict",
+            json(
+                serde_json::json!({"tasks": [{"data": {"body": 5}}], "label_config": STUDIO_CONFIG}),
+            ),
+            "400",
+            "tasks[0].data.body: expected a string",
+        ),
+        (
+            "/predict",
+            json(serde_json::json!({"tasks": [{"data": {"body": "a"}}], "project": "9.1"})),
+            "400",
+            "the project was not set up",
+        ),
+        (
+            "/predict",
+            b"{\"tasks\": 5}".to_vec(),
+            "400",
+            "tasks: invalid type",
+        ),
+        (
+            "/webhook",
+            json(serde_json::json!({"action": "START_TRAINING", "project": {"id": 3}})),
+            "409",
+            "training is off",
+        ),
+    ];
+    for (path, body, status, message) in cases {
+        let (line, answer) = server.exchange("POST", path, &body);
+        assert!(
+            line.starts_with(&format!("HTTP/1.1 {status} ")),
+            "{path}: {line} {answer}"
+        );
+        assert!(line.contains(message), "{path}: {line}");
+        let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert!(
+            answer["error"].as_str().unwrap().contains(message),
+            "{answer}"
+        );
+    }
+    // Annotations submitted without --train-into are no error: predictions go on.
+    let (status, body) = server.request(
+        "POST",
+        "/webhook",
+        &json(serde_json::json!({"action": "ANNOTATION_CREATED", "project": {"id": 3}})),
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("training is off"), "{body}");
+    let (status, body) = server.request("GET", "/model", b"");
+    assert_eq!(status, 200);
+    let model_answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(model_answer["version"], version.as_str());
+    assert!(model_answer["learning"].is_null(), "{model_answer}");
+}

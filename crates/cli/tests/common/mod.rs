@@ -216,6 +216,13 @@ impl Server {
 
     /// One request on its own connection: status and body.
     pub fn request(&self, method: &str, path: &str, body: &[u8]) -> (u16, String) {
+        let (line, body) = self.exchange(method, path, body);
+        (line[9..12].parse().unwrap(), body)
+    }
+
+    /// One request on its own connection: the status line (`HTTP/1.1 400 the reason`) and the
+    /// body.
+    pub fn exchange(&self, method: &str, path: &str, body: &[u8]) -> (String, String) {
         let mut stream = TcpStream::connect(&self.address).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(60)))
@@ -231,12 +238,12 @@ impl Server {
         let mut response = Vec::new();
         stream.read_to_end(&mut response).unwrap();
         let response = String::from_utf8(response).unwrap();
-        let status = response[9..12].parse().unwrap();
+        let line = response.lines().next().unwrap_or_default().to_string();
         let body = response
             .split_once("\r\n\r\n")
             .map(|(_, body)| body.to_string())
             .unwrap_or_default();
-        (status, body)
+        (line, body)
     }
 
     pub fn tag(&self, body: &serde_json::Value) -> (u16, serde_json::Value) {
