@@ -93,6 +93,8 @@ def main():
     where = work / "studio" / "api" / "projects" / "1"
     where.mkdir(parents=True)
     (where / "export").write_text(json.dumps(tasks))
+    # GET /api/projects/1 is redirected to /api/projects/1/, which serves index.html.
+    (where / "index.html").write_text(json.dumps({"id": 1, "label_config": CONFIG}))
     studio_port = args.port + 1
     studio = subprocess.Popen(
         [sys.executable, "-m", "http.server", str(studio_port), "--bind", "127.0.0.1"],

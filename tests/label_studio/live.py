@@ -1,6 +1,6 @@
 """nertrain serve as the ML backend of a real Label Studio, driven through Label Studio's own
 REST API: a project whose control, object and data key are not the defaults; tasks from the
-sample (one with emoji before its entities); the backend connected; predictions retrieved
+sample (one with emoji before its entities), with another string beside their text; the backend connected; predictions retrieved
 through the Data Manager; annotations submitted; training started from Label Studio; the new
 version serving while /predict requests keep being answered. Measures /predict latency and the
 time from Label Studio's train request to a served version, and writes them as JSON.
@@ -167,7 +167,7 @@ def main():
         texts = [EMOJI_TEXT] + [spans(tokens, tags)[0] for tokens, tags in gold]
         project = studio.call("POST", "/api/projects", json={"title": "nertrain live", "label_config": CONFIG})
         pid = project["id"]
-        studio.call("POST", f"/api/projects/{pid}/import", json=[{"body": t} for t in texts])
+        studio.call("POST", f"/api/projects/{pid}/import", json=[{"body": t, "source": "the sample"} for t in texts])
         tasks = studio.call("GET", f"/api/tasks?project={pid}&page_size=1000")["tasks"]
         check(len(tasks) == len(texts), f"{len(tasks)} tasks imported of {len(texts)}")
         by_text = {t["data"]["body"]: t["id"] for t in tasks}

@@ -23,7 +23,7 @@ mod units;
 use formats::Tally;
 pub use formats::{
     AnnotationFormat, PreAnnotated, StudioPrediction, StudioRegion, StudioTarget, doccano_lines,
-    label_studio_tasks,
+    label_studio_tasks, narrow_label_studio_tasks,
 };
 
 /// An entity as character offsets into its text.
@@ -799,6 +799,36 @@ mod tests {
         format!(
             r#"{{"from_name": "label", "to_name": "{to_name}", "type": "labels", "value": {{"start": {start}, "end": {end}, "text": "{text}", "labels": ["PER"]}}}}"#
         )
+    }
+
+    #[test]
+    fn narrowed_label_studio_tasks_read_the_projects_text_whatever_else_their_data_holds() {
+        let export = r#"[{"id": 3, "data": {"body": "Anna met Bob", "source": "mail 7", "n": 2},
+            "annotations": [{"id": 9, "result": [
+                {"from_name": "ents", "to_name": "doc", "type": "labels", "value": {"start": 0, "end": 4, "text": "Anna", "labels": ["PER"]}},
+                {"from_name": "other", "to_name": "src", "type": "labels", "value": {"start": 0, "end": 4, "text": "mail", "labels": ["ORG"]}}]},
+              {"id": 10, "was_cancelled": true, "result": []}],
+            "predictions": [{"result": []}]}]"#;
+        // As exported, two strings and no `text`: which one is labelled is unknown.
+        let error = read_written("ls-narrow-raw", "e.json", export)
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("nor one string"), "{error}");
+        let tasks: Vec<&serde_json::value::RawValue> = serde_json::from_str(export).unwrap();
+        let narrowed = narrow_label_studio_tasks(&tasks, "body", "doc").unwrap();
+        let narrowed = std::str::from_utf8(&narrowed).unwrap();
+        let corpus = read_written("ls-narrowed", "e.json", narrowed).unwrap();
+        assert_eq!(corpus.texts[0].text, "Anna met Bob");
+        assert_eq!(spans_of(&corpus), [vec![(0, 4, "PER")]]);
+        // The importer's rules still apply: the cancelled annotation is not the one read.
+        assert!(corpus.warnings.is_empty(), "{:?}", corpus.warnings);
+        for (key, message) in [
+            ("title", "task 3: data.title: missing"),
+            ("n", "data.n: expected a string"),
+        ] {
+            let error = narrow_label_studio_tasks(&tasks, key, "doc").unwrap_err();
+            assert!(error.contains(message), "{error}");
+        }
     }
 
     #[test]

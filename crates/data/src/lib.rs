@@ -26,7 +26,7 @@ mod vocab;
 pub use annotated::{
     AnnotatedCorpus, AnnotatedText, AnnotationFormat, CharSpan, Misaligned, PreAnnotated,
     StudioPrediction, StudioRegion, StudioTarget, doccano_lines, is_annotated, label_studio_tasks,
-    parse_annotated, read_annotated,
+    narrow_label_studio_tasks, parse_annotated, read_annotated,
 };
 pub use batch::{Batch, BatchPlan, CharIds, SentenceChars};
 pub use casing::Casing;

@@ -564,10 +564,10 @@ pub(super) fn parse_lines(
     Ok(one_per_task(rows, tally))
 }
 
-/// A Label Studio task (the full export).
-#[derive(Deserialize)]
+/// A Label Studio task (the full export), as much of it as the importer reads.
+#[derive(Deserialize, Serialize)]
 struct Task {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     id: Option<i64>,
     data: HashMap<String, Value>,
     #[serde(default)]
@@ -575,31 +575,65 @@ struct Task {
 }
 
 /// One annotation of a task.
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 struct Annotation {
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     id: Option<i64>,
     #[serde(default)]
     was_cancelled: bool,
     /// Older exports' word for cancelled.
     #[serde(default)]
     skipped: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     updated_at: Option<String>,
     #[serde(default)]
     result: Vec<AnnotationResult>,
 }
 
 /// One result of an annotation: a labelled region, or something else (a choice, a relation).
-#[derive(Deserialize)]
+#[derive(Deserialize, Serialize)]
 struct AnnotationResult {
-    #[serde(rename = "type", default)]
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     kind: Option<String>,
     /// The object (`<Text name=…>`) it is on.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     to_name: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     value: Option<Box<RawValue>>,
+}
+
+/// Label Studio tasks (elements of its JSON export) narrowed to one `<Text>` of their project,
+/// as a JSON export again: each task's data keeps only its text at `data_key`, and its
+/// annotations only the results on `to_name`. The importer then reads the text the project
+/// labels whatever else a task's data holds (metadata, other texts), which it cannot tell apart
+/// without the project's labeling config.
+pub fn narrow_label_studio_tasks(
+    tasks: &[&RawValue],
+    data_key: &str,
+    to_name: &str,
+) -> Result<Vec<u8>, String> {
+    let mut narrowed = Vec::with_capacity(tasks.len());
+    for (i, task) in tasks.iter().enumerate() {
+        let mut task: Task = serde_json::from_str(task.get())
+            .map_err(|e| format!("task number {}: not a Label Studio task: {e}", i + 1))?;
+        let name = || match task.id {
+            Some(id) => format!("task {id}"),
+            None => format!("task number {}", i + 1),
+        };
+        let text = match task.data.remove(data_key) {
+            Some(text @ Value::String(_)) => text,
+            Some(_) => return Err(format!("{}: data.{data_key}: expected a string", name())),
+            None => return Err(format!("{}: data.{data_key}: missing", name())),
+        };
+        task.data = HashMap::from([(data_key.to_string(), text)]);
+        for annotation in &mut task.annotations {
+            annotation
+                .result
+                .retain(|r| r.to_name.as_deref().is_none_or(|n| n == to_name));
+        }
+        narrowed.push(task);
+    }
+    serde_json::to_vec(&narrowed).map_err(|e| e.to_string())
 }
 
 /// Reads Label Studio's JSON export (an array of tasks), or a JSON array of flat objects

@@ -36,16 +36,41 @@ struct Access {
     access: String,
 }
 
+/// A project, as much of it as learning reads.
+#[derive(Deserialize)]
+struct ProjectAnswer {
+    label_config: String,
+}
+
 impl Connection {
     /// The project's annotated tasks, as Label Studio's JSON export.
     pub fn export(&self, project: u64) -> Result<Vec<u8>, String> {
+        self.get(
+            &format!("/api/projects/{project}/export?exportType=JSON"),
+            MAX_EXPORT_BYTES,
+        )
+    }
+
+    /// The project's labeling config.
+    pub fn label_config(&self, project: u64) -> Result<String, String> {
+        let path = format!("/api/projects/{project}");
+        let answer: ProjectAnswer = serde_json::from_slice(&self.get(&path, 64 << 20)?)
+            .map_err(|e| format!("{}{path}: expected a project: {e}", self.base()))?;
+        Ok(answer.label_config)
+    }
+
+    fn base(&self) -> &str {
+        self.url.trim_end_matches('/')
+    }
+
+    /// The body of `GET path`, of at most `limit` bytes.
+    fn get(&self, path: &str, limit: u64) -> Result<Vec<u8>, String> {
         let agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(300)))
             .build()
             .new_agent();
-        let base = self.url.trim_end_matches('/');
-        let authorization = self.authorization(&agent, base)?;
-        let url = format!("{base}/api/projects/{project}/export?exportType=JSON");
+        let authorization = self.authorization(&agent, self.base())?;
+        let url = format!("{}{path}", self.base());
         let mut response = agent
             .get(&url)
             .header("Authorization", &authorization)
@@ -54,7 +79,7 @@ impl Connection {
         response
             .body_mut()
             .with_config()
-            .limit(MAX_EXPORT_BYTES)
+            .limit(limit)
             .read_to_vec()
             .map_err(|e| format!("{url}: {e}"))
     }

@@ -1,6 +1,8 @@
 //! Learning from a Label Studio project's annotations, in the background.
 //!
-//! A training event fetches the project's annotated tasks, holds out a fixed share of them by
+//! A training event fetches the project's labeling config and annotated tasks (narrowed to the
+//! text of its first `<Labels>` on a `<Text>`, so that the importer reads the text the project
+//! labels whatever else a task holds), holds out a fixed share of them by
 //! task id (never trained on), continues the served model on the rest into `DIR/vN` (`nertrain
 //! fit --start-from`, in a process of its own, so that serving links no training code and a
 //! training that fails or is killed cannot take the server with it; the served model's own
@@ -26,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::client::Connection;
+use super::config::LabelingConfig;
 use crate::served::{Served, Version, weights_id};
 use crate::{LogLine, Logger};
 
@@ -481,11 +484,6 @@ fn split(export: &[u8], percent: u64) -> Result<(Vec<&RawValue>, Vec<&RawValue>)
     Ok((train, heldout))
 }
 
-fn write(path: &Path, tasks: &[&RawValue]) -> Result<(), String> {
-    let bytes = serde_json::to_vec(tasks).map_err(|e| e.to_string())?;
-    nertrain_data::io::write_atomic(path, &bytes).map_err(|e| format!("{}: {e}", path.display()))
-}
-
 /// Trains, judges and (when it does no worse) serves one version.
 fn train_version(shared: &Shared, project: u64) -> Result<(), String> {
     let started = Instant::now();
@@ -513,6 +511,11 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), String> {
         "no Label Studio to fetch annotations from: set LABEL_STUDIO_URL and \
          LABEL_STUDIO_API_KEY, or connect the model in Label Studio (its setup gives them)",
     )?;
+    // The text the project labels, which a task's data alone does not say when it holds more.
+    let config = connection.label_config(project)?;
+    let config = LabelingConfig::parse(&config)
+        .map_err(|e| format!("project {project}'s labeling config: {e}"))?;
+    let target = &config.targets[0];
     let export = connection.export(project)?;
     let (train, heldout) = split(&export, shared.settings.heldout_percent)?;
     if heldout.is_empty() || train.is_empty() {
@@ -528,8 +531,13 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), String> {
     let data = shared.dir.join("data").join(&name);
     std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
     let (train_file, heldout_file) = (data.join("train.json"), data.join("heldout.json"));
-    write(&train_file, &train)?;
-    write(&heldout_file, &heldout)?;
+    for (path, tasks) in [(&train_file, &train), (&heldout_file, &heldout)] {
+        let narrowed =
+            nertrain_data::narrow_label_studio_tasks(tasks, &target.data_key, &target.to_name)
+                .map_err(|e| format!("Label Studio's export: {e}"))?;
+        nertrain_data::io::write_atomic(path, &narrowed)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     let (train_tasks, heldout_tasks) = (train.len(), heldout.len());
     drop(export);
     (shared.log)(LogLine::Studio(StudioEvent::Started {
