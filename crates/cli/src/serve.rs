@@ -74,6 +74,10 @@ pub struct ServeArgs {
     /// Threads a training takes (tagging keeps the others).
     #[arg(long, default_value_t = 1, value_parser = crate::count(1, 1024))]
     train_threads: usize,
+    /// Annotations submitted or updated before they start a training (Start Training in Label
+    /// Studio always does): fewer versions, each learning from more.
+    #[arg(long, default_value_t = 10, value_parser = crate::count(1, 1_000_000))]
+    train_every: usize,
     /// The share of annotated tasks held out to judge versions, in percent, chosen by task id.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=90))]
     heldout_percent: u64,
@@ -130,6 +134,7 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
                 threads: args.train_threads,
                 tag_threads: args.threads,
                 heldout_percent: args.heldout_percent,
+                every: args.train_every,
             },
         },
         ..ServeOptions::default()

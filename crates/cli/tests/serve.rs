@@ -448,3 +448,63 @@ fn label_studio_routes_predict_under_the_projects_names_and_refuse_in_the_status
     assert_eq!(model_answer["version"], version.as_str());
     assert!(model_answer["learning"].is_null(), "{model_answer}");
 }
+
+#[test]
+fn annotations_start_a_training_every_n_and_a_failed_training_is_reported() {
+    let model = sample_model("sentence");
+    let versions = common::scratch("serve-train-every");
+    let server = Server::start(
+        &model,
+        &[
+            "--train-into",
+            versions.to_str().unwrap(),
+            "--train-every",
+            "3",
+        ],
+        None,
+    );
+    let event = |action: &str| {
+        let body = serde_json::json!({"action": action, "project": {"id": 4}}).to_string();
+        let (status, body) = server.request("POST", "/webhook", body.as_bytes());
+        assert_eq!(status, 200, "{body}");
+        serde_json::from_str::<serde_json::Value>(&body).unwrap()["status"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(
+        event("ANNOTATION_CREATED"),
+        "1 of 3 annotations toward the next training"
+    );
+    assert_eq!(
+        event("ANNOTATION_UPDATED"),
+        "2 of 3 annotations toward the next training"
+    );
+    assert_eq!(event("ANNOTATION_CREATED"), "training started");
+    // Nothing set up and no LABEL_STUDIO_URL: the training fails, says why, and serving goes on.
+    let learning = (0..100)
+        .find_map(|_| {
+            let (_, body) = server.request("GET", "/model", b"");
+            let model: serde_json::Value = serde_json::from_str(&body).unwrap();
+            let learning = model["learning"].clone();
+            if learning["last_error"].is_string() && learning["training"].is_null() {
+                return Some(learning);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+            None
+        })
+        .expect("the training neither failed nor said so");
+    let error = learning["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("no Label Studio to fetch annotations from"),
+        "{error}"
+    );
+    assert_eq!(learning["versions"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        server.tag(&serde_json::json!({"text": "Anna flew."})).0,
+        200
+    );
+    // Start Training asks outright.
+    assert_eq!(event("START_TRAINING"), "training started");
+    std::fs::remove_dir_all(&versions).ok();
+}

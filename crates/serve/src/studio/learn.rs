@@ -48,6 +48,8 @@ pub struct LearnSettings {
     pub tag_threads: Option<usize>,
     /// The share of annotated tasks held out, in percent, chosen by task id.
     pub heldout_percent: u64,
+    /// Annotation events that start a training (a training asked for outright starts one).
+    pub every: usize,
 }
 
 impl Default for LearnSettings {
@@ -58,6 +60,7 @@ impl Default for LearnSettings {
             threads: 1,
             tag_threads: None,
             heldout_percent: 20,
+            every: 10,
         }
     }
 }
@@ -192,6 +195,8 @@ struct State {
     connections: std::collections::HashMap<u64, Connection>,
     /// The project whose training is asked for.
     requested: Option<u64>,
+    /// Annotation events since the last training was asked for.
+    annotations: usize,
     training: Option<(Progress, Instant)>,
     last_error: Option<String>,
     stopping: bool,
@@ -311,6 +316,7 @@ impl Learner {
                 registry,
                 connections: Default::default(),
                 requested: None,
+                annotations: 0,
                 training: None,
                 last_error: None,
                 stopping: false,
@@ -339,11 +345,13 @@ impl Learner {
         }
     }
 
-    /// Asks for a training on `project`'s annotations; says what will happen.
+    /// Asks for a training on `project`'s annotations, outright or as one more annotation
+    /// (which starts one every [`LearnSettings::every`]); says what will happen.
     pub(crate) fn request(
         &self,
         project: u64,
         connection: Option<Connection>,
+        outright: bool,
     ) -> Result<String, String> {
         let mut state = lock(&self.shared.state);
         if let Some(bound) = state.registry.project
@@ -357,6 +365,17 @@ impl Learner {
         if let Some(connection) = connection {
             state.connections.insert(project, connection);
         }
+        if !outright && state.requested.is_none() {
+            state.annotations += 1;
+            let every = self.shared.settings.every;
+            if state.annotations < every {
+                return Ok(format!(
+                    "{} of {every} annotations toward the next training",
+                    state.annotations
+                ));
+            }
+        }
+        state.annotations = 0;
         let status = match (&state.training, state.requested) {
             (Some((progress, _)), _) => format!(
                 "training {} under way; one more will follow it",

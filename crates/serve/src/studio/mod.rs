@@ -488,7 +488,7 @@ pub(crate) async fn webhook(
         .get(&project)
         .and_then(|p| p.connection.clone());
     let status = learner
-        .request(project, connection)
+        .request(project, connection, event.action == "START_TRAINING")
         .map_err(|message| Failure::new(StatusCode::CONFLICT, message))?;
     Ok(small_answer(&WebhookAnswer { status }))
 }
