@@ -12,6 +12,7 @@ mod batch;
 mod casing;
 mod conll;
 mod context;
+mod dictionary;
 mod error;
 pub mod io;
 mod label;
@@ -36,6 +37,10 @@ pub use conll::{
 };
 pub use context::{
     Context, DEFAULT_DOCUMENT_TOKENS, MentionCasing, document_pieces, set_mention_casing,
+};
+pub use dictionary::{
+    CaseRule, Dictionary, DictionaryCounts, Entry, MAX_PHRASE_WORDS, Mention, parse_dictionary,
+    place, read_dictionary,
 };
 pub use error::DataError;
 pub use io::{WriteError, write_output};
