@@ -104,6 +104,12 @@ pub struct Batch {
     pub allowed: Vec<bool>,
     /// Tags a row of `allowed` holds (0 when it is empty).
     pub num_tags: usize,
+    /// Each word's place in each dictionary label's phrases, as the id `label *
+    /// place::COUNT + place`, `[batch, max_len, dictionary_labels]`; padding is in no phrase.
+    /// Empty without a dictionary.
+    pub dictionary: Vec<i64>,
+    /// Dictionary labels (0 without a dictionary).
+    pub dictionary_labels: usize,
 }
 
 impl Batch {
@@ -146,6 +152,7 @@ impl Batch {
             }
         }
         let members: Vec<&Encoded> = indices.iter().map(|&i| &sentences[i]).collect();
+        let (dictionary, dictionary_labels) = dictionary_ids(&members, max_len);
         let sentence_chars = SentenceChars::new(&members, max_len, word_len);
         let (allowed, num_tags) = if tagged {
             allowed_masks(&members, max_len)
@@ -168,6 +175,8 @@ impl Batch {
             tags,
             allowed,
             num_tags,
+            dictionary,
+            dictionary_labels,
         }
     }
 
@@ -180,6 +189,30 @@ impl Batch {
     pub fn token_count(&self) -> usize {
         self.lengths.iter().sum()
     }
+}
+
+/// The dictionary place ids of `sentences`, `[batch, max_len, labels]`, and the number of
+/// labels; empty when the sentences have no places.
+fn dictionary_ids(sentences: &[&Encoded], max_len: usize) -> (Vec<i64>, usize) {
+    let Some(labels) = sentences
+        .iter()
+        .find(|s| !s.dictionary.is_empty())
+        .map(|s| s.dictionary.len() / s.len())
+    else {
+        return (Vec::new(), 0);
+    };
+    let count = crate::place::COUNT as i64;
+    let none: Vec<i64> = (0..labels as i64)
+        .map(|k| k * count + i64::from(crate::place::NONE))
+        .collect();
+    let mut ids = none.repeat(sentences.len() * max_len);
+    for (row, sentence) in sentences.iter().enumerate() {
+        for (i, &place) in sentence.dictionary.iter().enumerate() {
+            let (t, k) = (i / labels, i % labels);
+            ids[(row * max_len + t) * labels + k] = k as i64 * count + i64::from(place);
+        }
+    }
+    (ids, labels)
 }
 
 /// The tags each token of `sentences` may carry, `[batch, max_len, tags]`, and the number of
@@ -270,7 +303,36 @@ mod tests {
             mentions: words.iter().map(|&w| w % MentionCasing::COUNT).collect(),
             tags: tags.to_vec(),
             allowed: Vec::new(),
+            dictionary: Vec::new(),
         }
+    }
+
+    #[test]
+    fn dictionary_places_are_ids_per_label_and_padding_is_in_no_phrase() {
+        use crate::place::{BEGIN, END, NONE, SINGLE};
+        let mut sentences = [encoded(&[2, 3], &[1, 2]), encoded(&[4], &[3])];
+        // Two labels: word 0 begins a phrase of the first and is a phrase of the second.
+        sentences[0].dictionary = vec![BEGIN, SINGLE, END, NONE];
+        sentences[1].dictionary = vec![NONE, SINGLE];
+        let batch = Batch::new(&sentences, vec![1, 0], 3);
+        assert_eq!(batch.dictionary_labels, 2);
+        let count = crate::place::COUNT as i64;
+        let id = |label: i64, place: u8| label * count + i64::from(place);
+        assert_eq!(
+            batch.dictionary,
+            [
+                id(0, NONE),
+                id(1, SINGLE),
+                id(0, NONE),
+                id(1, NONE),
+                id(0, BEGIN),
+                id(1, SINGLE),
+                id(0, END),
+                id(1, NONE)
+            ]
+        );
+        let plain = Batch::new(&[encoded(&[2], &[1])], vec![0], 3);
+        assert!(plain.dictionary.is_empty() && plain.dictionary_labels == 0);
     }
 
     #[test]

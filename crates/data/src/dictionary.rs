@@ -16,9 +16,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use rand::Rng;
+use rand::rngs::StdRng;
 use serde::{Deserialize, Serialize};
 
-use crate::{DataError, Tokenizer};
+use crate::{DataError, Encoded, Tokenizer};
 
 /// The most words a phrase may have; longer entries are counted and left out.
 pub const MAX_PHRASE_WORDS: usize = 16;
@@ -322,6 +324,25 @@ impl Dictionary {
     }
 }
 
+/// Sets each sentence's dictionary places ([`Encoded::dictionary`]) from its words as written
+/// (`words`, parallel to `encoded`). With `hide`, each phrase found is left out with that
+/// probability: dictionary dropout while training, so that the model learns to read the context
+/// when the list is silent rather than trust the list alone.
+pub fn set_dictionary_places<S: AsRef<str>>(
+    encoded: &mut [Encoded],
+    words: &[&[S]],
+    dictionary: &Dictionary,
+    mut hide: Option<(&mut StdRng, f64)>,
+) {
+    for (sentence, words) in encoded.iter_mut().zip(words) {
+        let mut mentions = dictionary.mentions(words);
+        if let Some((rng, share)) = hide.as_mut() {
+            mentions.retain(|_| !rng.random_bool(*share));
+        }
+        sentence.dictionary = dictionary.places(&mentions, words.len());
+    }
+}
+
 /// Word ids as bytes: a marker byte (high bit set) and three 7-bit bytes each, so that a match
 /// of whole phrases can only begin at a word's first byte and end at a word's last.
 fn encode(ids: &[u32]) -> Vec<u8> {
@@ -340,8 +361,7 @@ fn encode(ids: &[u32]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rand::rngs::StdRng;
-    use rand::{Rng, SeedableRng};
+    use rand::SeedableRng;
 
     fn parse(text: &str) -> Result<(Vec<Entry>, DictionaryCounts), DataError> {
         parse_dictionary(
@@ -515,6 +535,39 @@ mod tests {
                 "{entries:?} {words:?}"
             );
         }
+    }
+
+    #[test]
+    fn places_are_set_per_sentence_and_dropout_hides_whole_phrases() {
+        let dictionary = dictionary("LOC\tNew York\nLOC\tParis\n");
+        let words: Vec<Vec<&str>> = (0..200)
+            .map(|_| vec!["New", "York", "and", "Paris"])
+            .collect();
+        let words: Vec<&[&str]> = words.iter().map(Vec::as_slice).collect();
+        let blank = || Encoded {
+            words: vec![0; 4],
+            chars: vec![Vec::new(); 4],
+            casing: vec![0; 4],
+            mentions: vec![0; 4],
+            tags: Vec::new(),
+            allowed: Vec::new(),
+            dictionary: Vec::new(),
+        };
+        let mut encoded: Vec<Encoded> = (0..200).map(|_| blank()).collect();
+        set_dictionary_places(&mut encoded, &words, &dictionary, None);
+        use place::*;
+        assert!(
+            encoded
+                .iter()
+                .all(|e| e.dictionary == [BEGIN, END, NONE, SINGLE])
+        );
+        let mut rng = StdRng::seed_from_u64(3);
+        set_dictionary_places(&mut encoded, &words, &dictionary, Some((&mut rng, 0.5)));
+        let hidden = |e: &Encoded, at: usize| e.dictionary[at] == NONE;
+        // A phrase is hidden whole, about half of them.
+        assert!(encoded.iter().all(|e| hidden(e, 0) == hidden(e, 1)));
+        let york_hidden = encoded.iter().filter(|e| hidden(e, 0)).count();
+        assert!((60..=140).contains(&york_hidden), "{york_hidden}");
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub use context::{
 };
 pub use dictionary::{
     CaseRule, Dictionary, DictionaryCounts, Entry, MAX_PHRASE_WORDS, Mention, parse_dictionary,
-    place, read_dictionary,
+    place, read_dictionary, set_dictionary_places,
 };
 pub use error::DataError;
 pub use io::{WriteError, write_output};

@@ -245,6 +245,7 @@ impl Vocabularies {
             mentions: vec![MentionCasing::Unseen.id(); words.len()],
             tags: Vec::new(),
             allowed: Vec::new(),
+            dictionary: Vec::new(),
         }
     }
 
@@ -334,6 +335,9 @@ pub struct Encoded {
     /// Where some tokens are unlabelled: for each token, whether each tag (by id) is allowed.
     /// Empty when every token is labelled.
     pub allowed: Vec<Vec<bool>>,
+    /// Each word's place in the phrases of each dictionary label, `[words, labels]`
+    /// ([`set_dictionary_places`](crate::set_dictionary_places)); empty without a dictionary.
+    pub dictionary: Vec<u8>,
 }
 
 impl Encoded {

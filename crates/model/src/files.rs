@@ -335,6 +335,7 @@ impl ModelFiles {
         // The language model's share of the words is the model's, not the vocabulary's.
         let sizes = VocabSizes {
             lm_words: meta.sizes.lm_words.min(vocab.words.len()),
+            dictionary_labels: meta.sizes.dictionary_labels,
             ..VocabSizes::from(&vocab)
         };
         if sizes != meta.sizes {

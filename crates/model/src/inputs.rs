@@ -32,6 +32,9 @@ pub struct BatchTensors {
     pub word_ends: Tensor<2, Int>,
     /// `[batch, max_len]`: where in `sentence_chars` the separator before each word is.
     pub word_starts: Tensor<2, Int>,
+    /// Each word's dictionary place ids, `[batch, max_len * labels]` (see [`Batch::dictionary`]);
+    /// `None` without a dictionary.
+    pub dictionary: Option<Tensor<2, Int>>,
 }
 
 impl BatchTensors {
@@ -74,6 +77,12 @@ impl BatchTensors {
             sentence_char_lengths: batch.sentence_chars.lengths.clone(),
             word_ends: ints(&batch.sentence_chars.word_ends, shape),
             word_starts: ints(&batch.sentence_chars.word_starts, shape),
+            dictionary: (batch.dictionary_labels > 0).then(|| {
+                ints(
+                    &batch.dictionary,
+                    [batch.size(), batch.max_len * batch.dictionary_labels],
+                )
+            }),
         }
     }
 }

@@ -65,6 +65,10 @@ pub struct NetworkConfig {
     /// Weight of the language-model losses beside the CRF's.
     #[config(default = 1.0)]
     pub lm_weight: f64,
+    /// Size of the embedding of each word's place (B, I, E, S or none) in the phrases of each
+    /// dictionary label, joined per label; 0 for none (and none without a dictionary).
+    #[config(default = 0)]
+    pub dictionary_dim: usize,
 }
 
 /// The sizes of a model's vocabularies.
@@ -79,6 +83,9 @@ pub struct VocabSizes {
     /// Words the language-model heads predict (`char_lm`): the most frequent ids, below this.
     #[serde(default)]
     pub lm_words: usize,
+    /// Dictionary labels, each a feature of every word (0: no dictionary).
+    #[serde(default)]
+    pub dictionary_labels: usize,
 }
 
 impl From<&nertrain_data::Vocabularies> for VocabSizes {
@@ -88,6 +95,7 @@ impl From<&nertrain_data::Vocabularies> for VocabSizes {
             chars: vocab.chars.len(),
             tags: vocab.tags.len(),
             lm_words: 0,
+            dictionary_labels: 0,
         }
     }
 }
@@ -118,9 +126,18 @@ impl NetworkConfig {
             .then(|| uniform_embedding(Casing::COUNT, self.casing_dim, device));
         let mentions = (self.mention_dim > 0)
             .then(|| uniform_embedding(MentionCasing::COUNT, self.mention_dim, device));
+        let dictionary = (self.dictionary_dim > 0 && sizes.dictionary_labels > 0).then(|| {
+            uniform_embedding(
+                sizes.dictionary_labels * nertrain_data::place::COUNT,
+                self.dictionary_dim,
+                device,
+            )
+        });
+        let d_dictionary = sizes.dictionary_labels * self.dictionary_dim;
         let d_input = self.word_dim
             + self.casing_dim
             + self.mention_dim
+            + dictionary.as_ref().map_or(0, |_| d_dictionary)
             + chars.as_ref().map_or(0, CharCnn::d_output)
             + char_lstm.as_ref().map_or(0, CharLstm::d_output)
             + char_lm.as_ref().map_or(0, CharLm::d_output);
@@ -136,6 +153,7 @@ impl NetworkConfig {
             dropout: DropoutConfig::new(self.dropout).init(),
             emissions: LinearConfig::new(2 * self.hidden, sizes.tags).init(device),
             crf: CrfConfig::new(sizes.tags).init(device),
+            dictionary,
         }
     }
 }
@@ -175,6 +193,10 @@ pub struct Network {
     pub emissions: Linear,
     /// The CRF over the emissions.
     pub crf: Crf,
+    /// The embedding of each word's place in each dictionary label's phrases (ids `label *
+    /// place::COUNT + place`), when the model has a dictionary; last, so that models saved
+    /// before it existed still load.
+    pub dictionary: Option<Embedding>,
 }
 
 impl Network {
@@ -192,6 +214,7 @@ impl Network {
         // cached rows straight into each step: a batch's gates are never laid out whole.
         if self.char_lm.is_none()
             && self.mentions.is_none()
+            && self.dictionary.is_none()
             && recurrence::infers_from_rows(&device)
         {
             let h = cache.with_rows(self, batch, |row| {
@@ -278,6 +301,9 @@ impl Network {
         if let Some(mentions) = &self.mentions {
             context.push(mentions.forward(inputs.mentions.clone()));
         }
+        if let Some(dictionary) = &self.dictionary {
+            context.push(self.dictionary_features(dictionary, inputs));
+        }
         let gates = match words {
             WordInput::Vectors(vectors) => {
                 let x = Tensor::cat([vec![vectors], form, context].concat(), 2);
@@ -298,6 +324,24 @@ impl Network {
         };
         let h = self.encoder.forward_gates(gates, &inputs.lengths);
         (self.emissions.forward(self.dropout.forward(h)), lm_states)
+    }
+
+    /// Each word's dictionary places embedded and joined, `[batch, max_len, labels * d]`; a
+    /// batch without places is in no phrase (the list is silent).
+    fn dictionary_features(&self, dictionary: &Embedding, inputs: &BatchTensors) -> Tensor<3> {
+        let [batch, time] = inputs.words.dims();
+        let [rows, d] = dictionary.weight.dims();
+        let labels = rows / nertrain_data::place::COUNT;
+        let ids = inputs.dictionary.clone().unwrap_or_else(|| {
+            let none: Vec<i64> = (0..labels)
+                .map(|k| (k * nertrain_data::place::COUNT) as i64)
+                .collect();
+            Tensor::from_data(
+                TensorData::new(none.repeat(batch * time), [batch, time * labels]),
+                &dictionary.weight.device(),
+            )
+        });
+        dictionary.forward(ids).reshape([batch, time, labels * d])
     }
 
     /// Sets the embedding of every vocabulary word that has a pretrained vector (looked up as the

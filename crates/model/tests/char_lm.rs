@@ -24,6 +24,7 @@ fn sentence(words: &[usize], chars: &[&[usize]]) -> Encoded {
         mentions: vec![1; words.len()],
         tags: Vec::new(),
         allowed: Vec::new(),
+        dictionary: Vec::new(),
     }
 }
 

@@ -14,6 +14,7 @@ fn sentence(words: &[usize]) -> Encoded {
         mentions: vec![1; words.len()],
         tags: Vec::new(),
         allowed: Vec::new(),
+        dictionary: Vec::new(),
     }
 }
 
@@ -39,12 +40,14 @@ fn a_grown_model_keeps_what_the_old_one_knew() {
             chars: 6,
             tags: 3,
             lm_words: 0,
+            dictionary_labels: 0,
         };
         let new_sizes = VocabSizes {
             words: 14,
             chars: 9,
             tags: 5,
             lm_words: 0,
+            dictionary_labels: 0,
         };
         device.seed(1);
         let old = config.init(old_sizes, &device);

@@ -1,6 +1,6 @@
 //! Emissions computed with the word-gate cache equal those computed from the embeddings, with and
-//! without character, casing, mention and language-model features, for words met for the first
-//! time, words met again, and words beyond the cache's capacity.
+//! without character, casing, mention, language-model and dictionary features, for words met for
+//! the first time, words met again, and words beyond the cache's capacity.
 
 use burn::tensor::Device;
 use nertrain_data::{Batch, Casing, Encoded};
@@ -20,6 +20,10 @@ fn sentence(words: &[usize]) -> Encoded {
         mentions: words.iter().map(|&w| 1 + w % 4).collect(),
         tags: Vec::new(),
         allowed: Vec::new(),
+        // Two dictionary labels: each word's place in their phrases.
+        dictionary: position()
+            .flat_map(|(t, &w)| [((w + t) % 5) as u8, (w % 3) as u8])
+            .collect(),
     }
 }
 
@@ -31,21 +35,24 @@ fn cached_word_gates_give_the_same_emissions() {
         chars: 8,
         tags: 5,
         lm_words: 6,
+        dictionary_labels: 2,
     };
     let batches = [
         vec![sentence(&[2, 3, 35, 2]), sentence(&[7, 35])],
         vec![sentence(&[3, 2, 9]), sentence(&[36, 7, 3, 12, 13, 14])],
         vec![sentence(&[2, 9, 36, 35, 12])],
     ];
-    for (features, casing_dim, mention_dim, char_lm) in [
-        (CharFeatures::None, 0, 0, false),
-        (CharFeatures::Cnn, 0, 0, false),
-        (CharFeatures::Lstm, 0, 0, false),
-        (CharFeatures::None, 2, 0, false),
-        (CharFeatures::Cnn, 2, 0, false),
-        (CharFeatures::Cnn, 2, 3, false),
-        (CharFeatures::None, 0, 0, true),
-        (CharFeatures::Cnn, 2, 3, true),
+    for (features, casing_dim, mention_dim, char_lm, dictionary_dim) in [
+        (CharFeatures::None, 0, 0, false, 0),
+        (CharFeatures::Cnn, 0, 0, false, 0),
+        (CharFeatures::Lstm, 0, 0, false, 0),
+        (CharFeatures::None, 2, 0, false, 0),
+        (CharFeatures::Cnn, 2, 0, false, 0),
+        (CharFeatures::Cnn, 2, 3, false, 0),
+        (CharFeatures::None, 0, 0, true, 0),
+        (CharFeatures::Cnn, 2, 3, true, 0),
+        (CharFeatures::None, 0, 0, false, 2),
+        (CharFeatures::Cnn, 2, 3, false, 2),
     ] {
         let model = NetworkConfig::new()
             .with_word_dim(4)
@@ -58,6 +65,7 @@ fn cached_word_gates_give_the_same_emissions() {
             .with_mention_dim(mention_dim)
             .with_char_lm(char_lm)
             .with_char_lm_hidden(2)
+            .with_dictionary_dim(dictionary_dim)
             .init(sizes, &device);
         // Room for every word, room for four rows (8 * hidden floats each) only, and a cache
         // never filled, where every row is computed with its batch.
@@ -85,10 +93,54 @@ fn cached_word_gates_give_the_same_emissions() {
                     assert!(
                         (a - b).abs() < 1e-5,
                         "{features:?}, casing {casing_dim}, mentions {mention_dim}, \
-                         char_lm {char_lm}: {want:?} vs {got:?}"
+                         char_lm {char_lm}, dictionary {dictionary_dim}: {want:?} vs {got:?}"
                     );
                 }
             }
         }
     }
+}
+
+#[test]
+fn dictionary_places_reach_the_emissions() {
+    let device = Device::default();
+    let sizes = VocabSizes {
+        words: 40,
+        chars: 8,
+        tags: 5,
+        lm_words: 0,
+        dictionary_labels: 2,
+    };
+    let model = NetworkConfig::new()
+        .with_word_dim(4)
+        .with_hidden(3)
+        .with_char_features(CharFeatures::None)
+        .with_dictionary_dim(2)
+        .init(sizes, &device);
+    let with = vec![sentence(&[2, 3, 35, 2])];
+    let silent: Vec<Encoded> = with
+        .iter()
+        .map(|s| Encoded {
+            dictionary: vec![0; s.dictionary.len()],
+            ..s.clone()
+        })
+        .collect();
+    let without: Vec<Encoded> = with
+        .iter()
+        .map(|s| Encoded {
+            dictionary: Vec::new(),
+            ..s.clone()
+        })
+        .collect();
+    let emissions = |sentences: &[Encoded]| {
+        let batch = Batch::new(sentences, vec![0], 10);
+        host_emissions(
+            model.emissions(&BatchTensors::new(&batch, &device)),
+            &batch.lengths,
+        )
+        .concat()
+    };
+    assert_ne!(emissions(&with), emissions(&silent));
+    // No places at all reads as a dictionary that found nothing.
+    assert_eq!(emissions(&silent), emissions(&without));
 }

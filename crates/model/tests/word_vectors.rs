@@ -25,6 +25,7 @@ fn embedding_rows_take_the_vectors_of_known_words() {
             chars: 2,
             tags: 3,
             lm_words: 0,
+            dictionary_labels: 0,
         },
         &device,
     );

@@ -168,6 +168,7 @@ mod tests {
             mentions: vec![1; words.len()],
             tags: tags.to_vec(),
             allowed: Vec::new(),
+            dictionary: Vec::new(),
         }
     }
 
@@ -186,6 +187,7 @@ mod tests {
             chars: 6,
             tags: 3,
             lm_words: 0,
+            dictionary_labels: 0,
         };
         let model = NetworkConfig::new()
             .with_word_dim(4)

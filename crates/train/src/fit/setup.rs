@@ -386,6 +386,7 @@ fn describe_continued_run(
     model.lm_weight = experiment.model.lm_weight;
     let sizes = VocabSizes {
         lm_words: old.sizes.lm_words,
+        dictionary_labels: old.sizes.dictionary_labels,
         ..VocabSizes::from(&vocab)
     };
     let started_from = StartedFrom {
