@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Writes data/sample/{train,dev,test}.txt: a small synthetic English NER corpus in CoNLL format
-(word and IOB2 tag, space separated, -DOCSTART- lines between documents).
+(word and IOB2 tag, space separated, -DOCSTART- lines between documents); and
+data/sample/lists.tsv, a dictionary of its name lists.
 
 Every sentence comes from the templates and name lists below; none is taken from any corpus.
 Dev and test draw partly on names that train never uses, so scores measure generalisation.
@@ -79,3 +80,10 @@ if __name__ == "__main__":
     write(root / "train.txt", rng, 600, held_out=False)
     write(root / "dev.txt", rng, 150, held_out=True)
     write(root / "test.txt", rng, 150, held_out=True)
+    # A dictionary of the sample's own name lists (every name, the held-out ones too, as a
+    # user's list knows names their training data never saw), for dictionary features.
+    entries = ([("LOC", name) for name in CITY + COUNTRY] + [("ORG", name) for name in ORG]
+               + [("PER_LAST", name) for name in LAST])
+    (root / "lists.tsv").write_text(
+        "# The sample's dictionary (scripts/make_sample.py): LABEL<TAB>phrase\n"
+        + "".join(f"{label}\t{name}\n" for label, name in entries))

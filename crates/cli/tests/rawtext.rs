@@ -59,7 +59,7 @@ fn rawtext() -> Vec<Line> {
 
 #[test]
 fn text_scores_as_the_tokenized_file_for_both_kinds_of_model() {
-    for context in ["sentence", "document"] {
+    for context in ["sentence", "document", "dictionary"] {
         let model = sample_model(context);
         let tokenized = f1(&model, "data/sample/rawtext.txt");
         let text = f1(&model, "data/sample/rawtext.jsonl");

@@ -20,8 +20,8 @@ fn sample_texts() -> Vec<String> {
 }
 
 #[test]
-fn answers_equal_tag_json_for_sentence_and_document_models() {
-    for context in ["sentence", "document"] {
+fn answers_equal_tag_json_for_sentence_document_and_dictionary_models() {
+    for context in ["sentence", "document", "dictionary"] {
         let model = sample_model(context);
         let texts = sample_texts();
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
@@ -64,7 +64,16 @@ fn answers_equal_tag_json_for_sentence_and_document_models() {
         let (status, info) = server.request("GET", "/model", b"");
         assert_eq!(status, 200);
         let info: serde_json::Value = serde_json::from_str(&info).unwrap();
-        assert_eq!(info["context"], context);
+        if context == "dictionary" {
+            assert_eq!(info["context"], "sentence");
+            assert_eq!(
+                info["dictionary"]["labels"],
+                serde_json::json!(["LOC", "ORG", "PER_LAST"])
+            );
+        } else {
+            assert_eq!(info["context"], context);
+            assert!(info.get("dictionary").is_none(), "{info}");
+        }
         assert_eq!(
             info["labels"],
             serde_json::json!(["LOC", "MISC", "ORG", "PER"])

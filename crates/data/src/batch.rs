@@ -185,6 +185,13 @@ impl Batch {
         self.indices.len()
     }
 
+    /// Sets the dictionary places ([`Encoded::dictionary`]'s layout) of the batch's sentence
+    /// `row`: to hide some of its phrases from a training step.
+    pub fn set_dictionary_places(&mut self, row: usize, places: &[u8]) {
+        let (max_len, labels) = (self.max_len, self.dictionary_labels);
+        write_places(&mut self.dictionary, row, max_len, labels, places);
+    }
+
     /// Tokens in the batch, padding left out.
     pub fn token_count(&self) -> usize {
         self.lengths.iter().sum()
@@ -207,12 +214,18 @@ fn dictionary_ids(sentences: &[&Encoded], max_len: usize) -> (Vec<i64>, usize) {
         .collect();
     let mut ids = none.repeat(sentences.len() * max_len);
     for (row, sentence) in sentences.iter().enumerate() {
-        for (i, &place) in sentence.dictionary.iter().enumerate() {
-            let (t, k) = (i / labels, i % labels);
-            ids[(row * max_len + t) * labels + k] = k as i64 * count + i64::from(place);
-        }
+        write_places(&mut ids, row, max_len, labels, &sentence.dictionary);
     }
     (ids, labels)
+}
+
+/// Writes a sentence's places (`[words, labels]`) as row `row` of dictionary ids.
+fn write_places(ids: &mut [i64], row: usize, max_len: usize, labels: usize, places: &[u8]) {
+    let count = crate::place::COUNT as i64;
+    for (i, &place) in places.iter().enumerate() {
+        let (t, k) = (i / labels, i % labels);
+        ids[(row * max_len + t) * labels + k] = k as i64 * count + i64::from(place);
+    }
 }
 
 /// The tags each token of `sentences` may carry, `[batch, max_len, tags]`, and the number of

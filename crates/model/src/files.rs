@@ -10,6 +10,9 @@
 //! model.bpk   the weights (Burn's burnpack format)
 //! dev.json    the scores the run recorded for these weights on dev, with their epoch
 //! test.json   and on the test set, when the run had one
+//! dictionary.json  the dictionaries' labels and entries, when the model reads dictionary
+//!             features; model.json holds its SHA-256, so that every interface that loads the
+//!             model computes the same features from the same entries
 //! ```
 //!
 //! Every size a description gives is checked before anything of that size is allocated, and the
@@ -21,8 +24,11 @@ use std::path::{Path, PathBuf};
 use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::Device;
-use nertrain_data::{ColumnSpec, Scores, TagScheme, Tokenizer, TokenizerSpec, Vocabularies};
+use nertrain_data::{
+    ColumnSpec, Dictionary, Entry, Scores, TagScheme, Tokenizer, TokenizerSpec, Vocabularies,
+};
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use crate::{Network, NetworkConfig, VocabSizes};
 
@@ -31,6 +37,7 @@ const VOCAB: &str = "vocab.json";
 const WEIGHTS: &str = "model.bpk";
 const DEV_SCORES: &str = "dev.json";
 const TEST_SCORES: &str = "test.json";
+const DICTIONARY: &str = "dictionary.json";
 
 /// Bumped whenever a model file's layout or meaning changes.
 pub const FORMAT_VERSION: u32 = 1;
@@ -147,6 +154,58 @@ pub struct ModelMeta {
     /// The model its training started from (`train.start_from`), when it did not start afresh.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_from: Option<StartedFrom>,
+    /// The dictionaries it reads features from (`dictionary.json`), when it does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dictionary: Option<DictionaryMeta>,
+}
+
+/// What `model.json` says of the model's dictionary.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DictionaryMeta {
+    /// Its labels, in the order of the features.
+    pub labels: Vec<String>,
+    /// Its entries.
+    pub entries: usize,
+    /// The SHA-256 of `dictionary.json`, in hex.
+    pub sha256: String,
+}
+
+impl DictionaryMeta {
+    /// What `model.json` records of `dictionary`, stored.
+    pub fn of(dictionary: &Dictionary) -> Self {
+        Self {
+            labels: dictionary.labels().to_vec(),
+            entries: dictionary.entries().len(),
+            sha256: sha256_hex(&dictionary_json(dictionary)),
+        }
+    }
+}
+
+/// `dictionary.json`'s bytes.
+fn dictionary_json(dictionary: &Dictionary) -> Vec<u8> {
+    // Strings and lists of them: nothing here fails to serialise.
+    serde_json::to_vec(&StoredDictionary::of(dictionary)).expect("a dictionary serialises")
+}
+
+/// `dictionary.json`: a model's dictionaries, entries cut into words as the model cuts text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredDictionary {
+    /// The labels, in the order of the features.
+    pub labels: Vec<String>,
+    /// The entries, sorted, each once.
+    pub entries: Vec<Entry>,
+}
+
+impl StoredDictionary {
+    /// What `dictionary` stores.
+    pub fn of(dictionary: &Dictionary) -> Self {
+        Self {
+            labels: dictionary.labels().to_vec(),
+            entries: dictionary.entries().to_vec(),
+        }
+    }
 }
 
 /// The model a run continued, and what it added to it.
@@ -177,7 +236,7 @@ pub struct RecordedScores {
 /// is allocated.
 pub fn check_config(m: &NetworkConfig) -> Result<(), (&'static str, String)> {
     let size = |v: usize| (1..=MAX_LAYER).contains(&v);
-    let checks: [(bool, &str, &str); 7] = [
+    let checks: [(bool, &str, &str); 8] = [
         (size(m.word_dim), "model.word_dim", "1 to 4096"),
         (size(m.hidden), "model.hidden", "1 to 4096"),
         (
@@ -193,6 +252,11 @@ pub fn check_config(m: &NetworkConfig) -> Result<(), (&'static str, String)> {
         (
             m.casing_dim <= MAX_LAYER && m.mention_dim <= MAX_LAYER,
             "model.casing_dim and model.mention_dim",
+            "0 to 4096",
+        ),
+        (
+            m.dictionary_dim <= MAX_LAYER,
+            "model.dictionary_dim",
             "0 to 4096",
         ),
         (
@@ -266,6 +330,53 @@ impl ModelFiles {
     /// Its test scores as its run recorded them, `test.json`.
     pub fn test_scores_file(&self) -> PathBuf {
         self.path.join(TEST_SCORES)
+    }
+
+    /// Where the dictionaries are (`dictionary.json`).
+    pub fn dictionary_file(&self) -> PathBuf {
+        self.path.join(DICTIONARY)
+    }
+
+    /// Writes the dictionaries (`dictionary.json`), as [`DictionaryMeta::of`] describes them.
+    pub fn write_dictionary(&self, dictionary: &Dictionary) -> Result<(), FileError> {
+        let path = self.dictionary_file();
+        nertrain_data::io::write_atomic(&path, &dictionary_json(dictionary))?;
+        Ok(())
+    }
+
+    /// The model's dictionaries, compiled, when it reads dictionary features: checked against
+    /// the SHA-256 and labels that `model.json` records.
+    pub fn read_dictionary(&self, meta: &ModelMeta) -> Result<Option<Dictionary>, FileError> {
+        let Some(recorded) = &meta.dictionary else {
+            return Ok(None);
+        };
+        let path = self.dictionary_file();
+        let bytes = std::fs::read(&path).map_err(|source| FileError::Io {
+            path: path.clone(),
+            action: "read",
+            source,
+        })?;
+        if sha256_hex(&bytes) != recorded.sha256 {
+            return Err(FileError::invalid(
+                &path,
+                "its SHA-256 is not the one model.json records: the file was changed, or is \
+                 another model's",
+            ));
+        }
+        let stored: StoredDictionary = serde_json::from_slice(&bytes)
+            .map_err(|e| FileError::invalid(&path, format!("not a nertrain dictionary: {e}")))?;
+        if stored.labels != recorded.labels || stored.labels.len() != meta.sizes.dictionary_labels {
+            return Err(FileError::invalid(
+                &path,
+                format!(
+                    "labels {:?}, but model.json records {:?} ({} dictionary labels)",
+                    stored.labels, recorded.labels, meta.sizes.dictionary_labels
+                ),
+            ));
+        }
+        Dictionary::new(stored.labels, stored.entries)
+            .map(Some)
+            .map_err(|e| FileError::invalid(&path, e))
     }
 
     /// Whether the directory holds a model: its `model.json` is a nertrain model description.
@@ -473,6 +584,14 @@ fn check_sizes(meta: &ModelMeta) -> Result<(), String> {
             sizes.words, sizes.lm_words
         ));
     }
+    let dictionary_labels = meta.dictionary.as_ref().map_or(0, |d| d.labels.len());
+    if sizes.dictionary_labels != dictionary_labels || dictionary_labels > MAX_TAGS {
+        return Err(format!(
+            "sizes.dictionary_labels: expected the {dictionary_labels} labels of the dictionary \
+             (at most {MAX_TAGS}), found {}",
+            sizes.dictionary_labels
+        ));
+    }
     if !(1..=MAX_TAGS).contains(&sizes.tags) {
         return Err(format!(
             "sizes.tags: expected 1 to {MAX_TAGS}, found {}",
@@ -569,4 +688,12 @@ pub fn load_weights<M: Module>(module: M, path: &Path) -> Result<M, FileError> {
             };
             FileError::invalid(path, message)
         })
+}
+
+/// The SHA-256 of `bytes`, in hex.
+fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }

@@ -10,7 +10,7 @@ use burn::tensor::Device;
 use nertrain_data::{
     Batch, BatchPlan, Casing, Corpus, DEFAULT_DOCUMENT_TOKENS, Encoded, Report, Scorer, Span,
     TagScheme, Vocabularies, document_pieces, ends_before, parse_tag, render_spans,
-    set_mention_casing, spans,
+    set_dictionary_places, set_mention_casing, spans,
 };
 use nertrain_model::crf::{Potentials, host_emissions};
 use nertrain_model::{Constraints, CrfError, ModelMeta, Network, WordGates};
@@ -547,9 +547,12 @@ impl Tagger {
             .map(|words| self.vocab.encode_words(words))
             .collect();
         let pieces = self.document_pieces(sentences, documents);
+        let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
         if self.reads_documents() {
-            let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
             set_mention_casing(&mut encoded, &words, &pieces);
+        }
+        if let Some(dictionary) = &self.dictionary {
+            set_dictionary_places(&mut encoded, &words, dictionary, None);
         }
         self.decoder().decode(&encoded, &pieces, options)
     }

@@ -59,8 +59,9 @@ use std::path::{Path, PathBuf};
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{
-    Context, Span, TagScheme, Tokenizer, TokenizerSpec, Vocabularies, render_spans,
+    Context, Dictionary, Span, TagScheme, Tokenizer, TokenizerSpec, Vocabularies, render_spans,
 };
+use nertrain_model::files::DictionaryMeta;
 use nertrain_model::{ModelFiles, ModelMeta, Network, WordGates};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -161,6 +162,8 @@ pub struct Tagger {
     /// were met in the ones before.
     word_gates: WordGates,
     tokenizer: Tokenizer,
+    /// The dictionaries whose phrases are features of its words, when it has them.
+    dictionary: Option<Dictionary>,
     dir: PathBuf,
     /// Where its calls run, one at a time.
     threads: Threads,
@@ -191,6 +194,10 @@ pub struct ModelInfo {
     pub trained_by: String,
     /// The nertrain running it.
     pub nertrain_version: String,
+    /// The dictionaries whose phrases are features of its words, when it has them: their
+    /// labels, entries and SHA-256.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dictionary: Option<DictionaryMeta>,
 }
 
 /// One text tagged: its tokens, the best path's tags, and what [`TagOptions`] asked for.
@@ -236,7 +243,9 @@ impl Tagger {
         let files = ModelFiles::new(dir);
         let (meta, vocab, network) = files.load(device)?;
         let tokenizer = files.tokenizer(&meta)?;
+        let dictionary = files.read_dictionary(&meta)?;
         Ok(Self {
+            dictionary,
             meta,
             vocab,
             network: network.valid(),
@@ -272,6 +281,7 @@ impl Tagger {
             trained_on_dev: meta.trained_on_dev,
             trained_by: meta.nertrain_version.clone(),
             nertrain_version: env!("CARGO_PKG_VERSION").into(),
+            dictionary: meta.dictionary.clone(),
         }
     }
 

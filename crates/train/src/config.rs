@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use burn::config::Config;
-use nertrain_data::{ColumnSpec, Context, TagScheme, TextNormalization};
+use nertrain_data::{CaseRule, ColumnSpec, Context, TagScheme, TextNormalization};
 use nertrain_model::files::{check_config, merge_json};
 use nertrain_model::{CrfOptions, NetworkConfig, Reduction};
 use serde::{Deserialize, Serialize};
@@ -71,6 +71,37 @@ pub struct DataConfig {
     /// How many of `rehearse`'s sentences, drawn at random with `train.seed`; 0 takes them all.
     #[config(default = 0)]
     pub rehearse_sentences: usize,
+    /// Dictionaries (`LABEL<TAB>phrase` lines, optionally `<TAB>match-case` or `ignore-case`):
+    /// each word's place in their phrases of each label is a feature (`model.dictionary_dim`).
+    /// A file, or `{ path = "...", case = "ignore-case" }` for its entries' default case rule
+    /// (match-case otherwise). The compiled dictionary is stored in the model.
+    #[config(default = "Vec::new()")]
+    pub dictionaries: Vec<DictionarySource>,
+}
+
+/// A dictionary file of the experiment, and its entries' default case rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum DictionarySource {
+    /// A file whose entries match case unless they say otherwise.
+    Path(PathBuf),
+    /// A file and its entries' default case rule.
+    WithCase {
+        /// The file.
+        path: PathBuf,
+        /// `match-case` or `ignore-case`.
+        case: CaseRule,
+    },
+}
+
+impl DictionarySource {
+    /// The file, and its entries' default case rule.
+    pub fn file(&self) -> (&Path, CaseRule) {
+        match self {
+            Self::Path(path) => (path, CaseRule::MatchCase),
+            Self::WithCase { path, case } => (path, *case),
+        }
+    }
 }
 
 impl TrainConfig {
@@ -186,6 +217,11 @@ pub struct TrainConfig {
     /// dev scores are not held out; choose by the first run's.
     #[config(default = false)]
     pub with_dev: bool,
+    /// The share of the dictionary phrases found in a training batch that are hidden from it,
+    /// drawn anew for every batch: the model learns to read the context when the list is silent
+    /// rather than trust the list alone.
+    #[config(default = 0.2)]
+    pub dictionary_dropout: f64,
     /// A trained model (a run directory) whose weights this run starts from instead of fresh
     /// ones: its words, characters and tags are kept and the training data's new ones added, its
     /// architecture and training scheme are used (`[model]` must describe the same network).
@@ -346,7 +382,7 @@ impl Experiment {
     fn validate(&self) -> Result<(), (&'static str, String)> {
         check_config(&self.model)?;
         let (d, m, t) = (&self.data, &self.model, &self.train);
-        let checks: [(bool, &str, &str); 17] = [
+        let checks: [(bool, &str, &str); 19] = [
             (d.document_tokens >= 1, "data.document_tokens", "at least 1"),
             (
                 m.mention_dim == 0 || d.context == Context::Document,
@@ -359,6 +395,16 @@ impl Experiment {
                 "iob2 or iobes (iob1 files are converted on reading)",
             ),
             (d.min_word_count >= 1, "data.min_word_count", "at least 1"),
+            (
+                d.dictionaries.is_empty() || m.dictionary_dim > 0,
+                "model.dictionary_dim",
+                "a size of at least 1 (5, say) for the features of data.dictionaries",
+            ),
+            (
+                (0.0..1.0).contains(&t.dictionary_dropout),
+                "train.dictionary_dropout",
+                "a probability in [0, 1)",
+            ),
             (
                 (0.0..=1.0).contains(&d.singleton_unk),
                 "data.singleton_unk",

@@ -4,6 +4,7 @@
 //! ```text
 //! model.json     the model's description; written first, it marks the directory as a run
 //! vocab.json     word, character and tag vocabularies
+//! dictionary.json the dictionaries' entries, when the experiment names dictionaries
 //! config.toml    the resolved experiment
 //! model.bpk      weights of the best epoch (Burn's burnpack format)
 //! dev.json       the best epoch's dev scores, overall and per type, and that epoch's number
@@ -25,7 +26,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nertrain_data::Vocabularies;
+use nertrain_data::{Dictionary, Vocabularies};
 use nertrain_model::files::{save_weights, scores_json};
 use nertrain_model::{ModelFiles, ModelMeta, Network, RecordedScores};
 
@@ -186,10 +187,11 @@ impl ModelDir {
     }
 
     /// Every file and directory of a run, the only ones `clear` deletes, the description first.
-    fn run_files(&self) -> [PathBuf; 9] {
+    fn run_files(&self) -> [PathBuf; 10] {
         [
             self.files.meta_file(),
             self.files.vocab_file(),
+            self.files.dictionary_file(),
             self.config_file(),
             self.files.weights_file(),
             self.files.dev_scores_file(),
@@ -489,15 +491,20 @@ impl ModelDir {
         Ok(self.files.write_test_scores(scores)?)
     }
 
-    /// Writes the model's description and vocabularies, and the experiment, when a run starts.
+    /// Writes the model's description, vocabularies and dictionary, and the experiment, when a
+    /// run starts.
     pub(crate) fn write_description(
         &self,
         meta: &ModelMeta,
         vocab: &Vocabularies,
+        dictionary: Option<&Dictionary>,
         config_toml: &str,
     ) -> Result<()> {
         std::fs::create_dir_all(&self.path).map_err(|e| Error::io(&self.path, "create", e))?;
         self.update_meta(meta)?;
+        if let Some(dictionary) = dictionary {
+            self.files.write_dictionary(dictionary)?;
+        }
         self.files.write_vocab(vocab)?;
         write_atomic(&self.config_file(), config_toml.as_bytes())
     }
@@ -510,6 +517,11 @@ impl ModelDir {
     /// The run's model description.
     pub fn read_meta(&self) -> Result<ModelMeta> {
         Ok(self.files.read_meta()?)
+    }
+
+    /// The run's dictionary, checked against `meta`, when it has one.
+    pub fn read_dictionary(&self, meta: &ModelMeta) -> Result<Option<Dictionary>> {
+        Ok(self.files.read_dictionary(meta)?)
     }
 
     /// The run's vocabularies, checked against `meta`.

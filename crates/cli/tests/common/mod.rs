@@ -34,19 +34,32 @@ pub fn nertrain(args: &[&str]) -> Output {
 }
 
 /// A small model trained on the sample once per test binary, reading sentences alone
-/// (`"sentence"`) or documents (`"document"`).
+/// (`"sentence"`), documents (`"document"`), or sentences with the sample's dictionary as
+/// features (`"dictionary"`).
 pub fn sample_model(context: &str) -> PathBuf {
     static SENTENCE: OnceLock<PathBuf> = OnceLock::new();
     static DOCUMENT: OnceLock<PathBuf> = OnceLock::new();
-    let cell = if context == "document" {
-        &DOCUMENT
-    } else {
-        &SENTENCE
+    static DICTIONARY: OnceLock<PathBuf> = OnceLock::new();
+    let cell = match context {
+        "document" => &DOCUMENT,
+        "dictionary" => &DICTIONARY,
+        _ => &SENTENCE,
     };
     cell.get_or_init(|| {
         let dir = scratch(&format!("sample-{context}")).join("run");
         let output = format!("train.output={}", dir.display());
-        let context = format!("data.context={context}");
+        let (context, dictionaries, dictionary_dim) = match context {
+            "dictionary" => (
+                "data.context=sentence".to_string(),
+                r#"data.dictionaries=["data/sample/lists.tsv"]"#,
+                "model.dictionary_dim=4",
+            ),
+            other => (
+                format!("data.context={other}"),
+                "data.dictionaries=[]",
+                "model.dictionary_dim=0",
+            ),
+        };
         let fit = nertrain(&[
             "fit",
             "--config",
@@ -61,6 +74,10 @@ pub fn sample_model(context: &str) -> PathBuf {
             "model.word_dim=30",
             "--set",
             "train.epochs=3",
+            "--set",
+            dictionaries,
+            "--set",
+            dictionary_dim,
         ]);
         assert!(
             fit.status.success(),

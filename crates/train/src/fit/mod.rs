@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use burn::module::Module;
 use burn::tensor::Device;
-use nertrain_data::{Batch, BatchPlan, Encoded, Report, Vocab};
+use nertrain_data::{Batch, BatchPlan, Encoded, Mention, Report, Vocab};
 use nertrain_model::files::load_weights;
 use nertrain_model::{
     Constraints, ModelFiles, ModelMeta, Network, RecordedScores, Reduction, StartedFrom, WordGates,
@@ -480,6 +480,21 @@ impl Training {
                 if self.singletons[*word as usize] && word_dropout.random::<f64>() < rate {
                     *word = Vocab::UNK_ID as i64;
                 }
+            }
+        }
+        let share = experiment.train.dictionary_dropout;
+        if let (Some(dictionary), true) = (&prepared.dictionary, share > 0.0) {
+            // Its own draws, so that word dropout draws as it did before dictionaries.
+            let mut hide = StdRng::seed_from_u64(batch_seed ^ 0xD1C7_1A2B_5EED_0001);
+            for row in 0..batch.size() {
+                let sentence = batch.indices[row];
+                let kept: Vec<Mention> = prepared.train_mentions[sentence]
+                    .iter()
+                    .filter(|_| !hide.random_bool(share))
+                    .copied()
+                    .collect();
+                let places = dictionary.places(&kept, batch.lengths[row]);
+                batch.set_dictionary_places(row, &places);
             }
         }
         batch

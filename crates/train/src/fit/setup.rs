@@ -7,10 +7,11 @@ use std::path::Path;
 
 use burn::tensor::Device;
 use nertrain_data::{
-    ColumnSpec, Context, Corpus, DataError, Encoded, Label, Sentence, TagScheme, Tokenizer,
-    TokenizerSpec, Vectors, Vocab, Vocabularies, convert_tags, read_labelled, read_vectors,
-    set_mention_casing,
+    ColumnSpec, Context, Corpus, DataError, Dictionary, Encoded, Label, MAX_PHRASE_WORDS, Mention,
+    Sentence, TagScheme, Tokenizer, TokenizerSpec, Vectors, Vocab, Vocabularies, convert_tags,
+    read_dictionary, read_labelled, read_vectors, set_dictionary_places, set_mention_casing,
 };
+use nertrain_model::files::DictionaryMeta;
 use nertrain_model::{
     DocumentContext, FORMAT_VERSION, ModelFiles, ModelMeta, Network, NetworkConfig, StartedFrom,
     VocabSizes, first_non_finite,
@@ -62,6 +63,11 @@ pub(super) struct Prepared {
     pub(super) dev_encoded: Vec<Encoded>,
     pub(super) dev_documents: Vec<Range<usize>>,
     pub(super) test_set: Option<TestSet>,
+    /// The dictionaries whose phrases are features, when the model has them.
+    pub(super) dictionary: Option<Dictionary>,
+    /// The phrases found in each training sentence (empty without a dictionary), some of which
+    /// each batch hides (`train.dictionary_dropout`).
+    pub(super) train_mentions: Vec<Vec<Mention>>,
 }
 
 /// Reads and checks the experiment's corpora and describes the run (a new one from its training
@@ -109,16 +115,17 @@ pub(super) fn prepare(
         append_documents(&mut train, dev);
     }
 
-    let (meta, vocab, state, vectors, start) = if options.resume {
+    let (meta, vocab, state, vectors, start, dictionary) = if options.resume {
         let (meta, vocab, state) = reopen_run(&run, experiment, &config_toml, events)?;
-        (meta, vocab, state, None, None)
+        let dictionary = run.read_dictionary(&meta)?;
+        (meta, vocab, state, None, None, dictionary)
     } else {
         let corpora = Corpora {
             train: &train,
             dev: &dev,
             test: test.as_ref(),
         };
-        let ((mut meta, vocab, vectors), start) = match &experiment.train.start_from {
+        let ((mut meta, vocab, vectors, dictionary), start) = match &experiment.train.start_from {
             Some(from) => {
                 let start = StartModel::load(from, device)?;
                 let described =
@@ -131,7 +138,7 @@ pub(super) fn prepare(
             ),
         };
         meta.trained_on_dev = with_dev;
-        (meta, vocab, None, vectors, start)
+        (meta, vocab, None, vectors, start, dictionary)
     };
 
     // Pieces are cheap to cut; read as sentences, there are none.
@@ -148,7 +155,7 @@ pub(super) fn prepare(
         if run.is_run() {
             run.clear()?;
         }
-        run.write_description(&meta, &vocab, &config_toml)?;
+        run.write_description(&meta, &vocab, dictionary.as_ref(), &config_toml)?;
     }
     let dev_documents = documents(dev.documents(data.document_tokens));
     let mut dev_encoded = vocab.encode_corpus_words(&dev);
@@ -159,6 +166,15 @@ pub(super) fn prepare(
         with_mention_casing(&mut encoded, &corpus, &documents);
         (corpus, encoded, documents)
     });
+    let mut test_set = test_set;
+    let mut train_mentions = Vec::new();
+    if let Some(dictionary) = &dictionary {
+        train_mentions = with_dictionary_places(&mut encoded, &train, dictionary);
+        with_dictionary_places(&mut dev_encoded, &dev, dictionary);
+        if let Some((corpus, encoded, _)) = test_set.as_mut() {
+            with_dictionary_places(encoded, corpus, dictionary);
+        }
+    }
     let dev_unknown_tags = unknown_tags(&dev, &vocab, data.train_scheme);
     if !dev_unknown_tags.is_empty() {
         events(FitEvent::warning(format!(
@@ -180,7 +196,71 @@ pub(super) fn prepare(
         dev_encoded,
         dev_documents,
         test_set,
+        dictionary,
+        train_mentions,
     })
+}
+
+/// Sets the dictionary places of `encoded` (`corpus`'s sentences); returns the phrases found in
+/// each.
+fn with_dictionary_places<L>(
+    encoded: &mut [Encoded],
+    corpus: &Corpus<L>,
+    dictionary: &Dictionary,
+) -> Vec<Vec<Mention>> {
+    let words: Vec<&[String]> = corpus
+        .sentences
+        .iter()
+        .map(|s| s.words.as_slice())
+        .collect();
+    set_dictionary_places(encoded, &words, dictionary, None);
+    words.iter().map(|w| dictionary.mentions(w)).collect()
+}
+
+/// The experiment's dictionaries, read and compiled with the model's tokenizer, when it names
+/// any; how much each held is said as it is read.
+fn read_dictionaries(
+    experiment: &Experiment,
+    tokenizer: &TokenizerSpec,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<Option<Dictionary>> {
+    let sources = &experiment.data.dictionaries;
+    if sources.is_empty() {
+        return Ok(None);
+    }
+    let tokenizer = Tokenizer::new(tokenizer).map_err(|e| {
+        DataError::file(
+            &experiment.data.train,
+            format!("the model's tokenizer: {e}"),
+        )
+    })?;
+    let mut entries = Vec::new();
+    for source in sources {
+        let (path, case) = source.file();
+        let (read, counts) = read_dictionary(path, case, &tokenizer)?;
+        let mut said = format!("{}: {} entries", path.display(), counts.entries);
+        if counts.duplicates > 0 {
+            said += &format!(", {} given twice", counts.duplicates);
+        }
+        if counts.too_long > 0 {
+            said += &format!(
+                ", {} of more than {MAX_PHRASE_WORDS} words left out",
+                counts.too_long
+            );
+        }
+        events(FitEvent::info(said));
+        entries.extend(read);
+    }
+    let mut labels: Vec<String> = entries.iter().map(|e| e.label.clone()).collect();
+    labels.sort();
+    labels.dedup();
+    let dictionary = Dictionary::new(labels, entries).map_err(|e| {
+        DataError::file(
+            sources[0].file().0,
+            format!("compiling the dictionaries: {e}"),
+        )
+    })?;
+    Ok(Some(dictionary))
 }
 
 /// Sets the mention casing of `encoded` (`corpus`'s sentences) from `documents`, when reading
@@ -257,6 +337,7 @@ fn architecture(model: &NetworkConfig) -> Vec<(&'static str, String)> {
         ("hidden", model.hidden.to_string()),
         ("char_lm", model.char_lm.to_string()),
         ("char_lm_hidden", model.char_lm_hidden.to_string()),
+        ("dictionary_dim", model.dictionary_dim.to_string()),
     ]
 }
 
@@ -324,11 +405,11 @@ fn describe_continued_run(
     file_scheme: TagScheme,
     start: &StartModel,
     events: &mut dyn FnMut(FitEvent),
-) -> Result<(ModelMeta, Vocabularies, Option<Vectors>)> {
+) -> Result<Described> {
     let data = &experiment.data;
     let (from, old) = (start.path.as_path(), &start.meta);
     let mut vocab = start.vocab.clone();
-    let refuse = |message: String| -> Result<(ModelMeta, Vocabularies, Option<Vectors>)> {
+    let refuse = |message: String| -> Result<Described> {
         Err(crate::Error::refused(
             from,
             format!("cannot continue this model: {message}"),
@@ -396,7 +477,19 @@ fn describe_continued_run(
     };
     let mut meta = describe(experiment, model, sizes, file_scheme, old.tokenizer.clone());
     meta.started_from = Some(started_from);
-    Ok((meta, vocab, vectors))
+    // The dictionary's labels are the model's features: a continued model keeps its own.
+    let dictionary = ModelFiles::new(from)
+        .read_dictionary(old)
+        .map_err(|e| crate::Error::model(from, format!("cannot continue this model: {e}")))?;
+    if dictionary.is_none() && !data.dictionaries.is_empty() {
+        return Err(crate::Error::model(
+            from,
+            "was trained without dictionaries, and a continued model keeps its features: train \
+             a new model to use data.dictionaries",
+        ));
+    }
+    meta.dictionary = old.dictionary.clone();
+    Ok((meta, vocab, vectors, dictionary))
 }
 
 /// A new run's model description, in this version's format: `model` with vocabularies of
@@ -427,8 +520,13 @@ fn describe(
         trained_on_dev: false,
         tokenizer,
         started_from: None,
+        dictionary: None,
     }
 }
+
+/// A run described: the model's description, vocabularies, the vectors its word table starts
+/// from and its dictionary.
+type Described = (ModelMeta, Vocabularies, Option<Vectors>, Option<Dictionary>);
 
 /// The corpora of an experiment, as read.
 struct Corpora<'a> {
@@ -444,7 +542,7 @@ fn describe_run(
     corpora: &Corpora,
     file_scheme: TagScheme,
     events: &mut dyn FnMut(FitEvent),
-) -> Result<(ModelMeta, Vocabularies, Option<Vectors>)> {
+) -> Result<Described> {
     let data = &experiment.data;
     let train = corpora.train;
     let mut vocab =
@@ -480,14 +578,17 @@ fn describe_run(
         )));
     }
     let tokenizer = TokenizerSpec::learn(&train.sentences);
-    let meta = describe(
+    let dictionary = read_dictionaries(experiment, &tokenizer, events)?;
+    sizes.dictionary_labels = dictionary.as_ref().map_or(0, |d| d.labels().len());
+    let mut meta = describe(
         experiment,
         experiment.model.clone(),
         sizes,
         file_scheme,
         Some(tokenizer),
     );
-    Ok((meta, vocab, vectors))
+    meta.dictionary = dictionary.as_ref().map(DictionaryMeta::of);
+    Ok((meta, vocab, vectors, dictionary))
 }
 
 /// Reads the experiment's pretrained vectors, when it names them, and adds the words of its

@@ -1,0 +1,105 @@
+//! Dictionary features end to end: the dictionary is stored in the model with its SHA-256 and
+//! read back by everything that loads the model; bad dictionaries and settings are errors that
+//! name the file and line or the key.
+
+mod common;
+
+use common::{fit_small, nertrain, sample_model, scratch, stderr};
+
+#[test]
+fn the_dictionary_is_stored_with_its_hash_and_a_changed_one_is_refused() {
+    let model = sample_model("dictionary");
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("model.json")).unwrap()).unwrap();
+    let recorded = &meta["dictionary"];
+    assert_eq!(
+        recorded["labels"],
+        serde_json::json!(["LOC", "ORG", "PER_LAST"])
+    );
+    assert_eq!(recorded["entries"], 100);
+    assert_eq!(meta["sizes"]["dictionary_labels"], 3);
+    let stored: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("dictionary.json")).unwrap())
+            .unwrap();
+    assert_eq!(stored["entries"].as_array().unwrap().len(), 100);
+
+    // A copy whose dictionary was edited is not silently read with other features.
+    let copy = scratch("dictionary-changed");
+    for entry in std::fs::read_dir(&model).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), copy.join(entry.file_name())).unwrap();
+        }
+    }
+    let text = std::fs::read_to_string(copy.join("dictionary.json")).unwrap();
+    std::fs::write(copy.join("dictionary.json"), text.replace("Berlin", "Bern")).unwrap();
+    let tagged = nertrain(&[
+        "tag",
+        "--model",
+        copy.to_str().unwrap(),
+        "Anna flew to Bern .",
+    ]);
+    assert!(!tagged.status.success());
+    let error = stderr(&tagged);
+    assert!(
+        error.contains("dictionary.json") && error.contains("SHA-256"),
+        "{error}"
+    );
+    std::fs::remove_dir_all(&copy).unwrap();
+}
+
+#[test]
+fn bad_dictionaries_and_settings_are_errors_naming_them() {
+    let dir = scratch("dictionary-errors");
+    let lists = dir.join("lists.tsv");
+    std::fs::write(&lists, "# places\nLOC\tBerlin\nLOC Paris\n").unwrap();
+    let dictionaries = format!("data.dictionaries=[{:?}]", lists.to_str().unwrap());
+    let fit = fit_small(
+        &dir.join("run"),
+        1,
+        &["--set", &dictionaries, "--set", "model.dictionary_dim=3"],
+    );
+    assert!(!fit.status.success());
+    let error = stderr(&fit);
+    assert!(
+        error.contains("lists.tsv:3: expected LABEL<TAB>phrase"),
+        "{error}"
+    );
+    std::fs::write(&lists, "LOC\tBerlin\n").unwrap();
+    let fit = fit_small(&dir.join("run"), 1, &["--set", &dictionaries]);
+    assert!(!fit.status.success());
+    assert!(
+        stderr(&fit).contains("model.dictionary_dim"),
+        "{}",
+        stderr(&fit)
+    );
+    // A model trained without dictionaries is continued without them: its network has no
+    // place for their features.
+    let plain = sample_model("sentence");
+    let start = format!("train.start_from={:?}", plain.to_str().unwrap());
+    let output = format!("train.output={:?}", dir.join("run").to_str().unwrap());
+    let fit = nertrain(&[
+        "fit",
+        "--config",
+        "configs/sample.toml",
+        "--set",
+        &output,
+        "--set",
+        "model.hidden=30",
+        "--set",
+        "model.word_dim=30",
+        "--set",
+        &dictionaries,
+        "--set",
+        "model.dictionary_dim=3",
+        "--set",
+        &start,
+    ]);
+    assert!(!fit.status.success());
+    assert!(
+        stderr(&fit).contains("model.dictionary_dim is 3 in the experiment but 0 in the model"),
+        "{}",
+        stderr(&fit)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
