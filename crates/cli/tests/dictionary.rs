@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fit_small, nertrain, sample_model, scratch, stderr};
+use common::{fit_small, learning_curve, nertrain, sample_model, scratch, stderr};
 
 #[test]
 fn the_dictionary_is_stored_with_its_hash_and_a_changed_one_is_refused() {
@@ -102,4 +102,32 @@ fn bad_dictionaries_and_settings_are_errors_naming_them() {
         stderr(&fit)
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_resumed_run_with_dictionary_dropout_matches_an_uninterrupted_one() {
+    let dictionary = [
+        "--set",
+        r#"data.dictionaries=["data/sample/lists.tsv"]"#,
+        "--set",
+        "model.dictionary_dim=3",
+        "--set",
+        "train.dictionary_dropout=0.5",
+    ];
+    let whole = scratch("dictionary-whole").join("run");
+    assert!(fit_small(&whole, 3, &dictionary).status.success());
+    let split = scratch("dictionary-split").join("run");
+    assert!(fit_small(&split, 1, &dictionary).status.success());
+    let mut resume = dictionary.to_vec();
+    resume.push("--resume");
+    let resumed = fit_small(&split, 3, &resume);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert_eq!(learning_curve(&split).len(), 3);
+    assert_eq!(learning_curve(&whole), learning_curve(&split));
+    // And the dropout draws change what is learnt: without it the curve differs.
+    let plain = scratch("dictionary-no-dropout").join("run");
+    let mut no_dropout = dictionary.to_vec();
+    no_dropout[5] = "train.dictionary_dropout=0";
+    assert!(fit_small(&plain, 3, &no_dropout).status.success());
+    assert_ne!(learning_curve(&whole), learning_curve(&plain));
 }
