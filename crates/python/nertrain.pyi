@@ -91,8 +91,19 @@ class Tagger:
     ``RAYON_NUM_THREADS``, or one per core); a tagger may be shared by Python threads.
     """
 
-    def __init__(self, model_dir: StrPath, threads: Optional[int] = None) -> None:
+    def __init__(
+        self,
+        model_dir: StrPath,
+        threads: Optional[int] = None,
+        *,
+        dictionaries: Sequence[StrPath] = (),
+        replace_dictionary: bool = False,
+    ) -> None:
         """Loads a model directory written by ``nertrain fit``.
+
+        ``dictionaries`` are dictionary files (``LABEL<TAB>phrase`` lines) whose entries are
+        added to the model's own for the labels it has dictionary features for, or replace those
+        labels' entries with ``replace_dictionary``: as ``nertrain tag --dictionary``.
 
         Raises FileNotFoundError when it is not there, ValueError when it is not a model.
         """
@@ -121,7 +132,14 @@ class Tagger:
     def info(self) -> ModelInfo:
         """What the model is, with the scores its run recorded."""
 
-def evaluate(model_dir: StrPath, path: StrPath, *, threads: Optional[int] = None) -> Scores:
+def evaluate(
+    model_dir: StrPath,
+    path: StrPath,
+    *,
+    threads: Optional[int] = None,
+    dictionaries: Sequence[StrPath] = (),
+    replace_dictionary: bool = False,
+) -> Scores:
     """Scores a model on a gold file: a CoNLL file, or span-annotated text (``.jsonl``).
 
     The numbers ``nertrain eval --json`` prints; warnings about the gold data are issued as

@@ -63,3 +63,29 @@ pub fn exit_code(error: &(dyn std::error::Error + 'static)) -> ExitCode {
     let usage = error.is::<UsageError>() || crate::fit::is_usage(error);
     ExitCode::from(if usage { 2 } else { 1 })
 }
+
+/// Dictionaries given when a model is loaded, beside those stored in it.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct DictionaryArgs {
+    /// A dictionary file (LABEL<TAB>phrase lines) whose entries are added to the model's for
+    /// labels it has dictionary features for, without retraining; repeatable. Entries match case
+    /// unless their line says ignore-case.
+    #[arg(long = "dictionary", value_name = "FILE")]
+    pub files: Vec<std::path::PathBuf>,
+    /// The --dictionary files replace the model's entries of every label they give, instead of
+    /// adding to them.
+    #[arg(long, requires = "files")]
+    pub replace_dictionary: bool,
+}
+
+impl DictionaryArgs {
+    /// `tagger` with these dictionaries.
+    pub fn apply(&self, tagger: Tagger) -> Result<Tagger> {
+        let files: Vec<_> = self
+            .files
+            .iter()
+            .map(|path| (path.clone(), nertrain_data::CaseRule::MatchCase))
+            .collect();
+        Ok(tagger.with_dictionaries(&files, self.replace_dictionary)?)
+    }
+}

@@ -15,6 +15,8 @@ pub struct EvalArgs {
     /// A model directory written by `nertrain fit`.
     #[arg(long, requires = "data", conflicts_with = "predicted")]
     model: Option<PathBuf>,
+    #[command(flatten)]
+    dictionaries: crate::common::DictionaryArgs,
     /// A tagged CoNLL file to predict and score (read with the model's columns; `-`: stdin), or
     /// text with character spans (`.jsonl`: `{"text", "spans": [{"start", "end", "label"}]}` a
     /// line), tagged as `tag` tags text and scored as exact character spans.
@@ -63,7 +65,7 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
     let evaluation = match (&args.model, &args.data, &args.predicted) {
         (_, _, Some(path)) => FileEvaluation::of_predictions(path)?,
         (Some(model), Some(data), None) => {
-            let tagger = Tagger::load(model, device)?;
+            let tagger = args.dictionaries.apply(Tagger::load(model, device)?)?;
             let settings = TagSettings {
                 unconstrained: args.unconstrained,
                 consistency: args.consistency,

@@ -19,6 +19,8 @@ pub struct ServeArgs {
     /// A model directory written by `nertrain fit`.
     #[arg(long)]
     model: PathBuf,
+    #[command(flatten)]
+    dictionaries: crate::common::DictionaryArgs,
     /// Where to listen (port 0: any free port, printed when listening).
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
@@ -106,7 +108,18 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         Some(dir) => nertrain_serve::studio::model_to_serve(dir, &args.model)?,
         None => args.model.clone(),
     };
-    let tagger = Tagger::load_with_threads(&model, device, args.threads)?;
+    if !args.dictionaries.files.is_empty() && args.train_into.is_some() {
+        // The versions learnt would be judged and served without them.
+        return Err(crate::UsageError(
+            "--dictionary and --train-into cannot be given together yet: the versions learnt \
+             from Label Studio read the dictionaries stored in them"
+                .into(),
+        )
+        .into());
+    }
+    let tagger =
+        args.dictionaries
+            .apply(Tagger::load_with_threads(&model, device, args.threads)?)?;
     let threads = tagger.threads();
     // The async side only moves bytes; tagging runs on the tagger's threads.
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -30,6 +30,8 @@ pub struct TagArgs {
     /// A model directory written by `nertrain fit`.
     #[arg(long)]
     model: PathBuf,
+    #[command(flatten)]
+    dictionaries: crate::common::DictionaryArgs,
     /// Texts to tag; each is one input (and one document, for a model that reads documents).
     /// Without texts or --input, lines are read from stdin when it is not a terminal.
     #[arg(conflicts_with = "input")]
@@ -71,7 +73,9 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
         }
         args.input = Some(PathBuf::from("-"));
     }
-    let tagger = Tagger::load(&args.model, device)?;
+    let tagger = args
+        .dictionaries
+        .apply(Tagger::load(&args.model, device)?)?;
     let settings = TagSettings {
         unconstrained: args.unconstrained,
         consistency: args.consistency,

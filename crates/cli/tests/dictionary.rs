@@ -131,3 +131,80 @@ fn a_resumed_run_with_dictionary_dropout_matches_an_uninterrupted_one() {
     assert!(fit_small(&plain, 3, &no_dropout).status.success());
     assert_ne!(learning_curve(&whole), learning_curve(&plain));
 }
+
+#[test]
+fn dictionaries_given_at_tag_time_extend_or_replace_the_models_without_retraining() {
+    let model = sample_model("dictionary");
+    let dir = scratch("dictionary-tag-time");
+    let text = "Anna Novak flew to Zorblat on Monday .";
+    let extra = dir.join("extra.tsv");
+    std::fs::write(&extra, "LOC\tZorblat\n").unwrap();
+    let probs = |args: &[&str]| -> Vec<serde_json::Value> {
+        let mut all = vec![
+            "tag",
+            "--model",
+            model.to_str().unwrap(),
+            "--format",
+            "json",
+        ];
+        all.extend(["--probs"]);
+        all.extend(args);
+        all.push(text);
+        let out = nertrain(&all);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let record: serde_json::Value = serde_json::from_str(&common::stdout(&out)).unwrap();
+        record["tokens"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["probs"].clone())
+            .collect()
+    };
+    let before = probs(&[]);
+    let extended = probs(&["--dictionary", extra.to_str().unwrap()]);
+    // The new entry is a feature of its word: its probabilities move.
+    assert_ne!(before[4], extended[4]);
+    // Replacing the model's LOC entries by the file's: no other LOC phrase was in the sentence.
+    let replaced = probs(&[
+        "--dictionary",
+        extra.to_str().unwrap(),
+        "--replace-dictionary",
+    ]);
+    assert_eq!(replaced[4], extended[4]);
+
+    // A label the model has no features for, and a model without dictionaries, are errors.
+    std::fs::write(&extra, "GENE\tBRCA1\n").unwrap();
+    let out = nertrain(&[
+        "tag",
+        "--model",
+        model.to_str().unwrap(),
+        "--dictionary",
+        extra.to_str().unwrap(),
+        text,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains(
+            "extra.tsv: label GENE is not one of the model's dictionary labels (LOC, ORG, PER_LAST)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let plain = sample_model("sentence");
+    let out = nertrain(&[
+        "eval",
+        "--model",
+        plain.to_str().unwrap(),
+        "--data",
+        "data/sample/dev.txt",
+        "--dictionary",
+        extra.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("was trained without dictionaries"),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -43,10 +43,22 @@ struct Tagger {
 #[pymethods]
 impl Tagger {
     #[new]
-    #[pyo3(signature = (model_dir, threads = None))]
-    fn new(py: Python<'_>, model_dir: PathBuf, threads: Option<usize>) -> PyResult<Self> {
+    #[pyo3(signature = (model_dir, threads = None, *, dictionaries = Vec::new(), replace_dictionary = false))]
+    fn new(
+        py: Python<'_>,
+        model_dir: PathBuf,
+        threads: Option<usize>,
+        dictionaries: Vec<PathBuf>,
+        replace_dictionary: bool,
+    ) -> PyResult<Self> {
         let inner = py
-            .detach(|| load(&model_dir, threads))
+            .detach(|| {
+                with_dictionaries(
+                    load(&model_dir, threads)?,
+                    &dictionaries,
+                    replace_dictionary,
+                )
+            })
             .map_err(tagging_error)?;
         Ok(Self {
             inner,
@@ -179,16 +191,22 @@ fn select<'py>(
 /// Scores a model on a gold file (CoNLL, or span-annotated `.jsonl`): the numbers
 /// `nertrain eval --json` prints. Warnings about the gold data go to Python's `warnings`.
 #[pyfunction]
-#[pyo3(signature = (model_dir, path, *, threads = None))]
+#[pyo3(signature = (model_dir, path, *, threads = None, dictionaries = Vec::new(), replace_dictionary = false))]
 fn evaluate<'py>(
     py: Python<'py>,
     model_dir: PathBuf,
     path: PathBuf,
     threads: Option<usize>,
+    dictionaries: Vec<PathBuf>,
+    replace_dictionary: bool,
 ) -> PyResult<Bound<'py, PyAny>> {
     let evaluation = py
         .detach(|| {
-            let tagger = load(&model_dir, threads)?;
+            let tagger = with_dictionaries(
+                load(&model_dir, threads)?,
+                &dictionaries,
+                replace_dictionary,
+            )?;
             // As `eval --json`: with the calibration table.
             let options = tagger.options_with(TagSettings::default())?;
             tagger.evaluate_file(&path, options)
@@ -284,6 +302,20 @@ fn thread_pool(threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
 /// The model in `model_dir`, to tag on `threads` threads.
 fn load(model_dir: &Path, threads: Option<usize>) -> Result<nertrain_tagger::Tagger, TaggingError> {
     nertrain_tagger::Tagger::load_with_threads(model_dir, &device()?, threads)
+}
+
+/// `tagger` with the entries of dictionary `files` added to its own, or in place of those of the
+/// labels they give (`replace`), as `nertrain tag --dictionary` reads them.
+fn with_dictionaries(
+    tagger: nertrain_tagger::Tagger,
+    files: &[PathBuf],
+    replace: bool,
+) -> Result<nertrain_tagger::Tagger, TaggingError> {
+    let files: Vec<_> = files
+        .iter()
+        .map(|path| (path.clone(), nertrain_data::CaseRule::MatchCase))
+        .collect();
+    tagger.with_dictionaries(&files, replace)
 }
 
 /// The CPU device every call runs on.

@@ -357,3 +357,38 @@ def test_fit_continues_a_model_as_the_cli_does(tmp_path, model):
         for m in map(json.loads, (d / "metrics.jsonl").read_text().splitlines())
     ]
     assert metrics(run) == metrics(tmp_path / "cli")
+
+
+@pytest.fixture(scope="session")
+def dictionary_model(tmp_path_factory):
+    """The sample model with the sample's dictionary as features."""
+    return nertrain.fit(
+        ROOT / "configs" / "sample.toml",
+        {
+            "train.output": str(tmp_path_factory.mktemp("fit-dict") / "run"),
+            "train.epochs": 2,
+            "data.dictionaries": [str(SAMPLE / "lists.tsv")],
+            "model.dictionary_dim": 3,
+        },
+    )
+
+
+def test_a_dictionary_model_tags_and_scores_as_the_cli_does(dictionary_model, tmp_path):
+    extra = tmp_path / "extra.tsv"
+    extra.write_text("LOC\tZorblat\nORG\tKraków Steel\n", encoding="utf-8")
+    texts = TEXTS + ["Anna Novak flew to Zorblat to meet Kraków Steel ."]
+    for given, kwargs in [([], {}), (["--dictionary", str(extra)], {"dictionaries": [extra]}),
+                          (["--dictionary", str(extra), "--replace-dictionary"],
+                           {"dictionaries": [extra], "replace_dictionary": True})]:
+        printed = cli("tag", "--model", str(dictionary_model), "--format", "json", "--probs",
+                      *given, "--", *texts)
+        tagger = nertrain.Tagger(dictionary_model, **kwargs)
+        assert tagger.tag(texts, probs=True) == [json.loads(line) for line in printed.splitlines()]
+        printed = cli("eval", "--model", str(dictionary_model), "--data", str(SAMPLE / "test.txt"),
+                      "--json", *given)
+        assert nertrain.evaluate(dictionary_model, SAMPLE / "test.txt", **kwargs) == json.loads(printed)
+    assert nertrain.Tagger(dictionary_model).info["dictionary"]["labels"] == ["LOC", "ORG", "PER_LAST"]
+    with pytest.raises(ValueError, match="not one of the model's dictionary labels"):
+        bad = tmp_path / "bad.tsv"
+        bad.write_text("GENE\tBRCA1\n", encoding="utf-8")
+        nertrain.Tagger(dictionary_model, dictionaries=[bad])

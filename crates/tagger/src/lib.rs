@@ -59,7 +59,8 @@ use std::path::{Path, PathBuf};
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{
-    Context, Dictionary, Span, TagScheme, Tokenizer, TokenizerSpec, Vocabularies, render_spans,
+    CaseRule, Context, DataError, Dictionary, Entry, Span, TagScheme, Tokenizer, TokenizerSpec,
+    Vocabularies, read_dictionary, render_spans,
 };
 use nertrain_model::files::DictionaryMeta;
 use nertrain_model::{ModelFiles, ModelMeta, Network, WordGates};
@@ -164,6 +165,8 @@ pub struct Tagger {
     tokenizer: Tokenizer,
     /// The dictionaries whose phrases are features of its words, when it has them.
     dictionary: Option<Dictionary>,
+    /// What [`ModelInfo`] says of them: the stored ones', or those extended at load.
+    dictionary_meta: Option<DictionaryMeta>,
     dir: PathBuf,
     /// Where its calls run, one at a time.
     threads: Threads,
@@ -246,6 +249,7 @@ impl Tagger {
         let dictionary = files.read_dictionary(&meta)?;
         Ok(Self {
             dictionary,
+            dictionary_meta: meta.dictionary.clone(),
             meta,
             vocab,
             network: network.valid(),
@@ -281,8 +285,64 @@ impl Tagger {
             trained_on_dev: meta.trained_on_dev,
             trained_by: meta.nertrain_version.clone(),
             nertrain_version: env!("CARGO_PKG_VERSION").into(),
-            dictionary: meta.dictionary.clone(),
+            dictionary: self.dictionary_meta.clone(),
         }
+    }
+
+    /// The tagger with the entries of dictionary `files` (each with its entries' default case
+    /// rule) added to the model's, or, with `replace`, in place of the model's entries of every
+    /// label the files give: a new name goes into the list, not into a training run. Every label
+    /// must be one the model has dictionary features for.
+    pub fn with_dictionaries(
+        mut self,
+        files: &[(PathBuf, CaseRule)],
+        replace: bool,
+    ) -> Result<Self> {
+        if files.is_empty() {
+            return Ok(self);
+        }
+        let Some(stored) = &self.dictionary else {
+            return Err(Error::InvalidOption {
+                option: "dictionary",
+                message: format!(
+                    "{} was trained without dictionaries: it has no features to read one with",
+                    self.dir.display()
+                ),
+            });
+        };
+        let labels = stored.labels().to_vec();
+        let mut added = Vec::new();
+        for (path, case) in files {
+            let (entries, _) = read_dictionary(path, *case, &self.tokenizer)?;
+            if let Some(entry) = entries.iter().find(|e| !labels.contains(&e.label)) {
+                return Err(DataError::file(
+                    path,
+                    format!(
+                        "label {} is not one of the model's dictionary labels ({})",
+                        entry.label,
+                        labels.join(", ")
+                    ),
+                )
+                .into());
+            }
+            added.extend(entries);
+        }
+        let given: Vec<String> = added.iter().map(|e| e.label.clone()).collect();
+        let mut entries: Vec<Entry> = stored
+            .entries()
+            .iter()
+            .filter(|e| !(replace && given.contains(&e.label)))
+            .cloned()
+            .collect();
+        entries.extend(added);
+        let dictionary =
+            Dictionary::new(labels, entries).map_err(|message| Error::InvalidOption {
+                option: "dictionary",
+                message,
+            })?;
+        self.dictionary_meta = Some(DictionaryMeta::of(&dictionary));
+        self.dictionary = Some(dictionary);
+        Ok(self)
     }
 
     /// The device it runs on.
