@@ -29,6 +29,10 @@ pub struct BenchArgs {
     /// Sentences per tagging batch.
     #[arg(long, default_value_t = 100, value_parser = count(1, MAX_BATCH))]
     eval_batch_size: usize,
+    /// A dictionary (LABEL<TAB>phrase lines) whose phrases are features of the model measured:
+    /// its compile time, and its cost to tagging (finding phrases included).
+    #[arg(long, value_name = "FILE")]
+    dictionary: Option<PathBuf>,
 }
 
 /// Measures, and prints the result as one JSON line.
@@ -41,6 +45,7 @@ pub fn run(args: BenchArgs, device: &Device) -> Result<()> {
         warmup: args.warmup,
         eval_batch_size: args.eval_batch_size,
         seed: 1,
+        dictionary: args.dictionary,
     };
     let result = nertrain_train::bench(&options, device)?;
     let json = nertrain_data::io::to_sorted_json(&result, false)?;

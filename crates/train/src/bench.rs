@@ -2,13 +2,15 @@
 //! reference (`shared/ref/bilstm_crf_torch.py --bench`) measures itself, with the same model
 //! sizes (word embeddings 100, BiLSTM 2×100, no character features, no dropout).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{
-    Batch, BatchPlan, ColumnSpec, Encoded, TagScheme, TextNormalization, Vocabularies, read_conll,
+    Batch, BatchPlan, CaseRule, ColumnSpec, Corpus, Dictionary, Encoded, TagScheme,
+    TextNormalization, Tokenizer, TokenizerSpec, Vocabularies, read_conll, read_dictionary,
+    set_dictionary_places,
 };
 use nertrain_model::crf::host_emissions;
 use nertrain_model::{BatchTensors, CharFeatures, NetworkConfig, Reduction, VocabSizes, WordGates};
@@ -38,6 +40,9 @@ pub struct BenchOptions {
     pub eval_batch_size: usize,
     /// The seed of the model's weights and the batches.
     pub seed: u64,
+    /// A dictionary whose phrases are features (5 values per label): what it costs to compile,
+    /// and what it costs tagging.
+    pub dictionary: Option<PathBuf>,
 }
 
 /// What `bench` measured: `nertrain bench`'s JSON, whose keys the benchmark scripts read.
@@ -83,6 +88,43 @@ pub struct BenchResult {
     pub tensor_viterbi_tokens_per_s: f64,
     /// This process's peak resident set size, in MiB (Linux).
     pub peak_rss_mb: Option<f64>,
+    /// With a dictionary: its entries, and the seconds reading and compiling it took.
+    pub dictionary_entries: Option<usize>,
+    /// Seconds reading the dictionary file took (cutting its phrases into words).
+    pub dictionary_read_s: Option<f64>,
+    /// Seconds compiling it took.
+    pub dictionary_compile_s: Option<f64>,
+    /// Finding its phrases in dev alone, tokens a second (tagging's figure includes it).
+    pub dictionary_match_tokens_per_s: Option<f64>,
+}
+
+/// A dictionary read and compiled, and what that took.
+struct BenchDictionary {
+    dictionary: Dictionary,
+    entries: usize,
+    read_s: f64,
+    compile_s: f64,
+}
+
+/// Reads and compiles `path` with the tokenizer a model of `train` would have.
+fn read_bench_dictionary(path: &Path, train: &Corpus) -> Result<BenchDictionary> {
+    let tokenizer = Tokenizer::new(&TokenizerSpec::learn(&train.sentences))
+        .map_err(|e| crate::Error::model(path, e.to_string()))?;
+    let started = Instant::now();
+    let (entries, _) = read_dictionary(path, CaseRule::MatchCase, &tokenizer)?;
+    let read_s = started.elapsed().as_secs_f64();
+    let mut labels: Vec<String> = entries.iter().map(|e| e.label.clone()).collect();
+    labels.sort();
+    labels.dedup();
+    let count = entries.len();
+    let started = Instant::now();
+    let dictionary = Dictionary::new(labels, entries).map_err(|e| crate::Error::model(path, e))?;
+    Ok(BenchDictionary {
+        dictionary,
+        entries: count,
+        read_s,
+        compile_s: started.elapsed().as_secs_f64(),
+    })
 }
 
 /// Training's share of the measurements.
@@ -110,11 +152,39 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<BenchResult> {
     let train = read_conll(&options.train, ColumnSpec::default())?;
     let dev = read_conll(&options.dev, ColumnSpec::default())?;
     let vocab = Vocabularies::build(&train.sentences, TextNormalization::default(), 1);
-    let encoded = vocab.encode_corpus(&train)?;
+    let mut encoded = vocab.encode_corpus(&train)?;
     let dev_encoded = vocab.encode_corpus_words(&dev);
-    let (model, train) = measure_training(options, &vocab, &encoded, device)?;
+    let dictionary = options
+        .dictionary
+        .as_deref()
+        .map(|path| read_bench_dictionary(path, &train))
+        .transpose()?;
+    let words = |corpus: &Corpus| -> Vec<Vec<String>> {
+        corpus.sentences.iter().map(|s| s.words.clone()).collect()
+    };
+    let dev_words = words(&dev);
+    let mut match_seconds = None;
+    if let Some(d) = &dictionary {
+        let train_words = words(&train);
+        let train_words: Vec<&[String]> = train_words.iter().map(Vec::as_slice).collect();
+        set_dictionary_places(&mut encoded, &train_words, &d.dictionary, None);
+        let started = Instant::now();
+        for sentence in &dev_words {
+            std::hint::black_box(d.dictionary.mentions(sentence));
+        }
+        match_seconds = Some(started.elapsed().as_secs_f64());
+    }
+    let labels = dictionary
+        .as_ref()
+        .map_or(0, |d| d.dictionary.labels().len());
+    let (model, train) = measure_training(options, &vocab, labels, &encoded, device)?;
     let model = model.valid();
-    let mut decode_times = measure_tagging(options, &model, &vocab, &dev_encoded, device)?;
+    let tagged = Tagged {
+        encoded: &dev_encoded,
+        words: &dev_words,
+        dictionary: dictionary.as_ref().map(|d| &d.dictionary),
+    };
+    let mut decode_times = measure_tagging(options, &model, &vocab, &tagged, device)?;
     let crf = measure_crf(options, &model, &dev_encoded, device)?;
 
     // A step must cost the same at the end as at the start; one that grows leaks (Burn keeps
@@ -147,7 +217,18 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<BenchResult> {
         viterbi_tokens_per_s: per_second(crf.viterbi),
         tensor_viterbi_tokens_per_s: per_second(crf.tensor_viterbi),
         peak_rss_mb: peak_rss_mb(),
+        dictionary_entries: dictionary.as_ref().map(|d| d.entries),
+        dictionary_read_s: dictionary.as_ref().map(|d| d.read_s),
+        dictionary_compile_s: dictionary.as_ref().map(|d| d.compile_s),
+        dictionary_match_tokens_per_s: match_seconds.map(per_second),
     })
+}
+
+/// What is tagged: dev's sentences, and their words when a dictionary finds phrases in them.
+struct Tagged<'a> {
+    encoded: &'a [Encoded],
+    words: &'a [Vec<String>],
+    dictionary: Option<&'a Dictionary>,
 }
 
 /// How long a word's characters are read: as an experiment reads them by default.
@@ -160,15 +241,21 @@ fn max_word_len() -> usize {
 fn measure_training(
     options: &BenchOptions,
     vocab: &Vocabularies,
+    dictionary_labels: usize,
     encoded: &[Encoded],
     device: &Device,
 ) -> Result<(Network, TrainTimes)> {
     let config = NetworkConfig::new()
         .with_char_features(CharFeatures::None)
-        .with_dropout(0.0);
+        .with_dropout(0.0)
+        .with_dictionary_dim(if dictionary_labels > 0 { 5 } else { 0 });
     let train_device = device.clone().autodiff();
     train_device.seed(options.seed);
-    let model = config.init(VocabSizes::from(vocab), &train_device);
+    let sizes = VocabSizes {
+        dictionary_labels,
+        ..VocabSizes::from(vocab)
+    };
+    let model = config.init(sizes, &train_device);
     let (mut trainer, mut model) =
         Trainer::new(model, UpdateRule::sgd(0.9), 5.0, Reduction::Sum, None);
     let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();
@@ -209,12 +296,13 @@ fn measure_training(
 
 /// Decoding the dev set as `eval` does (length-sorted batches), without constraints as the
 /// reference decodes; each time with a new decoder, so that its word cache starts empty as in
-/// a `tag` or `eval` run. Seconds of a first pass, then of [`DECODE_REPEATS`] more.
+/// a `tag` or `eval` run; with a dictionary, finding its phrases is part of each pass. Seconds
+/// of a first pass, then of [`DECODE_REPEATS`] more.
 fn measure_tagging(
     options: &BenchOptions,
     model: &Network,
     vocab: &Vocabularies,
-    dev: &[Encoded],
+    dev: &Tagged,
     device: &Device,
 ) -> Result<Vec<f64>> {
     let decode_options = TagOptions {
@@ -231,8 +319,13 @@ fn measure_tagging(
                 max_word_len: max_word_len(),
             };
             let decoder = Decoder::reading(model, vocab, reading, device, &word_gates);
+            let mut encoded = dev.encoded.to_vec();
             let started = Instant::now();
-            decoder.decode(dev, &[], decode_options)?;
+            if let Some(dictionary) = dev.dictionary {
+                let words: Vec<&[String]> = dev.words.iter().map(Vec::as_slice).collect();
+                set_dictionary_places(&mut encoded, &words, dictionary, None);
+            }
+            decoder.decode(&encoded, &[], decode_options)?;
             Ok(started.elapsed().as_secs_f64())
         })
         .collect()
