@@ -158,6 +158,12 @@ impl NetworkConfig {
     }
 }
 
+std::thread_local! {
+    /// A batch's input rows with their dictionary places' shares added, reused from batch to
+    /// batch on each thread.
+    static DICTIONARY_ROWS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// What a batch's words bring to the LSTM's input.
 enum WordInput {
     /// Their embeddings, `[batch, max_len, word_dim]`.
@@ -212,14 +218,44 @@ impl Network {
         let device = self.words.weight.device();
         // On the CPU, without sentence or document features to add, the recurrence reads the
         // cached rows straight into each step: a batch's gates are never laid out whole.
+        let width = 8 * self.encoder.d_hidden();
+        let places = (batch.dictionary_labels > 0)
+            .then(|| cache.place_shares(self))
+            .flatten();
         if self.char_lm.is_none()
             && self.mentions.is_none()
-            && self.dictionary.is_none()
+            && (self.dictionary.is_none() || places.is_some())
             && recurrence::infers_from_rows(&device)
         {
-            let h = cache.with_rows(self, batch, |row| {
-                let at = |b: usize, position: usize| row(b * batch.max_len + position);
-                recurrence::infer_from_rows(&at, self.encoder.recurrent.val(), &batch.lengths)
+            let h = cache.with_rows(self, batch, |row| match &places {
+                None => {
+                    let at = |b: usize, position: usize| row(b * batch.max_len + position);
+                    recurrence::infer_from_rows(&at, self.encoder.recurrent.val(), &batch.lengths)
+                }
+                // Each word's row plus its dictionary places' shares, laid out for the batch:
+                // a few additions per value, against the recurrence's products.
+                // Kept per thread and reused: a batch's rows are megabytes, which a fresh
+                // allocation would have the system zero for every batch.
+                Some(table) => DICTIONARY_ROWS.with_borrow_mut(|rows| {
+                    let labels = batch.dictionary_labels;
+                    rows.resize(batch.words.len() * width, 0.0);
+                    for (slot, out) in rows.chunks_exact_mut(width).enumerate() {
+                        if slot % batch.max_len >= batch.lengths[slot / batch.max_len] {
+                            out.fill(0.0);
+                            continue;
+                        }
+                        out.copy_from_slice(row(slot));
+                        for &id in &batch.dictionary[slot * labels..(slot + 1) * labels] {
+                            let share = &table[id as usize * width..][..width];
+                            out.iter_mut().zip(share).for_each(|(o, s)| *o += s);
+                        }
+                    }
+                    let rows: &[f32] = rows;
+                    let at = |b: usize, position: usize| {
+                        &rows[(b * batch.max_len + position) * width..][..width]
+                    };
+                    recurrence::infer_from_rows(&at, self.encoder.recurrent.val(), &batch.lengths)
+                }),
             });
             return self.emissions.forward(self.dropout.forward(h));
         }
@@ -324,6 +360,33 @@ impl Network {
         };
         let h = self.encoder.forward_gates(gates, &inputs.lengths);
         (self.emissions.forward(self.dropout.forward(h)), lm_states)
+    }
+
+    /// Each dictionary place id's share of the LSTM's input projection (its embedding times
+    /// its label's rows of the input weights), `[labels * place::COUNT, 8 * hidden]`
+    /// row-major: what inference from cached rows adds for a word's places. `None` without
+    /// dictionary features.
+    pub fn dictionary_shares(&self) -> Option<Vec<f32>> {
+        let dictionary = self.dictionary.as_ref()?;
+        let [rows, d] = dictionary.weight.dims();
+        let count = nertrain_data::place::COUNT;
+        let labels = rows / count;
+        let weight = self.encoder.input.weight.val();
+        let [d_input, width] = weight.dims();
+        let first = d_input - labels * d;
+        let shares: Vec<Tensor<2>> = (0..labels)
+            .map(|k| {
+                let embedded = dictionary
+                    .weight
+                    .val()
+                    .slice([k * count..(k + 1) * count, 0..d]);
+                let columns = weight
+                    .clone()
+                    .slice([first + k * d..first + (k + 1) * d, 0..width]);
+                embedded.matmul(columns)
+            })
+            .collect();
+        Some(crate::host_values(Tensor::cat(shares, 0)))
     }
 
     /// Each word's dictionary places embedded and joined, `[batch, max_len, labels * d]`; a

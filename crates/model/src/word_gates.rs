@@ -28,6 +28,8 @@ pub struct WordGates {
     table: RwLock<Table>,
     /// Rows kept at most; words beyond them are computed with each batch that has them.
     capacity_bytes: usize,
+    /// The dictionary places' shares of the input projection, computed once.
+    places: std::sync::OnceLock<Option<Vec<f32>>>,
 }
 
 #[derive(Debug, Default)]
@@ -132,7 +134,17 @@ impl WordGates {
         Self {
             table: RwLock::default(),
             capacity_bytes,
+            places: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Each dictionary place id's share of the model's input projection
+    /// ([`Network::dictionary_shares`]), computed on first use; `None` without dictionary
+    /// features.
+    pub fn place_shares(&self, model: &Network) -> Option<&[f32]> {
+        self.places
+            .get_or_init(|| model.dictionary_shares())
+            .as_deref()
     }
 
     /// Computes and keeps the rows of the words of `sentences` not kept yet, as far as the
