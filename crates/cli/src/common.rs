@@ -81,11 +81,6 @@ pub struct DictionaryArgs {
 impl DictionaryArgs {
     /// `tagger` with these dictionaries.
     pub fn apply(&self, tagger: Tagger) -> Result<Tagger> {
-        let files: Vec<_> = self
-            .files
-            .iter()
-            .map(|path| (path.clone(), nertrain_data::CaseRule::MatchCase))
-            .collect();
-        Ok(tagger.with_dictionaries(&files, self.replace_dictionary)?)
+        Ok(tagger.with_dictionaries(&self.files, self.replace_dictionary)?)
     }
 }

@@ -53,11 +53,7 @@ impl Tagger {
     ) -> PyResult<Self> {
         let inner = py
             .detach(|| {
-                with_dictionaries(
-                    load(&model_dir, threads)?,
-                    &dictionaries,
-                    replace_dictionary,
-                )
+                load(&model_dir, threads)?.with_dictionaries(&dictionaries, replace_dictionary)
             })
             .map_err(tagging_error)?;
         Ok(Self {
@@ -202,11 +198,8 @@ fn evaluate<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let evaluation = py
         .detach(|| {
-            let tagger = with_dictionaries(
-                load(&model_dir, threads)?,
-                &dictionaries,
-                replace_dictionary,
-            )?;
+            let tagger =
+                load(&model_dir, threads)?.with_dictionaries(&dictionaries, replace_dictionary)?;
             // As `eval --json`: with the calibration table.
             let options = tagger.options_with(TagSettings::default())?;
             tagger.evaluate_file(&path, options)
@@ -302,20 +295,6 @@ fn thread_pool(threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
 /// The model in `model_dir`, to tag on `threads` threads.
 fn load(model_dir: &Path, threads: Option<usize>) -> Result<nertrain_tagger::Tagger, TaggingError> {
     nertrain_tagger::Tagger::load_with_threads(model_dir, &device()?, threads)
-}
-
-/// `tagger` with the entries of dictionary `files` added to its own, or in place of those of the
-/// labels they give (`replace`), as `nertrain tag --dictionary` reads them.
-fn with_dictionaries(
-    tagger: nertrain_tagger::Tagger,
-    files: &[PathBuf],
-    replace: bool,
-) -> Result<nertrain_tagger::Tagger, TaggingError> {
-    let files: Vec<_> = files
-        .iter()
-        .map(|path| (path.clone(), nertrain_data::CaseRule::MatchCase))
-        .collect();
-    tagger.with_dictionaries(&files, replace)
 }
 
 /// The CPU device every call runs on.

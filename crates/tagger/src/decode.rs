@@ -547,12 +547,14 @@ impl Tagger {
             .map(|words| self.vocab.encode_words(words))
             .collect();
         let pieces = self.document_pieces(sentences, documents);
-        let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
-        if self.reads_documents() {
-            set_mention_casing(&mut encoded, &words, &pieces);
-        }
-        if let Some(dictionary) = &self.dictionary {
-            set_dictionary_places(&mut encoded, &words, dictionary, None);
+        if self.reads_documents() || self.dictionary.is_some() {
+            let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
+            if self.reads_documents() {
+                set_mention_casing(&mut encoded, &words, &pieces);
+            }
+            if let Some(dictionary) = &self.dictionary {
+                set_dictionary_places(&mut encoded, &words, dictionary, None);
+            }
         }
         self.decoder().decode(&encoded, &pieces, options)
     }

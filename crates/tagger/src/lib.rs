@@ -289,15 +289,11 @@ impl Tagger {
         }
     }
 
-    /// The tagger with the entries of dictionary `files` (each with its entries' default case
-    /// rule) added to the model's, or, with `replace`, in place of the model's entries of every
-    /// label the files give: a new name goes into the list, not into a training run. Every label
-    /// must be one the model has dictionary features for.
-    pub fn with_dictionaries(
-        mut self,
-        files: &[(PathBuf, CaseRule)],
-        replace: bool,
-    ) -> Result<Self> {
+    /// The tagger with the entries of dictionary `files` added to the model's, or, with
+    /// `replace`, in place of the model's entries of every label the files give: a new name goes
+    /// into the list, not into a training run. Entries match case unless their line says
+    /// `ignore-case`. Every label must be one the model has dictionary features for.
+    pub fn with_dictionaries(mut self, files: &[PathBuf], replace: bool) -> Result<Self> {
         if files.is_empty() {
             return Ok(self);
         }
@@ -312,8 +308,8 @@ impl Tagger {
         };
         let labels = stored.labels().to_vec();
         let mut added = Vec::new();
-        for (path, case) in files {
-            let (entries, _) = read_dictionary(path, *case, &self.tokenizer)?;
+        for path in files {
+            let (entries, _) = read_dictionary(path, CaseRule::MatchCase, &self.tokenizer)?;
             if let Some(entry) = entries.iter().find(|e| !labels.contains(&e.label)) {
                 return Err(DataError::file(
                     path,

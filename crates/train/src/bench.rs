@@ -159,15 +159,10 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<BenchResult> {
         .as_deref()
         .map(|path| read_bench_dictionary(path, &train))
         .transpose()?;
-    let words = |corpus: &Corpus| -> Vec<Vec<String>> {
-        corpus.sentences.iter().map(|s| s.words.clone()).collect()
-    };
-    let dev_words = words(&dev);
+    let dev_words = sentence_words(&dev);
     let mut match_seconds = None;
     if let Some(d) = &dictionary {
-        let train_words = words(&train);
-        let train_words: Vec<&[String]> = train_words.iter().map(Vec::as_slice).collect();
-        set_dictionary_places(&mut encoded, &train_words, &d.dictionary, None);
+        set_dictionary_places(&mut encoded, &sentence_words(&train), &d.dictionary, None);
         let started = Instant::now();
         for sentence in &dev_words {
             std::hint::black_box(d.dictionary.mentions(sentence));
@@ -224,10 +219,19 @@ pub fn bench(options: &BenchOptions, device: &Device) -> Result<BenchResult> {
     })
 }
 
+/// Each sentence's words.
+fn sentence_words(corpus: &Corpus) -> Vec<&[String]> {
+    corpus
+        .sentences
+        .iter()
+        .map(|s| s.words.as_slice())
+        .collect()
+}
+
 /// What is tagged: dev's sentences, and their words when a dictionary finds phrases in them.
 struct Tagged<'a> {
     encoded: &'a [Encoded],
-    words: &'a [Vec<String>],
+    words: &'a [&'a [String]],
     dictionary: Option<&'a Dictionary>,
 }
 
@@ -322,8 +326,7 @@ fn measure_tagging(
             let mut encoded = dev.encoded.to_vec();
             let started = Instant::now();
             if let Some(dictionary) = dev.dictionary {
-                let words: Vec<&[String]> = dev.words.iter().map(Vec::as_slice).collect();
-                set_dictionary_places(&mut encoded, &words, dictionary, None);
+                set_dictionary_places(&mut encoded, dev.words, dictionary, None);
             }
             decoder.decode(&encoded, &[], decode_options)?;
             Ok(started.elapsed().as_secs_f64())

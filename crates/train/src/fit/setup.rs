@@ -9,7 +9,7 @@ use burn::tensor::Device;
 use nertrain_data::{
     ColumnSpec, Context, Corpus, DataError, Dictionary, Encoded, Label, MAX_PHRASE_WORDS, Mention,
     Sentence, TagScheme, Tokenizer, TokenizerSpec, Vectors, Vocab, Vocabularies, convert_tags,
-    read_dictionary, read_labelled, read_vectors, set_dictionary_places, set_mention_casing,
+    read_dictionary, read_labelled, read_vectors, set_mention_casing,
 };
 use nertrain_model::files::DictionaryMeta;
 use nertrain_model::{
@@ -160,13 +160,12 @@ pub(super) fn prepare(
     let dev_documents = documents(dev.documents(data.document_tokens));
     let mut dev_encoded = vocab.encode_corpus_words(&dev);
     with_mention_casing(&mut dev_encoded, &dev, &dev_documents);
-    let test_set: Option<TestSet> = test.map(|corpus| {
+    let mut test_set: Option<TestSet> = test.map(|corpus| {
         let documents = documents(corpus.documents(data.document_tokens));
         let mut encoded = vocab.encode_corpus_words(&corpus);
         with_mention_casing(&mut encoded, &corpus, &documents);
         (corpus, encoded, documents)
     });
-    let mut test_set = test_set;
     let mut train_mentions = Vec::new();
     if let Some(dictionary) = &dictionary {
         train_mentions = with_dictionary_places(&mut encoded, &train, dictionary);
@@ -202,19 +201,22 @@ pub(super) fn prepare(
 }
 
 /// Sets the dictionary places of `encoded` (`corpus`'s sentences); returns the phrases found in
-/// each.
+/// each, which training's dictionary dropout hides from.
 fn with_dictionary_places<L>(
     encoded: &mut [Encoded],
     corpus: &Corpus<L>,
     dictionary: &Dictionary,
 ) -> Vec<Vec<Mention>> {
-    let words: Vec<&[String]> = corpus
+    corpus
         .sentences
         .iter()
-        .map(|s| s.words.as_slice())
-        .collect();
-    set_dictionary_places(encoded, &words, dictionary, None);
-    words.iter().map(|w| dictionary.mentions(w)).collect()
+        .zip(encoded)
+        .map(|(sentence, encoded)| {
+            let mentions = dictionary.mentions(&sentence.words);
+            encoded.dictionary = dictionary.places(&mentions, sentence.words.len());
+            mentions
+        })
+        .collect()
 }
 
 /// The experiment's dictionaries, read and compiled with the model's tokenizer, when it names
