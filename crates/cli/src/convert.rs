@@ -39,14 +39,15 @@ pub fn run(args: ConvertArgs) -> Result<()> {
         let columns = ColumnSpec {
             word_column: 0,
             tag_column: args.tag_column,
+            ..ColumnSpec::default()
         };
         if args.from.is_none() {
-            let corpus = nertrain_data::parse_partially_tagged(&text, &file, columns)?;
+            let corpus = nertrain_data::parse_partially_tagged(&text, &file, &columns)?;
             if let Some(warning) = corpus.iobes_warning() {
                 eprintln!("warning: {warning}");
             }
         }
-        convert_tag_column(&text, &file, columns, args.from, args.to)?
+        convert_tag_column(&text, &file, &columns, args.from, args.to)?
     };
     match &args.output {
         Some(path) => nertrain_data::write_output(path, converted.as_bytes())?,
@@ -60,7 +61,7 @@ pub fn run(args: ConvertArgs) -> Result<()> {
 fn annotated_to_conll(file: &Path, scheme: TagScheme) -> Result<String> {
     let tokenizer = Tokenizer::new(&TokenizerSpec::treebank())?;
     let (corpus, warnings) =
-        nertrain_data::read_labelled(file, ColumnSpec::default())?.into_sentences(&tokenizer)?;
+        nertrain_data::read_labelled(file, &ColumnSpec::default())?.into_sentences(&tokenizer)?;
     for warning in &warnings {
         eprintln!("warning: {warning}");
     }

@@ -76,7 +76,7 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
             let options = crate::tag_options(&tagger, settings)?;
             if crate::input::is_stdin(data) {
                 let (text, stdin) = crate::input::read(data)?;
-                let gold = nertrain_data::parse_tagged(&text, &stdin, tagger.meta().columns)?;
+                let gold = nertrain_data::parse_tagged(&text, &stdin, &tagger.meta().columns)?;
                 tagger.evaluate_gold(gold, options)?
             } else {
                 tagger.evaluate_file(data, options)?

@@ -120,6 +120,7 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
     let tagger =
         args.dictionaries
             .apply(Tagger::load_with_threads(&model, device, args.threads)?)?;
+    nertrain_serve::check_servable(&tagger)?;
     let threads = tagger.threads();
     // The async side only moves bytes; tagging runs on the tagger's threads.
     let runtime = tokio::runtime::Builder::new_multi_thread()

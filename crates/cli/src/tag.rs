@@ -40,6 +40,12 @@ pub struct TagArgs {
     /// documents, lines up to a blank one are one document.
     #[arg(long)]
     input: Option<PathBuf>,
+    /// Read --input as CoNLL columns laid out as the model's training files (blank lines
+    /// between sentences, `-DOCSTART-` documents) instead of text: the words are taken as
+    /// they are, with the feature columns a model trained on `data.features` reads. The tag
+    /// column must be there but is not read (`O` will do).
+    #[arg(long, requires = "input")]
+    columns: bool,
     /// How each input and its entities are printed on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     format: Format,
@@ -85,6 +91,16 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
         batch_size: Some(args.batch_size),
     };
     let options = crate::tag_options(&tagger, settings)?;
+    if !args.columns && !tagger.feature_columns().is_empty() {
+        return Err(crate::UsageError(format!(
+            "{}: the model reads feature columns {:?} of its training data beside the words, \
+             which text does not have: give --input FILE --columns, FILE in CoNLL columns as \
+             the training files were",
+            args.model.display(),
+            tagger.feature_columns()
+        ))
+        .into());
+    }
     // Reading, tagging and writing stay on the tagger's threads, as one call.
     tagger.install(|| write_tagged(&tagger, &args, options))?
 }
@@ -112,6 +128,11 @@ fn write_tagged(tagger: &Tagger, args: &TagArgs, options: TagOptions) -> Result<
     };
     match &args.input {
         None => write_chunk(tagger.tag(&args.texts, Layout::Texts, options)?)?,
+        Some(path) if args.columns => {
+            let (text, file) = crate::input::read(path)?;
+            let corpus = nertrain_data::parse_conll(&text, &file, &tagger.meta().columns)?;
+            write_chunk(tagger.tag_corpus(&corpus, options)?)?;
+        }
         Some(path) => {
             let reader = crate::input::lines(path)?;
             let lines = reader.lines().enumerate().map(|(number, line)| {

@@ -302,6 +302,7 @@ impl AnnotatedCorpus {
                         .map(|t| t.text.clone())
                         .collect(),
                     tags: tags[range].to_vec(),
+                    features: Vec::new(),
                     first_line: text.line,
                     document: text.document,
                 });

@@ -110,6 +110,9 @@ pub struct Batch {
     pub dictionary: Vec<i64>,
     /// Dictionary labels (0 without a dictionary).
     pub dictionary_labels: usize,
+    /// Each feature column's value ids (see [`Encoded::features`]), `[features][batch *
+    /// max_len]`; padding is `<pad>`. Empty without feature columns.
+    pub features: Vec<Vec<i64>>,
 }
 
 impl Batch {
@@ -153,6 +156,7 @@ impl Batch {
         }
         let members: Vec<&Encoded> = indices.iter().map(|&i| &sentences[i]).collect();
         let (dictionary, dictionary_labels) = dictionary_ids(&members, max_len);
+        let features = feature_ids(&members, max_len);
         let sentence_chars = SentenceChars::new(&members, max_len, word_len);
         let (allowed, num_tags) = if tagged {
             allowed_masks(&members, max_len)
@@ -177,6 +181,7 @@ impl Batch {
             num_tags,
             dictionary,
             dictionary_labels,
+            features,
         }
     }
 
@@ -217,6 +222,25 @@ fn dictionary_ids(sentences: &[&Encoded], max_len: usize) -> (Vec<i64>, usize) {
         write_places(&mut ids, row, max_len, labels, &sentence.dictionary);
     }
     (ids, labels)
+}
+
+/// The feature value ids of `sentences`, `[features][batch * max_len]`; empty when the
+/// sentences have none.
+fn feature_ids(sentences: &[&Encoded], max_len: usize) -> Vec<Vec<i64>> {
+    let Some(count) = sentences
+        .iter()
+        .find(|s| !s.features.is_empty())
+        .map(|s| s.features.len() / s.len())
+    else {
+        return Vec::new();
+    };
+    let mut ids = vec![vec![Vocab::PAD_ID as i64; sentences.len() * max_len]; count];
+    for (row, sentence) in sentences.iter().enumerate() {
+        for (i, &id) in sentence.features.iter().enumerate() {
+            ids[i % count][row * max_len + i / count] = id as i64;
+        }
+    }
+    ids
 }
 
 /// Writes a sentence's places (`[words, labels]`) as row `row` of dictionary ids.
@@ -317,7 +341,23 @@ mod tests {
             tags: tags.to_vec(),
             allowed: Vec::new(),
             dictionary: Vec::new(),
+            features: Vec::new(),
         }
+    }
+
+    #[test]
+    fn feature_ids_are_laid_out_per_column_and_padding_is_pad() {
+        let mut sentences = vec![encoded(&[3, 4, 5], &[]), encoded(&[6], &[])];
+        sentences[0].features = vec![2, 7, 3, 8, 4, 9];
+        sentences[1].features = vec![5, 6];
+        let batch = Batch::new(&sentences, vec![0, 1], 10);
+        let pad = Vocab::PAD_ID as i64;
+        assert_eq!(
+            batch.features,
+            vec![vec![2, 3, 4, 5, pad, pad], vec![7, 8, 9, 6, pad, pad]]
+        );
+        let plain = Batch::new(&[encoded(&[3], &[])], vec![0], 10);
+        assert!(plain.features.is_empty());
     }
 
     #[test]

@@ -10,15 +10,19 @@ use crate::label::{Allowed, Label, TagColumn, known_tags};
 
 const DOCSTART: &str = "-DOCSTART-";
 
-/// Which columns hold the word and the tag. Negative indices count from the end, so the default
-/// (`0`, `-1`) reads the first and the last column whatever the file's width.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Which columns hold the word, the tag and the feature values (POS, chunk, any categorical
+/// column). Negative indices count from the end, so the default (`0`, `-1`, no features) reads
+/// the first and the last column whatever the file's width.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ColumnSpec {
     /// The words' column; negative counts from the end.
     pub word_column: isize,
     /// The tags' column; negative counts from the end (-1: the last).
     pub tag_column: isize,
+    /// The feature columns, in the order of [`Sentence::features`]; negative counts from the end.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub feature_columns: Vec<isize>,
 }
 
 impl Default for ColumnSpec {
@@ -26,6 +30,7 @@ impl Default for ColumnSpec {
         Self {
             word_column: 0,
             tag_column: -1,
+            feature_columns: Vec::new(),
         }
     }
 }
@@ -51,6 +56,9 @@ pub struct Sentence<L = String> {
     pub words: Vec<String>,
     /// Their tags, one per token (empty when the file is untagged).
     pub tags: Vec<L>,
+    /// Each token's values of the feature columns ([`ColumnSpec::feature_columns`]), `[tokens,
+    /// features]`; empty when none are read (text has none).
+    pub features: Vec<Vec<String>>,
     /// 1-based line number of the first token; token `i` is on line `first_line + i`.
     pub first_line: usize,
     /// Which document of its file the sentence is in, counting from 0: each `-DOCSTART-` line
@@ -136,6 +144,7 @@ impl<L> Corpus<L> {
             .map(|s| Sentence {
                 words: s.words,
                 tags: s.tags.into_iter().map(&f).collect(),
+                features: s.features,
                 first_line: s.first_line,
                 document: s.document,
             })
@@ -295,13 +304,16 @@ impl<L: TagColumn> Corpus<L> {
 
 /// Reads a tagged CoNLL file (training, dev, test or gold data) whose tags must each be well
 /// formed (`O`, or a prefix and a type: `B-PER`); the first that is not is an error at its line.
-pub fn read_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError> {
+pub fn read_tagged(path: &Path, columns: &ColumnSpec) -> Result<Corpus, DataError> {
     read_conll(path, columns)?.with_checked_tags()
 }
 
 /// Reads training data: a tagged CoNLL file whose labels are each a well-formed tag or `-`, a
 /// token whose label nobody gave ([`Label`]).
-pub fn read_partially_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus<Label>, DataError> {
+pub fn read_partially_tagged(
+    path: &Path,
+    columns: &ColumnSpec,
+) -> Result<Corpus<Label>, DataError> {
     read_conll(path, columns)?.into_labels()
 }
 
@@ -309,19 +321,19 @@ pub fn read_partially_tagged(path: &Path, columns: ColumnSpec) -> Result<Corpus<
 pub fn parse_partially_tagged(
     text: &str,
     path: &Path,
-    columns: ColumnSpec,
+    columns: &ColumnSpec,
 ) -> Result<Corpus<Label>, DataError> {
     parse_conll(text, path, columns)?.into_labels()
 }
 
 /// [`read_tagged`] of text read elsewhere (stdin); `path` names it in errors.
-pub fn parse_tagged(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError> {
+pub fn parse_tagged(text: &str, path: &Path, columns: &ColumnSpec) -> Result<Corpus, DataError> {
     parse_conll(text, path, columns)?.with_checked_tags()
 }
 
 /// Reads a CoNLL file. Tolerates a UTF-8 BOM, CRLF line ends, whitespace-only separator lines,
 /// `-DOCSTART-` lines with or without a blank line after them, and a missing final blank line.
-pub fn read_conll(path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError> {
+pub fn read_conll(path: &Path, columns: &ColumnSpec) -> Result<Corpus, DataError> {
     parse_conll(&read_text(path)?, path, columns)
 }
 
@@ -343,7 +355,7 @@ pub fn text_from_bytes(bytes: Vec<u8>, path: &Path) -> Result<String, DataError>
 }
 
 /// Parses CoNLL text; `path` is used only to locate errors.
-pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpus, DataError> {
+pub fn parse_conll(text: &str, path: &Path, columns: &ColumnSpec) -> Result<Corpus, DataError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut sentences = Vec::new();
     let mut current: Option<Sentence> = None;
@@ -405,14 +417,36 @@ pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpu
             };
             return Err(DataError::at(path, line_number, message));
         }
+        let features = columns
+            .feature_columns
+            .iter()
+            .map(|&index| match column(index, "feature")? {
+                at if at == tag => Err(DataError::at(
+                    path,
+                    line_number,
+                    format!(
+                        "feature column {index} is also the tag column ({}) of this line of \
+                         {} columns: expected feature columns apart from the word and tag \
+                         columns: {line:?}",
+                        columns.tag_column,
+                        fields.len()
+                    ),
+                )),
+                at => Ok(fields[at].to_string()),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let sentence = current.get_or_insert_with(|| Sentence {
             words: Vec::new(),
             tags: Vec::new(),
+            features: Vec::new(),
             first_line: line_number,
             document,
         });
         sentence.words.push(fields[word].to_string());
         sentence.tags.push(fields[tag].to_string());
+        if !features.is_empty() {
+            sentence.features.push(features);
+        }
     }
     sentences.extend(current.take());
 
@@ -434,7 +468,7 @@ pub fn parse_conll(text: &str, path: &Path, columns: ColumnSpec) -> Result<Corpu
 pub fn convert_tag_column(
     text: &str,
     path: &Path,
-    columns: ColumnSpec,
+    columns: &ColumnSpec,
     from: Option<crate::TagScheme>,
     to: crate::TagScheme,
 ) -> Result<String, DataError> {
@@ -507,7 +541,7 @@ mod tests {
     use super::*;
 
     fn parse(text: &str) -> Result<Corpus, DataError> {
-        parse_conll(text, Path::new("t.txt"), ColumnSpec::default())
+        parse_conll(text, Path::new("t.txt"), &ColumnSpec::default())
     }
 
     fn words(corpus: &Corpus) -> Vec<Vec<&str>> {
@@ -560,8 +594,9 @@ mod tests {
         let spec = ColumnSpec {
             word_column: 1,
             tag_column: 0,
+            ..ColumnSpec::default()
         };
-        let corpus = parse_conll("B-PER Peter x\n", Path::new("t"), spec).unwrap();
+        let corpus = parse_conll("B-PER Peter x\n", Path::new("t"), &spec).unwrap();
         assert_eq!(corpus.sentences[0].words, vec!["Peter"]);
         assert_eq!(corpus.sentences[0].tags, vec!["B-PER"]);
     }
@@ -587,12 +622,50 @@ mod tests {
     }
 
     #[test]
+    fn feature_columns_are_read_per_token_and_may_not_be_the_tags() {
+        let spec = ColumnSpec {
+            feature_columns: vec![1, -2],
+            ..ColumnSpec::default()
+        };
+        let text = "-DOCSTART- -X- -X- O\n\nOrion NNP B-NP B-ORG\nsells VBZ B-VP O\n";
+        let corpus = parse_conll(text, Path::new("t"), &spec).unwrap();
+        assert_eq!(
+            corpus.sentences[0].features,
+            vec![vec!["NNP", "B-NP"], vec!["VBZ", "B-VP"]]
+        );
+        // Without feature columns nothing is kept beside words and tags.
+        let plain = parse_conll(text, Path::new("t"), &ColumnSpec::default()).unwrap();
+        assert!(plain.sentences[0].features.is_empty());
+
+        let missing = ColumnSpec {
+            feature_columns: vec![5],
+            ..ColumnSpec::default()
+        };
+        let err = parse_conll(text, Path::new("t"), &missing).unwrap_err();
+        assert_eq!(err.line, Some(3));
+        assert!(
+            err.message
+                .contains("feature column 5 does not exist in a line of 4")
+        );
+        let answer = ColumnSpec {
+            feature_columns: vec![3],
+            ..ColumnSpec::default()
+        };
+        let err = parse_conll(text, Path::new("t"), &answer).unwrap_err();
+        assert!(
+            err.message
+                .contains("feature column 3 is also the tag column (-1)")
+        );
+    }
+
+    #[test]
     fn coinciding_word_and_tag_columns_say_which_columns() {
         let columns = ColumnSpec {
             word_column: 0,
             tag_column: -2,
+            ..ColumnSpec::default()
         };
-        let err = parse_conll("Peter B-PER\n", Path::new("two.txt"), columns).unwrap_err();
+        let err = parse_conll("Peter B-PER\n", Path::new("two.txt"), &columns).unwrap_err();
         assert_eq!(
             err.to_string(),
             "two.txt:1: the word column (0) and the tag column (-2) are both column 1 of this line \
@@ -615,10 +688,10 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("bad.txt");
         std::fs::write(&path, b"a O\nb\xff O\n").unwrap();
-        let err = read_conll(&path, ColumnSpec::default()).unwrap_err();
+        let err = read_conll(&path, &ColumnSpec::default()).unwrap_err();
         assert_eq!(err.line, Some(2));
         assert!(err.message.contains("invalid UTF-8"));
-        let missing = read_conll(&dir.join("missing.txt"), ColumnSpec::default()).unwrap_err();
+        let missing = read_conll(&dir.join("missing.txt"), &ColumnSpec::default()).unwrap_err();
         assert!(missing.message.starts_with("cannot read"));
     }
 
@@ -628,7 +701,7 @@ mod tests {
         let converted = convert_tag_column(
             text,
             Path::new("t"),
-            ColumnSpec::default(),
+            &ColumnSpec::default(),
             Some(crate::TagScheme::Iob1),
             crate::TagScheme::Iobes,
         )
@@ -646,19 +719,20 @@ mod tests {
         let spec = ColumnSpec {
             word_column: 1,
             tag_column: -2,
+            ..ColumnSpec::default()
         };
         let text = "\tE-B9O\t\r";
         assert!(
-            parse_conll(text, Path::new("t"), spec).is_err(),
+            parse_conll(text, Path::new("t"), &spec).is_err(),
             "one field: no word and tag"
         );
-        let corpus = parse_conll("a B-X\r", Path::new("t"), ColumnSpec::default()).unwrap();
+        let corpus = parse_conll("a B-X\r", Path::new("t"), &ColumnSpec::default()).unwrap();
         assert_eq!(corpus.sentences[0].tags, vec!["B-X"]);
         assert_eq!(
             convert_tag_column(
                 "a B-X\r",
                 Path::new("t"),
-                ColumnSpec::default(),
+                &ColumnSpec::default(),
                 None,
                 crate::TagScheme::Iobes
             )
@@ -669,7 +743,7 @@ mod tests {
             let _ = convert_tag_column(
                 text,
                 Path::new("t"),
-                spec,
+                &spec,
                 Some(scheme),
                 crate::TagScheme::Iobes,
             );
@@ -681,7 +755,7 @@ mod tests {
         let err = convert_tag_column(
             "a B-PER\n",
             Path::new("t"),
-            ColumnSpec::default(),
+            &ColumnSpec::default(),
             Some(crate::TagScheme::Iob1),
             crate::TagScheme::Iob2,
         )

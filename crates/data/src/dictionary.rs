@@ -552,6 +552,7 @@ mod tests {
             tags: Vec::new(),
             allowed: Vec::new(),
             dictionary: Vec::new(),
+            features: Vec::new(),
         };
         let mut encoded: Vec<Encoded> = (0..200).map(|_| blank()).collect();
         set_dictionary_places(&mut encoded, &words, &dictionary, None);

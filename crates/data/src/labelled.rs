@@ -20,7 +20,7 @@ pub enum LabelledFile {
 /// Reads `path`: an annotation tool's export when its name says so ([`is_annotated`]), else
 /// CoNLL columns. Either may leave labels unknown; [`Corpus::complete`] refuses them where
 /// every token must be labelled.
-pub fn read_labelled(path: &Path, columns: ColumnSpec) -> Result<LabelledFile, DataError> {
+pub fn read_labelled(path: &Path, columns: &ColumnSpec) -> Result<LabelledFile, DataError> {
     if is_annotated(path) {
         return Ok(LabelledFile::Spans(crate::read_annotated(path)?));
     }

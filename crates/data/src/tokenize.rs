@@ -657,6 +657,7 @@ mod tests {
         let sentence = |words: &[&str]| Sentence::<String> {
             words: words.iter().map(|w| w.to_string()).collect(),
             tags: vec!["O".into(); words.len()],
+            features: Vec::new(),
             first_line: 1,
             document: 0,
         };

@@ -144,12 +144,17 @@ pub struct Vocabularies {
     pub chars: Vocab,
     /// Tags.
     pub tags: Vocab,
+    /// The values of each feature column ([`ColumnSpec::feature_columns`](crate::ColumnSpec)),
+    /// with `<pad>` and `<unk>`; empty without feature columns.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<Vocab>,
 }
 
 impl Vocabularies {
     /// Appends the words, characters and tags of `more` that these lack, after every id these
     /// have, so that each keeps its meaning (a model continued on new data); returns the tags
-    /// added.
+    /// added. Feature values are kept as they are: a value the model never saw reads as
+    /// `<unk>`, as at tagging.
     pub fn extend(&mut self, more: &Vocabularies) -> Vec<String> {
         for word in more.words.items() {
             self.words.insert(word);
@@ -200,11 +205,25 @@ impl Vocabularies {
         let mut tags: Vec<String> = seen.into_iter().map(String::from).collect();
         // `O` first keeps the tag table readable; the order is otherwise immaterial.
         tags.sort_by_key(|tag| tag != "O");
+        let feature_count = sentences
+            .iter()
+            .find_map(|s| s.features.first())
+            .map_or(0, Vec::len);
+        let features = (0..feature_count)
+            .map(|k| {
+                let values = sentences
+                    .iter()
+                    .flat_map(|s| &s.features)
+                    .map(|values| values[k].as_str());
+                Vocab::with_specials(values, 1)
+            })
+            .collect();
         Self {
             normalization,
             words,
             chars,
             tags: Vocab::from(tags),
+            features,
         }
     }
 
@@ -246,9 +265,48 @@ impl Vocabularies {
             tags: Vec::new(),
             allowed: Vec::new(),
             dictionary: Vec::new(),
+            features: Vec::new(),
         }
     }
 
+    /// Ids of an untagged sentence and its feature values (`[words, features]`, as
+    /// [`Sentence::features`]); an error message when the model reads feature columns and
+    /// `features` has not one value of each per word.
+    pub fn encode_with_features<S: AsRef<str>>(
+        &self,
+        words: &[S],
+        features: &[Vec<String>],
+    ) -> Result<Encoded, String> {
+        let mut encoded = self.encode_words(words);
+        if self.features.is_empty() {
+            return Ok(encoded);
+        }
+        if features.len() != words.len() {
+            return Err(self.missing_features());
+        }
+        encoded.features.reserve(words.len() * self.features.len());
+        for values in features {
+            if values.len() != self.features.len() {
+                return Err(self.missing_features());
+            }
+            let ids = values
+                .iter()
+                .zip(&self.features)
+                .map(|(v, vocab)| vocab.id_or_unk(v));
+            encoded.features.extend(ids);
+        }
+        Ok(encoded)
+    }
+
+    /// What is missing where a sentence has no (or too few) feature values.
+    fn missing_features(&self) -> String {
+        format!(
+            "the model reads {} feature column{} beside the words, which this input does not \
+             have: give CoNLL columns as the training data had them",
+            self.features.len(),
+            if self.features.len() == 1 { "" } else { "s" }
+        )
+    }
     /// Ids of every sentence of a tagged corpus; a tag outside the vocabulary is an error at its line.
     pub fn encode_corpus<L: TagColumn>(
         &self,
@@ -261,12 +319,19 @@ impl Vocabularies {
             .collect()
     }
 
-    /// Ids of every sentence's words, tags left out.
-    pub fn encode_corpus_words<L: TagColumn>(&self, corpus: &Corpus<L>) -> Vec<Encoded> {
+    /// Ids of every sentence's words and feature values, tags left out; a sentence without the
+    /// model's feature values is an error at its line.
+    pub fn encode_corpus_words<L: TagColumn>(
+        &self,
+        corpus: &Corpus<L>,
+    ) -> Result<Vec<Encoded>, DataError> {
         corpus
             .sentences
             .iter()
-            .map(|s| self.encode_words(&s.words))
+            .map(|s| {
+                self.encode_with_features(&s.words, &s.features)
+                    .map_err(|message| corpus.error_at(s, 0, message))
+            })
             .collect()
     }
 
@@ -309,10 +374,13 @@ impl Vocabularies {
             tags.push(id);
             allowed.extend(mask);
         }
+        let encoded = self
+            .encode_with_features(&sentence.words, &sentence.features)
+            .map_err(|message| corpus.error_at(sentence, 0, message))?;
         Ok(Encoded {
             tags,
             allowed,
-            ..self.encode_words(&sentence.words)
+            ..encoded
         })
     }
 }
@@ -338,6 +406,9 @@ pub struct Encoded {
     /// Each word's place in the phrases of each dictionary label, `[words, labels]`
     /// ([`set_dictionary_places`](crate::set_dictionary_places)); empty without a dictionary.
     pub dictionary: Vec<u8>,
+    /// Each word's feature value ids, `[words, features]` (ids of
+    /// [`Vocabularies::features`]); empty without feature columns.
+    pub features: Vec<usize>,
 }
 
 impl Encoded {
@@ -360,9 +431,40 @@ mod tests {
         Sentence {
             words: words.split_whitespace().map(String::from).collect(),
             tags: tags.split_whitespace().map(String::from).collect(),
+            features: Vec::new(),
             first_line: 1,
             document: 0,
         }
+    }
+
+    #[test]
+    fn feature_values_get_ids_per_column_and_unseen_ones_are_unknown() {
+        let corpus = crate::parse_conll(
+            "Orion NNP B-ORG\nsells VBZ O\nDutch JJ B-MISC\n\nOslo NNP B-LOC\n",
+            std::path::Path::new("t"),
+            &crate::ColumnSpec {
+                feature_columns: vec![1],
+                ..crate::ColumnSpec::default()
+            },
+        )
+        .unwrap();
+        let vocab = Vocabularies::build(&corpus.sentences, TextNormalization::default(), 1);
+        // Most frequent first, after <pad> and <unk>.
+        assert_eq!(vocab.features[0].items(), [PAD, UNK, "NNP", "JJ", "VBZ"]);
+        let encoded = vocab.encode_corpus(&corpus).unwrap();
+        assert_eq!(encoded[0].features, [2, 4, 3]);
+        let unseen = vocab
+            .encode_with_features(&["Paris"], &[vec!["NNPS".to_string()]])
+            .unwrap();
+        assert_eq!(unseen.features, [Vocab::UNK_ID]);
+        let err = vocab.encode_with_features(&["Paris"], &[]).unwrap_err();
+        assert!(
+            err.contains("reads 1 feature column beside the words"),
+            "{err}"
+        );
+        // A vocabulary without feature columns is stored as before them.
+        let plain = Vocabularies::build(&[sentence("a", "O")], TextNormalization::default(), 1);
+        assert!(!serde_json::to_string(&plain).unwrap().contains("features"));
     }
 
     #[test]

@@ -52,6 +52,11 @@ const MAX_WORD_TABLE: usize = 1 << 30;
 const MAX_TAGS: usize = 4096;
 const MAX_WORD_LEN: usize = 1 << 16;
 
+/// The most feature columns a model may read.
+const MAX_FEATURES: usize = 64;
+/// The most values a feature column may have (a categorical column, not a second word column).
+const MAX_FEATURE_VALUES: usize = 1 << 20;
+
 /// A model file that cannot be read, or is not what nertrain writes.
 #[derive(Debug, thiserror::Error)]
 pub enum FileError {
@@ -236,7 +241,7 @@ pub struct RecordedScores {
 /// is allocated.
 pub fn check_config(m: &NetworkConfig) -> Result<(), (&'static str, String)> {
     let size = |v: usize| (1..=MAX_LAYER).contains(&v);
-    let checks: [(bool, &str, &str); 8] = [
+    let checks: [(bool, &str, &str); 9] = [
         (size(m.word_dim), "model.word_dim", "1 to 4096"),
         (size(m.hidden), "model.hidden", "1 to 4096"),
         (
@@ -258,6 +263,11 @@ pub fn check_config(m: &NetworkConfig) -> Result<(), (&'static str, String)> {
             m.dictionary_dim <= MAX_LAYER,
             "model.dictionary_dim",
             "0 to 4096",
+        ),
+        (
+            m.feature_dims.iter().all(|&d| size(d)) && m.feature_dims.len() <= MAX_FEATURES,
+            "data.features",
+            "at most 64 columns, each of dim 1 to 4096",
         ),
         (
             m.lm_weight >= 0.0 && m.lm_weight.is_finite(),
@@ -497,7 +507,7 @@ impl ModelFiles {
                 ),
             ));
         }
-        let model = load_weights(meta.model.init(meta.sizes, device), &weights)?;
+        let model = load_weights(meta.model.init(&meta.sizes, device), &weights)?;
         Ok((meta, vocab, model))
     }
 
@@ -590,6 +600,24 @@ fn check_sizes(meta: &ModelMeta) -> Result<(), String> {
             "sizes.dictionary_labels: expected the {dictionary_labels} labels of the dictionary \
              (at most {MAX_TAGS}), found {}",
             sizes.dictionary_labels
+        ));
+    }
+    let columns = meta.columns.feature_columns.len();
+    if sizes.features.len() != columns || meta.model.feature_dims.len() != columns {
+        return Err(format!(
+            "sizes.features: expected the vocabulary sizes of the {columns} feature columns, \
+             with a dim each in model.feature_dims; found {} sizes and {} dims",
+            sizes.features.len(),
+            meta.model.feature_dims.len()
+        ));
+    }
+    if let Some(&values) = sizes
+        .features
+        .iter()
+        .find(|&&v| !(2..=MAX_FEATURE_VALUES).contains(&v))
+    {
+        return Err(format!(
+            "sizes.features: expected 2 to {MAX_FEATURE_VALUES} values per column, found {values}"
         ));
     }
     if !(1..=MAX_TAGS).contains(&sizes.tags) {

@@ -30,13 +30,13 @@ pub struct GrowError {
 /// parameters in the same order, differing only along axes sized by a vocabulary that grew.
 pub fn grown_from(
     model: Network,
-    new_sizes: VocabSizes,
+    new_sizes: &VocabSizes,
     old: &Network,
-    old_sizes: VocabSizes,
+    old_sizes: &VocabSizes,
 ) -> Result<Network, GrowError> {
     let mut collector = Collector::default();
     old.visit(&mut collector);
-    let sizes = |s: VocabSizes| [s.words, s.chars, s.tags, s.lm_words];
+    let sizes = |s: &VocabSizes| [s.words, s.chars, s.tags, s.lm_words];
     let mut grower = Grower {
         growth: sizes(old_sizes).into_iter().zip(sizes(new_sizes)).collect(),
         old: collector.values.into_iter(),

@@ -35,6 +35,9 @@ pub struct BatchTensors {
     /// Each word's dictionary place ids, `[batch, max_len * labels]` (see [`Batch::dictionary`]);
     /// `None` without a dictionary.
     pub dictionary: Option<Tensor<2, Int>>,
+    /// Each feature column's value ids, `[batch, max_len]` each (see [`Batch::features`]);
+    /// empty without feature columns.
+    pub features: Vec<Tensor<2, Int>>,
 }
 
 impl BatchTensors {
@@ -83,6 +86,7 @@ impl BatchTensors {
                     [batch.size(), batch.max_len * batch.dictionary_labels],
                 )
             }),
+            features: batch.features.iter().map(|ids| ints(ids, shape)).collect(),
         }
     }
 }

@@ -32,7 +32,9 @@ pub use files::{
 };
 pub use grow::{GrowError, first_non_finite, grown_from};
 pub use inputs::BatchTensors;
-pub use network::{CharFeatures, Network, NetworkConfig, VocabSizes};
+pub use network::{
+    CharFeatures, ContextShares, FeatureEmbeddings, Network, NetworkConfig, VocabSizes,
+};
 pub use word_gates::{FormInputs, WordGates};
 
 /// A float tensor's values on the host, in one copy (`TensorData::iter` converts each value

@@ -69,10 +69,14 @@ pub struct NetworkConfig {
     /// dictionary label, joined per label; 0 for none (and none without a dictionary).
     #[config(default = 0)]
     pub dictionary_dim: usize,
+    /// Size of the embedding of each feature column's values (`data.features`), in column
+    /// order; empty for none.
+    #[config(default = "Vec::new()")]
+    pub feature_dims: Vec<usize>,
 }
 
 /// The sizes of a model's vocabularies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct VocabSizes {
     /// Words.
     pub words: usize,
@@ -86,6 +90,9 @@ pub struct VocabSizes {
     /// Dictionary labels, each a feature of every word (0: no dictionary).
     #[serde(default)]
     pub dictionary_labels: usize,
+    /// Values of each feature column, `<pad>` and `<unk>` included (empty: none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub features: Vec<usize>,
 }
 
 impl From<&nertrain_data::Vocabularies> for VocabSizes {
@@ -96,13 +103,14 @@ impl From<&nertrain_data::Vocabularies> for VocabSizes {
             tags: vocab.tags.len(),
             lm_words: 0,
             dictionary_labels: 0,
+            features: vocab.features.iter().map(|v| v.len()).collect(),
         }
     }
 }
 
 impl NetworkConfig {
     /// A model of this architecture for vocabularies of `sizes`, with fresh weights.
-    pub fn init(&self, sizes: VocabSizes, device: &Device) -> Network {
+    pub fn init(&self, sizes: &VocabSizes, device: &Device) -> Network {
         let chars = (self.char_features == CharFeatures::Cnn).then(|| {
             CharCnnConfig::new(sizes.chars)
                 .with_char_dim(self.char_dim)
@@ -134,10 +142,20 @@ impl NetworkConfig {
             )
         });
         let d_dictionary = sizes.dictionary_labels * self.dictionary_dim;
+        let features = (!self.feature_dims.is_empty()).then(|| FeatureEmbeddings {
+            columns: sizes
+                .features
+                .iter()
+                .zip(&self.feature_dims)
+                .map(|(&values, &dim)| uniform_embedding(values, dim, device))
+                .collect(),
+        });
+        let d_features: usize = self.feature_dims.iter().sum();
         let d_input = self.word_dim
             + self.casing_dim
             + self.mention_dim
             + dictionary.as_ref().map_or(0, |_| d_dictionary)
+            + d_features
             + chars.as_ref().map_or(0, CharCnn::d_output)
             + char_lstm.as_ref().map_or(0, CharLstm::d_output)
             + char_lm.as_ref().map_or(0, CharLm::d_output);
@@ -154,14 +172,53 @@ impl NetworkConfig {
             emissions: LinearConfig::new(2 * self.hidden, sizes.tags).init(device),
             crf: CrfConfig::new(sizes.tags).init(device),
             dictionary,
+            features,
         }
     }
 }
 
+/// Each context id's share of the LSTM's input projection, `[ids, 8 * hidden]` row-major
+/// ([`Network::context_shares`]): the dictionary's place ids first, then each feature column's
+/// values from its offset.
+#[derive(Debug, Clone)]
+pub struct ContextShares {
+    /// The shares, one row per id.
+    pub table: Vec<f32>,
+    /// Dictionary labels whose places have rows (0 without dictionary features).
+    pub dictionary_labels: usize,
+    /// Where each feature column's rows begin.
+    pub feature_offsets: Vec<usize>,
+}
+
+/// The embeddings of the feature columns' values, one per column.
+#[derive(Module, Debug)]
+pub struct FeatureEmbeddings {
+    /// Each column's value embedding, `[values, dim]`.
+    pub columns: Vec<Embedding>,
+}
+
+impl FeatureEmbeddings {
+    /// Each column's values embedded, `[batch, max_len, dim]` each. A batch without values
+    /// (which callers refuse before they get here) reads as unknown values.
+    fn forward(&self, inputs: &BatchTensors) -> Vec<Tensor<3>> {
+        let [batch, time] = inputs.words.dims();
+        self.columns
+            .iter()
+            .enumerate()
+            .map(|(k, column)| {
+                let ids = inputs.features.get(k).cloned().unwrap_or_else(|| {
+                    Tensor::full([batch, time], Vocab::UNK_ID as i64, &column.weight.device())
+                });
+                column.forward(ids)
+            })
+            .collect()
+    }
+}
+
 std::thread_local! {
-    /// A batch's input rows with their dictionary places' shares added, reused from batch to
+    /// A batch's input rows with their context ids' shares added, reused from batch to
     /// batch on each thread.
-    static DICTIONARY_ROWS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    static CONTEXT_ROWS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// What a batch's words bring to the LSTM's input.
@@ -203,6 +260,9 @@ pub struct Network {
     /// place::COUNT + place`), when the model has a dictionary; last, so that models saved
     /// before it existed still load.
     pub dictionary: Option<Embedding>,
+    /// The embeddings of the feature columns' values, when the model reads feature columns;
+    /// last, for the same reason.
+    pub features: Option<FeatureEmbeddings>,
 }
 
 impl Network {
@@ -219,25 +279,33 @@ impl Network {
         // On the CPU, without sentence or document features to add, the recurrence reads the
         // cached rows straight into each step: a batch's gates are never laid out whole.
         let width = 8 * self.encoder.d_hidden();
-        let places = (batch.dictionary_labels > 0)
-            .then(|| cache.place_shares(self))
+        let has_context_ids = batch.dictionary_labels > 0 || !batch.features.is_empty();
+        let shares = has_context_ids
+            .then(|| cache.context_shares(self))
             .flatten();
         if self.char_lm.is_none()
             && self.mentions.is_none()
-            && (self.dictionary.is_none() || places.is_some())
+            && ((self.dictionary.is_none() && self.features.is_none()) || shares.is_some())
             && recurrence::infers_from_rows(&device)
         {
-            let h = cache.with_rows(self, batch, |row| match &places {
+            let h = cache.with_rows(self, batch, |row| match shares {
                 None => {
                     let at = |b: usize, position: usize| row(b * batch.max_len + position);
                     recurrence::infer_from_rows(&at, self.encoder.recurrent.val(), &batch.lengths)
                 }
-                // Each word's row plus its dictionary places' shares, laid out for the batch:
-                // a few additions per value, against the recurrence's products.
-                // Kept per thread and reused: a batch's rows are megabytes, which a fresh
-                // allocation would have the system zero for every batch.
-                Some(table) => DICTIONARY_ROWS.with_borrow_mut(|rows| {
+                // Each word's row plus its dictionary places' and feature values' shares, laid
+                // out for the batch: a few additions per value, against the recurrence's
+                // products. Kept per thread and reused: a batch's rows are megabytes, which a
+                // fresh allocation would have the system zero for every batch.
+                Some(shares) => CONTEXT_ROWS.with_borrow_mut(|rows| {
+                    // Places of a dictionary the model has no features for are not read, as
+                    // the tensor path does not read them.
                     let labels = batch.dictionary_labels;
+                    let read_places = if shares.dictionary_labels > 0 {
+                        labels
+                    } else {
+                        0
+                    };
                     rows.resize(batch.words.len() * width, 0.0);
                     for (slot, out) in rows.chunks_exact_mut(width).enumerate() {
                         if slot % batch.max_len >= batch.lengths[slot / batch.max_len] {
@@ -245,8 +313,14 @@ impl Network {
                             continue;
                         }
                         out.copy_from_slice(row(slot));
-                        for &id in &batch.dictionary[slot * labels..(slot + 1) * labels] {
-                            let share = &table[id as usize * width..][..width];
+                        let places = batch.dictionary[slot * labels..][..read_places].iter();
+                        let values = batch
+                            .features
+                            .iter()
+                            .zip(&shares.feature_offsets)
+                            .map(|(ids, offset)| offset + ids[slot] as usize);
+                        for id in places.map(|&id| id as usize).chain(values) {
+                            let share = &shares.table[id * width..][..width];
                             out.iter_mut().zip(share).for_each(|(o, s)| *o += s);
                         }
                     }
@@ -340,6 +414,9 @@ impl Network {
         if let Some(dictionary) = &self.dictionary {
             context.push(self.dictionary_features(dictionary, inputs));
         }
+        if let Some(features) = &self.features {
+            context.extend(features.forward(inputs));
+        }
         let gates = match words {
             WordInput::Vectors(vectors) => {
                 let x = Tensor::cat([vec![vectors], form, context].concat(), 2);
@@ -362,31 +439,53 @@ impl Network {
         (self.emissions.forward(self.dropout.forward(h)), lm_states)
     }
 
-    /// Each dictionary place id's share of the LSTM's input projection (its embedding times
-    /// its label's rows of the input weights), `[labels * place::COUNT, 8 * hidden]`
-    /// row-major: what inference from cached rows adds for a word's places. `None` without
-    /// dictionary features.
-    pub fn dictionary_shares(&self) -> Option<Vec<f32>> {
-        let dictionary = self.dictionary.as_ref()?;
-        let [rows, d] = dictionary.weight.dims();
-        let count = nertrain_data::place::COUNT;
-        let labels = rows / count;
+    /// Each dictionary place id's and feature value id's share of the LSTM's input projection
+    /// (its embedding times its label's or column's rows of the input weights): what inference
+    /// from cached rows adds for a word's places and values. `None` without either.
+    pub fn context_shares(&self) -> Option<ContextShares> {
+        if self.dictionary.is_none() && self.features.is_none() {
+            return None;
+        }
         let weight = self.encoder.input.weight.val();
         let [d_input, width] = weight.dims();
-        let first = d_input - labels * d;
-        let shares: Vec<Tensor<2>> = (0..labels)
-            .map(|k| {
+        // (embedding rows, their columns of the input weights), in input order: the
+        // dictionary's labels, then the feature columns, last of the input.
+        let mut blocks: Vec<(Tensor<2>, usize)> = Vec::new();
+        let mut dictionary_labels = 0;
+        if let Some(dictionary) = &self.dictionary {
+            let [rows, d] = dictionary.weight.dims();
+            let count = nertrain_data::place::COUNT;
+            dictionary_labels = rows / count;
+            for k in 0..dictionary_labels {
                 let embedded = dictionary
                     .weight
                     .val()
                     .slice([k * count..(k + 1) * count, 0..d]);
-                let columns = weight
-                    .clone()
-                    .slice([first + k * d..first + (k + 1) * d, 0..width]);
+                blocks.push((embedded, d));
+            }
+        }
+        let mut feature_offsets = Vec::new();
+        let mut rows_before: usize = blocks.iter().map(|(e, _)| e.dims()[0]).sum();
+        for column in self.features.iter().flat_map(|f| &f.columns) {
+            let [values, d] = column.weight.dims();
+            feature_offsets.push(rows_before);
+            rows_before += values;
+            blocks.push((column.weight.val(), d));
+        }
+        let mut first = d_input - blocks.iter().map(|(_, d)| d).sum::<usize>();
+        let shares: Vec<Tensor<2>> = blocks
+            .into_iter()
+            .map(|(embedded, d)| {
+                let columns = weight.clone().slice([first..first + d, 0..width]);
+                first += d;
                 embedded.matmul(columns)
             })
             .collect();
-        Some(crate::host_values(Tensor::cat(shares, 0)))
+        Some(ContextShares {
+            table: crate::host_values(Tensor::cat(shares, 0)),
+            dictionary_labels,
+            feature_offsets,
+        })
     }
 
     /// Each word's dictionary places embedded and joined, `[batch, max_len, labels * d]`; a

@@ -20,7 +20,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use nertrain_data::{Batch, Encoded, Vocab};
 use rayon::prelude::*;
 
-use crate::{Network, host_values};
+use crate::{ContextShares, Network, host_values};
 
 /// Valid for the weights of one model: build a new one when they change.
 #[derive(Debug)]
@@ -28,8 +28,9 @@ pub struct WordGates {
     table: RwLock<Table>,
     /// Rows kept at most; words beyond them are computed with each batch that has them.
     capacity_bytes: usize,
-    /// The dictionary places' shares of the input projection, computed once.
-    places: std::sync::OnceLock<Option<Vec<f32>>>,
+    /// The dictionary places' and feature values' shares of the input projection, computed
+    /// once.
+    context: std::sync::OnceLock<Option<ContextShares>>,
 }
 
 #[derive(Debug, Default)]
@@ -134,17 +135,15 @@ impl WordGates {
         Self {
             table: RwLock::default(),
             capacity_bytes,
-            places: std::sync::OnceLock::new(),
+            context: std::sync::OnceLock::new(),
         }
     }
 
-    /// Each dictionary place id's share of the model's input projection
-    /// ([`Network::dictionary_shares`]), computed on first use; `None` without dictionary
-    /// features.
-    pub fn place_shares(&self, model: &Network) -> Option<&[f32]> {
-        self.places
-            .get_or_init(|| model.dictionary_shares())
-            .as_deref()
+    /// Each dictionary place id's and feature value id's share of the model's input
+    /// projection ([`Network::context_shares`]), computed on first use; `None` without
+    /// dictionary or feature columns.
+    pub fn context_shares(&self, model: &Network) -> Option<&ContextShares> {
+        self.context.get_or_init(|| model.context_shares()).as_ref()
     }
 
     /// Computes and keeps the rows of the words of `sentences` not kept yet, as far as the

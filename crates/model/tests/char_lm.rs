@@ -25,6 +25,7 @@ fn sentence(words: &[usize], chars: &[&[usize]]) -> Encoded {
         tags: Vec::new(),
         allowed: Vec::new(),
         dictionary: Vec::new(),
+        features: Vec::new(),
     }
 }
 

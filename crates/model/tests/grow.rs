@@ -15,6 +15,7 @@ fn sentence(words: &[usize]) -> Encoded {
         tags: Vec::new(),
         allowed: Vec::new(),
         dictionary: Vec::new(),
+        features: Vec::new(),
     }
 }
 
@@ -41,6 +42,7 @@ fn a_grown_model_keeps_what_the_old_one_knew() {
             tags: 3,
             lm_words: 0,
             dictionary_labels: 0,
+            features: Vec::new(),
         };
         let new_sizes = VocabSizes {
             words: 14,
@@ -48,12 +50,18 @@ fn a_grown_model_keeps_what_the_old_one_knew() {
             tags: 5,
             lm_words: 0,
             dictionary_labels: 0,
+            features: Vec::new(),
         };
         device.seed(1);
-        let old = config.init(old_sizes, &device);
+        let old = config.init(&old_sizes, &device);
         device.seed(2);
-        let grown = grown_from(config.init(new_sizes, &device), new_sizes, &old, old_sizes)
-            .expect("it grows");
+        let grown = grown_from(
+            config.init(&new_sizes, &device),
+            &new_sizes,
+            &old,
+            &old_sizes,
+        )
+        .expect("it grows");
 
         let sentences = [sentence(&[2, 5, 9, 3]), sentence(&[7, 8])];
         let batch = Batch::new(&sentences, vec![0, 1], 10);
@@ -86,14 +94,14 @@ fn a_grown_model_keeps_what_the_old_one_knew() {
         );
 
         let shrunk = grown_from(
-            config.init(old_sizes, &device),
-            old_sizes,
+            config.init(&old_sizes, &device),
+            &old_sizes,
             &grown,
-            new_sizes,
+            &new_sizes,
         );
         assert_eq!(shrunk.unwrap_err().why, "it would shrink");
-        let other = config.clone().with_hidden(5).init(new_sizes, &device);
-        let wider = grown_from(other, new_sizes, &old, old_sizes);
+        let other = config.clone().with_hidden(5).init(&new_sizes, &device);
+        let wider = grown_from(other, &new_sizes, &old, &old_sizes);
         assert_eq!(wider.unwrap_err().why, "another architecture");
     }
 }

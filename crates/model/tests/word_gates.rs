@@ -1,5 +1,5 @@
 //! Emissions computed with the word-gate cache equal those computed from the embeddings, with and
-//! without character, casing, mention, language-model and dictionary features, for words met for
+//! without character, casing, mention, language-model, dictionary and column features, for words met for
 //! the first time, words met again, and words beyond the cache's capacity.
 
 use burn::tensor::Device;
@@ -24,6 +24,10 @@ fn sentence(words: &[usize]) -> Encoded {
         dictionary: position()
             .flat_map(|(t, &w)| [((w + t) % 5) as u8, (w % 3) as u8])
             .collect(),
+        // Two feature columns of 6 and 4 values (padding and unknown among them).
+        features: position()
+            .flat_map(|(t, &w)| [1 + (w + t) % 5, 1 + w % 3])
+            .collect(),
     }
 }
 
@@ -36,23 +40,27 @@ fn cached_word_gates_give_the_same_emissions() {
         tags: 5,
         lm_words: 6,
         dictionary_labels: 2,
+        features: vec![6, 4],
     };
     let batches = [
         vec![sentence(&[2, 3, 35, 2]), sentence(&[7, 35])],
         vec![sentence(&[3, 2, 9]), sentence(&[36, 7, 3, 12, 13, 14])],
         vec![sentence(&[2, 9, 36, 35, 12])],
     ];
-    for (features, casing_dim, mention_dim, char_lm, dictionary_dim) in [
-        (CharFeatures::None, 0, 0, false, 0),
-        (CharFeatures::Cnn, 0, 0, false, 0),
-        (CharFeatures::Lstm, 0, 0, false, 0),
-        (CharFeatures::None, 2, 0, false, 0),
-        (CharFeatures::Cnn, 2, 0, false, 0),
-        (CharFeatures::Cnn, 2, 3, false, 0),
-        (CharFeatures::None, 0, 0, true, 0),
-        (CharFeatures::Cnn, 2, 3, true, 0),
-        (CharFeatures::None, 0, 0, false, 2),
-        (CharFeatures::Cnn, 2, 3, false, 2),
+    for (features, casing_dim, mention_dim, char_lm, dictionary_dim, feature_dims) in [
+        (CharFeatures::None, 0, 0, false, 0, vec![]),
+        (CharFeatures::Cnn, 0, 0, false, 0, vec![]),
+        (CharFeatures::Lstm, 0, 0, false, 0, vec![]),
+        (CharFeatures::None, 2, 0, false, 0, vec![]),
+        (CharFeatures::Cnn, 2, 0, false, 0, vec![]),
+        (CharFeatures::Cnn, 2, 3, false, 0, vec![]),
+        (CharFeatures::None, 0, 0, true, 0, vec![]),
+        (CharFeatures::Cnn, 2, 3, true, 0, vec![]),
+        (CharFeatures::None, 0, 0, false, 2, vec![]),
+        (CharFeatures::Cnn, 2, 3, false, 2, vec![]),
+        (CharFeatures::None, 0, 0, false, 0, vec![3, 2]),
+        (CharFeatures::Cnn, 2, 0, false, 2, vec![3, 2]),
+        (CharFeatures::Cnn, 2, 3, false, 2, vec![3, 2]),
     ] {
         let model = NetworkConfig::new()
             .with_word_dim(4)
@@ -66,7 +74,8 @@ fn cached_word_gates_give_the_same_emissions() {
             .with_char_lm(char_lm)
             .with_char_lm_hidden(2)
             .with_dictionary_dim(dictionary_dim)
-            .init(sizes, &device);
+            .with_feature_dims(feature_dims.clone())
+            .init(&sizes, &device);
         // Room for every word, room for four rows (8 * hidden floats each) only, and a cache
         // never filled, where every row is computed with its batch.
         for (cache, filled) in [
@@ -93,7 +102,8 @@ fn cached_word_gates_give_the_same_emissions() {
                     assert!(
                         (a - b).abs() < 1e-5,
                         "{features:?}, casing {casing_dim}, mentions {mention_dim}, \
-                         char_lm {char_lm}, dictionary {dictionary_dim}: {want:?} vs {got:?}"
+                         char_lm {char_lm}, dictionary {dictionary_dim}, columns \
+                         {feature_dims:?}: {want:?} vs {got:?}"
                     );
                 }
             }
@@ -110,13 +120,14 @@ fn dictionary_places_reach_the_emissions() {
         tags: 5,
         lm_words: 0,
         dictionary_labels: 2,
+        features: Vec::new(),
     };
     let model = NetworkConfig::new()
         .with_word_dim(4)
         .with_hidden(3)
         .with_char_features(CharFeatures::None)
         .with_dictionary_dim(2)
-        .init(sizes, &device);
+        .init(&sizes, &device);
     let with = vec![sentence(&[2, 3, 35, 2])];
     let silent: Vec<Encoded> = with
         .iter()

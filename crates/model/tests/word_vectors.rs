@@ -20,12 +20,13 @@ fn embedding_rows_take_the_vectors_of_known_words() {
         .with_word_dim(3)
         .with_char_features(CharFeatures::None);
     let model = config.init(
-        VocabSizes {
+        &VocabSizes {
             words: 5,
             chars: 2,
             tags: 3,
             lm_words: 0,
             dictionary_labels: 0,
+            features: Vec::new(),
         },
         &device,
     );

@@ -331,6 +331,7 @@ fn tagging_error(error: TaggingError) -> PyErr {
         TaggingError::Data(_)
         | TaggingError::Model(_)
         | TaggingError::TooManyWords { .. }
+        | TaggingError::NeedsColumns { .. }
         | TaggingError::InvalidOption { .. } => PyValueError::new_err(message),
         TaggingError::Crf(_) | TaggingError::Backend(_) | TaggingError::Threads(_) => {
             PyRuntimeError::new_err(message)

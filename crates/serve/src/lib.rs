@@ -23,6 +23,8 @@ mod batch;
 mod served;
 pub mod studio;
 
+pub use served::check_servable;
+
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;

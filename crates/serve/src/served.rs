@@ -17,9 +17,29 @@ pub(crate) struct Version {
     pub id: String,
 }
 
+/// Whether the server can tag text with `tagger`: not when its model reads feature columns
+/// (POS, chunk, ...) beside the words, which text does not have; the error says so.
+pub fn check_servable(tagger: &Tagger) -> std::io::Result<()> {
+    if tagger.feature_columns().is_empty() {
+        return Ok(());
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::InvalidInput,
+        format!(
+            "{}: the model reads feature columns {:?} of its training data beside the words, \
+             which the texts a server receives do not have; tag CoNLL lines with those columns \
+             (nertrain tag --input FILE --columns), or score them (nertrain eval)",
+            tagger.dir().display(),
+            tagger.feature_columns()
+        ),
+    ))
+}
+
 impl Version {
-    /// `tagger`, with the id of its weights.
+    /// `tagger`, with the id of its weights; an error when it cannot tag text
+    /// ([`check_servable`]).
     pub fn new(tagger: Tagger) -> std::io::Result<Self> {
+        check_servable(&tagger)?;
         let id = weights_id(&tagger.weights_file())?;
         Ok(Self {
             info: tagger.info(),

@@ -16,7 +16,7 @@ use nertrain_model::crf::{Potentials, host_emissions};
 use nertrain_model::{Constraints, CrfError, ModelMeta, Network, WordGates};
 use rayon::prelude::*;
 
-use crate::{Result, Tagger};
+use crate::{Error, Result, Tagger};
 
 /// How to decode, and what to compute besides the best path. A model's own settings come from
 /// [`Tagger::options`](crate::Tagger::options); a caller's changes to them are checked by
@@ -528,24 +528,45 @@ impl Tagger {
         }
     }
 
+    /// The columns of its training data whose values the model reads beside the words (empty
+    /// for a model that reads words alone, and so text).
+    pub fn feature_columns(&self) -> &[isize] {
+        &self.meta.columns.feature_columns
+    }
+
     /// Whether the model reads documents, not sentences alone.
     pub fn reads_documents(&self) -> bool {
         self.meta.document.is_some()
     }
 
-    /// Predicts `sentences`; `documents` are consecutive ranges of them read together (one
-    /// range per sentence, or none, for a sentence-level reading). A document-level model reads
-    /// them in pieces of at most its `max_tokens`.
+    /// Predicts `sentences`, with each one's feature values (`[words, columns]`, as
+    /// [`nertrain_data::Sentence::features`]; none for text) when the model reads feature
+    /// columns; `documents` are consecutive ranges of them read together (one range per
+    /// sentence, or none, for a sentence-level reading). A document-level model reads them in
+    /// pieces of at most its `max_tokens`.
     pub(crate) fn predict<S: AsRef<str>>(
         &self,
         sentences: &[Vec<S>],
+        features: &[&[Vec<String>]],
         documents: &[Range<usize>],
         options: TagOptions,
     ) -> Result<Vec<Prediction>> {
+        let needs_columns = || Error::NeedsColumns {
+            columns: self.feature_columns().to_vec(),
+        };
+        if !self.feature_columns().is_empty() && features.len() != sentences.len() {
+            return Err(needs_columns());
+        }
         let mut encoded: Vec<Encoded> = sentences
             .iter()
-            .map(|words| self.vocab.encode_words(words))
-            .collect();
+            .enumerate()
+            .map(|(i, words)| {
+                let values = features.get(i).copied().unwrap_or_default();
+                self.vocab
+                    .encode_with_features(words, values)
+                    .map_err(|_| needs_columns())
+            })
+            .collect::<Result<_>>()?;
         let pieces = self.document_pieces(sentences, documents);
         if self.reads_documents() || self.dictionary.is_some() {
             let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();

@@ -24,6 +24,16 @@ pub enum Error {
         /// The most words a text may have.
         max: usize,
     },
+    /// Words without the feature columns (POS, chunk, ...) that the model reads beside them:
+    /// text, which has none.
+    #[error(
+        "the model reads feature columns {columns:?} of its training data beside the words, \
+         which text does not have: give it CoNLL lines with those columns"
+    )]
+    NeedsColumns {
+        /// The model's feature columns, as its training data's columns.
+        columns: Vec<isize>,
+    },
     /// A decoding setting out of its range, or one the model cannot use.
     #[error("{option}: {message}")]
     InvalidOption {

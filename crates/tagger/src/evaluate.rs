@@ -58,9 +58,10 @@ impl FileEvaluation {
         let column = |tag_column| ColumnSpec {
             word_column: 0,
             tag_column,
+            feature_columns: Vec::new(),
         };
-        let gold = read_tagged(path, column(-2))?;
-        let predicted = read_tagged(path, column(-1))?;
+        let gold = read_tagged(path, &column(-2))?;
+        let predicted = read_tagged(path, &column(-1))?;
         let warnings = [gold.iobes_warning(), predicted.iobes_warning()]
             .into_iter()
             .flatten()
@@ -156,7 +157,7 @@ impl Tagger {
     /// (`.jsonl`, Label Studio's `.json`, brat) tagged as text and scored as exact character
     /// spans.
     pub fn evaluate_file(&self, path: &Path, options: TagOptions) -> Result<FileEvaluation> {
-        let annotated = match read_labelled(path, self.meta().columns)? {
+        let annotated = match read_labelled(path, &self.meta().columns)? {
             LabelledFile::Columns(gold) => {
                 return self.evaluate_gold(gold.complete("scoring")?, options);
             }
@@ -232,8 +233,13 @@ impl Tagger {
             .iter()
             .map(|s| s.words.iter().map(String::as_str).collect())
             .collect();
+        let features: Vec<&[Vec<String>]> = gold
+            .sentences
+            .iter()
+            .map(|s| s.features.as_slice())
+            .collect();
         let documents = gold.documents(usize::MAX);
-        let predictions = self.run(|| self.predict(&words, &documents, options))?;
+        let predictions = self.run(|| self.predict(&words, &features, &documents, options))?;
         let calibration = options.confidence.then(|| calibration(gold, &predictions));
         let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
         Ok(Evaluation {

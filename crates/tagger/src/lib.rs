@@ -59,8 +59,8 @@ use std::path::{Path, PathBuf};
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{
-    CaseRule, Context, DataError, Dictionary, Entry, Span, TagScheme, Tokenizer, TokenizerSpec,
-    Vocabularies, read_dictionary, render_spans,
+    CaseRule, Context, Corpus, DataError, Dictionary, Entry, Span, TagScheme, Tokenizer,
+    TokenizerSpec, Vocabularies, read_dictionary, render_spans,
 };
 use nertrain_model::files::DictionaryMeta;
 use nertrain_model::{ModelFiles, ModelMeta, Network, WordGates};
@@ -463,6 +463,50 @@ impl Tagger {
         self.run(|| self.tag_tokenized(texts, tokens, &documents, options))
     }
 
+    /// Tags the sentences of a CoNLL file read with the model's columns
+    /// ([`ModelMeta::columns`]), its `-DOCSTART-` blocks the documents: each sentence is one
+    /// text, its words joined by spaces. Its tags are not read. For words already cut, and for
+    /// a model that reads feature columns, which text does not have.
+    pub fn tag_corpus<L: Sync>(
+        &self,
+        corpus: &Corpus<L>,
+        options: TagOptions,
+    ) -> Result<Vec<Tagged>> {
+        let words: Vec<Vec<&str>> = corpus
+            .sentences
+            .iter()
+            .map(|s| s.words.iter().map(String::as_str).collect())
+            .collect();
+        let features: Vec<&[Vec<String>]> = corpus
+            .sentences
+            .iter()
+            .map(|s| s.features.as_slice())
+            .collect();
+        let documents = corpus.documents(usize::MAX);
+        let predictions = self.run(|| self.predict(&words, &features, &documents, options))?;
+        Ok(words
+            .iter()
+            .zip(predictions)
+            .map(|(words, prediction)| {
+                let mut text = String::new();
+                let mut tokens = Vec::with_capacity(words.len());
+                for word in words {
+                    if !text.is_empty() {
+                        text.push(' ');
+                    }
+                    let start = text.chars().count();
+                    text.push_str(word);
+                    tokens.push(Token {
+                        text: word.to_string(),
+                        start,
+                        end: start + word.chars().count(),
+                    });
+                }
+                tagged(&text, tokens, prediction)
+            })
+            .collect())
+    }
+
     /// Tags `texts`, cutting them into words first.
     fn tag_untokenized<S: AsRef<str> + Sync>(
         &self,
@@ -524,7 +568,9 @@ impl Tagger {
                 })
             })
             .collect();
-        let mut predictions = self.predict(&words, &piece_documents, options)?.into_iter();
+        let mut predictions = self
+            .predict(&words, &[], &piece_documents, options)?
+            .into_iter();
         let scheme = self.meta.file_scheme;
         Ok(texts
             .iter()

@@ -149,11 +149,11 @@ const DECODE_REPEATS: usize = 9;
 
 /// Runs the benchmark and returns its measurements.
 pub fn bench(options: &BenchOptions, device: &Device) -> Result<BenchResult> {
-    let train = read_conll(&options.train, ColumnSpec::default())?;
-    let dev = read_conll(&options.dev, ColumnSpec::default())?;
+    let train = read_conll(&options.train, &ColumnSpec::default())?;
+    let dev = read_conll(&options.dev, &ColumnSpec::default())?;
     let vocab = Vocabularies::build(&train.sentences, TextNormalization::default(), 1);
     let mut encoded = vocab.encode_corpus(&train)?;
-    let dev_encoded = vocab.encode_corpus_words(&dev);
+    let dev_encoded = vocab.encode_corpus_words(&dev)?;
     let dictionary = options
         .dictionary
         .as_deref()
@@ -259,7 +259,7 @@ fn measure_training(
         dictionary_labels,
         ..VocabSizes::from(vocab)
     };
-    let model = config.init(sizes, &train_device);
+    let model = config.init(&sizes, &train_device);
     let (mut trainer, mut model) =
         Trainer::new(model, UpdateRule::sgd(0.9), 5.0, Reduction::Sum, None);
     let lengths: Vec<usize> = encoded.iter().map(Encoded::len).collect();

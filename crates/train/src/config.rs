@@ -77,6 +77,23 @@ pub struct DataConfig {
     /// (match-case otherwise). The compiled dictionary is stored in the model.
     #[config(default = "Vec::new()")]
     pub dictionaries: Vec<DictionarySource>,
+    /// Extra columns of the CoNLL files (POS, chunk, any categorical column) whose values are
+    /// features of each word: `{ column = 1, dim = 20 }` each, the column counted as
+    /// `word_column` is (negative from the end), its values embedded in `dim` values. Their
+    /// vocabularies are stored in the model, which then tags CoNLL lines with these columns,
+    /// not text.
+    #[config(default = "Vec::new()")]
+    pub features: Vec<FeatureColumn>,
+}
+
+/// A feature column of the experiment's CoNLL files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeatureColumn {
+    /// The column, from 0; negative counts from the end.
+    pub column: isize,
+    /// Size of the embedding of its values.
+    pub dim: usize,
 }
 
 /// A dictionary file of the experiment, and its entries' default case rule.
@@ -142,11 +159,12 @@ impl UpdateRule {
 }
 
 impl DataConfig {
-    /// Where words and tags are in the files.
+    /// Where words, tags and feature values are in the files.
     pub fn columns(&self) -> ColumnSpec {
         ColumnSpec {
             word_column: self.word_column,
             tag_column: self.tag_column,
+            feature_columns: self.features.iter().map(|f| f.column).collect(),
         }
     }
 
@@ -368,10 +386,23 @@ impl Experiment {
             data.remove("dev");
         }
         merge_json(&mut merged, given);
-        let experiment: Self = serde_path_to_error::deserialize(merged).map_err(|e| {
+        let mut experiment: Self = serde_path_to_error::deserialize(merged).map_err(|e| {
             let key = e.path().to_string();
             located(&key, format!("{key}: {}", e.inner()))
         })?;
+        // The model's feature sizes follow data.features: one place to set them.
+        let dims: Vec<usize> = experiment.data.features.iter().map(|f| f.dim).collect();
+        if !experiment.model.feature_dims.is_empty() && experiment.model.feature_dims != dims {
+            return Err(located(
+                "model.feature_dims",
+                format!(
+                    "model.feature_dims: expected the dims of data.features ({dims:?}), found \
+                     {:?}; set each column's dim in data.features",
+                    experiment.model.feature_dims
+                ),
+            ));
+        }
+        experiment.model.feature_dims = dims;
         experiment
             .validate()
             .map_err(|(key, message)| located(key, message))?;
@@ -382,7 +413,18 @@ impl Experiment {
     fn validate(&self) -> Result<(), (&'static str, String)> {
         check_config(&self.model)?;
         let (d, m, t) = (&self.data, &self.model, &self.train);
-        let checks: [(bool, &str, &str); 19] = [
+        let columns = self.data.columns();
+        let mut distinct = columns.feature_columns.clone();
+        distinct.sort_unstable();
+        distinct.dedup();
+        let checks: [(bool, &str, &str); 20] = [
+            (
+                distinct.len() == columns.feature_columns.len()
+                    && !distinct.contains(&columns.word_column)
+                    && !distinct.contains(&columns.tag_column),
+                "data.features",
+                "columns other than data.word_column and data.tag_column, each once",
+            ),
             (d.document_tokens >= 1, "data.document_tokens", "at least 1"),
             (
                 m.mention_dim == 0 || d.context == Context::Document,

@@ -169,6 +169,7 @@ mod tests {
             tags: tags.to_vec(),
             allowed: Vec::new(),
             dictionary: Vec::new(),
+            features: Vec::new(),
         }
     }
 
@@ -188,6 +189,7 @@ mod tests {
             tags: 3,
             lm_words: 0,
             dictionary_labels: 0,
+            features: Vec::new(),
         };
         let model = NetworkConfig::new()
             .with_word_dim(4)
@@ -195,7 +197,7 @@ mod tests {
             .with_char_features(CharFeatures::None)
             .with_casing_dim(2)
             .with_dropout(0.0)
-            .init(sizes, &device);
+            .init(&sizes, &device);
         let sentences = [
             sentence(&[2, 3, 2, 5], &[0, 1, 2, 0]),
             sentence(&[4, 2], &[1, 0]),

@@ -231,7 +231,7 @@ fn continued(
             ),
         ));
     }
-    grown_from(model, meta.sizes, &old, old_meta.sizes)
+    grown_from(model, &meta.sizes, &old, &old_meta.sizes)
         .map_err(|e| Error::model(files.weights_file(), e.to_string()))
 }
 
@@ -255,7 +255,7 @@ impl Training {
         let train_config = &experiment.train;
         let train_device = device.clone().autodiff();
         train_device.seed(train_config.seed);
-        let mut model = meta.model.init(meta.sizes, &train_device);
+        let mut model = meta.model.init(&meta.sizes, &train_device);
         if let Some(vectors) = &vectors {
             let (with_vectors, found) = model.with_word_vectors(&vocab.words, vectors);
             model = with_vectors;
@@ -285,7 +285,7 @@ impl Training {
         match (&checkpoint, &meta.started_from, start) {
             (Some((weights, _)), _, _) => model = load_weights(model, weights)?,
             (None, Some(from), Some(start)) => {
-                model = grown_from(model, meta.sizes, &start, from.sizes).map_err(|e| {
+                model = grown_from(model, &meta.sizes, &start, &from.sizes).map_err(|e| {
                     Error::model(ModelFiles::new(&from.path).weights_file(), e.to_string())
                 })?;
             }
@@ -619,7 +619,7 @@ fn finish(
     let mut meta = prepared.meta.clone();
     let best = if meta.document.is_some() || test_set.is_some() {
         Some(load_weights(
-            meta.model.init(meta.sizes, device),
+            meta.model.init(&meta.sizes, device),
             &run.weights_file(),
         )?)
     } else {

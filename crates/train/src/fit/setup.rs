@@ -30,7 +30,7 @@ use crate::{Experiment, Result};
 /// words and sentences by the treebank rules, its warnings shown.
 fn read_corpus(
     path: &Path,
-    columns: ColumnSpec,
+    columns: &ColumnSpec,
     events: &mut dyn FnMut(FitEvent),
 ) -> Result<Corpus<Label>> {
     let tokenizer = Tokenizer::new(&TokenizerSpec::treebank()).expect("the treebank rules");
@@ -92,14 +92,15 @@ pub(super) fn prepare(
         }
     }
 
-    let train = read_corpus(&data.train, data.columns(), events)?;
-    let dev = read_corpus(&data.dev, data.columns(), events)?
-        .complete("dev data, which chooses the model,")?;
+    let columns = data.columns();
+    let train = read_corpus(&data.train, &columns, events)?;
+    let dev =
+        read_corpus(&data.dev, &columns, events)?.complete("dev data, which chooses the model,")?;
     let test = data
         .test
         .as_deref()
         .map(|path| -> Result<Corpus> {
-            Ok(read_corpus(path, data.columns(), events)?.complete("test data")?)
+            Ok(read_corpus(path, &columns, events)?.complete("test data")?)
         })
         .transpose()?;
     let file_scheme = data
@@ -149,6 +150,17 @@ pub(super) fn prepare(
     let train_documents = documents(train.documents(data.document_tokens));
     let mut encoded = vocab.encode_corpus(&train)?;
     with_mention_casing(&mut encoded, &train, &train_documents);
+    let dev_documents = documents(dev.documents(data.document_tokens));
+    let mut dev_encoded = vocab.encode_corpus_words(&dev)?;
+    with_mention_casing(&mut dev_encoded, &dev, &dev_documents);
+    let mut test_set: Option<TestSet> = test
+        .map(|corpus| -> Result<TestSet> {
+            let documents = documents(corpus.documents(data.document_tokens));
+            let mut encoded = vocab.encode_corpus_words(&corpus)?;
+            with_mention_casing(&mut encoded, &corpus, &documents);
+            Ok((corpus, encoded, documents))
+        })
+        .transpose()?;
     if !options.resume {
         // Every input has been read and checked: only now is a previous run replaced.
         run.check_new(options.overwrite)?;
@@ -157,15 +169,6 @@ pub(super) fn prepare(
         }
         run.write_description(&meta, &vocab, dictionary.as_ref(), &config_toml)?;
     }
-    let dev_documents = documents(dev.documents(data.document_tokens));
-    let mut dev_encoded = vocab.encode_corpus_words(&dev);
-    with_mention_casing(&mut dev_encoded, &dev, &dev_documents);
-    let mut test_set: Option<TestSet> = test.map(|corpus| {
-        let documents = documents(corpus.documents(data.document_tokens));
-        let mut encoded = vocab.encode_corpus_words(&corpus);
-        with_mention_casing(&mut encoded, &corpus, &documents);
-        (corpus, encoded, documents)
-    });
     let mut train_mentions = Vec::new();
     if let Some(dictionary) = &dictionary {
         train_mentions = with_dictionary_places(&mut encoded, &train, dictionary);
@@ -306,7 +309,7 @@ fn rehearsal(
         )
         .into());
     }
-    let mut corpus = read_corpus(path, data.columns(), events)?;
+    let mut corpus = read_corpus(path, &data.columns(), events)?;
     let wanted = data.rehearse_sentences;
     if wanted > 0 && wanted < corpus.sentences.len() {
         let mut keep = vec![false; corpus.sentences.len()];
@@ -340,6 +343,7 @@ fn architecture(model: &NetworkConfig) -> Vec<(&'static str, String)> {
         ("char_lm", model.char_lm.to_string()),
         ("char_lm_hidden", model.char_lm_hidden.to_string()),
         ("dictionary_dim", model.dictionary_dim.to_string()),
+        ("feature_dims", format!("{:?}", model.feature_dims)),
     ]
 }
 
@@ -440,6 +444,11 @@ fn describe_continued_run(
             format!("{:?}", vocab.normalization),
             format!("{:?}", data.normalization()),
         ),
+        (
+            "data.features",
+            format!("columns {:?}", old.columns.feature_columns),
+            format!("columns {:?}", data.columns().feature_columns),
+        ),
     ];
     if let Some((key, was, given)) = reading.iter().find(|(_, was, given)| was != given) {
         return refuse(format!(
@@ -474,7 +483,7 @@ fn describe_continued_run(
     };
     let started_from = StartedFrom {
         path: from.to_path_buf(),
-        sizes: old.sizes,
+        sizes: old.sizes.clone(),
         tags_added,
     };
     let mut meta = describe(experiment, model, sizes, file_scheme, old.tokenizer.clone());
@@ -577,6 +586,13 @@ fn describe_run(
                     .map(|s| s.words.len())
                     .sum::<usize>()
                     .max(1) as f64
+        )));
+    }
+    for (feature, values) in data.features.iter().zip(&vocab.features) {
+        events(FitEvent::info(format!(
+            "feature column {}: {} values",
+            feature.column,
+            values.len() - 2
         )));
     }
     let tokenizer = TokenizerSpec::learn(&train.sentences);
