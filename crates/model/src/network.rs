@@ -215,12 +215,6 @@ impl FeatureEmbeddings {
     }
 }
 
-std::thread_local! {
-    /// A batch's input rows with their context ids' shares added, reused from batch to
-    /// batch on each thread.
-    static CONTEXT_ROWS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
 /// What a batch's words bring to the LSTM's input.
 enum WordInput {
     /// Their embeddings, `[batch, max_len, word_dim]`.
@@ -288,48 +282,47 @@ impl Network {
             && ((self.dictionary.is_none() && self.features.is_none()) || shares.is_some())
             && recurrence::infers_from_rows(&device)
         {
-            let h = cache.with_rows(self, batch, |row| match shares {
-                None => {
-                    let at = |b: usize, position: usize| row(b * batch.max_len + position);
-                    recurrence::infer_from_rows(&at, self.encoder.recurrent.val(), &batch.lengths)
-                }
-                // Each word's row plus its dictionary places' and feature values' shares, laid
-                // out for the batch: a few additions per value, against the recurrence's
-                // products. Kept per thread and reused: a batch's rows are megabytes, which a
-                // fresh allocation would have the system zero for every batch.
-                Some(shares) => CONTEXT_ROWS.with_borrow_mut(|rows| {
-                    // Places of a dictionary the model has no features for are not read, as
-                    // the tensor path does not read them.
-                    let labels = batch.dictionary_labels;
-                    let read_places = if shares.dictionary_labels > 0 {
-                        labels
-                    } else {
-                        0
-                    };
-                    rows.resize(batch.words.len() * width, 0.0);
-                    for (slot, out) in rows.chunks_exact_mut(width).enumerate() {
-                        if slot % batch.max_len >= batch.lengths[slot / batch.max_len] {
-                            out.fill(0.0);
-                            continue;
-                        }
-                        out.copy_from_slice(row(slot));
-                        let places = batch.dictionary[slot * labels..][..read_places].iter();
-                        let values = batch
-                            .features
-                            .iter()
-                            .zip(&shares.feature_offsets)
-                            .map(|(ids, offset)| offset + ids[slot] as usize);
-                        for id in places.map(|&id| id as usize).chain(values) {
-                            let share = &shares.table[id * width..][..width];
-                            out.iter_mut().zip(share).for_each(|(o, s)| *o += s);
-                        }
-                    }
-                    let rows: &[f32] = rows;
-                    let at = |b: usize, position: usize| {
-                        &rows[(b * batch.max_len + position) * width..][..width]
-                    };
-                    recurrence::infer_from_rows(&at, self.encoder.recurrent.val(), &batch.lengths)
-                }),
+            let h = cache.with_rows(self, batch, |row| {
+                let at = |b: usize, position: usize| row(b * batch.max_len + position);
+                let recurrent = self.encoder.recurrent.val();
+                let Some(shares) = shares else {
+                    return recurrence::infer_from_rows(&at, None, recurrent, &batch.lengths);
+                };
+                // Each word's dictionary places' and feature values' shares, added to its row as
+                // the recurrence reads it: a few additions per value, against the step's
+                // products, and no copy of the batch's rows.
+                let labels = batch.dictionary_labels;
+                // Places of a dictionary the model has no features for are not read, as the
+                // tensor path does not read them.
+                let read_places = if shares.dictionary_labels > 0 {
+                    labels
+                } else {
+                    0
+                };
+                let half = width / 2;
+                let addend = |b: usize, position: usize, d: usize, out: &mut [f32]| {
+                    let slot = b * batch.max_len + position;
+                    let places = batch.dictionary[slot * labels..][..read_places].iter();
+                    let values = batch
+                        .features
+                        .iter()
+                        .zip(&shares.feature_offsets)
+                        .map(|(ids, offset)| offset + ids[slot] as usize);
+                    let ids = places.map(|&id| id as usize).chain(values);
+                    // Compiled for this CPU's widest vectors, as the recurrence's own loops are:
+                    // with the baseline's four floats at a time, these additions showed in
+                    // profiles of tagging beside the recurrence itself.
+                    crate::vectorize::vectorized(
+                        #[inline(always)]
+                        || {
+                            for id in ids {
+                                let share = &shares.table[id * width + d * half..][..half];
+                                out.iter_mut().zip(share).for_each(|(o, s)| *o += s);
+                            }
+                        },
+                    );
+                };
+                recurrence::infer_from_rows(&at, Some(&addend), recurrent, &batch.lengths)
             });
             return self.emissions.forward(self.dropout.forward(h));
         }

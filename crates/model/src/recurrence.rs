@@ -510,12 +510,17 @@ enum Gates<'a> {
     /// `[batch, time, 2 * 4h]`, as [`fused`] takes them, contiguous.
     Natural(FlexTensor),
     /// Sentence `b`'s row at position `p`, `[2 * 4h]`, from `row(b, p)`, read straight into each
-    /// step: a batch's gates are never laid out whole.
-    Rows(RowSource<'a>),
+    /// step, with `addend`'s share added there: a batch's gates are never laid out whole.
+    Rows(RowSource<'a>, Option<RowAddend<'a>>),
 }
 
 /// Sentence `b`'s input projections at position `p`, `[2 * 4h]` (both directions).
 pub type RowSource<'a> = &'a (dyn Fn(usize, usize) -> &'a [f32] + Sync);
+
+/// Adds what sentence `b`'s token at position `p` brings besides its row to direction `d`'s
+/// input projections, `[4h]`, `out`: its context features' shares, added in the step as it is
+/// read rather than into a copy of the batch's rows.
+pub type RowAddend<'a> = &'a (dyn Fn(usize, usize, usize, &mut [f32]) + Sync);
 
 /// Whether [`infer_from_rows`] serves inference on `device`: the flex CPU backend, unless
 /// [`TENSOR_RECURRENCE_VARIABLE`] asks for the tensor-op recurrence.
@@ -527,11 +532,17 @@ pub fn infers_from_rows(device: &Device) -> bool {
 /// projections from `row` as each step needs them: the same arithmetic as [`fused`] without
 /// laying the batch's gates out first. Hidden states `[batch, time, 2h]` (`time` the longest
 /// of `lengths`), as [`fused`] returns them.
-pub fn infer_from_rows(row: RowSource, recurrent: Tensor<3>, lengths: &[usize]) -> Tensor<3> {
+pub fn infer_from_rows<'a>(
+    row: RowSource<'a>,
+    addend: Option<RowAddend<'a>>,
+    recurrent: Tensor<3>,
+    lengths: &[usize],
+) -> Tensor<3> {
     let device = recurrent.device();
     // Its values as they are, with no copy besides the one each direction takes (`by_direction`).
     let recurrent = FlexTensor::from_data(recurrent.into_data());
-    let forward = Forward::run(Gates::Rows(row), &recurrent, lengths.to_vec(), Keep::Output);
+    let gates = Gates::Rows(row, addend);
+    let forward = Forward::run(gates, &recurrent, lengths.to_vec(), Keep::Output);
     let (batch, time, h) = (forward.batch, forward.time, forward.hidden_size);
     let hidden = natural(&forward.hidden, &forward.lengths, time, h);
     Tensor::from_data(TensorData::new(hidden, [batch, time, 2 * h]), &device)
@@ -580,7 +591,7 @@ fn gather_step_gates(
                 step[step_order].copy_from_slice(&natural_gates[natural]);
             });
         }
-        Gates::Rows(row) => {
+        Gates::Rows(row, addend) => {
             // Real tokens only: a padding slot keeps what the step held before, which never
             // reaches a real token.
             for (b, &length) in lengths.iter().enumerate() {
@@ -594,8 +605,11 @@ fn gather_step_gates(
                         reversed_position(length, t)
                     };
                     let at = (d * batch + b) * width;
-                    step[at..at + width]
-                        .copy_from_slice(&row(b, position)[d * width..(d + 1) * width]);
+                    let out = &mut step[at..at + width];
+                    out.copy_from_slice(&row(b, position)[d * width..(d + 1) * width]);
+                    if let Some(addend) = addend {
+                        addend(b, position, d, out);
+                    }
                 }
             }
         }
@@ -610,7 +624,7 @@ impl Forward {
         let step_states = DIRECTIONS * batch * h;
         let time = match &gates {
             Gates::Natural(gates) => gates.layout().shape().dims::<3>()[1],
-            Gates::Rows(_) => lengths.iter().copied().max().unwrap_or(0),
+            Gates::Rows(..) => lengths.iter().copied().max().unwrap_or(0),
         };
         let (kept_activations, kept_cells) = match keep {
             Keep::AllSteps => (time, time),

@@ -392,3 +392,36 @@ def test_a_dictionary_model_tags_and_scores_as_the_cli_does(dictionary_model, tm
         bad = tmp_path / "bad.tsv"
         bad.write_text("GENE\tBRCA1\n", encoding="utf-8")
         nertrain.Tagger(dictionary_model, dictionaries=[bad])
+
+
+def _with_type_column(split, path):
+    """The sample's split with each token's entity type as a column between word and tag."""
+    lines = []
+    for line in (SAMPLE / f"{split}.txt").read_text(encoding="utf-8").splitlines():
+        fields = line.split()
+        if len(fields) == 2 and fields[0] != "-DOCSTART-":
+            kind = fields[1].split("-", 1)[1] if "-" in fields[1] else "O"
+            line = f"{fields[0]} X{kind} {fields[1]}"
+        lines.append(line)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_model_reading_columns_scores_files_and_refuses_text(tmp_path):
+    files = {split: _with_type_column(split, tmp_path / f"{split}.txt")
+             for split in ["train", "dev", "test"]}
+    run = nertrain.fit(
+        ROOT / "configs" / "sample.toml",
+        {
+            "train.output": str(tmp_path / "run"),
+            "train.epochs": 2,
+            "data.train": str(files["train"]),
+            "data.dev": str(files["dev"]),
+            "data.test": str(files["test"]),
+            "data.features": [{"column": 1, "dim": 4}],
+        },
+    )
+    printed = cli("eval", "--model", str(run), "--data", str(files["test"]), "--json")
+    assert nertrain.evaluate(run, files["test"]) == json.loads(printed)
+    with pytest.raises(ValueError, match=r"reads feature columns \[1\]"):
+        nertrain.Tagger(run).tag(["Anna flew to Oslo ."])

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""What the dictionaries bring, in Markdown: runs grouped by name (runs/NAME-sSEED), scored on
+CoNLL-2003 test (overall, per type, and on the test entities never seen in training) and on
+CoNLL++, mean ± std over seeds; then the lists' coverage of each type in train and test.
+
+    scripts/dictionary-report.py --list lists/places.tsv --list lists/persons.tsv \\
+        runs/glove-doc-s{1,2,3} runs/lists-s{1,2,3} > /tmp/report.md
+
+Each model is scored by `nertrain eval` (its own consistency weight, chosen on dev), whose
+`--output` gives the predicted tags. An entity is *unseen* when its words, as written, never
+form an entity of any type in train. Unseen F1 of a type: gold = its unseen test entities,
+predicted = the predicted entities of the type whose words are unseen, correct = exact matches.
+Coverage: a LOC list covers an entity whose words, joined by spaces, are one of its phrases (as
+written: the lists match case); the name lists cover an entity every word of which is a listed
+first or last name. Everything read comes from ../shared/data (or --corpus) and the run
+directories; nothing is written but a scratch file per run under $TMPDIR.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from collections import defaultdict
+
+NERTRAIN = os.environ.get("NERTRAIN", "target/release/nertrain")
+TYPES = ["LOC", "MISC", "ORG", "PER"]
+
+
+def sentences(path, tag_column=-1):
+    """Each sentence of a CoNLL file as (words, tags), -DOCSTART- lines skipped."""
+    out, words, tags = [], [], []
+    for line in open(path, encoding="utf-8"):
+        fields = line.split()
+        if not fields or fields[0] == "-DOCSTART-":
+            if words:
+                out.append((words, tags))
+            words, tags = [], []
+            continue
+        words.append(fields[0])
+        tags.append(fields[tag_column])
+    if words:
+        out.append((words, tags))
+    return out
+
+
+def chunks(tags):
+    """Entities as (start, end, type) by conlleval's rules for IOB1/IOB2."""
+    found, start, kind = [], None, None
+    for i, tag in enumerate(tags + ["O"]):
+        prefix, _, label = tag.partition("-")
+        begins = prefix in ("B", "S") or (prefix in ("I", "E") and label != kind)
+        if start is not None and (tag == "O" or begins):
+            found.append((start, i, kind))
+            start, kind = None, None
+        if tag != "O" and (begins or start is None):
+            start, kind = i, label
+        if prefix in ("E", "S") and start is not None:
+            found.append((start, i + 1, kind))
+            start, kind = None, None
+    return found
+
+
+def entities(corpus):
+    """Every entity as (sentence, start, end, type, surface)."""
+    return [
+        (s, a, b, kind, " ".join(words[a:b]))
+        for s, (words, tags) in enumerate(corpus)
+        for a, b, kind in chunks(tags)
+    ]
+
+
+def f1(gold, predicted):
+    correct = len(gold & predicted)
+    p = correct / len(predicted) if predicted else 0.0
+    r = correct / len(gold) if gold else 0.0
+    return 100 * (2 * p * r / (p + r) if p + r else 0.0)
+
+
+def score(run, test, seen):
+    """Test F1 overall and per type, and unseen F1 of each type, from `eval --output`."""
+    with tempfile.NamedTemporaryFile("r", suffix=".txt") as out:
+        report = subprocess.run(
+            [NERTRAIN, "eval", "--model", run, "--data", test, "--json", "--output", out.name],
+            check=True, capture_output=True, text=True,
+        ).stdout
+        predicted_corpus = sentences(out.name, tag_column=-1)
+    report = json.loads(report)
+    gold = entities(sentences(test))
+    predicted = entities(predicted_corpus)
+    row = {"test": report["overall"]["f1"]}
+    for kind in TYPES:
+        row[kind] = report["types"].get(kind, {}).get("f1", 0.0)
+        g = {e[:4] for e in gold if e[3] == kind and e[4] not in seen}
+        p = {e[:4] for e in predicted if e[3] == kind and e[4] not in seen}
+        row[f"unseen {kind}"] = f1(g, p)
+    return row
+
+
+def conllpp(run, path):
+    if not os.path.exists(path):
+        return None
+    out = subprocess.run([NERTRAIN, "eval", "--model", run, "--data", path, "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["overall"]["f1"]
+
+
+def read_lists(paths):
+    phrases = defaultdict(set)
+    for path in paths:
+        for line in open(path, encoding="utf-8"):
+            if line.startswith("#") or not line.strip():
+                continue
+            label, phrase = line.rstrip("\n").split("\t")[:2]
+            phrases[label].add(" ".join(phrase.split()))
+    return phrases
+
+
+def mean_std(values):
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.2f}"
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("runs", nargs="+")
+    parser.add_argument("--list", action="append", required=True, dest="lists",
+                        help="a dictionary file (LABEL<TAB>phrase lines); repeatable")
+    parser.add_argument("--corpus", default="../shared/data/conll2003")
+    parser.add_argument("--conllpp", default="../shared/data/conllpp/test.txt")
+    args = parser.parse_args()
+    train = sentences(os.path.join(args.corpus, "train.txt"))
+    test_path = os.path.join(args.corpus, "test.txt")
+    seen = {e[4] for e in entities(train)}
+
+    groups = defaultdict(list)
+    for run in args.runs:
+        name = re.sub(r"-s\d+$", "", os.path.basename(run.rstrip("/")))
+        row = score(run, test_path, seen)
+        row["CoNLL++"] = conllpp(run, args.conllpp)
+        groups[name].append(row)
+        print(f"{run}: {row}", file=sys.stderr)
+
+    columns = ["test"] + TYPES + [f"unseen {k}" for k in TYPES] + ["CoNLL++"]
+    print("| runs | seeds | " + " | ".join(columns) + " |")
+    print("|---|---:|" + "---:|" * len(columns))
+    for name, rows in groups.items():
+        cells = [mean_std([r[c] for r in rows]) for c in columns]
+        print(f"| `{name}` | {len(rows)} | " + " | ".join(cells) + " |")
+
+    lists = read_lists(args.lists)
+    names = lists.get("PER_FIRST", set()) | lists.get("PER_LAST", set())
+    places = lists.get("LOC", set())
+    print()
+    print("| split | type | entities | unseen in train | whole entity a LOC phrase | "
+          "every word a listed name |")
+    print("|---|---|---:|---:|---:|---:|")
+    for split in ["train", "test"]:
+        found = entities(sentences(os.path.join(args.corpus, f"{split}.txt")))
+        for kind in TYPES:
+            mine = [e for e in found if e[3] == kind]
+            unseen = sum(e[4] not in seen for e in mine)
+            place = sum(e[4] in places for e in mine)
+            person = sum(all(w in names for w in e[4].split()) for e in mine)
+            share = lambda n: f"{n} ({100 * n / max(len(mine), 1):.1f}%)"
+            print(f"| {split} | {kind} | {len(mine)} | "
+                  f"{share(unseen) if split == 'test' else '-'} | {share(place)} | "
+                  f"{share(person)} |")
+
+
+if __name__ == "__main__":
+    main()
