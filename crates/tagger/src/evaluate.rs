@@ -228,18 +228,7 @@ impl Tagger {
     /// Predicts a tagged corpus's sentences (its `-DOCSTART-` blocks are the documents) and scores
     /// them with conlleval's rules.
     pub fn evaluate(&self, gold: &Corpus, options: TagOptions) -> Result<Evaluation> {
-        let words: Vec<Vec<&str>> = gold
-            .sentences
-            .iter()
-            .map(|s| s.words.iter().map(String::as_str).collect())
-            .collect();
-        let features: Vec<&[Vec<String>]> = gold
-            .sentences
-            .iter()
-            .map(|s| s.features.as_slice())
-            .collect();
-        let documents = gold.documents(usize::MAX);
-        let predictions = self.run(|| self.predict(&words, &features, &documents, options))?;
+        let predictions = self.predict_corpus(gold, options)?;
         let calibration = options.confidence.then(|| calibration(gold, &predictions));
         let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
         Ok(Evaluation {

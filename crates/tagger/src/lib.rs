@@ -472,6 +472,40 @@ impl Tagger {
         corpus: &Corpus<L>,
         options: TagOptions,
     ) -> Result<Vec<Tagged>> {
+        let predictions = self.predict_corpus(corpus, options)?;
+        Ok(corpus
+            .sentences
+            .iter()
+            .zip(predictions)
+            .map(|(sentence, prediction)| {
+                let words = &sentence.words;
+                let text = words.join(" ");
+                let mut start = 0;
+                let tokens = words
+                    .iter()
+                    .map(|word| {
+                        let end = start + word.chars().count();
+                        let token = Token {
+                            text: word.clone(),
+                            start,
+                            end,
+                        };
+                        start = end + 1;
+                        token
+                    })
+                    .collect();
+                tagged(&text, tokens, prediction)
+            })
+            .collect())
+    }
+
+    /// Predicts a CoNLL corpus's sentences, with their feature values, its `-DOCSTART-` blocks
+    /// read as documents: what [`Self::tag_corpus`] and [`Self::evaluate`] tag.
+    pub(crate) fn predict_corpus<L: Sync>(
+        &self,
+        corpus: &Corpus<L>,
+        options: TagOptions,
+    ) -> Result<Vec<Prediction>> {
         let words: Vec<Vec<&str>> = corpus
             .sentences
             .iter()
@@ -483,28 +517,7 @@ impl Tagger {
             .map(|s| s.features.as_slice())
             .collect();
         let documents = corpus.documents(usize::MAX);
-        let predictions = self.run(|| self.predict(&words, &features, &documents, options))?;
-        Ok(words
-            .iter()
-            .zip(predictions)
-            .map(|(words, prediction)| {
-                let mut text = String::new();
-                let mut tokens = Vec::with_capacity(words.len());
-                for word in words {
-                    if !text.is_empty() {
-                        text.push(' ');
-                    }
-                    let start = text.chars().count();
-                    text.push_str(word);
-                    tokens.push(Token {
-                        text: word.to_string(),
-                        start,
-                        end: start + word.chars().count(),
-                    });
-                }
-                tagged(&text, tokens, prediction)
-            })
-            .collect())
+        self.run(|| self.predict(&words, &features, &documents, options))
     }
 
     /// Tags `texts`, cutting them into words first.
