@@ -100,7 +100,7 @@ fn log_z_and_paths(backend: Backend) -> (Vec<f32>, Vec<Vec<usize>>) {
     let tagger = Tagger::load(model(), &device).unwrap();
     let dev = read_tagged(
         &workspace().join("data/sample/dev.txt"),
-        ColumnSpec::default(),
+        &ColumnSpec::default(),
     )
     .unwrap();
     let encoded = tagger.vocab().encode_corpus(&dev).unwrap();
