@@ -12,7 +12,7 @@ form an entity of any type in train. Unseen F1 of a type: gold = its unseen test
 predicted = the predicted entities of the type whose words are unseen, correct = exact matches.
 Coverage: a LOC list covers an entity whose words, joined by spaces, are one of its phrases (as
 written: the lists match case); the name lists cover an entity every word of which is a listed
-first or last name. Everything read comes from ../shared/data (or --corpus) and the run
+first or last name. Everything read comes from ../shared/data (or --corpus, and $CONLLPP) and the run
 directories; nothing is written but a scratch file per run under $TMPDIR.
 """
 import argparse
@@ -24,6 +24,10 @@ import subprocess
 import sys
 import tempfile
 from collections import defaultdict
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# CoNLL++ is scored as summarize-runs.py scores it ($CONLLPP, by default ../shared/data/conllpp).
+conllpp_f1 = __import__("summarize-runs").conllpp_f1
 
 NERTRAIN = os.environ.get("NERTRAIN", "target/release/nertrain")
 TYPES = ["LOC", "MISC", "ORG", "PER"]
@@ -99,14 +103,6 @@ def score(run, test, seen):
     return row
 
 
-def conllpp(run, path):
-    if not os.path.exists(path):
-        return None
-    out = subprocess.run([NERTRAIN, "eval", "--model", run, "--data", path, "--json"],
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["overall"]["f1"]
-
-
 def read_lists(paths):
     phrases = defaultdict(set)
     for path in paths:
@@ -133,7 +129,6 @@ def main():
     parser.add_argument("--list", action="append", required=True, dest="lists",
                         help="a dictionary file (LABEL<TAB>phrase lines); repeatable")
     parser.add_argument("--corpus", default="../shared/data/conll2003")
-    parser.add_argument("--conllpp", default="../shared/data/conllpp/test.txt")
     args = parser.parse_args()
     train = sentences(os.path.join(args.corpus, "train.txt"))
     test_path = os.path.join(args.corpus, "test.txt")
@@ -143,7 +138,7 @@ def main():
     for run in args.runs:
         name = re.sub(r"-s\d+$", "", os.path.basename(run.rstrip("/")))
         row = score(run, test_path, seen)
-        row["CoNLL++"] = conllpp(run, args.conllpp)
+        row["CoNLL++"] = conllpp_f1(run)
         groups[name].append(row)
         print(f"{run}: {row}", file=sys.stderr)
 

@@ -77,24 +77,21 @@ fn bad_dictionaries_and_settings_are_errors_naming_them() {
     // place for their features.
     let plain = sample_model("sentence");
     let start = format!("train.start_from={:?}", plain.to_str().unwrap());
-    let output = format!("train.output={:?}", dir.join("run").to_str().unwrap());
-    let fit = nertrain(&[
-        "fit",
-        "--config",
-        "configs/sample.toml",
-        "--set",
-        &output,
-        "--set",
-        "model.hidden=30",
-        "--set",
-        "model.word_dim=30",
-        "--set",
-        &dictionaries,
-        "--set",
-        "model.dictionary_dim=3",
-        "--set",
-        &start,
-    ]);
+    // The sample model's own character filters, so that only the dictionary differs.
+    let fit = fit_small(
+        &dir.join("run"),
+        1,
+        &[
+            "--set",
+            "model.char_filters=30",
+            "--set",
+            &dictionaries,
+            "--set",
+            "model.dictionary_dim=3",
+            "--set",
+            &start,
+        ],
+    );
     assert!(!fit.status.success());
     assert!(
         stderr(&fit).contains("model.dictionary_dim is 3 in the experiment but 0 in the model"),
