@@ -10,7 +10,8 @@
 # time), then records fit's stdout, the run's files (less timings), tag in every format with
 # probabilities and n-best, eval (report, JSON, confusion, calibration, columns, stdin),
 # tokenize, report, convert, and serve's answers on loopback. The weights are not compared as
-# bytes (Burn's file gives each tensor a random id); every probability printed shows them.
+# bytes (Burn's file gives each tensor a random id), nor is serve's model version, their hash;
+# every probability printed shows them.
 # The runs go to one fixed scratch path, which fit's output and config.toml name.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -56,7 +57,8 @@ for context in sentence document; do
         sleep 0.1
     done
     url=$(grep -o 'http://[0-9.:]*' "$dir/serve.log")
-    curl -s "$url/model" | sed -E 's/"nertrain_version":"[^"]*"/"nertrain_version":"V"/' >"$dir/serve-model.json"
+    curl -s "$url/model" | sed -E -e 's/"nertrain_version":"[^"]*"/"nertrain_version":"V"/' \
+        -e 's/"version":"[^"]*"/"version":"W"/' >"$dir/serve-model.json"
     curl -s "$url/" >"$dir/serve-page.html"
     curl -s -X POST "$url/tag" -d "{\"texts\": [\"${texts[1]}\", \"${texts[0]}\"], \"probs\": true, \"nbest\": 2}" \
         >"$dir/serve-tag.json"

@@ -245,10 +245,15 @@ fn feature_ids(sentences: &[&Encoded], max_len: usize) -> Vec<Vec<i64>> {
 
 /// Writes a sentence's places (`[words, labels]`) as row `row` of dictionary ids.
 fn write_places(ids: &mut [i64], row: usize, max_len: usize, labels: usize, places: &[u8]) {
+    if labels == 0 {
+        return;
+    }
     let count = crate::place::COUNT as i64;
-    for (i, &place) in places.iter().enumerate() {
-        let (t, k) = (i / labels, i % labels);
-        ids[(row * max_len + t) * labels + k] = k as i64 * count + i64::from(place);
+    let row_ids = ids[row * max_len * labels..].chunks_exact_mut(labels);
+    for (word_ids, word_places) in row_ids.zip(places.chunks_exact(labels)) {
+        for (k, (id, &place)) in word_ids.iter_mut().zip(word_places).enumerate() {
+            *id = k as i64 * count + i64::from(place);
+        }
     }
 }
 

@@ -180,14 +180,31 @@ impl NetworkConfig {
 /// Each context id's share of the LSTM's input projection, `[ids, 8 * hidden]` row-major
 /// ([`Network::context_shares`]): the dictionary's place ids first, then each feature column's
 /// values from its offset.
+///
+/// Most words are in no phrase of any label. What that brings, the same for every such word,
+/// is [`in_no_phrase`](Self::in_no_phrase), added to each word's cached row once
+/// ([`WordGates`]); a place's row is then what it brings beyond it, and a word in no phrase
+/// adds nothing in the recurrence's steps.
 #[derive(Debug, Clone)]
 pub struct ContextShares {
-    /// The shares, one row per id.
+    /// The shares, one row per id; a dictionary place's, its share less its label's
+    /// [`place::NONE`](nertrain_data::place::NONE) share (zeros for `NONE` itself).
     pub table: Vec<f32>,
+    /// Every label's `NONE` share summed, `[8 * hidden]`: a word in no phrase of any label.
+    /// Empty without dictionary features.
+    pub in_no_phrase: Vec<f32>,
     /// Dictionary labels whose places have rows (0 without dictionary features).
     pub dictionary_labels: usize,
     /// Where each feature column's rows begin.
     pub feature_offsets: Vec<usize>,
+}
+
+impl ContextShares {
+    /// Whether dictionary place `id` (`label * place::COUNT + place`) adds anything beyond
+    /// [`in_no_phrase`](Self::in_no_phrase).
+    pub fn place_adds(id: usize) -> bool {
+        id % nertrain_data::place::COUNT != usize::from(nertrain_data::place::NONE)
+    }
 }
 
 /// The embeddings of the feature columns' values, one per column.
@@ -273,15 +290,8 @@ impl Network {
         // On the CPU, without sentence or document features to add, the recurrence reads the
         // cached rows straight into each step: a batch's gates are never laid out whole.
         let width = 8 * self.encoder.d_hidden();
-        let has_context_ids = batch.dictionary_labels > 0 || !batch.features.is_empty();
-        let shares = has_context_ids
-            .then(|| cache.context_shares(self))
-            .flatten();
-        if self.char_lm.is_none()
-            && self.mentions.is_none()
-            && ((self.dictionary.is_none() && self.features.is_none()) || shares.is_some())
-            && recurrence::infers_from_rows(&device)
-        {
+        if self.reads_rows(&device) {
+            let shares = cache.context_shares(self);
             let h = cache.with_rows(self, batch, |row| {
                 let at = |b: usize, position: usize| row(b * batch.max_len + position);
                 let recurrent = self.encoder.recurrent.val();
@@ -290,10 +300,11 @@ impl Network {
                 };
                 // Each word's dictionary places' and feature values' shares, added to its row as
                 // the recurrence reads it: a few additions per value, against the step's
-                // products, and no copy of the batch's rows.
+                // products, and no copy of the batch's rows. The rows hold what a word in no
+                // phrase brings: only the places of phrases add here.
                 let labels = batch.dictionary_labels;
                 // Places of a dictionary the model has no features for are not read, as the
-                // tensor path does not read them.
+                // tensor path does not read them; a batch without places is in no phrase.
                 let read_places = if shares.dictionary_labels > 0 {
                     labels
                 } else {
@@ -302,13 +313,27 @@ impl Network {
                 let half = width / 2;
                 let addend = |b: usize, position: usize, d: usize, out: &mut [f32]| {
                     let slot = b * batch.max_len + position;
-                    let places = batch.dictionary[slot * labels..][..read_places].iter();
-                    let values = batch
-                        .features
+                    let places = batch.dictionary[slot * labels..][..read_places]
                         .iter()
-                        .zip(&shares.feature_offsets)
-                        .map(|(ids, offset)| offset + ids[slot] as usize);
-                    let ids = places.map(|&id| id as usize).chain(values);
+                        .map(|&id| id as usize)
+                        .filter(|&id| ContextShares::place_adds(id));
+                    // A batch without values (which callers refuse before they get here)
+                    // reads as unknown values, as the tensor path reads it.
+                    let values = shares
+                        .feature_offsets
+                        .iter()
+                        .enumerate()
+                        .map(|(k, offset)| {
+                            offset
+                                + batch
+                                    .features
+                                    .get(k)
+                                    .map_or(Vocab::UNK_ID, |ids| ids[slot] as usize)
+                        });
+                    let mut ids = places.chain(values).peekable();
+                    if ids.peek().is_none() {
+                        return;
+                    }
                     // Compiled for this CPU's widest vectors, as the recurrence's own loops are:
                     // with the baseline's four floats at a time, these additions showed in
                     // profiles of tagging beside the recurrence itself.
@@ -329,6 +354,14 @@ impl Network {
         let inputs = BatchTensors::new(batch, &device);
         let gates = cache.gates(self, batch);
         self.encode(&inputs, WordInput::Gates(gates)).0
+    }
+
+    /// Whether inference from [`WordGates`] on `device` reads the cached rows straight into the
+    /// recurrence, adding the dictionary places' and feature values' shares there
+    /// ([`ContextShares`]), rather than through tensor operations: on the CPU, for a model
+    /// without sentence or document features.
+    pub fn reads_rows(&self, device: &Device) -> bool {
+        self.char_lm.is_none() && self.mentions.is_none() && recurrence::infers_from_rows(device)
     }
 
     /// The share of the LSTM's input projection that depends on the word as written alone (its
@@ -474,8 +507,23 @@ impl Network {
                 embedded.matmul(columns)
             })
             .collect();
+        let mut table = crate::host_values(Tensor::cat(shares, 0));
+        let mut in_no_phrase = vec![0.0; if dictionary_labels > 0 { width } else { 0 }];
+        let count = nertrain_data::place::COUNT;
+        for label in table[..dictionary_labels * count * width].chunks_exact_mut(count * width) {
+            let none = usize::from(nertrain_data::place::NONE);
+            let none_share = label[none * width..(none + 1) * width].to_vec();
+            in_no_phrase
+                .iter_mut()
+                .zip(&none_share)
+                .for_each(|(sum, s)| *sum += s);
+            for place in label.chunks_exact_mut(width) {
+                place.iter_mut().zip(&none_share).for_each(|(p, s)| *p -= s);
+            }
+        }
         Some(ContextShares {
-            table: crate::host_values(Tensor::cat(shares, 0)),
+            table,
+            in_no_phrase,
             dictionary_labels,
             feature_offsets,
         })

@@ -13,7 +13,6 @@
 //! a word first, tagging the same text twice could differ in them.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{PoisonError, RwLock};
 
 use burn::tensor::{Device, Int, Tensor, TensorData};
@@ -54,38 +53,10 @@ type Form = Box<[i64]>;
 /// Where a word is used: (sentence, position).
 type Place = (usize, usize);
 
-/// Maps keyed by a word's [`Form`].
-type Forms<V> = HashMap<Form, V, BuildHasherDefault<FormHasher>>;
-
-/// rustc's FxHash. Forms are a few small ids, looked up once per token: SipHash, the standard
-/// maps' default, guards against keys chosen to collide, which a tagger's own vocabulary ids are
-/// not, and its cost showed in tagging time.
-#[derive(Debug, Default, Clone, Copy)]
-struct FormHasher(u64);
-
-impl FormHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for FormHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for chunk in bytes.chunks(8) {
-            let mut word = [0; 8];
-            word[..chunk.len()].copy_from_slice(chunk);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_usize(&mut self, value: usize) {
-        self.add(value as u64);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
+/// Maps keyed by a word's [`Form`], looked up once per token: hashed with foldhash, as SipHash
+/// (the standard maps' default) guards against keys chosen to collide, which a tagger's own
+/// vocabulary ids are not, and its cost showed in tagging time.
+type Forms<V> = HashMap<Form, V, foldhash::fast::FixedState>;
 
 /// What a word's row depends on, into `key`: its word id, and its casing class and characters
 /// (those the model reads, the first `max_word_len`) where the model reads them.
@@ -197,12 +168,39 @@ impl WordGates {
         let blocks: Vec<Vec<f32>> = words
             .par_chunks(Self::CHUNK_WORDS)
             .map(|chunk| {
-                let inputs = FormInputs::of_words(sentences, chunk, max_word_len, &device);
-                host_values(model.form_gates(&inputs))
+                self.form_rows(
+                    model,
+                    &FormInputs::of_words(sentences, chunk, max_word_len, &device),
+                )
             })
             .collect();
         table.blocks.extend(blocks);
         table.index.extend(index);
+    }
+
+    /// The rows of `forms`, `[words, 8 * hidden]`: their [`Network::form_gates`], with what a
+    /// word in no dictionary phrase brings ([`ContextShares::in_no_phrase`]) where the model
+    /// reads rows with their context shares ([`Network::reads_rows`]), so that only words in
+    /// phrases add to them there.
+    fn form_rows(&self, model: &Network, forms: &FormInputs) -> Vec<f32> {
+        let mut rows = host_values(model.form_gates(forms));
+        let in_no_phrase = model
+            .reads_rows(&model.words.weight.device())
+            .then(|| self.context_shares(model))
+            .flatten()
+            .map(|shares| shares.in_no_phrase.as_slice())
+            .filter(|shares| !shares.is_empty());
+        if let Some(in_no_phrase) = in_no_phrase {
+            crate::vectorize::vectorized(
+                #[inline(always)]
+                || {
+                    for row in rows.chunks_exact_mut(in_no_phrase.len()) {
+                        row.iter_mut().zip(in_no_phrase).for_each(|(r, s)| *r += s);
+                    }
+                },
+            );
+        }
+        rows
     }
 
     /// The batch's word gates, `[batch, max_len, 8 * hidden]`: kept rows where there are, the
@@ -260,7 +258,7 @@ impl WordGates {
         let computed = if new_slots.is_empty() {
             Vec::new()
         } else {
-            host_values(model.form_gates(&FormInputs::of_slots(batch, &new_slots, &device)))
+            self.form_rows(model, &FormInputs::of_slots(batch, &new_slots, &device))
         };
         let zeros = vec![0.0; width];
         gather(&|slot| match rows[slot] {

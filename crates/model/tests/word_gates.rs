@@ -154,4 +154,17 @@ fn dictionary_places_reach_the_emissions() {
     assert_ne!(emissions(&with), emissions(&silent));
     // No places at all reads as a dictionary that found nothing.
     assert_eq!(emissions(&silent), emissions(&without));
+    // And so through the word-gate cache, whose rows hold what a word in no phrase brings.
+    let cache = WordGates::default();
+    for sentences in [&with, &silent, &without] {
+        let batch = Batch::new(sentences, vec![0], 10);
+        let got = host_emissions(model.emissions_with_cache(&batch, &cache), &batch.lengths);
+        for (a, b) in emissions(sentences).iter().zip(&got.concat()) {
+            assert!(
+                (a - b).abs() < 1e-5,
+                "{:?} vs {got:?}",
+                emissions(sentences)
+            );
+        }
+    }
 }
