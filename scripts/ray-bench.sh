@@ -8,7 +8,8 @@
 #
 # Tokens are counted as the model cuts them (`nertrain tokenize`). Ray's seconds are the
 # pipeline's, from reading the file to the last line written; starting the local cluster
-# (`ray.init`) is not counted.
+# (`ray.init`) is not counted. DICTIONARY=FILE: both read that dictionary beside the model's
+# (`--dictionary FILE`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${1:?usage: scripts/ray-bench.sh MODEL TEXT_FILE}
@@ -17,6 +18,8 @@ runs=${RUNS:-3}
 python=${PYTHON:-python3}
 nertrain=${NERTRAIN:-${CARGO_TARGET_DIR:-target}/release/nertrain}
 work=$(mktemp -d)
+dictionary=()
+if [ -n "${DICTIONARY:-}" ]; then dictionary=(--dictionary "$DICTIONARY"); fi
 trap 'rm -rf "$work"' EXIT
 
 median() { sort -n | awk '{ a[NR] = $1 } END { print a[int((NR + 1) / 2)] }'; }
@@ -30,7 +33,7 @@ for threads in 1 2; do
     seconds=$(for _ in $(seq "$runs"); do
         start=$(date +%s.%N)
         RAYON_NUM_THREADS=$threads "$nertrain" tag --model "$model" --input "$input" \
-            --format json >"$work/cli.json"
+            --format json "${dictionary[@]}" >"$work/cli.json"
         echo "$(date +%s.%N) - $start" | bc -l
     done | median)
     row "nertrain tag --input" "$threads" "$seconds"
@@ -41,7 +44,7 @@ for shape in "1 1" "1 2" "2 1"; do
     seconds=$(for _ in $(seq "$runs"); do
         rm -rf "$work/ray"
         "$python" scripts/ray_tag.py --model "$model" --input "$input" --output "$work/ray" \
-            --workers "$workers" --threads "$threads" 2>/dev/null |
+            --workers "$workers" --threads "$threads" "${dictionary[@]}" 2>/dev/null |
             "$python" -c 'import json, sys; print(json.load(sys.stdin)["seconds"])'
     done | median)
     row "Ray Data, $workers worker(s)" "$threads each" "$seconds"

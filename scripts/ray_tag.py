@@ -26,9 +26,14 @@ Usage, on a local cluster started by the script:
     pip install "ray[data]" dist/nertrain-*.whl
     scripts/ray_tag.py --model runs/conll --input texts.txt --output tagged --workers 2
 
+A model with dictionary features reads the dictionary stored with it, as `tag` does;
+`--dictionary FILE` (repeatable) extends it for the labels it has, or replaces their entries with
+`--replace-dictionary`, as `tag --dictionary` does. The files are read on the driver first, so that
+a bad line or an unknown label stops the run before any work is scheduled, then by each worker.
+
 On a real cluster, only `--address` changes (`--address auto` on a node of the cluster, or
 `ray://HEAD:10001` from outside it). The wheel must be installed on every node, and the
-model, input and output paths must be ones every node reads and writes: a shared file system,
+model, dictionary, input and output paths must be ones every node reads and writes: a shared file system,
 or `s3://` and `gs://` paths for the input and output.
 Prints one JSON line to stdout: lines, seconds, and lines per second.
 """
@@ -137,10 +142,12 @@ class TagLines:
     """One worker: loads the model once, then tags batches of numbered lines, or of documents
     (a row's `id` is its first line's, its `text` its lines)."""
 
-    def __init__(self, model, documents):
+    def __init__(self, model, documents, dictionaries, replace_dictionary):
         import nertrain
 
-        self.tagger = nertrain.Tagger(model)
+        self.tagger = nertrain.Tagger(
+            model, dictionaries=dictionaries, replace_dictionary=replace_dictionary
+        )
         self.documents = documents
 
     def __call__(self, batch):
@@ -185,16 +192,42 @@ def main():
     parser.add_argument(
         "--split-bytes", type=int, default=SPLIT_BYTES, help="bytes of the file an input split reads"
     )
+    parser.add_argument(
+        "--dictionary",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="a dictionary file (LABEL<TAB>phrase lines) extending the model's (repeatable)",
+    )
+    parser.add_argument(
+        "--replace-dictionary",
+        action="store_true",
+        help="the --dictionary files replace the model's entries of their labels",
+    )
     args = parser.parse_args()
+    if args.replace_dictionary and not args.dictionary:
+        parser.error("--replace-dictionary: expected at least one --dictionary FILE")
     for name in ["workers", "threads", "batch_size", "split_bytes"]:
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')}: expected at least 1")
     model = os.path.abspath(args.model)
     if not os.path.isfile(os.path.join(model, "model.json")):
         parser.error(f"--model {args.model}: not a model directory (no model.json)")
+    dictionaries = [os.path.abspath(path) for path in args.dictionary]
     import nertrain
 
-    documents = nertrain.Tagger(model, threads=1).reads_documents
+    try:
+        tagger = nertrain.Tagger(
+            model, threads=1, dictionaries=dictionaries, replace_dictionary=args.replace_dictionary
+        )
+    except (ValueError, OSError) as error:
+        parser.error(str(error))
+    if tagger.feature_columns:
+        parser.error(
+            f"--model {args.model}: reads feature columns {tagger.feature_columns} beside the words; "
+            "raw text has none (score or tag its CoNLL files with `nertrain eval` or `tag --columns`)"
+        )
+    documents = tagger.reads_documents
 
     # A local cluster counts one CPU more than the taggers take: reading, numbering and writing
     # need one to be scheduled on, or they wait for ever behind the workers (they use little).
@@ -216,7 +249,7 @@ def main():
     numbered = ray.data.from_items(ranges).map_batches(read_lines(path, documents), batch_size=1)
     tagged = numbered.map_batches(
         TagLines,
-        fn_constructor_args=(model, documents),
+        fn_constructor_args=(model, documents, dictionaries, args.replace_dictionary),
         batch_size=args.batch_size,
         compute=ray.data.ActorPoolStrategy(size=args.workers),
         num_cpus=args.threads,

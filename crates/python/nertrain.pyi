@@ -125,6 +125,12 @@ class Tagger:
         """Whether the model reads documents rather than sentences alone."""
 
     @property
+    def feature_columns(self) -> List[int]:
+        """The columns of its training data whose values the model reads beside the words:
+        empty for a model that reads words alone, and so tags text; one that reads columns
+        scores and tags CoNLL files only."""
+
+    @property
     def labels(self) -> List[str]:
         """The entity types the model finds."""
 

@@ -120,6 +120,14 @@ impl Tagger {
         self.inner.reads_documents()
     }
 
+    /// The columns of its training data whose values the model reads beside the words: empty
+    /// for a model that reads words alone, and so tags text; one that reads columns scores and
+    /// tags CoNLL files only.
+    #[getter]
+    fn feature_columns(&self) -> Vec<isize> {
+        self.inner.feature_columns().to_vec()
+    }
+
     fn __repr__(&self) -> String {
         format!("nertrain.Tagger({:?})", self.dir.display().to_string())
     }

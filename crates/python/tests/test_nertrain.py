@@ -423,5 +423,6 @@ def test_a_model_reading_columns_scores_files_and_refuses_text(tmp_path):
     )
     printed = cli("eval", "--model", str(run), "--data", str(files["test"]), "--json")
     assert nertrain.evaluate(run, files["test"]) == json.loads(printed)
+    assert nertrain.Tagger(run).feature_columns == [1]
     with pytest.raises(ValueError, match=r"reads feature columns \[1\]"):
         nertrain.Tagger(run).tag(["Anna flew to Oslo ."])
