@@ -200,10 +200,36 @@ pub struct ContextShares {
 }
 
 impl ContextShares {
-    /// Whether dictionary place `id` (`label * place::COUNT + place`) adds anything beyond
-    /// [`in_no_phrase`](Self::in_no_phrase).
-    pub fn place_adds(id: usize) -> bool {
-        id % nertrain_data::place::COUNT != usize::from(nertrain_data::place::NONE)
+    /// The rows each word slot of `batch` adds (`ids[starts[slot]..starts[slot + 1]]`), read
+    /// once for both directions: its places in phrases, then its feature values. Places of a
+    /// dictionary the model has no features for are not read, as the tensor path does not read
+    /// them; a batch without places is in no phrase, and one without values (which callers
+    /// refuse before they get here) reads as unknown values, as the tensor path reads them.
+    fn of_slots(&self, batch: &Batch) -> (Vec<usize>, Vec<usize>) {
+        let labels = batch.dictionary_labels;
+        let read_places = if self.dictionary_labels > 0 {
+            labels
+        } else {
+            0
+        };
+        let none = usize::from(nertrain_data::place::NONE);
+        let slots = batch.lengths.len() * batch.max_len;
+        let mut starts = Vec::with_capacity(slots + 1);
+        let mut ids = Vec::new();
+        starts.push(0);
+        for slot in 0..slots {
+            let places = batch.dictionary[slot * labels..][..read_places]
+                .iter()
+                .map(|&id| id as usize)
+                .filter(|id| id % nertrain_data::place::COUNT != none);
+            ids.extend(places);
+            ids.extend(self.feature_offsets.iter().enumerate().map(|(k, offset)| {
+                let value = batch.features.get(k).map(|values| values[slot] as usize);
+                offset + value.unwrap_or(Vocab::UNK_ID)
+            }));
+            starts.push(ids.len());
+        }
+        (starts, ids)
     }
 }
 
@@ -302,36 +328,12 @@ impl Network {
                 // the recurrence reads it: a few additions per value, against the step's
                 // products, and no copy of the batch's rows. The rows hold what a word in no
                 // phrase brings: only the places of phrases add here.
-                let labels = batch.dictionary_labels;
-                // Places of a dictionary the model has no features for are not read, as the
-                // tensor path does not read them; a batch without places is in no phrase.
-                let read_places = if shares.dictionary_labels > 0 {
-                    labels
-                } else {
-                    0
-                };
+                let (starts, ids) = shares.of_slots(batch);
                 let half = width / 2;
                 let addend = |b: usize, position: usize, d: usize, out: &mut [f32]| {
                     let slot = b * batch.max_len + position;
-                    let places = batch.dictionary[slot * labels..][..read_places]
-                        .iter()
-                        .map(|&id| id as usize)
-                        .filter(|&id| ContextShares::place_adds(id));
-                    // A batch without values (which callers refuse before they get here)
-                    // reads as unknown values, as the tensor path reads it.
-                    let values = shares
-                        .feature_offsets
-                        .iter()
-                        .enumerate()
-                        .map(|(k, offset)| {
-                            offset
-                                + batch
-                                    .features
-                                    .get(k)
-                                    .map_or(Vocab::UNK_ID, |ids| ids[slot] as usize)
-                        });
-                    let mut ids = places.chain(values).peekable();
-                    if ids.peek().is_none() {
+                    let ids = &ids[starts[slot]..starts[slot + 1]];
+                    if ids.is_empty() {
                         return;
                     }
                     // Compiled for this CPU's widest vectors, as the recurrence's own loops are:
@@ -340,7 +342,7 @@ impl Network {
                     crate::vectorize::vectorized(
                         #[inline(always)]
                         || {
-                            for id in ids {
+                            for &id in ids {
                                 let share = &shares.table[id * width + d * half..][..half];
                                 out.iter_mut().zip(share).for_each(|(o, s)| *o += s);
                             }
