@@ -34,9 +34,13 @@ for _ in $(seq 1 120); do
     sleep 1
 done
 # A base model that still has much to learn, so that a version trained on the annotations is
-# served.
+# served; it reads the sample's dictionary, and is served with one more entry given at start
+# (`--dictionary`), which the versions it learns must read too.
 "$nertrain" fit --config configs/sample.toml --set train.epochs=2 \
-    --set "train.output=\"$work/base\"" >/dev/null 2>&1
+    --set "train.output=\"$work/base\"" --set 'data.dictionaries=["data/sample/lists.tsv"]' \
+    --set model.dictionary_dim=3 >/dev/null 2>&1
+printf 'LOC\tZorblat\n' >"$work/extra.tsv"
 "$venv/bin/python" tests/label_studio/live.py --nertrain "$nertrain" --model "$work/base" \
+    --dictionary "$work/extra.tsv" \
     --data data/sample/dev.txt --label-studio "http://localhost:$port" --token $token \
     --results "$results"

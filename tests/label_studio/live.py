@@ -145,6 +145,7 @@ def main():
     parser.add_argument("--port", type=int, default=8931)
     parser.add_argument("--tasks", type=int, default=80)
     parser.add_argument("--results", required=True)
+    parser.add_argument("--dictionary", help="a dictionary file served beside the model's")
     args = parser.parse_args()
 
     studio = Studio(args.label_studio, args.token)
@@ -154,14 +155,20 @@ def main():
     log = open(work / "serve.log", "w")
     server = subprocess.Popen(
         [args.nertrain, "serve", "--model", args.model, "--addr", f"127.0.0.1:{args.port}",
-         "--train-into", str(versions), "--train-epochs", "4", "--threads", "1"],
+         "--train-into", str(versions), "--train-epochs", "4", "--threads", "1"]
+        + (["--dictionary", args.dictionary] if args.dictionary else []),
         stderr=log, env={k: v for k, v in os.environ.items() if not k.startswith("LABEL_STUDIO_")},
     )
     results = {}
     passed = False
     try:
         wait_for("nertrain serve", lambda: up(server, backend), 60)
-        first_version = requests.get(backend + "/model", timeout=5).json()["version"]
+        first = requests.get(backend + "/model", timeout=5).json()
+        first_version = first["version"]
+        if args.dictionary:
+            stored = json.loads((Path(args.model) / "model.json").read_text())["dictionary"]
+            check(first["dictionary"]["entries"] > stored["entries"],
+                  f"served with {first['dictionary']}: the --dictionary file's entries are not there")
 
         gold = sentences(args.data)[: args.tasks]
         texts = [EMOJI_TEXT] + [spans(tokens, tags)[0] for tokens, tags in gold]
@@ -205,7 +212,9 @@ def main():
             want = expected[text_of[prediction["task"]]]
             check(got == want, f"task {prediction['task']}: {got} != tag's {want}")
         emoji = next(p for p in predictions if p["task"] == by_text[EMOJI_TEXT])
-        check(any(r["value"]["text"] == "Peter Blackburn" for r in emoji["result"]),
+        # Entities after the emoji, at offsets that count each emoji as one character.
+        at = lambda r: EMOJI_TEXT[r["value"]["start"]:r["value"]["end"]]
+        check(emoji["result"] and all(at(r) == r["value"]["text"] for r in emoji["result"]),
               f"emoji task: {emoji['result']}")
         results["predictions_checked"] = len(predictions)
 
@@ -289,6 +298,11 @@ def main():
         check(served, f"no version learned from the submissions was served: {settled['versions']}")
         check(serving() == served[-1]["id"] and served[-1]["id"] != first_version,
               f"serving {serving()}, not the newest accepted version {served[-1]['id']}")
+        # The version learnt reads the dictionary the first model was served with: the one
+        # stored in it and the --dictionary file.
+        dictionary = requests.get(backend + "/model", timeout=5).json().get("dictionary")
+        check(dictionary == first.get("dictionary"),
+              f"the version learnt reads the dictionary {dictionary}, not {first.get('dictionary')}")
         results["submissions_to_settled_seconds"] = round(time.perf_counter() - started, 2)
         # Predictions kept coming through the swap, and the new version's among them.
         busy.end(then_seen=served[-1]["id"])

@@ -108,15 +108,6 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         Some(dir) => nertrain_serve::studio::model_to_serve(dir, &args.model)?,
         None => args.model.clone(),
     };
-    if !args.dictionaries.files.is_empty() && args.train_into.is_some() {
-        // The versions learnt would be judged and served without them.
-        return Err(crate::UsageError(
-            "--dictionary and --train-into cannot be given together yet: the versions learnt \
-             from Label Studio read the dictionaries stored in them"
-                .into(),
-        )
-        .into());
-    }
     let tagger =
         args.dictionaries
             .apply(Tagger::load_with_threads(&model, device, args.threads)?)?;
@@ -149,6 +140,8 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
                 tag_threads: args.threads,
                 heldout_percent: args.heldout_percent,
                 every: args.train_every,
+                dictionaries: args.dictionaries.files.clone(),
+                replace_dictionary: args.dictionaries.replace_dictionary,
             },
         },
         ..ServeOptions::default()

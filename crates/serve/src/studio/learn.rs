@@ -50,6 +50,12 @@ pub struct LearnSettings {
     pub heldout_percent: u64,
     /// Annotation events that start a training (a training asked for outright starts one).
     pub every: usize,
+    /// Dictionary files every version is judged and served with, beside the dictionary stored
+    /// in it (which continued training keeps), as the model first served reads them.
+    pub dictionaries: Vec<PathBuf>,
+    /// Whether [`dictionaries`](Self::dictionaries) replace the stored entries of their labels
+    /// rather than extend them.
+    pub replace_dictionary: bool,
 }
 
 impl Default for LearnSettings {
@@ -61,6 +67,8 @@ impl Default for LearnSettings {
             tag_threads: None,
             heldout_percent: 20,
             every: 10,
+            dictionaries: Vec::new(),
+            replace_dictionary: false,
         }
     }
 }
@@ -602,6 +610,12 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), String> {
             .arg("--data")
             .arg(&heldout_file)
             .arg("--json");
+        for file in &shared.settings.dictionaries {
+            eval.arg("--dictionary").arg(file);
+        }
+        if shared.settings.replace_dictionary {
+            eval.arg("--replace-dictionary");
+        }
         let out =
             std::fs::File::create(&scores).map_err(|e| format!("{}: {e}", scores.display()))?;
         eval.stdout(out);
@@ -621,6 +635,12 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), String> {
             current.tagger.device(),
             shared.settings.tag_threads,
         )
+        .and_then(|tagger| {
+            tagger.with_dictionaries(
+                &shared.settings.dictionaries,
+                shared.settings.replace_dictionary,
+            )
+        })
         .map_err(|e| format!("{}: {e}", output.display()))?;
         Some(Version::new(trained).map_err(|e| e.to_string())?)
     } else {
