@@ -544,7 +544,7 @@ impl Tagger {
     /// columns; `documents` are consecutive ranges of them read together (one range per
     /// sentence, or none, for a sentence-level reading). A document-level model reads them in
     /// pieces of at most its `max_tokens`.
-    pub(crate) fn predict<S: AsRef<str>>(
+    pub(crate) fn predict<S: AsRef<str> + Sync>(
         &self,
         sentences: &[Vec<S>],
         features: &[&[Vec<String>]],
@@ -574,7 +574,14 @@ impl Tagger {
                 set_mention_casing(&mut encoded, &words, &pieces);
             }
             if let Some(dictionary) = &self.dictionary {
-                set_dictionary_places(&mut encoded, &words, dictionary, None);
+                // Each sentence's phrases are its own: found on all the threads, in parts.
+                let part = encoded.len().div_ceil(rayon::current_num_threads()).max(1);
+                encoded
+                    .par_chunks_mut(part)
+                    .zip(words.par_chunks(part))
+                    .for_each(|(encoded, words)| {
+                        set_dictionary_places(encoded, words, dictionary, None)
+                    });
             }
         }
         self.decoder().decode(&encoded, &pieces, options)
