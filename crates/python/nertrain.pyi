@@ -158,17 +158,24 @@ def select(
     budget: int,
     *,
     strategy: str = "margin",
+    budget_unit: str = "texts",
     max_similarity: float = 0.7,
+    diversity: float = 0.0,
+    regions: Optional[float] = None,
     seed: int = 1,
     threads: Optional[int] = None,
 ) -> List[Dict[str, Any]]:
     """Chooses the texts of an unlabelled pool most worth labelling next (``nertrain select``).
 
-    ``strategy`` is ``least-confidence``, ``margin``, ``entropy``, ``expected-errors`` or
-    ``random``; a text whose words overlap a chosen one's by more than ``max_similarity``
-    (Jaccard) is skipped. Returns, best first, each chosen text's record as ``tag`` makes it
-    (its entities with confidences, to pre-annotate it) with its ``index`` in ``texts`` and its
-    ``score``.
+    ``strategy`` is ``least-confidence``, ``margin``, ``entropy``, ``expected-errors``,
+    ``mnlp``, ``bald`` or ``random``; ``budget`` counts texts, or with ``budget_unit="tokens"``
+    tokens to decide. A text whose words overlap a chosen one's by more than ``max_similarity``
+    (Jaccard) is skipped; ``diversity`` weighs a text's likeness to those chosen (in the
+    model's own representation) against its worth. With ``regions`` (a marginal threshold),
+    only each text's doubtful regions are to be decided. Returns, best first, each chosen
+    text's record as ``tag`` makes it (its entities with confidences, to pre-annotate it) with
+    its ``index`` in ``texts``, its ``score`` and, with ``regions``, its ``regions``
+    (``[start, end]`` in code points).
     """
 
 Event = Dict[str, Any]

@@ -2,8 +2,10 @@
 REST API: a project whose control, object and data key are not the defaults; tasks from the
 sample (one with emoji before its entities), with another string beside their text; the backend connected; predictions retrieved
 through the Data Manager; annotations submitted; training started from Label Studio; the new
-version serving while /predict requests keep being answered. Measures /predict latency and the
-time from Label Studio's train request to a served version, and writes them as JSON.
+version serving while /predict requests keep being answered; and `select --regions` tasks
+imported into a project that shows the regions to decide, submitted and exported, read back as
+partial labels. Measures /predict latency and the time from Label Studio's train request to a
+served version, and writes them as JSON.
 
 Run by .ci/run (scripts/label-studio-live.sh starts Label Studio): loopback only, bounded in
 time. Needs `requests` (installed with label-studio).
@@ -133,6 +135,60 @@ def timed_predicts(backend, texts, count):
         times.append(time.perf_counter() - started)
         check(response.status_code == 200, f"/predict answered {response.status_code}")
     return times
+
+
+REGIONS_CONFIG = """<View>
+  <Labels name="label" toName="text">
+    <Label value="PER"/><Label value="LOC"/><Label value="ORG"/><Label value="MISC"/>
+  </Labels>
+  <Labels name="check" toName="text"><Label value="check" background="#cccccc"/></Labels>
+  <Text name="text" value="$text"/>
+</View>"""
+
+
+def regions_round_trip(studio, args, texts, work):
+    """`select --regions` tasks imported into a project that shows the regions to decide,
+    submitted as the annotator leaves them, exported, and read back by nertrain as partial
+    labels: decided inside the regions and the entities, unknown elsewhere."""
+    pool = work / "pool.txt"
+    pool.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    tasks_file = work / "region-tasks.json"
+    subprocess.run(
+        [args.nertrain, "select", "--model", args.model, "--input", str(pool), "--budget", "60",
+         "--budget-unit", "tokens", "--strategy", "entropy", "--regions", "0.95",
+         "--output", str(tasks_file)], check=True, capture_output=True, text=True)
+    written = json.loads(tasks_file.read_text(encoding="utf-8"))
+    check(written and all(t["data"].get("known") for t in written), f"tasks without regions: {written[:2]}")
+    project = studio.call("POST", "/api/projects", json={"title": "nertrain regions", "label_config": REGIONS_CONFIG})
+    pid = project["id"]
+    studio.call("POST", f"/api/projects/{pid}/import", json=written)
+    tasks = studio.call("GET", f"/api/tasks?project={pid}&page_size=1000")["tasks"]
+    check(len(tasks) == len(written), f"{len(tasks)} region tasks imported of {len(written)}")
+    predictions = studio.call("GET", f"/api/predictions?project={pid}")
+    check(len(predictions) == len(written), f"{len(predictions)} predictions for {len(written)} region tasks")
+    known_of = {t["id"]: t["data"]["known"] for t in tasks}
+    for prediction in predictions:
+        checks = [[r["value"]["start"], r["value"]["end"]] for r in prediction["result"] if r["from_name"] == "check"]
+        check(checks == known_of[prediction["task"]],
+              f"task {prediction['task']}: regions to check {checks}, data.known {known_of[prediction['task']]}")
+    # The annotator submits each prediction as it stands: its entities and its regions.
+    for prediction in predictions:
+        studio.call("POST", f"/api/tasks/{prediction['task']}/annotations",
+                    json={"result": prediction["result"], "ground_truth": False})
+    export = studio.session.get(f"{studio.url}/api/projects/{pid}/export?exportType=JSON", timeout=120)
+    check(export.ok, f"export: {export.status_code} {export.text[:300]}")
+    export_file = work / "region-export.json"
+    export_file.write_bytes(export.content)
+    converted = subprocess.run([args.nertrain, "convert", "--to", "iob2", str(export_file)],
+                               capture_output=True, text=True)
+    check(converted.returncode == 0, f"convert of the region export: {converted.stderr}")
+    tags = [line.split()[-1] for line in converted.stdout.splitlines()
+            if line.strip() and not line.startswith("-DOCSTART-")]
+    check("-" in tags, "the region export reads as annotated in full: no token is unknown")
+    check(not any(t.endswith("-check") for t in tags), "the regions to check were read as entities")
+    decided = sum(t != "-" for t in tags)
+    check(decided > 0, "nothing was decided in the region export")
+    return {"region_tasks": len(written), "region_tokens_decided": decided, "region_tokens": len(tags)}
 
 
 def main():
@@ -397,6 +453,8 @@ def main():
                         lambda: (lambda l: l if l["training"] is None and (len(l["versions"]) > count or l["last_error"]) else None)(learning()), 120)
         check(done["last_error"] is None, f"with a personal access token: {done['last_error']}")
         results["personal_access_token_version"] = done["versions"][-1]["name"]
+
+        results.update(regions_round_trip(studio, args, texts[1:41], work))
 
         print(json.dumps(results, indent=2))
         Path(args.results).write_text(json.dumps(results, indent=2) + "\n")

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
 use nertrain_data::{CharSpan, PreAnnotated, doccano_lines, label_studio_tasks};
-use nertrain_tagger::{Selection, Strategy, Tagger};
+use nertrain_tagger::{BudgetUnit, MAX_DIVERSITY, Selected, Selection, Strategy, Tagger};
 
 use crate::{Result, UsageError};
 
@@ -29,19 +29,37 @@ pub struct SelectArgs {
     /// The unlabelled pool: one text a line (`-`: stdin). Blank lines are never chosen.
     #[arg(long)]
     input: PathBuf,
-    /// How many texts to choose.
+    /// How many texts to choose, or with `--budget-unit tokens`, how many tokens to decide.
     #[arg(long, value_parser = crate::count(1, 100_000_000))]
     budget: usize,
+    /// What the budget counts: texts, or tokens to decide (as the model cuts the texts; with
+    /// `--regions`, those of the regions only). A text that would overrun what is left is
+    /// passed over for a shorter one.
+    #[arg(long, default_value = "texts", value_parser = parse_unit)]
+    budget_unit: BudgetUnit,
     /// What makes a text worth labelling: least-confidence (1 − p of the best path), margin
     /// (between the two best paths), entropy (of the token marginals, per token),
-    /// expected-errors (among the predicted entities), or random.
+    /// expected-errors (among the predicted entities), mnlp (−ln p of the best path, per
+    /// token), bald (the tags' mutual information with the weights, over passes with dropout
+    /// on, per token), or random.
     #[arg(long, default_value = "margin", value_parser = parse_strategy)]
     strategy: Strategy,
     /// Skip a text whose words overlap a chosen one's by more than this (Jaccard similarity of
     /// their word sets, 0 to 1; 1: keep near-duplicates).
     #[arg(long, default_value_t = 0.7, value_parser = similarity)]
     max_similarity: f64,
-    /// The seed of the random strategy.
+    /// How much a text's likeness to those chosen before it (the cosine of the model's mean
+    /// BiLSTM states over their words) counts against its place in the worth order, 0 to 100;
+    /// 0: not at all.
+    #[arg(long, default_value_t = 0.0, value_parser = diversity)]
+    diversity: f64,
+    /// Only each text's doubtful regions are to be decided: its runs of tokens whose most
+    /// probable tag has a marginal below this (above 0, at most 1), widened to whole
+    /// entities. Tasks carry them (Label Studio: as regions of a `check` control and as
+    /// `data.known`; doccano: as `known`), and a training export reads the rest as unknown.
+    #[arg(long, value_parser = threshold)]
+    regions: Option<f64>,
+    /// The seed of the random strategy and of bald's dropout masks.
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// The annotation tool the tasks are for.
@@ -115,6 +133,28 @@ fn parse_strategy(name: &str) -> std::result::Result<Strategy, String> {
     name.parse()
 }
 
+fn parse_unit(name: &str) -> std::result::Result<BudgetUnit, String> {
+    name.parse()
+}
+
+fn diversity(value: &str) -> std::result::Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(v) if (0.0..=MAX_DIVERSITY).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "expected a number from 0 to {MAX_DIVERSITY}, found {value:?}"
+        )),
+    }
+}
+
+fn threshold(value: &str) -> std::result::Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!(
+            "expected a marginal above 0 and at most 1, found {value:?}"
+        )),
+    }
+}
+
 fn similarity(value: &str) -> std::result::Result<f64, String> {
     match value.parse::<f64>() {
         Ok(v) if (0.0..=1.0).contains(&v) => Ok(v),
@@ -130,7 +170,10 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
     let selection = Selection {
         strategy: args.strategy,
         budget: args.budget,
+        unit: args.budget_unit,
         max_similarity: args.max_similarity,
+        diversity: args.diversity,
+        regions: args.regions,
         seed: args.seed,
     };
     let chosen = tagger
@@ -148,9 +191,11 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
     for selected in &chosen {
         left[selected.index] = false;
     }
+    let cost: usize = chosen.iter().map(Selected::cost).sum();
     let tasks: Vec<PreAnnotated> = chosen
         .into_iter()
         .map(|selected| PreAnnotated {
+            regions: selected.region_offsets(),
             spans: selected
                 .tagged
                 .entities
@@ -191,8 +236,13 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
         nertrain_data::write_output(path, remaining.as_bytes())?;
     }
     let worth = |task: Option<&PreAnnotated>| task.map_or(0.0, |t| t.score);
+    let decided = if args.regions.is_some() {
+        "in their regions"
+    } else {
+        "in all"
+    };
     eprintln!(
-        "chose {} of {} texts by {} (worth {:.4} down to {:.4})",
+        "chose {} of {} texts by {} (worth {:.4} down to {:.4}), {cost} tokens to decide {decided}",
         tasks.len(),
         texts.len(),
         args.strategy.name(),

@@ -89,6 +89,7 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
         marginals: args.probs,
         nbest: args.nbest,
         batch_size: Some(args.batch_size),
+        ..TagSettings::default()
     };
     let options = crate::tag_options(&tagger, settings)?;
     if !args.columns && !tagger.feature_columns().is_empty() {

@@ -241,3 +241,209 @@ fn near_duplicates_and_blank_lines_are_not_chosen_and_random_is_seeded() {
     assert_ne!(seeded("3"), seeded("4"));
     assert!(Path::new(&pool).exists());
 }
+
+/// The tokens and their probabilities `tag --probs` gives each of `texts`.
+fn tokens_of(model: &Path, texts: &[&str]) -> Vec<Vec<serde_json::Value>> {
+    texts
+        .iter()
+        .map(|text| {
+            let out = nertrain(&[
+                "tag",
+                "--model",
+                model.to_str().unwrap(),
+                "--format",
+                "json",
+                "--probs",
+                text,
+            ]);
+            let record: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+            record["tokens"].as_array().unwrap().clone()
+        })
+        .collect()
+}
+
+#[test]
+fn token_budgets_count_the_tokens_of_the_texts_chosen() {
+    let model = sample_model("sentence");
+    for strategy in ["mnlp", "bald", "random", "margin"] {
+        let out = select(&[
+            "--input",
+            "data/sample/pool.txt",
+            "--budget",
+            "50",
+            "--budget-unit",
+            "tokens",
+            "--strategy",
+            strategy,
+            "--format",
+            "doccano",
+        ]);
+        assert!(out.status.success(), "{strategy}: {}", stderr(&out));
+        let lines: Vec<serde_json::Value> = stdout(&out)
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        let texts: Vec<&str> = lines.iter().map(|l| l["text"].as_str().unwrap()).collect();
+        let tokens: usize = tokens_of(&model, &texts).iter().map(Vec::len).sum();
+        assert!((40..=50).contains(&tokens), "{strategy}: {tokens} tokens");
+        assert!(
+            stderr(&out).contains(&format!("{tokens} tokens to decide in all")),
+            "{}",
+            stderr(&out)
+        );
+        assert!(lines.iter().all(|l| l.get("known").is_none()));
+    }
+}
+
+#[test]
+fn regions_to_decide_are_the_doubtful_tokens_and_read_back_as_partial_labels() {
+    let dir = scratch("select-regions");
+    let tasks = dir.join("tasks.json");
+    let model = sample_model("sentence");
+    let out = select(&[
+        "--input",
+        "data/sample/pool.txt",
+        "--budget",
+        "40",
+        "--budget-unit",
+        "tokens",
+        "--strategy",
+        "entropy",
+        "--regions",
+        "0.95",
+        "--output",
+        tasks.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("tokens to decide in their regions"),
+        "{}",
+        stderr(&out)
+    );
+    let mut written: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&tasks).unwrap()).unwrap();
+    assert!(!written.is_empty());
+    let mut decided = 0;
+    for task in &mut written {
+        let text = task["data"]["text"].as_str().unwrap().to_string();
+        let known: Vec<(usize, usize)> =
+            serde_json::from_value(task["data"]["known"].clone()).unwrap();
+        let result = task["predictions"][0]["result"].as_array().unwrap();
+        let checks: Vec<(usize, usize)> = result
+            .iter()
+            .filter(|r| r["from_name"] == "check")
+            .map(|r| {
+                let v = &r["value"];
+                assert_eq!(v["labels"], serde_json::json!(["check"]));
+                (
+                    v["start"].as_u64().unwrap() as usize,
+                    v["end"].as_u64().unwrap() as usize,
+                )
+            })
+            .collect();
+        assert_eq!(checks, known, "{text}");
+        // A region is the doubtful tokens, widened to whole entities: every token whose best
+        // tag is below the threshold is in one, and every region holds one.
+        let tokens = &tokens_of(&model, &[&text])[0];
+        let best = |t: &serde_json::Value| {
+            t["probs"]
+                .as_object()
+                .unwrap()
+                .values()
+                .map(|p| p.as_f64().unwrap())
+                .fold(0.0, f64::max)
+        };
+        let inside = |t: &serde_json::Value| {
+            let (s, e) = (
+                t["start"].as_u64().unwrap() as usize,
+                t["end"].as_u64().unwrap() as usize,
+            );
+            known.iter().any(|&(a, b)| a <= s && e <= b)
+        };
+        for token in tokens {
+            if best(token) < 0.95 {
+                assert!(inside(token), "{text}: {token}");
+            }
+            decided += usize::from(inside(token));
+        }
+        for &(a, b) in &known {
+            assert!(
+                tokens.iter().any(|t| best(t) < 0.95
+                    && t["start"].as_u64().unwrap() as usize >= a
+                    && t["end"].as_u64().unwrap() as usize <= b),
+                "{text}: {a}..{b}"
+            );
+        }
+        // What Label Studio exports once the annotator submits the prediction as it is.
+        task["annotations"] = serde_json::json!([{"id": 1, "result": result.clone()}]);
+    }
+    assert!((1..=40).contains(&decided), "{decided}");
+    let export = dir.join("export.json");
+    std::fs::write(&export, serde_json::to_string(&written).unwrap()).unwrap();
+    let out = nertrain(&["convert", "--to", "iob2", export.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let conll = stdout(&out);
+    let tags: Vec<&str> = conll
+        .lines()
+        .filter(|l| !l.is_empty() && !l.starts_with("-DOCSTART-"))
+        .map(|l| l.rsplit(' ').next().unwrap())
+        .collect();
+    // The check regions are no entities; what lies outside them and the entities is unknown.
+    assert!(!conll.contains("check"), "{conll}");
+    assert!(tags.contains(&"-"), "{conll}");
+    assert!(
+        tags.iter().filter(|&&t| t != "-").count() >= decided,
+        "{conll}"
+    );
+    // And it trains, as partial labels.
+    let run = dir.join("run");
+    let out = common::fit_small(
+        &run,
+        1,
+        &[
+            "--set",
+            &format!("data.train={}", serde_json::to_string(&export).unwrap()),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn selection_settings_out_of_range_are_refused() {
+    for (args, message) in [
+        (vec!["--regions", "0"], "--regions"),
+        (vec!["--regions", "1.5"], "--regions"),
+        (vec!["--diversity=-1"], "--diversity"),
+        (vec!["--diversity", "101"], "--diversity"),
+        (vec!["--budget-unit", "pages"], "expected texts or tokens"),
+        (vec!["--strategy", "bold"], "mnlp, bald"),
+    ] {
+        let mut all = vec!["--input", "data/sample/pool.txt", "--budget", "3"];
+        all.extend(&args);
+        let out = select(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+    }
+    // BALD reads the spread of passes with dropout on: a model without dropout has none.
+    let dir = scratch("select-no-dropout");
+    let run = dir.join("run");
+    let out = common::fit_small(&run, 1, &["--set", "model.dropout=0"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = nertrain(&[
+        "select",
+        "--model",
+        run.to_str().unwrap(),
+        "--input",
+        "data/sample/pool.txt",
+        "--budget",
+        "3",
+        "--strategy",
+        "bald",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("trained without dropout"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -22,8 +22,8 @@ mod units;
 
 use formats::Tally;
 pub use formats::{
-    AnnotationFormat, PreAnnotated, StudioPrediction, StudioRegion, StudioTarget, doccano_lines,
-    label_studio_tasks, narrow_label_studio_tasks,
+    AnnotationFormat, CHECK, PreAnnotated, StudioPrediction, StudioRegion, StudioTarget,
+    doccano_lines, label_studio_tasks, narrow_label_studio_tasks,
 };
 
 /// An entity as character offsets into its text.
@@ -773,6 +773,7 @@ mod tests {
             )],
             score: 1.0,
             line: 1,
+            regions: Vec::new(),
         }]);
         assert!(
             written.contains(&format!(
@@ -1026,6 +1027,104 @@ mod tests {
         .unwrap();
         assert!(!corpus.texts[0].is_partial());
         assert!(corpus.texts[1].is_partial());
+    }
+
+    /// Tasks `select --regions` writes, annotated as Label Studio exports them when the
+    /// annotator submits the prediction with `results` (its regions, as JSON) in its place.
+    fn region_tasks(results: impl Fn(&serde_json::Value) -> serde_json::Value) -> String {
+        let span = |start, end, label: &str| CharSpan {
+            start,
+            end,
+            label: label.into(),
+        };
+        let written = label_studio_tasks(
+            &[PreAnnotated {
+                text: "Anna Kovacs met Bob Lee in Oslo.".into(),
+                spans: vec![(span(0, 11, "PER"), 0.99), (span(16, 23, "ORG"), 0.4)],
+                score: 0.5,
+                line: 3,
+                regions: vec![(16, 23)],
+            }],
+            "nertrain test",
+        );
+        let mut tasks: Vec<serde_json::Value> = serde_json::from_str(&written).unwrap();
+        for task in &mut tasks {
+            let result = results(&task["predictions"][0]["result"]);
+            task["annotations"] = serde_json::json!([{"id": 1, "result": result}]);
+        }
+        serde_json::to_string(&tasks).unwrap()
+    }
+
+    #[test]
+    fn tasks_to_decide_in_regions_read_back_as_partly_annotated() {
+        // The annotator corrects the doubtful entity and keeps the region to check.
+        let corrected = region_tasks(|result| {
+            let mut result = result.clone();
+            result[1]["value"]["labels"] = serde_json::json!(["PER"]);
+            result
+        });
+        let written: Vec<serde_json::Value> = serde_json::from_str(&corrected).unwrap();
+        let checks: Vec<&serde_json::Value> = written[0]["predictions"][0]["result"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["from_name"] == CHECK)
+            .collect();
+        assert_eq!(checks.len(), 1);
+        assert_eq!(checks[0]["value"]["text"], "Bob Lee");
+        assert_eq!(written[0]["data"]["known"], serde_json::json!([[16, 23]]));
+        let corpus = read_written("ls-regions", "e.json", &corrected).unwrap();
+        // The check region is what was decided, not an entity.
+        assert_eq!(spans_of(&corpus), [vec![(0, 11, "PER"), (16, 23, "PER")]]);
+        assert_eq!(corpus.texts[0].known, Some(vec![(16, 23), (16, 23)]));
+        // A region the annotator added is decided too; data.known stands when they delete one.
+        let widened = region_tasks(|result| {
+            let mut result = result.as_array().unwrap().clone();
+            let mut added = result[2].clone();
+            added["value"] =
+                serde_json::json!({"start": 27, "end": 31, "text": "Oslo", "labels": [CHECK]});
+            result.pop();
+            result.push(added);
+            serde_json::Value::Array(result)
+        });
+        let corpus = read_written("ls-regions-widened", "e.json", &widened).unwrap();
+        assert_eq!(corpus.texts[0].known, Some(vec![(16, 23), (27, 31)]));
+        // What the learner narrows to keeps them.
+        let tasks: Vec<&serde_json::value::RawValue> = serde_json::from_str(&widened).unwrap();
+        let narrowed = narrow_label_studio_tasks(&tasks, "text", "text").unwrap();
+        let narrowed = read_written(
+            "ls-regions-narrowed",
+            "e.json",
+            std::str::from_utf8(&narrowed).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            narrowed.texts,
+            corpus
+                .texts
+                .iter()
+                .map(|t| AnnotatedText {
+                    source: narrowed.texts[0].source.clone(),
+                    ..t.clone()
+                })
+                .collect::<Vec<_>>()
+        );
+        // JSON-MIN: the control's key and the data's, flattened.
+        let min = r#"[{"id": 1, "text": "Anna met Bob today", "known": [[9, 12]], "annotation_id": 2,
+            "label": [{"start": 0, "end": 4, "text": "Anna", "labels": ["PER"]}],
+            "check": [{"start": 5, "end": 8, "text": "met", "labels": ["check"]}]}]"#;
+        let corpus = read_written("ls-regions-min", "e.json", min).unwrap();
+        assert_eq!(spans_of(&corpus), [vec![(0, 4, "PER")]]);
+        assert_eq!(corpus.texts[0].known, Some(vec![(9, 12), (5, 8)]));
+        let bad = region_tasks(|result| result.clone())
+            .replace(r#""known":[[16,23]]"#, r#""known":"all""#);
+        let error = read_written("ls-regions-bad", "e.json", &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("data.known: expected the regions decided"),
+            "{error}"
+        );
     }
 
     #[test]

@@ -25,7 +25,7 @@ mod vectors;
 mod vocab;
 
 pub use annotated::{
-    AnnotatedCorpus, AnnotatedText, AnnotationFormat, CharSpan, Misaligned, PreAnnotated,
+    AnnotatedCorpus, AnnotatedText, AnnotationFormat, CHECK, CharSpan, Misaligned, PreAnnotated,
     StudioPrediction, StudioRegion, StudioTarget, doccano_lines, is_annotated, label_studio_tasks,
     narrow_label_studio_tasks, parse_annotated, read_annotated,
 };

@@ -33,7 +33,7 @@ pub use files::{
 pub use grow::{GrowError, first_non_finite, grown_from};
 pub use inputs::BatchTensors;
 pub use network::{
-    CharFeatures, ContextShares, FeatureEmbeddings, Network, NetworkConfig, VocabSizes,
+    CharFeatures, ContextShares, Dropped, FeatureEmbeddings, Network, NetworkConfig, VocabSizes,
 };
 pub use word_gates::{FormInputs, WordGates};
 

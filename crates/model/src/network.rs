@@ -258,6 +258,22 @@ impl FeatureEmbeddings {
     }
 }
 
+/// Where the network applies dropout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dropped {
+    /// The BiLSTM's input: each word's features joined, `[batch, max_len, input]`.
+    Input,
+    /// The BiLSTM's output, before the emission scores, `[batch, max_len, 2 * hidden]`.
+    Output,
+}
+
+/// What inference from cached word gates gives: the BiLSTM's output, and the emissions when
+/// tensor operations made them with it (read from the cached rows, they are left to make).
+struct Cached {
+    states: Tensor<3>,
+    emissions: Option<Tensor<3>>,
+}
+
 /// What a batch's words bring to the LSTM's input.
 enum WordInput {
     /// Their embeddings, `[batch, max_len, word_dim]`.
@@ -306,12 +322,42 @@ impl Network {
     /// Per-token tag scores, `[batch, max_len, tags]`.
     pub fn emissions(&self, inputs: &BatchTensors) -> Tensor<3> {
         let vectors = self.words.forward(inputs.words.clone());
-        self.encode(inputs, WordInput::Vectors(vectors)).0
+        let drop = |x: Tensor<3>, _: Dropped| self.dropout.forward(x);
+        self.encode(inputs, WordInput::Vectors(vectors), &drop).0
+    }
+
+    /// [`emissions`](Self::emissions) with dropout on at inference (Monte Carlo dropout): each
+    /// place dropout applies to ([`Dropped`]) is multiplied by `mask(shape, place)`, the
+    /// kept values' factors (0, or 1 / (1 − p)), so that a caller draws them reproducibly.
+    pub fn emissions_with_masks(
+        &self,
+        inputs: &BatchTensors,
+        mask: &dyn Fn([usize; 3], Dropped) -> Tensor<3>,
+    ) -> Tensor<3> {
+        let vectors = self.words.forward(inputs.words.clone());
+        let drop = |x: Tensor<3>, place: Dropped| {
+            let factors = mask(x.dims(), place);
+            x * factors
+        };
+        self.encode(inputs, WordInput::Vectors(vectors), &drop).0
     }
 
     /// [`emissions`](Self::emissions) with each word's share of the LSTM's input projection read
     /// from `cache` rather than computed: for inference, where the weights do not change.
     pub fn emissions_with_cache(&self, batch: &Batch, cache: &WordGates) -> Tensor<3> {
+        let Cached { states, emissions } = self.cached(batch, cache);
+        emissions.unwrap_or_else(|| self.emissions.forward(self.dropout.forward(states)))
+    }
+
+    /// The BiLSTM's output for each word, `[batch, max_len, 2 * hidden]`, read from `cache` as
+    /// [`emissions_with_cache`](Self::emissions_with_cache) reads it: what the model makes of
+    /// each word in its sentence, before the emission scores.
+    pub fn states_with_cache(&self, batch: &Batch, cache: &WordGates) -> Tensor<3> {
+        self.cached(batch, cache).states
+    }
+
+    /// Inference from `cache`: see [`Cached`].
+    fn cached(&self, batch: &Batch, cache: &WordGates) -> Cached {
         let device = self.words.weight.device();
         // On the CPU, without sentence or document features to add, the recurrence reads the
         // cached rows straight into each step: a batch's gates are never laid out whole.
@@ -351,11 +397,19 @@ impl Network {
                 };
                 recurrence::infer_from_rows(&at, Some(&addend), recurrent, &batch.lengths)
             });
-            return self.emissions.forward(self.dropout.forward(h));
+            return Cached {
+                states: h,
+                emissions: None,
+            };
         }
         let inputs = BatchTensors::new(batch, &device);
         let gates = cache.gates(self, batch);
-        self.encode(&inputs, WordInput::Gates(gates)).0
+        let drop = |x: Tensor<3>, _: Dropped| self.dropout.forward(x);
+        let (emissions, _, states) = self.encode(&inputs, WordInput::Gates(gates), &drop);
+        Cached {
+            states,
+            emissions: Some(emissions),
+        }
     }
 
     /// Whether inference from [`WordGates`] on `device` reads the cached rows straight into the
@@ -411,8 +465,14 @@ impl Network {
         features
     }
 
-    /// The emissions, and the character language model's states when there is one.
-    fn encode(&self, inputs: &BatchTensors, words: WordInput) -> (Tensor<3>, Option<WordStates>) {
+    /// The emissions, the character language model's states when there is one, and the
+    /// BiLSTM's output; `drop` applies dropout where [`Dropped`] says.
+    fn encode(
+        &self,
+        inputs: &BatchTensors,
+        words: WordInput,
+        drop: &dyn Fn(Tensor<3>, Dropped) -> Tensor<3>,
+    ) -> (Tensor<3>, Option<WordStates>, Tensor<3>) {
         let [batch, time] = inputs.words.dims();
         let in_sentence = |f: Tensor<2>| {
             let d = f.dims()[1];
@@ -448,7 +508,7 @@ impl Network {
         let gates = match words {
             WordInput::Vectors(vectors) => {
                 let x = Tensor::cat([vec![vectors], form, context].concat(), 2);
-                self.encoder.input.forward(self.dropout.forward(x))
+                self.encoder.input.forward(drop(x, Dropped::Input))
             }
             // Inference only, where dropout is the identity.
             WordInput::Gates(gates) if context.is_empty() => gates,
@@ -464,7 +524,8 @@ impl Network {
             }
         };
         let h = self.encoder.forward_gates(gates, &inputs.lengths);
-        (self.emissions.forward(self.dropout.forward(h)), lm_states)
+        let emissions = self.emissions.forward(drop(h.clone(), Dropped::Output));
+        (emissions, lm_states, h)
     }
 
     /// Each dictionary place id's and feature value id's share of the LSTM's input projection
@@ -591,7 +652,9 @@ impl Network {
                 found: Vec::new(),
             });
         };
-        let (emissions, lm_states) = self.encode(inputs, WordInput::Vectors(word_vectors));
+        let drop = |x: Tensor<3>, _: Dropped| self.dropout.forward(x);
+        let (emissions, lm_states, _) =
+            self.encode(inputs, WordInput::Vectors(word_vectors), &drop);
         let potentials = self.crf.potentials(constraints);
         let (mask, lengths) = (inputs.mask.clone(), &inputs.lengths);
         let crf_nll = match inputs.allowed.clone() {

@@ -138,16 +138,19 @@ impl Tagger {
 struct SelectedRecord {
     index: usize,
     score: f64,
+    /// With `regions`: the regions to decide, `[start, end]` in code points.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    regions: Vec<(usize, usize)>,
     #[serde(flatten)]
     record: nertrain_tagger::Record,
 }
 
 /// Chooses the texts of `texts` (an unlabelled pool) most worth labelling next, as
 /// `nertrain select` does: a list of dicts, the best first, each the record `tag` makes of the
-/// text (entities with confidences: its pre-annotation) with its `index` in the pool and its
-/// `score` by the strategy.
+/// text (entities with confidences: its pre-annotation) with its `index` in the pool, its
+/// `score` by the strategy and, with `regions`, the `regions` to decide.
 #[pyfunction]
-#[pyo3(signature = (model_dir, texts, budget, *, strategy = "margin", max_similarity = 0.7, seed = 1, threads = None))]
+#[pyo3(signature = (model_dir, texts, budget, *, strategy = "margin", budget_unit = "texts", max_similarity = 0.7, diversity = 0.0, regions = None, seed = 1, threads = None))]
 #[allow(clippy::too_many_arguments)]
 fn select<'py>(
     py: Python<'py>,
@@ -155,17 +158,26 @@ fn select<'py>(
     texts: Vec<String>,
     budget: usize,
     strategy: &str,
+    budget_unit: &str,
     max_similarity: f64,
+    diversity: f64,
+    regions: Option<f64>,
     seed: u64,
     threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyList>> {
     let strategy: nertrain_tagger::Strategy = strategy
         .parse()
         .map_err(|e| PyValueError::new_err(format!("strategy: {e}")))?;
+    let unit: nertrain_tagger::BudgetUnit = budget_unit
+        .parse()
+        .map_err(|e| PyValueError::new_err(format!("budget_unit: {e}")))?;
     let selection = nertrain_tagger::Selection {
         strategy,
         budget,
+        unit,
         max_similarity,
+        diversity,
+        regions,
         seed,
     };
     let chosen = py
@@ -179,6 +191,7 @@ fn select<'py>(
                     .map(|s| SelectedRecord {
                         index: s.index,
                         score: s.score,
+                        regions: s.region_offsets(),
                         record: s.tagged.into_record(labels),
                     })
                     .collect::<Vec<_>>(),

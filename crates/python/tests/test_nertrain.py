@@ -336,8 +336,25 @@ def test_select_chooses_as_the_cli_does(model):
         for c, e in zip(chosen, expected):
             assert c["text"] == pool[c["index"]] == e["text"]
             assert [[x["start"], x["end"], x["label"]] for x in c["entities"]] == e["label"]
+    # A budget of tokens, regions to decide, and the model's own likeness of texts.
+    options = {"budget_unit": "tokens", "regions": 0.95, "diversity": 1.0}
+    for strategy in ["mnlp", "bald"]:
+        chosen = nertrain.select(model, pool, 40, strategy=strategy, **options)
+        printed = cli(
+            "select", "--model", str(model), "--input", str(SAMPLE / "pool.txt"),
+            "--budget", "40", "--strategy", strategy, "--format", "doccano",
+            "--budget-unit", "tokens", "--regions", "0.95", "--diversity", "1",
+        )
+        expected = [json.loads(line) for line in printed.splitlines()]
+        assert [c["index"] + 1 for c in chosen] == [e["line"] for e in expected]
+        assert [c["score"] for c in chosen] == [e["score"] for e in expected]
+        assert [c["regions"] for c in chosen] == [e["known"] for e in expected]
     with pytest.raises(ValueError, match="strategy"):
         nertrain.select(model, pool, 4, strategy="best")
+    with pytest.raises(ValueError, match="budget_unit"):
+        nertrain.select(model, pool, 4, budget_unit="pages")
+    with pytest.raises(ValueError, match="regions"):
+        nertrain.select(model, pool, 4, regions=2.0)
 
 
 def test_fit_continues_a_model_as_the_cli_does(tmp_path, model):

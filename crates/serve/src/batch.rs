@@ -118,8 +118,8 @@ impl Batcher {
             reply,
         };
         let sender = lock(&self.sender);
-        match sender.as_ref().map(|s| s.send(job)) {
-            Some(Ok(())) => Submitted::Queued(receiver),
+        match sender.as_ref().map(|s| s.send(job).is_ok()) {
+            Some(true) => Submitted::Queued(receiver),
             _ => refuse(),
         }
     }

@@ -7,13 +7,14 @@ use std::collections::HashMap;
 use std::ops::Range;
 
 use burn::tensor::Device;
+use burn::tensor::{Tensor, TensorData};
 use nertrain_data::{
     Batch, BatchPlan, Casing, Corpus, DEFAULT_DOCUMENT_TOKENS, Encoded, Report, Scorer, Span,
     TagScheme, Vocabularies, document_pieces, ends_before, parse_tag, render_spans,
     set_dictionary_places, set_mention_casing, spans,
 };
 use nertrain_model::crf::{Potentials, host_emissions};
-use nertrain_model::{Constraints, CrfError, ModelMeta, Network, WordGates};
+use nertrain_model::{BatchTensors, Constraints, CrfError, Dropped, ModelMeta, Network, WordGates};
 use rayon::prelude::*;
 
 use crate::{Error, Result, Tagger};
@@ -36,6 +37,13 @@ pub struct TagOptions {
     /// How strongly other mentions in the document pull a word's prediction
     /// ([`DocumentContext::consistency`](nertrain_model::DocumentContext)); 0: not at all.
     pub consistency: f64,
+    /// Each sentence's representation: the mean of the BiLSTM's output over its words.
+    pub representation: bool,
+    /// When more than 0: each token's mutual information between its tag and the model's
+    /// weights (BALD), from this many passes with dropout on (Monte Carlo dropout).
+    pub dropout_samples: usize,
+    /// The seed of those passes' dropout masks.
+    pub dropout_seed: u64,
 }
 
 impl Default for TagOptions {
@@ -47,6 +55,9 @@ impl Default for TagOptions {
             nbest: 1,
             batch_size: 100,
             consistency: 0.0,
+            representation: false,
+            dropout_samples: 0,
+            dropout_seed: 0,
         }
     }
 }
@@ -67,6 +78,13 @@ pub struct Prediction {
     pub marginals: Vec<Vec<f64>>,
     /// With `nbest > 1`: the best paths, best first, with their probabilities.
     pub nbest: Vec<RankedPath>,
+    /// With `confidence`, `marginals` or `nbest > 1`: ln p(best path | sentence).
+    pub log_probability: Option<f64>,
+    /// With `representation`: the mean of the BiLSTM's output over the sentence's words.
+    pub representation: Vec<f32>,
+    /// With `dropout_samples`: each token's mutual information between its tag and the
+    /// weights, in nats.
+    pub mutual_information: Vec<f64>,
 }
 
 /// One of a sentence's n best tag paths.
@@ -203,10 +221,28 @@ impl<'a> Decoder<'a> {
             )
         };
         let mut predictions = vec![Prediction::default(); sentences.len()];
+        if options.representation || options.dropout_samples > 0 {
+            let batches = self.batches(&lengths, (0..sentences.len()).collect(), options);
+            let extras = batches
+                .par_iter()
+                .map(|indices| self.extras(&potentials, sentences, indices, options))
+                .collect::<Result<Vec<_>>>()?;
+            for (indices, batch) in batches.iter().zip(extras) {
+                for (&i, (representation, information)) in indices.iter().zip(batch) {
+                    predictions[i].representation = representation;
+                    predictions[i].mutual_information = information;
+                }
+            }
+        }
         let mut place = |batches: &[Vec<usize>], decoded: Vec<Vec<Prediction>>| {
             for (indices, batch) in batches.iter().zip(decoded) {
                 for (&i, prediction) in indices.iter().zip(batch) {
-                    predictions[i] = prediction;
+                    let extras = std::mem::take(&mut predictions[i]);
+                    predictions[i] = Prediction {
+                        representation: extras.representation,
+                        mutual_information: extras.mutual_information,
+                        ..prediction
+                    };
                 }
             }
         };
@@ -282,6 +318,114 @@ impl<'a> Decoder<'a> {
             .collect()
     }
 
+    /// For each of `indices`, what `options` asks for besides decoding: `sentences[i]`'s
+    /// representation and its tokens' mutual information.
+    fn extras(
+        &self,
+        p: &Potentials,
+        sentences: &[Encoded],
+        indices: &[usize],
+        options: TagOptions,
+    ) -> Result<Vec<(Vec<f32>, Vec<f64>)>> {
+        let batch = Batch::new(sentences, indices.to_vec(), self.reading.max_word_len);
+        let mut extras = vec![(Vec::new(), Vec::new()); indices.len()];
+        if options.representation {
+            let states = self.model.states_with_cache(&batch, self.word_gates);
+            let [_, time, d] = states.dims();
+            let values = nertrain_model::host_values(states);
+            for (row, &length) in batch.lengths.iter().enumerate() {
+                let mut mean = vec![0.0f32; d];
+                for t in 0..length {
+                    let state = &values[(row * time + t) * d..][..d];
+                    mean.iter_mut().zip(state).for_each(|(m, v)| *m += v);
+                }
+                mean.iter_mut().for_each(|m| *m /= length.max(1) as f32);
+                extras[row].0 = mean;
+            }
+        }
+        if options.dropout_samples > 0 {
+            let informations = self.mutual_information(p, sentences, indices, &batch, options)?;
+            for (extra, information) in extras.iter_mut().zip(informations) {
+                extra.1 = information;
+            }
+        }
+        Ok(extras)
+    }
+
+    /// Each token's mutual information between its tag and the model's weights (BALD: the
+    /// entropy of the mean of the tag marginals over passes with dropout on, less the mean of
+    /// their entropies), for the sentences `indices` in `batch`. Each sentence's dropout masks
+    /// are drawn from its own words and `options.dropout_seed`, so they do not depend on the
+    /// sentences it is batched with.
+    fn mutual_information(
+        &self,
+        p: &Potentials,
+        sentences: &[Encoded],
+        indices: &[usize],
+        batch: &Batch,
+        options: TagOptions,
+    ) -> Result<Vec<Vec<f64>>> {
+        use rand::{Rng, SeedableRng};
+        let k = self.vocab.tags.len();
+        let samples = options.dropout_samples;
+        let keep = 1.0 - self.model.dropout.prob;
+        let seeds: Vec<u64> = indices
+            .iter()
+            .map(|&i| sentence_seed(&sentences[i], options.dropout_seed))
+            .collect();
+        let inputs = BatchTensors::new(batch, self.device);
+        let mut mean: Vec<Vec<f64>> = batch.lengths.iter().map(|&n| vec![0.0; n * k]).collect();
+        let mut mean_entropy: Vec<Vec<f64>> = batch.lengths.iter().map(|&n| vec![0.0; n]).collect();
+        for sample in 0..samples {
+            let mask = |shape: [usize; 3], place: Dropped| {
+                let [rows, time, d] = shape;
+                let mut factors = Vec::with_capacity(rows * time * d);
+                for &seed in &seeds {
+                    let stream = seed ^ ((sample as u64) << 1 | (place == Dropped::Output) as u64);
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(stream);
+                    factors.extend((0..time * d).map(|_| {
+                        if keep >= 1.0 || rng.random::<f64>() < keep {
+                            (1.0 / keep) as f32
+                        } else {
+                            0.0
+                        }
+                    }));
+                }
+                Tensor::<3>::from_data(TensorData::new(factors, shape), self.device)
+            };
+            let emissions = self.model.emissions_with_masks(&inputs, &mask);
+            let emissions = host_emissions(emissions, &batch.lengths);
+            for (row, emissions) in emissions.iter().enumerate() {
+                let fb = p.forward_backward(emissions)?;
+                for t in 0..batch.lengths[row] {
+                    let mut entropy = 0.0;
+                    for tag in 0..k {
+                        let q = fb.marginal(t, tag);
+                        mean[row][t * k + tag] += q / samples as f64;
+                        if q > 0.0 {
+                            entropy -= q * q.ln();
+                        }
+                    }
+                    mean_entropy[row][t] += entropy / samples as f64;
+                }
+            }
+        }
+        Ok(mean
+            .iter()
+            .zip(&mean_entropy)
+            .map(|(mean, mean_entropy)| {
+                mean.chunks(k)
+                    .zip(mean_entropy)
+                    .map(|(q, &expected)| {
+                        let entropy: f64 =
+                            q.iter().filter(|&&q| q > 0.0).map(|&q| -q * q.ln()).sum();
+                        (entropy - expected).max(0.0)
+                    })
+                    .collect()
+            })
+            .collect())
+    }
+
     /// The emissions of `sentences[i]` for each of `indices`, on the host, `[length * tags]` each.
     fn emissions(&self, sentences: &[Encoded], indices: &[usize]) -> Vec<Vec<f64>> {
         let batch = Batch::new(sentences, indices.to_vec(), self.reading.max_word_len);
@@ -313,6 +457,7 @@ impl<'a> Decoder<'a> {
             };
             if options.confidence || options.marginals || nbest.is_some() {
                 let fb = p.forward_backward(emissions)?;
+                prediction.log_probability = Some(p.row_score(emissions, &best_path)? - fb.log_z);
                 if options.confidence {
                     prediction.confidences = prediction
                         .spans
@@ -623,6 +768,14 @@ impl Tagger {
             &self.word_gates,
         )
     }
+}
+
+/// The seed of a sentence's dropout masks: its words and characters, and `seed`.
+fn sentence_seed(sentence: &Encoded, seed: u64) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    (seed, &sentence.words, &sentence.chars).hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The entity types among a tag vocabulary.

@@ -75,9 +75,13 @@ pub use error::Error;
 pub use evaluate::{Evaluation, FileEvaluation, FileScores, Scored, SpanEvaluation};
 /// A word with its character offsets: what [`Tagger::tokenize`] gives and [`Tagger::tag_tokens`] reads.
 pub use nertrain_data::Token;
-pub use options::{MAX_BATCH_SENTENCES, MAX_CONSISTENCY, MAX_NBEST, TagSettings, thread_pool};
+pub use options::{
+    MAX_BATCH_SENTENCES, MAX_CONSISTENCY, MAX_DROPOUT_SAMPLES, MAX_NBEST, TagSettings, thread_pool,
+};
 pub use record::{Alternative, Entity, Record, TokenProbabilities, html_page, record_size_bound};
-pub use select::{Selected, Selection, Strategy};
+pub use select::{
+    BALD_SAMPLES, BudgetUnit, MAX_DIVERSITY, Selected, Selection, Strategy, doubtful_regions,
+};
 pub use stream::TagStream;
 use threads::Threads;
 pub use threads::lock;
@@ -220,6 +224,14 @@ pub struct Tagged {
     /// With `nbest > 1`: the best paths, best first, with their probabilities. A text of several
     /// sentences keeps only its best path, whose probability is the product of its sentences'.
     pub nbest: Vec<TagPath>,
+    /// With `confidence`, `marginals` or `nbest > 1`: ln p(best path | text), the sum of its
+    /// sentences'.
+    pub log_probability: Option<f64>,
+    /// With `representation`: the mean of the BiLSTM's output over the text's words.
+    pub representation: Vec<f32>,
+    /// With `dropout_samples`: each token's mutual information between its tag and the
+    /// model's weights (BALD), in nats.
+    pub mutual_information: Vec<f64>,
 }
 
 /// One tag sequence of a text and its probability under the model.
@@ -639,6 +651,20 @@ fn join(pieces: Vec<Prediction>, scheme: TagScheme) -> Prediction {
     }
     let mut joined = Prediction::default();
     let mut best_probability = pieces.iter().all(|p| !p.nbest.is_empty()).then_some(1.0);
+    joined.log_probability = pieces.iter().map(|p| p.log_probability).sum();
+    // The text's representation: its pieces' means, weighted by their words.
+    let words: usize = pieces.iter().map(|p| p.tags.len()).sum();
+    if let Some(d) = pieces.first().map(|p| p.representation.len())
+        && d > 0
+    {
+        joined.representation = vec![0.0; d];
+        for piece in &pieces {
+            let weight = piece.tags.len() as f32 / words.max(1) as f32;
+            for (sum, value) in joined.representation.iter_mut().zip(&piece.representation) {
+                *sum += weight * value;
+            }
+        }
+    }
     for piece in pieces {
         let offset = joined.tags.len();
         joined
@@ -652,6 +678,7 @@ fn join(pieces: Vec<Prediction>, scheme: TagScheme) -> Prediction {
         joined.score += piece.score;
         joined.confidences.extend(piece.confidences);
         joined.marginals.extend(piece.marginals);
+        joined.mutual_information.extend(piece.mutual_information);
         if let (Some(p), Some(best)) = (best_probability.as_mut(), piece.nbest.first()) {
             *p *= best.probability;
         }
@@ -705,6 +732,9 @@ fn tagged(text: &str, tokens: Vec<Token>, prediction: Prediction) -> Tagged {
         tags: prediction.tags,
         marginals: prediction.marginals,
         nbest,
+        log_probability: prediction.log_probability,
+        representation: prediction.representation,
+        mutual_information: prediction.mutual_information,
     }
 }
 

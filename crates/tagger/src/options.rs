@@ -13,6 +13,10 @@ pub const MAX_CONSISTENCY: f64 = 1000.0;
 /// The most sentences one decoding batch may hold.
 pub const MAX_BATCH_SENTENCES: usize = 100_000;
 
+/// The most passes with dropout on that one call may ask for: each costs a pass over the
+/// texts through the network's tensor operations.
+pub const MAX_DROPOUT_SAMPLES: usize = 100;
+
 /// A caller's changes to a model's decoding settings; [`Tagger::options_with`] checks them and
 /// makes the [`TagOptions`] a call decodes with. The default changes nothing and asks for
 /// entity confidences.
@@ -31,6 +35,13 @@ pub struct TagSettings {
     pub nbest: usize,
     /// Sentences per decoding batch, 1 to [`MAX_BATCH_SENTENCES`] (by default 100).
     pub batch_size: Option<usize>,
+    /// Each sentence's representation ([`TagOptions::representation`]).
+    pub representation: bool,
+    /// Passes with dropout on for each token's mutual information, 0 to
+    /// [`MAX_DROPOUT_SAMPLES`] ([`TagOptions::dropout_samples`]); 0: none.
+    pub dropout_samples: usize,
+    /// The seed of their dropout masks.
+    pub dropout_seed: u64,
 }
 
 impl Default for TagSettings {
@@ -42,6 +53,9 @@ impl Default for TagSettings {
             marginals: false,
             nbest: 1,
             batch_size: None,
+            representation: false,
+            dropout_samples: 0,
+            dropout_seed: 0,
         }
     }
 }
@@ -55,6 +69,15 @@ impl TagSettings {
             return invalid(
                 "nbest",
                 format!("{}; expected 1 to {MAX_NBEST}", self.nbest),
+            );
+        }
+        if self.dropout_samples > MAX_DROPOUT_SAMPLES {
+            return invalid(
+                "dropout_samples",
+                format!(
+                    "{}; expected 0 to {MAX_DROPOUT_SAMPLES}",
+                    self.dropout_samples
+                ),
             );
         }
         if let Some(size) = self.batch_size
@@ -88,6 +111,9 @@ impl TagSettings {
             nbest: self.nbest,
             batch_size: self.batch_size.unwrap_or(defaults.batch_size),
             consistency: self.consistency.unwrap_or(defaults.consistency),
+            representation: self.representation,
+            dropout_samples: self.dropout_samples,
+            dropout_seed: self.dropout_seed,
         })
     }
 }
@@ -154,6 +180,9 @@ mod tests {
             nbest: 5,
             batch_size: Some(7),
             confidence: false,
+            representation: true,
+            dropout_samples: 3,
+            dropout_seed: 9,
         };
         let options = changed.resolve(defaults(), true).unwrap();
         assert!(!options.constrained && options.marginals && !options.confidence);
@@ -161,11 +190,21 @@ mod tests {
             (options.nbest, options.batch_size, options.consistency),
             (5, 7, 0.0)
         );
+        assert!(options.representation);
+        assert_eq!((options.dropout_samples, options.dropout_seed), (3, 9));
     }
 
     #[test]
     fn settings_out_of_range_name_the_setting() {
         let cases = [
+            (
+                TagSettings {
+                    dropout_samples: MAX_DROPOUT_SAMPLES + 1,
+                    ..Default::default()
+                },
+                true,
+                "dropout_samples",
+            ),
             (
                 TagSettings {
                     nbest: 0,

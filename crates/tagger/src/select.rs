@@ -1,9 +1,13 @@
 //! Choosing what to label next: every text of an unlabelled pool is scored by what the CRF gives
-//! exactly (the best paths' probabilities, token marginals, entity confidences), the highest
-//! first, skipping texts too like one already chosen, and the chosen are tagged again so that an
-//! annotator corrects the model's entities rather than starts from nothing.
+//! exactly (the best paths' probabilities, token marginals, entity confidences, and their spread
+//! over passes with dropout on), the highest first, within a budget of texts or of tokens to
+//! decide, skipping texts too like one already chosen (in their words, and optionally in what
+//! the model makes of them), and the chosen are tagged again so that an annotator corrects the
+//! model's entities rather than starts from nothing. With regions, only each text's doubtful
+//! parts are to be decided: the rest is left to the model.
 
 use std::collections::{HashMap, HashSet};
+use std::ops::Range;
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -28,17 +32,30 @@ pub enum Strategy {
     /// expected number of entities, from the marginals of the tags that begin one, less the sum
     /// of p(entity) of those predicted).
     ExpectedErrors,
+    /// Maximum normalised log-probability (Shen et al., 2017): −ln p(best path) over the text's
+    /// tokens, so that long texts are not preferred for their length alone.
+    Mnlp,
+    /// BALD by Monte Carlo dropout over the CRF: the mutual information between each token's tag
+    /// and the model's weights (the entropy of the tag marginals averaged over
+    /// [`BALD_SAMPLES`] passes with dropout on, less their average entropy), averaged over the
+    /// text's tokens: what the model does not know, rather than what is ambiguous.
+    Bald,
     /// A seeded shuffle: the baseline every other strategy must beat.
     Random,
 }
 
+/// Passes with dropout on that [`Strategy::Bald`] averages over.
+pub const BALD_SAMPLES: usize = 10;
+
 impl Strategy {
     /// Every strategy.
-    pub const ALL: [Strategy; 5] = [
+    pub const ALL: [Strategy; 7] = [
         Strategy::LeastConfidence,
         Strategy::Margin,
         Strategy::Entropy,
         Strategy::ExpectedErrors,
+        Strategy::Mnlp,
+        Strategy::Bald,
         Strategy::Random,
     ];
 
@@ -49,6 +66,8 @@ impl Strategy {
             Strategy::Margin => "margin",
             Strategy::Entropy => "entropy",
             Strategy::ExpectedErrors => "expected-errors",
+            Strategy::Mnlp => "mnlp",
+            Strategy::Bald => "bald",
             Strategy::Random => "random",
         }
     }
@@ -58,11 +77,18 @@ impl Strategy {
     /// What a text is tagged with for its worth to be read off it ([`Tagger::worth_of`]).
     pub fn settings(self) -> TagSettings {
         TagSettings {
-            confidence: self == Strategy::ExpectedErrors,
+            // The best path's probability comes with the forward-backward pass that entity
+            // confidences take.
+            confidence: matches!(self, Strategy::ExpectedErrors | Strategy::Mnlp),
             marginals: matches!(self, Strategy::Entropy | Strategy::ExpectedErrors),
             nbest: match self {
                 Strategy::LeastConfidence | Strategy::Margin => 2,
                 _ => 1,
+            },
+            dropout_samples: if self == Strategy::Bald {
+                BALD_SAMPLES
+            } else {
+                0
             },
             ..TagSettings::default()
         }
@@ -70,12 +96,14 @@ impl Strategy {
 
     /// How sure the model is of a text of this `worth`, from 0 to 1, lower when the text is
     /// worth more: the order in which Label Studio's uncertainty sampling and an ascending sort
-    /// by prediction score take tasks. Bounded worths are turned over (1 − worth); entropy and
-    /// expected errors, unbounded, become 1 / (1 + worth).
+    /// by prediction score take tasks. Bounded worths are turned over (1 − worth); the others,
+    /// unbounded, become 1 / (1 + worth).
     pub fn certainty(self, worth: f64) -> f64 {
         match self {
             Strategy::LeastConfidence | Strategy::Margin => (1.0 - worth).clamp(0.0, 1.0),
-            Strategy::Entropy | Strategy::ExpectedErrors => 1.0 / (1.0 + worth.max(0.0)),
+            Strategy::Entropy | Strategy::ExpectedErrors | Strategy::Mnlp | Strategy::Bald => {
+                1.0 / (1.0 + worth.max(0.0))
+            }
             Strategy::Random => 0.5,
         }
     }
@@ -95,27 +123,79 @@ impl std::str::FromStr for Strategy {
     }
 }
 
+/// What a selection's budget counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BudgetUnit {
+    /// Texts chosen.
+    #[default]
+    Texts,
+    /// Tokens to decide, as the model cuts the texts: every token of a text chosen, or with
+    /// regions only those of its regions. What an annotator reads is roughly what labelling
+    /// costs; a text that would overrun what is left is passed over for a shorter one.
+    Tokens,
+}
+
+impl BudgetUnit {
+    /// Its name, as `select --budget-unit` and Python spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BudgetUnit::Texts => "texts",
+            BudgetUnit::Tokens => "tokens",
+        }
+    }
+}
+
+impl std::str::FromStr for BudgetUnit {
+    type Err = String;
+
+    fn from_str(name: &str) -> std::result::Result<Self, String> {
+        [BudgetUnit::Texts, BudgetUnit::Tokens]
+            .into_iter()
+            .find(|u| u.name() == name)
+            .ok_or_else(|| format!("{name:?}; expected texts or tokens"))
+    }
+}
+
 /// What to choose, and how.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Selection {
     /// How a text's worth is measured.
     pub strategy: Strategy,
-    /// How many texts to choose.
+    /// How many texts, or tokens to decide, to choose ([`Self::unit`]).
     pub budget: usize,
+    /// What the budget counts.
+    pub unit: BudgetUnit,
     /// A text whose words overlap a chosen text's by more than this (Jaccard similarity of their
     /// lower-cased word sets) is skipped, so that near-duplicates are not labelled twice; 1: no
     /// such step.
     pub max_similarity: f64,
-    /// The seed of the random strategy.
+    /// How much a text's likeness to those chosen before it counts against its worth, 0 to
+    /// [`MAX_DIVERSITY`]; 0: not at all. Likeness is the cosine of what the model makes of two
+    /// texts (the mean of its BiLSTM's output over their words, centred on the candidates');
+    /// the best-scored candidates are taken in turn by their place in the worth order (1 for
+    /// the best, towards 0 for the last) less this times their greatest likeness to one taken.
+    pub diversity: f64,
+    /// With a threshold (above 0, at most 1): only each chosen text's doubtful regions are to be
+    /// decided, the runs of tokens whose most probable tag has a marginal below it, widened to
+    /// the whole of each predicted entity they touch; a text without one is not chosen.
+    pub regions: Option<f64>,
+    /// The seed of the random strategy and of BALD's dropout masks.
     pub seed: u64,
 }
+
+/// The most [`Selection::diversity`] may be: beyond it, worth no longer orders candidates.
+pub const MAX_DIVERSITY: f64 = 100.0;
 
 impl Default for Selection {
     fn default() -> Self {
         Self {
             strategy: Strategy::Margin,
             budget: 100,
+            unit: BudgetUnit::Texts,
             max_similarity: 0.7,
+            diversity: 0.0,
+            regions: None,
             seed: 1,
         }
     }
@@ -130,48 +210,138 @@ pub struct Selected {
     pub score: f64,
     /// The model's tags and entities, with confidences: its pre-annotation.
     pub tagged: Tagged,
+    /// With [`Selection::regions`]: the regions to decide, by their tokens (ranges of
+    /// `tagged.tokens`), in order; empty otherwise.
+    pub regions: Vec<Range<usize>>,
+}
+
+impl Selected {
+    /// The tokens to decide: those of the regions, or with none, the text's.
+    pub fn cost(&self) -> usize {
+        if self.regions.is_empty() {
+            self.tagged.tokens.len()
+        } else {
+            self.regions.iter().map(ExactSizeIterator::len).sum()
+        }
+    }
+
+    /// The regions to decide in characters of the text (code points, end exclusive).
+    pub fn region_offsets(&self) -> Vec<(usize, usize)> {
+        let tokens = &self.tagged.tokens;
+        self.regions
+            .iter()
+            .map(|r| (tokens[r.start].start, tokens[r.end - 1].end))
+            .collect()
+    }
+}
+
+/// A text's tagging and its regions to decide (token ranges).
+type TaggedRegions = (Tagged, Vec<Range<usize>>);
+
+/// What scoring the pool gives: each text's worth and cost, and the best-scored texts' tagging
+/// with their regions.
+struct Scores {
+    /// Each text's worth, higher first (−∞ for a text without words, or with regions, one
+    /// without a doubtful token).
+    worth: Vec<f64>,
+    /// Each text's tokens to decide (1 each when the budget counts texts).
+    cost: Vec<usize>,
+    /// The best-scored texts' tagging and regions, by their place in the pool.
+    kept: HashMap<usize, TaggedRegions>,
 }
 
 impl Tagger {
-    /// Chooses up to `selection.budget` texts of `texts` (a pool of unlabelled texts, each a
-    /// document for a model that reads documents), most worth labelling first. Texts without
+    /// Chooses texts of `texts` (a pool of unlabelled texts, each a document for a model that
+    /// reads documents) within `selection.budget`, most worth labelling first. Texts without
     /// words are never chosen.
     pub fn select<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
         selection: &Selection,
     ) -> Result<Vec<Selected>> {
+        let invalid = |option, message: String| Err(Error::InvalidOption { option, message });
         if !(0.0..=1.0).contains(&selection.max_similarity) {
-            return Err(Error::InvalidOption {
-                option: "max_similarity",
-                message: format!("{}; expected 0 to 1", selection.max_similarity),
-            });
+            return invalid(
+                "max_similarity",
+                format!("{}; expected 0 to 1", selection.max_similarity),
+            );
+        }
+        if !(0.0..=MAX_DIVERSITY).contains(&selection.diversity) {
+            return invalid(
+                "diversity",
+                format!("{}; expected 0 to {MAX_DIVERSITY}", selection.diversity),
+            );
+        }
+        if let Some(threshold) = selection.regions
+            && !(threshold > 0.0 && threshold <= 1.0)
+        {
+            return invalid(
+                "regions",
+                format!("{threshold}; expected a marginal above 0, at most 1"),
+            );
+        }
+        if selection.strategy == Strategy::Bald && self.network().dropout.prob == 0.0 {
+            return invalid(
+                "strategy",
+                "bald: the model was trained without dropout (model.dropout = 0), so passes \
+                 with dropout on all agree; choose another strategy"
+                    .into(),
+            );
         }
         // The best-scored texts' tagging is kept from scoring, so that those chosen are not
-        // decoded again; a few more than the budget, for near-duplicates passed over.
+        // decoded again; a few more than the budget, for those passed over. Each text chosen
+        // costs at least one unit of the budget.
         let keep = selection.budget.saturating_mul(2).saturating_add(32);
-        let (scores, mut kept) = self.scored(texts, selection.strategy, selection.seed, keep)?;
-        let mut order: Vec<usize> = (0..texts.len())
-            .filter(|&i| scores[i].is_finite())
-            .collect();
-        order.sort_by(|&a, &b| ranked(&scores, a, b));
-        let chosen = choose(texts, &order, selection.budget, selection.max_similarity);
+        let Scores {
+            worth,
+            cost,
+            mut kept,
+        } = self.scored(texts, selection, keep)?;
+        let mut order: Vec<usize> = (0..texts.len()).filter(|&i| worth[i].is_finite()).collect();
+        order.sort_by(|&a, &b| ranked(&worth, a, b));
+        if selection.diversity > 0.0 {
+            order = diversified(&order, &kept, &cost, selection);
+        }
+        let costs = |i: usize| cost[i];
+        let chosen = choose(
+            texts,
+            &order,
+            costs,
+            selection.budget,
+            selection.max_similarity,
+        );
         let missing: Vec<usize> = chosen
             .iter()
             .copied()
             .filter(|i| !kept.contains_key(i))
             .collect();
-        let missing_texts: Vec<&str> = missing.iter().map(|&i| texts[i].as_ref()).collect();
-        let tagged = self.tag(&missing_texts, Layout::Texts, self.options())?;
-        kept.extend(missing.into_iter().zip(tagged));
+        if !missing.is_empty() {
+            let missing_texts: Vec<&str> = missing.iter().map(|&i| texts[i].as_ref()).collect();
+            let options = self.options_with(self.scoring_settings(selection))?;
+            let tagged = self.tag(&missing_texts, Layout::Texts, options)?;
+            for (i, tagged) in missing.into_iter().zip(tagged) {
+                let regions = selection
+                    .regions
+                    .map_or_else(Vec::new, |threshold| doubtful_regions(&tagged, threshold));
+                kept.insert(i, (tagged, regions));
+            }
+        }
         // Every chosen text is kept now: from scoring, or tagged just above.
         Ok(chosen
             .into_iter()
             .filter_map(|index| {
-                kept.remove(&index).map(|tagged| Selected {
-                    index,
-                    score: scores[index],
-                    tagged,
+                kept.remove(&index).map(|(mut tagged, regions)| {
+                    // As the model's own options tag it: what scoring alone needed goes.
+                    tagged.marginals = Vec::new();
+                    tagged.nbest = Vec::new();
+                    tagged.representation = Vec::new();
+                    tagged.mutual_information = Vec::new();
+                    Selected {
+                        index,
+                        score: worth[index],
+                        tagged,
+                        regions,
+                    }
                 })
             })
             .collect())
@@ -185,59 +355,102 @@ impl Tagger {
         strategy: Strategy,
         seed: u64,
     ) -> Result<Vec<f64>> {
-        Ok(self.scored(texts, strategy, seed, 0)?.0)
+        let selection = Selection {
+            strategy,
+            seed,
+            ..Selection::default()
+        };
+        Ok(self.scored(texts, &selection, 0)?.worth)
     }
 
-    /// [`Self::worth`], and the tagging of the `keep` best-scored texts as [`Self::tag`] gives
-    /// it with the model's options (by their place in `texts`).
+    /// What texts are tagged with to score them for `selection`, and to pre-annotate them.
+    fn scoring_settings(&self, selection: &Selection) -> TagSettings {
+        let settings = selection.strategy.settings();
+        TagSettings {
+            confidence: true,
+            marginals: settings.marginals || selection.regions.is_some(),
+            representation: selection.diversity > 0.0,
+            dropout_seed: selection.seed,
+            ..settings
+        }
+    }
+
+    /// Each text's worth and cost, and the tagging of the `keep` best-scored texts (with their
+    /// regions) as [`Self::tag`] gives it with the model's options and what scoring needs.
     fn scored<S: AsRef<str> + Sync>(
         &self,
         texts: &[S],
-        strategy: Strategy,
-        seed: u64,
+        selection: &Selection,
         keep: usize,
-    ) -> Result<(Vec<f64>, HashMap<usize, Tagged>)> {
+    ) -> Result<Scores> {
+        let strategy = selection.strategy;
+        let mut random_worth = Vec::new();
         if strategy == Strategy::Random {
             let mut order: Vec<usize> = (0..texts.len()).collect();
-            order.shuffle(&mut StdRng::seed_from_u64(seed));
-            let mut scores = vec![0.0; texts.len()];
+            order.shuffle(&mut StdRng::seed_from_u64(selection.seed));
+            random_worth = vec![0.0; texts.len()];
             for (rank, &i) in order.iter().enumerate() {
                 let blank = texts[i].as_ref().trim().is_empty();
-                scores[i] = if blank {
+                random_worth[i] = if blank {
                     f64::NEG_INFINITY
                 } else {
                     (texts.len() - rank) as f64
                 };
             }
-            return Ok((scores, HashMap::new()));
+            // Nothing else to read off the texts: they are tagged once chosen.
+            let counts_texts = selection.unit == BudgetUnit::Texts;
+            if counts_texts && selection.regions.is_none() && selection.diversity == 0.0 {
+                return Ok(Scores {
+                    cost: vec![1; texts.len()],
+                    worth: random_worth,
+                    kept: HashMap::new(),
+                });
+            }
         }
-        let options = self.options_with(TagSettings {
-            confidence: strategy.settings().confidence || keep > 0,
-            ..strategy.settings()
-        })?;
+        let options = self.options_with(self.scoring_settings(selection))?;
         let begins = self.begins();
-        let mut scores = Vec::with_capacity(texts.len());
-        let mut kept: Vec<(usize, Tagged)> = Vec::new();
+        let mut worth = Vec::with_capacity(texts.len());
+        let mut cost = Vec::with_capacity(texts.len());
+        let mut kept: Vec<(usize, TaggedRegions)> = Vec::new();
         let pool = texts.iter().map(|text| Ok(text.as_ref()));
         for tagged in self.tag_stream(pool, Layout::Texts, options) {
-            for mut tagged in tagged? {
-                let score = worth(&tagged, strategy, &begins);
-                scores.push(score);
+            for tagged in tagged? {
+                let i = worth.len();
+                let mut score = if strategy == Strategy::Random {
+                    random_worth[i]
+                } else {
+                    score_of(&tagged, strategy, &begins)
+                };
+                let regions = selection
+                    .regions
+                    .map_or_else(Vec::new, |threshold| doubtful_regions(&tagged, threshold));
+                if selection.regions.is_some() && regions.is_empty() {
+                    score = f64::NEG_INFINITY;
+                }
+                worth.push(score);
+                cost.push(match selection.unit {
+                    BudgetUnit::Texts => 1,
+                    BudgetUnit::Tokens if selection.regions.is_some() => {
+                        regions.iter().map(ExactSizeIterator::len).sum()
+                    }
+                    BudgetUnit::Tokens => tagged.tokens.len(),
+                });
                 if keep > 0 && score.is_finite() {
-                    // As the model's own options tag it: what scoring alone needed goes.
-                    tagged.marginals = Vec::new();
-                    tagged.nbest = Vec::new();
-                    kept.push((scores.len() - 1, tagged));
+                    kept.push((i, (tagged, regions)));
                 }
             }
             if kept.len() > 2 * keep {
-                kept.sort_by(|a, b| ranked(&scores, a.0, b.0));
+                kept.sort_by(|a, b| ranked(&worth, a.0, b.0));
                 kept.truncate(keep);
             }
         }
-        kept.sort_by(|a, b| ranked(&scores, a.0, b.0));
+        kept.sort_by(|a, b| ranked(&worth, a.0, b.0));
         kept.truncate(keep);
-        Ok((scores, kept.into_iter().collect()))
+        Ok(Scores {
+            worth,
+            cost,
+            kept: kept.into_iter().collect(),
+        })
     }
 }
 
@@ -246,7 +459,7 @@ impl Tagger {
     /// words); it must have been tagged with [`Strategy::settings`]. `Random` has no worth of
     /// its own: 0.
     pub fn worth_of(&self, tagged: &Tagged, strategy: Strategy) -> f64 {
-        worth(tagged, strategy, &self.begins())
+        score_of(tagged, strategy, &self.begins())
     }
 
     /// The tags that begin an entity (`B-`, and `S-` in IOBES), in the marginals' order.
@@ -264,10 +477,11 @@ fn ranked(scores: &[f64], a: usize, b: usize) -> std::cmp::Ordering {
 }
 
 /// One tagged text's worth under `strategy`; `begins` marks the tags that begin an entity.
-fn worth(tagged: &Tagged, strategy: Strategy, begins: &[bool]) -> f64 {
+fn score_of(tagged: &Tagged, strategy: Strategy, begins: &[bool]) -> f64 {
     if tagged.tokens.is_empty() {
         return f64::NEG_INFINITY;
     }
+    let tokens = tagged.tokens.len() as f64;
     let probability = |k: usize| tagged.nbest.get(k).map(|p| p.probability);
     match strategy {
         Strategy::LeastConfidence => 1.0 - probability(0).unwrap_or(1.0),
@@ -283,7 +497,7 @@ fn worth(tagged: &Tagged, strategy: Strategy, begins: &[bool]) -> f64 {
                         .sum::<f64>()
                 })
                 .sum();
-            total / tagged.tokens.len() as f64
+            total / tokens
         }
         Strategy::ExpectedErrors => {
             let expected_entities: f64 = tagged
@@ -304,12 +518,128 @@ fn worth(tagged: &Tagged, strategy: Strategy, begins: &[bool]) -> f64 {
                 .sum();
             tagged.entities.len() as f64 - confidences + (expected_entities - confidences)
         }
+        Strategy::Mnlp => -tagged.log_probability.unwrap_or(0.0) / tokens,
+        Strategy::Bald => tagged.mutual_information.iter().sum::<f64>() / tokens,
         Strategy::Random => 0.0,
     }
 }
 
-/// The first `budget` texts of `order` (indices into `texts`, best first), skipping each whose
-/// word set is more than `max_similarity` like (Jaccard) one already chosen.
+/// The runs of `tagged`'s tokens whose most probable tag has a marginal below `threshold`,
+/// widened to the whole of each predicted entity they touch (and covering each entity whose
+/// probability is below it), so that an annotator decides whole entities; in order. `tagged`
+/// must carry marginals.
+pub fn doubtful_regions(tagged: &Tagged, threshold: f64) -> Vec<Range<usize>> {
+    let mut doubtful: Vec<bool> = tagged
+        .marginals
+        .iter()
+        .map(|row| row.iter().copied().fold(0.0, f64::max) < threshold)
+        .collect();
+    doubtful.resize(tagged.tokens.len(), false);
+    for entity in &tagged.entities {
+        let tokens = entity.tokens.clone();
+        let unsure = entity.confidence.is_some_and(|c| c < threshold);
+        if unsure || doubtful[tokens.clone()].iter().any(|&d| d) {
+            doubtful[tokens].fill(true);
+        }
+    }
+    let mut regions: Vec<Range<usize>> = Vec::new();
+    for (t, &d) in doubtful.iter().enumerate() {
+        if !d {
+            continue;
+        }
+        match regions.last_mut() {
+            Some(last) if last.end == t => last.end = t + 1,
+            _ => regions.push(t..t + 1),
+        }
+    }
+    regions
+}
+
+/// `order` (candidates, best first) with its first candidates taken again in turn, each time
+/// the one whose place in `order` (1 for the first, towards 0 for the last of them) less
+/// `selection.diversity` times its greatest likeness (cosine, at least 0) to one taken before
+/// is highest; likeness is of the texts' representations, centred on the candidates'. Only the
+/// kept candidates (with representations) are taken again, until they cover twice the budget;
+/// the rest follow in their order.
+fn diversified(
+    order: &[usize],
+    kept: &HashMap<usize, TaggedRegions>,
+    cost: &[usize],
+    selection: &Selection,
+) -> Vec<usize> {
+    let candidates: Vec<usize> = order
+        .iter()
+        .copied()
+        .take_while(|i| {
+            kept.get(i)
+                .is_some_and(|(t, _)| !t.representation.is_empty())
+        })
+        .collect();
+    let n = candidates.len();
+    if n == 0 {
+        return order.to_vec();
+    }
+    let d = kept[&candidates[0]].0.representation.len();
+    let mut mean = vec![0.0f64; d];
+    for i in &candidates {
+        for (m, &v) in mean.iter_mut().zip(&kept[i].0.representation) {
+            *m += f64::from(v) / n as f64;
+        }
+    }
+    let vectors: Vec<Vec<f64>> = candidates
+        .iter()
+        .map(|i| {
+            let centred: Vec<f64> = kept[i]
+                .0
+                .representation
+                .iter()
+                .zip(&mean)
+                .map(|(&v, m)| f64::from(v) - m)
+                .collect();
+            let norm = centred.iter().map(|v| v * v).sum::<f64>().sqrt();
+            centred
+                .into_iter()
+                .map(|v| if norm > 0.0 { v / norm } else { 0.0 })
+                .collect()
+        })
+        .collect();
+    let mut likeness = vec![0.0f64; n];
+    let mut taken = vec![false; n];
+    let mut reordered = Vec::with_capacity(order.len());
+    let enough = selection.budget.saturating_mul(2);
+    let mut covered = 0usize;
+    while covered < enough && reordered.len() < n {
+        let best = (0..n)
+            .filter(|&j| !taken[j])
+            .map(|j| {
+                let place = 1.0 - j as f64 / n as f64;
+                (j, place - selection.diversity * likeness[j])
+            })
+            .max_by(|a, b| a.1.total_cmp(&b.1).then(b.0.cmp(&a.0)))
+            .map(|(j, _)| j)
+            .expect("a candidate left");
+        taken[best] = true;
+        reordered.push(candidates[best]);
+        covered = covered.saturating_add(cost[candidates[best]]);
+        for j in 0..n {
+            if !taken[j] {
+                let cosine: f64 = vectors[j]
+                    .iter()
+                    .zip(&vectors[best])
+                    .map(|(a, b)| a * b)
+                    .sum();
+                likeness[j] = likeness[j].max(cosine);
+            }
+        }
+    }
+    let placed: HashSet<usize> = reordered.iter().copied().collect();
+    reordered.extend(order.iter().copied().filter(|i| !placed.contains(i)));
+    reordered
+}
+
+/// The texts of `order` (indices into `texts`, best first) in turn while their `cost`s fit in
+/// `budget` (a text that would overrun what is left is passed over), skipping each whose word
+/// set is more than `max_similarity` like (Jaccard) one already chosen.
 ///
 /// Comparing every candidate with every chosen text takes time in the square of the budget.
 /// Instead, as in similarity joins (prefix filtering), each set's words are ordered rarest
@@ -319,11 +649,23 @@ fn worth(tagged: &Tagged, strategy: Strategy, begins: &[bool]) -> f64 {
 fn choose<S: AsRef<str>>(
     texts: &[S],
     order: &[usize],
+    cost: impl Fn(usize) -> usize,
     budget: usize,
     max_similarity: f64,
 ) -> Vec<usize> {
+    let mut left = budget;
     if max_similarity >= 1.0 {
-        return order.iter().copied().take(budget).collect();
+        let mut chosen = Vec::new();
+        for &i in order {
+            if left == 0 {
+                break;
+            }
+            if cost(i) <= left {
+                left -= cost(i);
+                chosen.push(i);
+            }
+        }
+        return chosen;
     }
     // Words by how many candidate texts have them, then by their text: one order for all sets.
     // Counted in one pass; a text's set is made again when its turn comes, so that memory
@@ -339,8 +681,11 @@ fn choose<S: AsRef<str>>(
     let mut index: HashMap<&str, Vec<usize>> = HashMap::new();
     let mut empty_chosen = false;
     for &i in order {
-        if chosen.len() == budget {
+        if left == 0 {
             break;
+        }
+        if cost(i) > left {
+            continue;
         }
         let mut words: Vec<(usize, &str)> = word_set(texts[i].as_ref())
             .iter()
@@ -374,6 +719,7 @@ fn choose<S: AsRef<str>>(
         for &(_, word) in &words[..prefix] {
             index.entry(word).or_default().push(chosen_sets.len());
         }
+        left -= cost(i);
         chosen.push(i);
         chosen_sets.push(candidate);
     }
@@ -449,7 +795,7 @@ mod tests {
             for max in [0.0, 0.2, 0.5, 0.7, 0.9, 0.99, 1.0] {
                 for budget in [1, 10, 300] {
                     assert_eq!(
-                        choose(&texts, &order, budget, max),
+                        choose(&texts, &order, |_| 1, budget, max),
                         choose_by_comparing_all(&texts, budget, max),
                         "seed {seed}, max {max}, budget {budget}"
                     );
@@ -471,7 +817,7 @@ mod tests {
             (0..3)
                 .map(|_| {
                     let started = std::time::Instant::now();
-                    assert_eq!(choose(&texts, &order, budget, 0.7).len(), budget);
+                    assert_eq!(choose(&texts, &order, |_| 1, budget, 0.7).len(), budget);
                     started.elapsed().as_secs_f64()
                 })
                 .fold(f64::INFINITY, f64::min)
@@ -481,6 +827,166 @@ mod tests {
             ratio < 24.0,
             "8 times the budget took {ratio:.1} times as long"
         );
+    }
+
+    fn fixture() -> Tagger {
+        let run = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../cli/tests/fixtures/before-tokenizers/sentence");
+        Tagger::load(&run, &burn::tensor::Device::flex()).unwrap()
+    }
+
+    const POOL: [&str; 6] = [
+        "Anna Schmidt, who works for Siemens, arrived in Lisbon on Monday.",
+        "Peter Weber lives in Berlin.",
+        "The Olympic delegation met Weber at 10:30 a.m. in Oslo.",
+        "Shares of Atlas Airlines fell 12 percent after the German report.",
+        "Dublin's central bank cut rates by 0.25 percentage points on Friday.",
+        "Tomas Brennan and Tanaka met in Helsinki to discuss the Greek elections.",
+    ];
+
+    #[test]
+    fn doubtful_regions_are_widened_to_whole_entities() {
+        let token = |i: usize| crate::Token {
+            text: "w".into(),
+            start: 2 * i,
+            end: 2 * i + 1,
+        };
+        let entity = |tokens: Range<usize>, confidence: f64| crate::Entity {
+            label: "PER".into(),
+            start: 2 * tokens.start,
+            end: 2 * tokens.end - 1,
+            text: String::new(),
+            confidence: Some(confidence),
+            tokens,
+        };
+        let sure = vec![0.99, 0.01];
+        let unsure = vec![0.6, 0.4];
+        let tagged = Tagged {
+            text: String::new(),
+            tokens: (0..8).map(token).collect(),
+            tags: Vec::new(),
+            // Token 2 is doubtful inside the entity 1..4; token 6 alone; the entity 7..8 is
+            // sure token by token but not as a whole.
+            marginals: [&sure, &sure, &unsure, &sure, &sure, &sure, &unsure, &sure]
+                .map(|row| row.clone())
+                .to_vec(),
+            entities: vec![entity(1..4, 0.5), entity(7..8, 0.9)],
+            nbest: Vec::new(),
+            log_probability: None,
+            representation: Vec::new(),
+            mutual_information: Vec::new(),
+        };
+        assert_eq!(doubtful_regions(&tagged, 0.95), [1..4, 6..8]);
+        assert_eq!(doubtful_regions(&tagged, 0.5), [] as [Range<usize>; 0]);
+        // Adjacent runs are one region.
+        assert_eq!(
+            doubtful_regions(&tagged, 0.999),
+            vec![Range { start: 0, end: 8 }]
+        );
+    }
+
+    #[test]
+    fn mnlp_is_the_best_paths_log_probability_per_token() {
+        let tagger = fixture();
+        let settings = TagSettings {
+            nbest: 2,
+            ..Strategy::Mnlp.settings()
+        };
+        let options = tagger.options_with(settings).unwrap();
+        for tagged in tagger.tag(&POOL, Layout::Texts, options).unwrap() {
+            let p = tagged.nbest[0].probability;
+            let mnlp = tagger.worth_of(&tagged, Strategy::Mnlp);
+            let expected = -p.ln() / tagged.tokens.len() as f64;
+            assert!((mnlp - expected).abs() < 1e-9, "{mnlp} against {expected}");
+        }
+    }
+
+    #[test]
+    fn bald_does_not_depend_on_the_texts_tagged_with_it() {
+        let tagger = fixture();
+        let information = |texts: &[&str], seed: u64| {
+            let settings = TagSettings {
+                dropout_seed: seed,
+                ..Strategy::Bald.settings()
+            };
+            let options = tagger.options_with(settings).unwrap();
+            tagger.tag(texts, Layout::Texts, options).unwrap()[0]
+                .mutual_information
+                .clone()
+        };
+        // The same masks, whatever else is in the batch: the same values, but for the float
+        // rounding of a batch of another shape.
+        let alone = information(&POOL[..1], 1);
+        let batched = information(&POOL, 1);
+        assert_eq!(alone.len(), tagger.tokenize(POOL[0]).unwrap().len());
+        for (a, b) in alone.iter().zip(&batched) {
+            assert!((a - b).abs() < 1e-6, "{alone:?} against {batched:?}");
+        }
+        let most = (tagger.labels().len() as f64).ln();
+        assert!(alone.iter().all(|&i| (0.0..=most).contains(&i)));
+        assert!(alone.iter().any(|&i| i > 1e-6), "{alone:?}");
+        assert_ne!(information(&POOL[..1], 2), alone);
+    }
+
+    #[test]
+    fn token_budgets_count_the_tokens_to_decide() {
+        let tagger = fixture();
+        let tokens: Vec<usize> = POOL
+            .iter()
+            .map(|t| tagger.tokenize(t).unwrap().len())
+            .collect();
+        for (budget, regions) in [(30, None), (15, None), (6, Some(0.99)), (40, Some(0.9))] {
+            let selection = Selection {
+                budget,
+                unit: BudgetUnit::Tokens,
+                regions,
+                ..Selection::default()
+            };
+            let chosen = tagger.select(&POOL, &selection).unwrap();
+            let cost: usize = chosen.iter().map(Selected::cost).sum();
+            assert!(cost <= budget && cost > 0, "{cost} of {budget}");
+            for selected in &chosen {
+                match regions {
+                    None => {
+                        assert!(selected.regions.is_empty());
+                        assert_eq!(selected.cost(), tokens[selected.index]);
+                    }
+                    Some(_) => assert!(!selected.regions.is_empty()),
+                }
+            }
+            // Nothing left out would have fitted.
+            let left = budget - cost;
+            let passed_over = (0..POOL.len())
+                .filter(|i| !chosen.iter().any(|s| s.index == *i))
+                .filter(|&i| regions.is_none() && tokens[i] <= left);
+            assert_eq!(passed_over.count(), 0, "budget {budget}");
+        }
+    }
+
+    #[test]
+    fn diversity_passes_over_what_is_like_a_text_chosen() {
+        let tagger = fixture();
+        let worth = tagger.worth(&POOL, Strategy::Margin, 1).unwrap();
+        let best = (0..POOL.len())
+            .max_by(|&a, &b| worth[a].total_cmp(&worth[b]))
+            .unwrap();
+        // Four copies of the text worth most, and the rest once each.
+        let mut pool = vec![POOL[best]; 4];
+        pool.extend((0..POOL.len()).filter(|&i| i != best).map(|i| POOL[i]));
+        let chosen = |diversity: f64| -> Vec<usize> {
+            let selection = Selection {
+                budget: 3,
+                max_similarity: 1.0,
+                diversity,
+                ..Selection::default()
+            };
+            let chosen = tagger.select(&pool, &selection).unwrap();
+            chosen.into_iter().map(|s| s.index).collect()
+        };
+        assert_eq!(chosen(0.0), [0, 1, 2]);
+        let diverse = chosen(10.0);
+        assert_eq!(diverse.len(), 3);
+        assert_eq!(diverse.iter().filter(|&&i| i < 4).count(), 1, "{diverse:?}");
     }
 
     #[test]

@@ -399,11 +399,22 @@ impl FlatLine {
             }
         }
         let doc = self.doc.take();
-        let known = match (self.partial, self.known.take()) {
+        let mut known = match (self.partial, self.known.take()) {
             (_, Some(regions)) => Some(regions),
             (true, None) => Some(Vec::new()),
             (false, None) => None,
         };
+        // JSON-MIN: the regions of the control that marks what was to be decided.
+        if let Some(checked) = self.other.remove(CHECK) {
+            let checked = Vec::<Region>::deserialize(checked).map_err(|e| {
+                at(format!(
+                    "`{CHECK}`: expected the Label Studio regions decided: {e}"
+                ))
+            })?;
+            known
+                .get_or_insert_with(Vec::new)
+                .extend(checked.iter().map(|r| (r.start, r.end)));
+        }
         // JSON-MIN: one row an annotation, `annotation_id` null for a task nobody annotated.
         let min_row = match self.other.get("annotation_id") {
             None => None,
@@ -595,6 +606,9 @@ struct Annotation {
 struct AnnotationResult {
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     kind: Option<String>,
+    /// The control (`<Labels name=…>`) that made it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    from_name: Option<String>,
     /// The object (`<Text name=…>`) it is on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     to_name: Option<String>,
@@ -625,7 +639,12 @@ pub fn narrow_label_studio_tasks(
             Some(_) => return Err(format!("{}: data.{data_key}: expected a string", name())),
             None => return Err(format!("{}: data.{data_key}: missing", name())),
         };
+        let known = task.data.remove("known");
         task.data = HashMap::from([(data_key.to_string(), text)]);
+        // The regions a task was to be decided in (`select --regions`) go with its text.
+        if let Some(known) = known {
+            task.data.insert("known".into(), known);
+        }
         for annotation in &mut task.annotations {
             annotation
                 .result
@@ -691,6 +710,14 @@ pub(super) fn parse_label_studio(
             continue;
         };
         let (key, text) = task_text(&task.data).map_err(&at)?;
+        let mut known = match task.data.get("known") {
+            None => None,
+            Some(value) => Some(Vec::<(usize, usize)>::deserialize(value).map_err(|e| {
+                at(format!(
+                    "data.known: expected the regions decided, [[start, end], ...]: {e}"
+                ))
+            })?),
+        };
         let mut regions = Vec::new();
         for result in annotation.result {
             match result.kind.as_deref() {
@@ -712,6 +739,12 @@ pub(super) fn parse_label_studio(
             if let Some(value) = result.value {
                 let region: Region = serde_json::from_str(value.get())
                     .map_err(|e| at(format!("a `labels` result: {e}")))?;
+                if result.from_name.as_deref() == Some(CHECK) {
+                    known
+                        .get_or_insert_with(Vec::new)
+                        .push((region.start, region.end));
+                    continue;
+                }
                 regions.push(region);
             }
         }
@@ -722,7 +755,7 @@ pub(super) fn parse_label_studio(
             line,
             source: path.to_path_buf(),
             doc: None,
-            known: None,
+            known,
         };
         rows.push((exported, None));
     }
@@ -905,7 +938,16 @@ pub struct PreAnnotated {
     pub score: f64,
     /// Its line in the pool, from 1, so that answers can be matched to the pool.
     pub line: usize,
+    /// When only parts of it are to be decided: those regions (code points, end exclusive), read
+    /// back as the regions annotated in full (`known`), the rest left unknown; empty when the
+    /// whole text is.
+    pub regions: Vec<(usize, usize)>,
 }
+
+/// The name of the `<Labels>` control, and of its one label, that marks the regions of a
+/// Label Studio task to decide: `select --regions` writes them as a prediction of this control,
+/// and an export reads its regions as annotated in full, not as entities.
+pub const CHECK: &str = "check";
 
 /// A task of Label Studio's import, with the model's prediction.
 #[derive(Serialize)]
@@ -919,6 +961,9 @@ struct TaskData<'a> {
     text: &'a str,
     /// The pool's line, kept with the task through export.
     line: usize,
+    /// The regions to decide, kept with the task through export and read back as `known`.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    known: &'a [(usize, usize)],
 }
 
 /// A prediction as Label Studio takes it, in an imported task or from an ML backend.
@@ -952,7 +997,8 @@ pub struct StudioRegion<'a> {
     #[serde(rename = "type")]
     kind: &'static str,
     value: RegionValue<'a>,
-    score: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    score: Option<f64>,
 }
 
 impl<'a> StudioRegion<'a> {
@@ -980,7 +1026,25 @@ impl<'a> StudioRegion<'a> {
                     .collect(),
                 labels: [span.label.as_str()],
             },
-            score: probability,
+            score: Some(probability),
+        }
+    }
+
+    /// The region `start..end` of `text` to decide, as a region named `id` of the [`CHECK`]
+    /// control on `to_name`.
+    fn check(text: &str, (start, end): (usize, usize), id: String, to_name: &'a str) -> Self {
+        Self {
+            id,
+            from_name: CHECK,
+            to_name,
+            kind: "labels",
+            value: RegionValue {
+                start,
+                end,
+                text: text.chars().skip(start).take(end - start).collect(),
+                labels: [CHECK],
+            },
+            score: None,
         }
     }
 }
@@ -1000,6 +1064,9 @@ struct DoccanoOut<'a> {
     label: Vec<(usize, usize, &'a str)>,
     line: usize,
     score: f64,
+    /// The regions to decide, in code points (as `known` is read back).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    known: &'a [(usize, usize)],
 }
 
 /// The names of Label Studio's default NER config, which `select`'s tasks are written for.
@@ -1010,28 +1077,38 @@ const DEFAULT_TARGET: StudioTarget<'static> = StudioTarget {
 
 /// Tasks for Label Studio's import (a JSON array), each with the model's entities as a
 /// prediction of `model_version` (scores per entity and per task), for a labeling config whose
-/// `<Labels name="label" toName="text">` labels a `<Text name="text" value="$text">`.
+/// `<Labels name="label" toName="text">` labels a `<Text name="text" value="$text">`. A task to
+/// be decided in parts carries its regions as `data.known` and as regions of the [`CHECK`]
+/// control in its prediction, for a config that has `<Labels name="check" toName="text">` with
+/// `<Label value="check"/>` too.
 pub fn label_studio_tasks(tasks: &[PreAnnotated], model_version: &str) -> String {
     let tasks: Vec<TaskOut<'_>> = tasks
         .iter()
-        .map(|task| TaskOut {
-            data: TaskData {
-                text: &task.text,
-                line: task.line,
-            },
-            predictions: [StudioPrediction {
-                model_version,
-                score: task.score,
-                result: task
-                    .spans
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (span, probability))| {
-                        let id = format!("n{}-{i}", task.line);
-                        StudioRegion::new(&task.text, span, *probability, id, DEFAULT_TARGET)
-                    })
-                    .collect(),
-            }],
+        .map(|task| {
+            let entities = task
+                .spans
+                .iter()
+                .enumerate()
+                .map(|(i, (span, probability))| {
+                    let id = format!("n{}-{i}", task.line);
+                    StudioRegion::new(&task.text, span, *probability, id, DEFAULT_TARGET)
+                });
+            let checks = task.regions.iter().enumerate().map(|(i, &region)| {
+                let id = format!("n{}-c{i}", task.line);
+                StudioRegion::check(&task.text, region, id, DEFAULT_TARGET.to_name)
+            });
+            TaskOut {
+                data: TaskData {
+                    text: &task.text,
+                    line: task.line,
+                    known: &task.regions,
+                },
+                predictions: [StudioPrediction {
+                    model_version,
+                    score: task.score,
+                    result: entities.chain(checks).collect(),
+                }],
+            }
         })
         .collect();
     serde_json::to_string_pretty(&tasks).expect("tasks serialise") + "\n"
@@ -1058,6 +1135,7 @@ pub fn doccano_lines(tasks: &[PreAnnotated]) -> String {
                 .collect(),
             line: task.line,
             score: task.score,
+            known: &task.regions,
         };
         out.push_str(&serde_json::to_string(&line).expect("a line serialises"));
         out.push('\n');
