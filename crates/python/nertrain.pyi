@@ -175,7 +175,7 @@ def select(
     only each text's doubtful regions are to be decided. Returns, best first, each chosen
     text's record as ``tag`` makes it (its entities with confidences, to pre-annotate it) with
     its ``index`` in ``texts``, its ``score`` and, with ``regions``, its ``regions``
-    (``[start, end]`` in code points).
+    (``(start, end)`` tuples in code points).
     """
 
 Event = Dict[str, Any]

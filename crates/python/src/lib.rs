@@ -138,7 +138,7 @@ impl Tagger {
 struct SelectedRecord {
     index: usize,
     score: f64,
-    /// With `regions`: the regions to decide, `[start, end]` in code points.
+    /// With `regions`: the regions to decide, `(start, end)` in code points.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     regions: Vec<(usize, usize)>,
     #[serde(flatten)]

@@ -348,7 +348,7 @@ def test_select_chooses_as_the_cli_does(model):
         expected = [json.loads(line) for line in printed.splitlines()]
         assert [c["index"] + 1 for c in chosen] == [e["line"] for e in expected]
         assert [c["score"] for c in chosen] == [e["score"] for e in expected]
-        assert [c["regions"] for c in chosen] == [e["known"] for e in expected]
+        assert [[list(r) for r in c["regions"]] for c in chosen] == [e["known"] for e in expected]
     with pytest.raises(ValueError, match="strategy"):
         nertrain.select(model, pool, 4, strategy="best")
     with pytest.raises(ValueError, match="budget_unit"):
