@@ -3,15 +3,26 @@
 hidden, and "annotating" a sentence reveals them.
 
 Each seed starts from the same random sentences; then, for each strategy, rounds of `nertrain
-select --budget STEP` over the sentences not yet labelled (as text, their words joined by spaces)
-add sentences until UNTIL, and each round trains a model afresh on what is labelled (`nertrain
-fit`, the experiment given, dev for early stopping; with --continue, each round continues the
-last round's model instead) and records its test F1. A model on the whole
-training file per seed gives the full-data F1 the curves are measured against.
+select` over the sentences not yet labelled (as text, their words joined by spaces) add
+sentences, and each round trains a model on what is labelled (`nertrain fit`, the experiment
+given, dev for early stopping; afresh, or with --continue continuing the last round's model) and
+records its test F1. A round's budget is STEP sentences, or with --budget-unit tokens, STEP
+tokens to decide; the loop stops at UNTIL sentences, or at the round that reaches --until-share
+of the training file's tokens decided. A model on the whole training file per seed gives the
+full-data F1 the curves are measured against.
+
+A strategy is one of select's (random, least-confidence, margin, entropy, expected-errors, mnlp,
+bald), optionally with options after colons: `mnlp:diversity=1`, `mnlp:regions=0.99`,
+`mnlp:regions=0.99:self`. With `regions`, select marks each chosen sentence's doubtful regions
+and only they are revealed (widened to the gold entities they touch, as an annotator decides
+whole entities): the rest is unknown (`-`, a partial label) or, with `self`, tagged as the
+model pre-annotated it (self-training on what the model is sure of). Tokens decided are the
+tokens revealed.
 
 Writes, under --out: results.jsonl (one line per seed, strategy and round), summary.json, and
-curves.svg (test F1 against the share of the training tokens labelled, mean over seeds). Prints
-the summary table. Every run directory is kept under --out/runs.
+curves.svg (test F1 against the share of the training tokens decided, mean over seeds). Prints
+the summary table. Every run directory is kept under --out/runs. `--summarize DIR ...` merges
+the results of several runs (seeds or strategies run apart) into --out.
 
     scripts/active-learning.py                # CoNLL-2003 from ../shared/data (about an hour)
     scripts/active-learning.py --quick        # the shipped sample, in seconds (CI runs this)
@@ -27,7 +38,24 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-STRATEGIES = ["random", "least-confidence", "margin", "entropy", "expected-errors"]
+STRATEGIES = ["random", "least-confidence", "margin", "entropy", "expected-errors", "mnlp", "bald"]
+STRATEGY_OPTIONS = {"diversity", "regions", "self"}
+
+
+def parse_strategy(spec):
+    """A strategy spec (`mnlp:regions=0.99:self`) as (select's strategy, its options)."""
+    name, *parts = spec.split(":")
+    if name not in STRATEGIES:
+        raise argparse.ArgumentTypeError(f"{spec}: {name!r} is none of {', '.join(STRATEGIES)}")
+    options = {}
+    for part in parts:
+        key, _, value = part.partition("=")
+        if key not in STRATEGY_OPTIONS:
+            raise argparse.ArgumentTypeError(f"{spec}: {key!r} is none of {sorted(STRATEGY_OPTIONS)}")
+        options[key] = float(value) if value else True
+    if "self" in options and "regions" not in options:
+        raise argparse.ArgumentTypeError(f"{spec}: self needs regions (what is left to the model)")
+    return name, options
 
 
 def read_conll(path):
@@ -100,20 +128,87 @@ def with_corpus(options):
     return data
 
 
-def select(options, model, texts, strategy, seed, work):
-    """The indices into `texts` that `nertrain select` chooses."""
+def select(options, model, texts, spec, seed, work):
+    """What `nertrain select` chooses of `texts`: for each chosen text, its index, the regions
+    to decide (code points; None for the whole text) and the model's entities (start, end,
+    label), read from the Label Studio tasks it writes."""
+    strategy, extra = parse_strategy(spec)
     pool = work / "pool.txt"
     pool.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-    chosen = work / "chosen.jsonl"
-    run([
+    chosen = work / "chosen.json"
+    args = [
         options.binary, "select", "--model", str(model), "--input", str(pool),
-        "--budget", str(options.step), "--strategy", strategy, "--seed", str(seed),
-        "--max-similarity", str(options.max_similarity), "--format", "doccano",
+        "--budget", str(options.step), "--budget-unit", options.budget_unit,
+        "--strategy", strategy, "--seed", str(seed),
+        "--max-similarity", str(options.max_similarity), "--format", "label-studio",
         "--output", str(chosen),
-    ])
-    # Split at line feeds only, as select writes them: a text may hold U+2028.
-    lines = chosen.read_text(encoding="utf-8").split("\n")
-    return [json.loads(line)["line"] - 1 for line in lines if line]
+    ]
+    if "diversity" in extra:
+        args += ["--diversity", str(extra["diversity"])]
+    if "regions" in extra:
+        args += ["--regions", str(extra["regions"])]
+    run(args)
+    picked = []
+    for task in json.loads(chosen.read_text(encoding="utf-8")):
+        entities = [
+            (r["value"]["start"], r["value"]["end"], r["value"]["labels"][0])
+            for r in task["predictions"][0]["result"] if r["from_name"] == "label"
+        ]
+        regions = task["data"].get("known") if "regions" in extra else None
+        picked.append((task["data"]["line"] - 1, regions, entities))
+    return picked
+
+
+def token_offsets(sentence):
+    """Each token's (start, end) in the sentence's text (its words joined by spaces)."""
+    offsets, start = [], 0
+    for line in sentence:
+        word = line.split()[0]
+        offsets.append((start, start + len(word)))
+        start += len(word) + 1
+    return offsets
+
+
+def gold_entities(tags):
+    """The IOB2 entities of `tags` as token ranges (start, end)."""
+    entities, start = [], None
+    for i, tag in enumerate(tags + ["O"]):
+        if start is not None and not tag.startswith("I-"):
+            entities.append((start, i))
+            start = None
+        if tag.startswith("B-") or (tag.startswith("I-") and start is None):
+            start = i
+    return entities
+
+
+def revealed(sentence, regions, entities, self_train):
+    """`sentence` as an annotator leaves it who decides only `regions` (code points of its
+    text): the tokens they touch, widened to the gold entities those touch, keep their gold
+    tags; the rest are unknown (`-`) or, with `self_train`, tagged as the model's `entities`
+    say (IOB2; unknown where an entity does not fall on token edges). The lines, and the
+    tokens decided."""
+    offsets = token_offsets(sentence)
+    tags = [line.split()[-1] for line in sentence]
+    decided = [any(s < e_ and s_ < e for s_, e_ in regions) for s, e in offsets]
+    for start, end in gold_entities(tags):
+        if any(decided[start:end]):
+            decided[start:end] = [True] * (end - start)
+    guessed = ["O"] * len(sentence)
+    for start, end, label in entities:
+        inside = [i for i, (s, e) in enumerate(offsets) if s >= start and e <= end]
+        edges = {s for s, _ in offsets}, {e for _, e in offsets}
+        if not inside or start not in edges[0] or end not in edges[1]:
+            for i, (s, e) in enumerate(offsets):
+                if s < end and start < e:
+                    guessed[i] = "-"
+            continue
+        for n, i in enumerate(inside):
+            guessed[i] = ("B-" if n == 0 else "I-") + label
+    lines = []
+    for line, tag, decide, guess in zip(sentence, tags, decided, guessed):
+        keep = tag if decide else (guess if self_train else "-")
+        lines.append(" ".join(line.split()[:-1] + [keep]))
+    return lines, sum(decided)
 
 
 def mean_std(values):
@@ -128,7 +223,7 @@ def interpolate(points, x):
     return None
 
 
-def summarize(results, full, total_tokens, options):
+def summarize(results, full, total_tokens, _options=None):
     """Per strategy and round: mean ± std test F1 and token share; the goals' figures."""
     full_f1 = mean_std(full) if full else (float("nan"), 0.0)
     table = {}
@@ -137,28 +232,53 @@ def summarize(results, full, total_tokens, options):
         table.setdefault(key, []).append(r)
     curves = {}
     rows = []
-    for (strategy, rnd), runs in sorted(table.items(), key=lambda kv: (STRATEGIES.index(kv[0][0]), kv[0][1])):
+    first_seen = {}
+    for r in results:
+        first_seen.setdefault(r["strategy"], len(first_seen))
+    for (strategy, rnd), runs in sorted(table.items(), key=lambda kv: (first_seen[kv[0][0]], kv[0][1])):
         f1 = mean_std([r["test_f1"] for r in runs])
         share = statistics.mean(r["tokens"] for r in runs) / total_tokens
         curves.setdefault(strategy, []).append((share, f1[0]))
         rows.append({
-            "strategy": strategy, "round": rnd, "sentences": runs[0]["sentences"],
+            "strategy": strategy, "round": rnd,
+            "sentences": statistics.mean(r["sentences"] for r in runs),
             "token_share": share, "test_f1": f1[0], "test_f1_std": f1[1],
             "dev_f1": statistics.mean(r["dev_f1"] for r in runs),
             "seeds": len(runs), "seconds": statistics.mean(r["seconds"] for r in runs),
+            "select_seconds": statistics.mean(r.get("select_seconds", 0.0) for r in runs),
         })
     target = 0.99 * full_f1[0]
     goals = {"full_test_f1": full_f1[0], "full_test_f1_std": full_f1[1], "target_99": target}
+    by_seed = {}
+    for r in results:
+        by_seed.setdefault((r["strategy"], r["seed"]), []).append(r)
     for strategy, points in curves.items():
         reached = [share for share, f1 in points if f1 >= target]
-        goals[strategy] = {"share_at_99": min(reached) if reached else None}
+        runs = [rs for (name, _), rs in by_seed.items() if name == strategy]
+        goals[strategy] = {
+            "share_at_99": min(reached) if reached else None,
+            "last_share": points[-1][0],
+            # The whole loop's seconds (training and choosing), mean over seeds.
+            "loop_seconds": statistics.mean(
+                sum(r["seconds"] + r.get("select_seconds", 0.0) for r in rs) for rs in runs
+            ),
+        }
         third = [p for p in points][3] if len(points) > 3 else None
         if third and strategy != "random" and "random" in curves:
-            at = interpolate(curves["random"], third[0])
+            # Per seed, against random's curve of the same seed at the same tokens.
+            gains = []
+            for seed in sorted({r["seed"] for r in results if r["strategy"] == strategy}):
+                mine = sorted(by_seed.get((strategy, seed), []), key=lambda r: r["round"])
+                theirs = sorted(by_seed.get(("random", seed), []), key=lambda r: r["round"])
+                if len(mine) > 3 and theirs:
+                    curve = [(r["tokens"], r["test_f1"]) for r in theirs]
+                    at = interpolate(curve, mine[3]["tokens"])
+                    if at is not None:
+                        gains.append(mine[3]["test_f1"] - at)
             goals[strategy]["third_round_share"] = third[0]
-            goals[strategy]["above_random_at_equal_tokens"] = (
-                third[1] - at if at is not None else None
-            )
+            goals[strategy]["above_random_at_equal_tokens"] = mean_std(gains)[0] if gains else None
+            goals[strategy]["above_random_std"] = mean_std(gains)[1] if gains else None
+            goals[strategy]["above_random_per_seed"] = gains
     return rows, curves, goals
 
 
@@ -170,7 +290,9 @@ def svg(curves, goals, path):
     x_max, y_min, y_max = max(xs) * 1.05, min(ys) - 1, max(ys + [goals["full_test_f1"]]) + 1
     px = lambda x: left + (width - left - right) * x / x_max
     py = lambda y: top + (height - top - bottom) * (y_max - y) / (y_max - y_min)
-    colours = dict(zip(STRATEGIES, ["#777777", "#1f77b4", "#d62728", "#2ca02c", "#9467bd"]))
+    palette = ["#777777", "#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b",
+               "#e377c2", "#17becf", "#bcbd22"]
+    colours = dict(zip(curves, palette))
     parts = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         'font-family="sans-serif" font-size="12">',
@@ -178,7 +300,7 @@ def svg(curves, goals, path):
         f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="black"/>',
         f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="black"/>',
         f'<text x="{(left + width - right) / 2}" y="{height - 12}" text-anchor="middle">'
-        "training tokens labelled (share of the training file)</text>",
+        "training tokens decided (share of the training file)</text>",
         f'<text x="14" y="{(top + height - bottom) / 2}" transform="rotate(-90 14 {(top + height - bottom) / 2})" '
         'text-anchor="middle">test F1</text>',
     ]
@@ -206,6 +328,31 @@ def svg(curves, goals, path):
     Path(path).write_text("\n".join(parts), encoding="utf-8")
 
 
+def report(results, full, total_tokens, out, strategies):
+    """Writes summary.json and curves.svg under `out` and prints the table and the goals."""
+    rows, curves, goals = summarize(results, full, total_tokens, None)
+    (out / "summary.json").write_text(json.dumps({"rows": rows, "goals": goals}, indent=2) + "\n")
+    if full:
+        svg(curves, goals, out / "curves.svg")
+    print(f"all data: test F1 {goals['full_test_f1']:.2f} ± {goals['full_test_f1_std']:.2f}; "
+          f"99%: {goals['target_99']:.2f}")
+    print("| strategy | round | sentences | tokens decided | test F1 |")
+    print("|---|---:|---:|---:|---:|")
+    for row in rows:
+        print(f"| {row['strategy']} | {row['round']} | {row['sentences']:.0f} | "
+              f"{100 * row['token_share']:.1f}% | {row['test_f1']:.2f} ± {row['test_f1_std']:.2f} |")
+    for strategy in strategies:
+        g = goals.get(strategy, {})
+        share = g.get("share_at_99")
+        above = g.get("above_random_at_equal_tokens")
+        print(f"{strategy}: 99% of all-data F1 at "
+              f"{'not reached' if share is None else f'{100 * share:.1f}% of the tokens'}"
+              f" (last round {100 * g.get('last_share', 0):.1f}%)"
+              + ("" if above is None else
+                 f"; third round {above:+.2f} ± {g['above_random_std']:.2f} F1 over random at equal tokens")
+              + f"; loop {g.get('loop_seconds', 0):.0f} s")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="the shipped sample, tiny rounds")
@@ -213,10 +360,18 @@ def main():
     parser.add_argument("--data", default=str(ROOT.parent / "shared/data/conll2003"),
                         help="the corpus directory (train.txt, valid.txt, test.txt)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
-    parser.add_argument("--strategies", nargs="+", default=STRATEGIES, choices=STRATEGIES)
+    parser.add_argument("--strategies", nargs="+", default=STRATEGIES[:5],
+                        help="select's strategies, each with options after colons "
+                             "(mnlp:diversity=1, mnlp:regions=0.99:self)")
     parser.add_argument("--start", type=int, default=500, help="random sentences to start from")
-    parser.add_argument("--step", type=int, default=500, help="sentences chosen a round")
-    parser.add_argument("--until", type=int, default=4000, help="sentences at the last round")
+    parser.add_argument("--budget-unit", choices=["texts", "tokens"], default="texts",
+                        help="what --step counts: sentences, or tokens to decide")
+    parser.add_argument("--step", type=int, default=500, help="the budget of a round")
+    parser.add_argument("--until", type=int, default=4000,
+                        help="sentences at the last round (with --budget-unit texts)")
+    parser.add_argument("--until-share", type=float, default=None,
+                        help="stop at the round whose tokens decided reach this share of the "
+                             "training file's")
     parser.add_argument("--epochs", type=int, default=25)
     parser.add_argument("--patience", type=int, default=5)
     parser.add_argument("--max-similarity", type=float, default=0.7)
@@ -228,18 +383,44 @@ def main():
                              "instead of training afresh")
     parser.add_argument("--no-full", action="store_true",
                         help="skip the model on the whole training file")
+    parser.add_argument("--summarize", nargs="+", metavar="DIR", default=None,
+                        help="only merge the results.jsonl and full.jsonl of these --out "
+                             "directories into --out")
     options = parser.parse_args()
+    for spec in options.strategies:
+        try:
+            parse_strategy(spec)
+        except argparse.ArgumentTypeError as error:
+            parser.error(f"--strategies: {error}")
     if options.quick:
         options.config, options.data = "configs/sample.toml", str(ROOT / "data/sample")
-        options.seeds, options.strategies = options.seeds[:1], ["random", "margin"]
-        options.start, options.step, options.until, options.epochs = 60, 60, 180, 3
+        options.seeds, options.strategies = options.seeds[:1], options.strategies[:2]
+        if options.strategies == STRATEGIES[:2]:
+            options.strategies = ["random", "margin"]
+        options.start, options.epochs = 60, 3
+        options.step, options.until = (60, 180) if options.budget_unit == "texts" else (600, 10**9)
+        if options.budget_unit == "tokens" and options.until_share is None:
+            options.until_share = 0.6
     data = with_corpus(options)
     train = read_conll(data / "train.txt")
     total_tokens = sum(len(s) for s in train)
     out = Path(options.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
+    if options.summarize:
+        results, full = [], []
+        for directory in options.summarize:
+            directory = Path(directory)
+            results += [json.loads(l) for l in (directory / "results.jsonl").read_text().splitlines() if l]
+            if (directory / "full.jsonl").exists():
+                full += [json.loads(l)["test_f1"]
+                         for l in (directory / "full.jsonl").read_text().splitlines() if l]
+        strategies = list(dict.fromkeys(r["strategy"] for r in results))
+        with open(out / "results.jsonl", "w") as log:
+            log.writelines(json.dumps(r) + "\n" for r in results)
+        report(results, full, total_tokens, out, strategies)
+        return
     results, full = [], []
-    with open(out / "results.jsonl", "w") as log:
+    with open(out / "results.jsonl", "w") as log, open(out / "full.jsonl", "w") as full_log:
         for seed in options.seeds:
             work = out / "runs" / f"seed{seed}"
             work.mkdir(exist_ok=True)
@@ -247,53 +428,63 @@ def main():
                 write_conll(work / "all.txt", train)
                 _, full_f1, seconds = fit(options, work / "all.txt", work / "full", seed)
                 full.append(full_f1)
+                full_log.write(json.dumps({"seed": seed, "test_f1": full_f1, "seconds": round(seconds, 2)}) + "\n")
+                full_log.flush()
                 print(f"seed {seed}: all {len(train)} sentences: test F1 {full_f1:.2f} ({seconds:.0f} s)", file=sys.stderr)
             order = list(range(len(train)))
             random.Random(seed).shuffle(order)
             initial = order[: options.start]
-            for strategy in options.strategies:
-                labelled = list(initial)
-                for rnd in range(1 + (options.until - options.start) // options.step):
-                    subset = work / f"{strategy}-{rnd}.txt"
-                    write_conll(subset, [train[i] for i in labelled])
-                    model = work / f"{strategy}-{rnd}"
-                    previous = work / f"{strategy}-{rnd - 1}" if options.continue_ and rnd > 0 else None
+            for spec in options.strategies:
+                _, extra = parse_strategy(spec)
+                name = spec.replace(":", "_").replace("=", "")
+                # Each sentence examined, as the annotator left it; and the tokens decided.
+                labelled = {i: train[i] for i in initial}
+                decided = sum(len(train[i]) for i in initial)
+                select_seconds = 0.0
+                for rnd in range(10**6):
+                    subset = work / f"{name}-{rnd}.txt"
+                    write_conll(subset, list(labelled.values()))
+                    model = work / f"{name}-{rnd}"
+                    previous = work / f"{name}-{rnd - 1}" if options.continue_ and rnd > 0 else None
                     dev_f1, test_f1, seconds = fit(options, subset, model, seed, previous)
                     record = {
-                        "seed": seed, "strategy": strategy, "round": rnd,
-                        "sentences": len(labelled), "tokens": sum(len(train[i]) for i in labelled),
+                        "seed": seed, "strategy": spec, "round": rnd,
+                        "sentences": len(labelled), "tokens": decided,
                         "dev_f1": dev_f1, "test_f1": test_f1, "seconds": round(seconds, 2),
+                        "select_seconds": round(select_seconds, 2),
                     }
                     results.append(record)
                     log.write(json.dumps(record) + "\n")
                     log.flush()
                     print(json.dumps(record), file=sys.stderr)
-                    if len(labelled) >= options.until:
+                    rest = [i for i in range(len(train)) if i not in labelled]
+                    if options.until_share is not None:
+                        if decided >= options.until_share * total_tokens:
+                            break
+                    elif len(labelled) >= options.until:
                         break
-                    taken = set(labelled)
-                    rest = [i for i in range(len(train)) if i not in taken]
+                    if not rest:
+                        break
                     started = time.perf_counter()
-                    chosen = select(options, model, [text_of(train[i]) for i in rest], strategy, seed, work)
-                    record["select_seconds"] = round(time.perf_counter() - started, 2)
-                    labelled += [rest[j] for j in chosen]
-    rows, curves, goals = summarize(results, full, total_tokens, options)
-    (out / "summary.json").write_text(json.dumps({"rows": rows, "goals": goals}, indent=2) + "\n")
-    if full:
-        svg(curves, goals, out / "curves.svg")
-    print(f"all data: test F1 {goals['full_test_f1']:.2f} ± {goals['full_test_f1_std']:.2f}; "
-          f"99%: {goals['target_99']:.2f}")
-    print("| strategy | round | sentences | tokens | test F1 |")
-    print("|---|---:|---:|---:|---:|")
-    for row in rows:
-        print(f"| {row['strategy']} | {row['round']} | {row['sentences']} | "
-              f"{100 * row['token_share']:.1f}% | {row['test_f1']:.2f} ± {row['test_f1_std']:.2f} |")
-    for strategy in options.strategies:
-        g = goals.get(strategy, {})
-        share = g.get("share_at_99")
-        above = g.get("above_random_at_equal_tokens")
-        print(f"{strategy}: 99% of all-data F1 at "
-              f"{'not reached' if share is None else f'{100 * share:.1f}% of the tokens'}"
-              + ("" if above is None else f"; third round {above:+.2f} F1 over random at equal tokens"))
+                    chosen = select(options, model, [text_of(train[i]) for i in rest], spec, seed, work)
+                    select_seconds = time.perf_counter() - started
+                    before = decided
+                    for j, regions, entities in chosen:
+                        i = rest[j]
+                        if regions is None:
+                            labelled[i] = train[i]
+                            decided += len(train[i])
+                        else:
+                            lines, count = revealed(train[i], regions, entities, "self" in extra)
+                            labelled[i] = lines
+                            decided += count
+                    # With regions, what the model is sure of is never chosen: once a round
+                    # finds less than a tenth of its budget to decide, the rest is left to it.
+                    if decided - before < max(1, options.step // 10 if options.budget_unit == "tokens" else 1):
+                        print(f"{spec}: round {rnd + 1} would decide {decided - before} tokens; "
+                              "the model is sure of the rest", file=sys.stderr)
+                        break
+    report(results, full, total_tokens, out, options.strategies)
 
 
 if __name__ == "__main__":
