@@ -11,6 +11,15 @@ use nertrain_tagger::{BudgetUnit, MAX_DIVERSITY, Selected, Selection, Strategy, 
 
 use crate::{Result, UsageError};
 
+/// What the tokens outside a task's regions are, read back.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Rest {
+    /// Unknown: partial labels.
+    Unknown,
+    /// As the model pre-annotated them.
+    Model,
+}
+
 /// The tool the tasks are for.
 #[derive(Clone, Copy, ValueEnum)]
 enum TaskFormat {
@@ -55,10 +64,16 @@ pub struct SelectArgs {
     diversity: f64,
     /// Only each text's doubtful regions are to be decided: its runs of tokens whose most
     /// probable tag has a marginal below this (above 0, at most 1), widened to whole
-    /// entities. Tasks carry them (Label Studio: as regions of a `check` control and as
-    /// `data.known`; doccano: as `known`), and a training export reads the rest as unknown.
+    /// entities. Label Studio tasks show them as regions of a `check` control; what the rest
+    /// is read back as, `--rest` says.
     #[arg(long, value_parser = threshold)]
     regions: Option<f64>,
+    /// With `--regions`, what the tokens outside the regions are when an export of the tasks is
+    /// read back: `unknown` (the tasks carry their regions as `known`: the regions and the
+    /// entities are annotated, the rest trains as unknown), or `model` (the whole text as
+    /// submitted: the model's pre-annotation is taken where it was not checked).
+    #[arg(long, value_enum, default_value_t = Rest::Unknown, requires = "regions")]
+    rest: Rest,
     /// The seed of the random strategy and of bald's dropout masks.
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -196,6 +211,7 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
         .into_iter()
         .map(|selected| PreAnnotated {
             regions: selected.region_offsets(),
+            partial: args.regions.is_some() && args.rest == Rest::Unknown,
             spans: selected
                 .tagged
                 .entities

@@ -406,6 +406,49 @@ fn regions_to_decide_are_the_doubtful_tokens_and_read_back_as_partial_labels() {
         ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
+    // With the rest left to the model, the same tasks read back as annotated in full.
+    let whole = dir.join("whole.json");
+    let out = select(&[
+        "--input",
+        "data/sample/pool.txt",
+        "--budget",
+        "40",
+        "--budget-unit",
+        "tokens",
+        "--strategy",
+        "entropy",
+        "--regions",
+        "0.95",
+        "--rest",
+        "model",
+        "--output",
+        whole.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut tasks: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&whole).unwrap()).unwrap();
+    assert_eq!(tasks.len(), written.len());
+    for (task, partial) in tasks.iter_mut().zip(&written) {
+        assert!(task["data"].get("known").is_none(), "{task}");
+        assert_eq!(task["predictions"], partial["predictions"]);
+        let result = task["predictions"][0]["result"].clone();
+        task["annotations"] = serde_json::json!([{"id": 1, "result": result}]);
+    }
+    std::fs::write(&whole, serde_json::to_string(&tasks).unwrap()).unwrap();
+    let out = nertrain(&["convert", "--to", "iob2", whole.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains(" -\n"), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("check"), "{}", stdout(&out));
+    let out = select(&[
+        "--input",
+        "data/sample/pool.txt",
+        "--budget",
+        "3",
+        "--rest",
+        "model",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--regions"), "{}", stderr(&out));
 }
 
 #[test]

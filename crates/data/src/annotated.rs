@@ -774,6 +774,7 @@ mod tests {
             score: 1.0,
             line: 1,
             regions: Vec::new(),
+            partial: false,
         }]);
         assert!(
             written.contains(&format!(
@@ -1031,7 +1032,10 @@ mod tests {
 
     /// Tasks `select --regions` writes, annotated as Label Studio exports them when the
     /// annotator submits the prediction with `results` (its regions, as JSON) in its place.
-    fn region_tasks(results: impl Fn(&serde_json::Value) -> serde_json::Value) -> String {
+    fn region_tasks(
+        partial: bool,
+        results: impl Fn(&serde_json::Value) -> serde_json::Value,
+    ) -> String {
         let span = |start, end, label: &str| CharSpan {
             start,
             end,
@@ -1044,6 +1048,7 @@ mod tests {
                 score: 0.5,
                 line: 3,
                 regions: vec![(16, 23)],
+                partial,
             }],
             "nertrain test",
         );
@@ -1058,7 +1063,7 @@ mod tests {
     #[test]
     fn tasks_to_decide_in_regions_read_back_as_partly_annotated() {
         // The annotator corrects the doubtful entity and keeps the region to check.
-        let corrected = region_tasks(|result| {
+        let corrected = region_tasks(true, |result| {
             let mut result = result.clone();
             result[1]["value"]["labels"] = serde_json::json!(["PER"]);
             result
@@ -1078,7 +1083,7 @@ mod tests {
         assert_eq!(spans_of(&corpus), [vec![(0, 11, "PER"), (16, 23, "PER")]]);
         assert_eq!(corpus.texts[0].known, Some(vec![(16, 23), (16, 23)]));
         // A region the annotator added is decided too; data.known stands when they delete one.
-        let widened = region_tasks(|result| {
+        let widened = region_tasks(true, |result| {
             let mut result = result.as_array().unwrap().clone();
             let mut added = result[2].clone();
             added["value"] =
@@ -1116,7 +1121,17 @@ mod tests {
         let corpus = read_written("ls-regions-min", "e.json", min).unwrap();
         assert_eq!(spans_of(&corpus), [vec![(0, 4, "PER")]]);
         assert_eq!(corpus.texts[0].known, Some(vec![(9, 12), (5, 8)]));
-        let bad = region_tasks(|result| result.clone())
+        // Read back in full, the pre-annotation taken where it was not checked: the regions
+        // are neither entities nor what alone was decided.
+        let whole = region_tasks(false, |result| result.clone());
+        assert!(!whole.contains("known"), "{whole}");
+        let corpus = read_written("ls-regions-whole", "e.json", &whole).unwrap();
+        assert_eq!(spans_of(&corpus), [vec![(0, 11, "PER"), (16, 23, "ORG")]]);
+        assert_eq!(corpus.texts[0].known, None);
+        let min_whole = min.replace(r#""known": [[9, 12]], "#, "");
+        let corpus = read_written("ls-regions-min-whole", "e.json", &min_whole).unwrap();
+        assert_eq!(corpus.texts[0].known, None);
+        let bad = region_tasks(true, |result| result.clone())
             .replace(r#""known":[[16,23]]"#, r#""known":"all""#);
         let error = read_written("ls-regions-bad", "e.json", &bad)
             .unwrap_err()

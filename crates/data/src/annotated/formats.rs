@@ -411,9 +411,9 @@ impl FlatLine {
                     "`{CHECK}`: expected the Label Studio regions decided: {e}"
                 ))
             })?;
-            known
-                .get_or_insert_with(Vec::new)
-                .extend(checked.iter().map(|r| (r.start, r.end)));
+            if let Some(known) = known.as_mut() {
+                known.extend(checked.iter().map(|r| (r.start, r.end)));
+            }
         }
         // JSON-MIN: one row an annotation, `annotation_id` null for a task nobody annotated.
         let min_row = match self.other.get("annotation_id") {
@@ -740,9 +740,9 @@ pub(super) fn parse_label_studio(
                 let region: Region = serde_json::from_str(value.get())
                     .map_err(|e| at(format!("a `labels` result: {e}")))?;
                 if result.from_name.as_deref() == Some(CHECK) {
-                    known
-                        .get_or_insert_with(Vec::new)
-                        .push((region.start, region.end));
+                    if let Some(known) = known.as_mut() {
+                        known.push((region.start, region.end));
+                    }
                     continue;
                 }
                 regions.push(region);
@@ -938,15 +938,19 @@ pub struct PreAnnotated {
     pub score: f64,
     /// Its line in the pool, from 1, so that answers can be matched to the pool.
     pub line: usize,
-    /// When only parts of it are to be decided: those regions (code points, end exclusive), read
-    /// back as the regions annotated in full (`known`), the rest left unknown; empty when the
-    /// whole text is.
+    /// When only parts of it are to be decided: those regions (code points, end exclusive),
+    /// shown as regions to check; empty when the whole text is.
     pub regions: Vec<(usize, usize)>,
+    /// Whether, read back, only the regions and the entities are annotated (written as
+    /// `known`: the rest is unknown), rather than the whole text as submitted (the model's
+    /// pre-annotation taken where it was not checked).
+    pub partial: bool,
 }
 
 /// The name of the `<Labels>` control, and of its one label, that marks the regions of a
-/// Label Studio task to decide: `select --regions` writes them as a prediction of this control,
-/// and an export reads its regions as annotated in full, not as entities.
+/// Label Studio task to decide: `select --regions` writes them as a prediction of this control.
+/// Its regions are never entities; in a task read as partly annotated (with `data.known`) they
+/// are regions annotated in full, as `known`'s are.
 pub const CHECK: &str = "check";
 
 /// A task of Label Studio's import, with the model's prediction.
@@ -1077,10 +1081,10 @@ const DEFAULT_TARGET: StudioTarget<'static> = StudioTarget {
 
 /// Tasks for Label Studio's import (a JSON array), each with the model's entities as a
 /// prediction of `model_version` (scores per entity and per task), for a labeling config whose
-/// `<Labels name="label" toName="text">` labels a `<Text name="text" value="$text">`. A task to
-/// be decided in parts carries its regions as `data.known` and as regions of the [`CHECK`]
-/// control in its prediction, for a config that has `<Labels name="check" toName="text">` with
-/// `<Label value="check"/>` too.
+/// `<Labels name="label" toName="text">` labels a `<Text name="text" value="$text">`. A task with
+/// regions to decide shows them as regions of the [`CHECK`] control in its prediction, for a
+/// config that has `<Labels name="check" toName="text">` with `<Label value="check"/>` too, and
+/// one read back as partly annotated carries them as `data.known`.
 pub fn label_studio_tasks(tasks: &[PreAnnotated], model_version: &str) -> String {
     let tasks: Vec<TaskOut<'_>> = tasks
         .iter()
@@ -1101,7 +1105,7 @@ pub fn label_studio_tasks(tasks: &[PreAnnotated], model_version: &str) -> String
                 data: TaskData {
                     text: &task.text,
                     line: task.line,
-                    known: &task.regions,
+                    known: if task.partial { &task.regions } else { &[] },
                 },
                 predictions: [StudioPrediction {
                     model_version,
@@ -1135,7 +1139,7 @@ pub fn doccano_lines(tasks: &[PreAnnotated]) -> String {
                 .collect(),
             line: task.line,
             score: task.score,
-            known: &task.regions,
+            known: if task.partial { &task.regions } else { &[] },
         };
         out.push_str(&serde_json::to_string(&line).expect("a line serialises"));
         out.push('\n');
