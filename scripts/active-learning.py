@@ -15,9 +15,10 @@ A strategy is one of select's (random, least-confidence, margin, entropy, expect
 bald), optionally with options after colons: `mnlp:diversity=1`, `mnlp:regions=0.99`,
 `mnlp:regions=0.99:self`. With `regions`, select marks each chosen sentence's doubtful regions
 and only they are revealed (widened to the gold entities they touch, as an annotator decides
-whole entities): the rest is unknown (`-`, a partial label) or, with `self`, tagged as the
-model pre-annotated it (self-training on what the model is sure of). Tokens decided are the
-tokens revealed.
+whole entities); outside them the model's entities stay as it pre-annotated them (what an
+annotator submits with the task) and the rest is unknown (`-`, a partial label) or, with
+`self`, `O` as the model has it (self-training on what the model is sure of). Tokens decided
+are the tokens revealed.
 
 Writes, under --out: results.jsonl (one line per seed, strategy and round), summary.json, and
 curves.svg (test F1 against the share of the training tokens decided, mean over seeds). Prints
@@ -184,9 +185,9 @@ def gold_entities(tags):
 def revealed(sentence, regions, entities, self_train):
     """`sentence` as an annotator leaves it who decides only `regions` (code points of its
     text): the tokens they touch, widened to the gold entities those touch, keep their gold
-    tags; the rest are unknown (`-`) or, with `self_train`, tagged as the model's `entities`
-    say (IOB2; unknown where an entity does not fall on token edges). The lines, and the
-    tokens decided."""
+    tags; outside them the model's `entities` stay as it pre-annotated them (IOB2; unknown
+    where an entity does not fall on token edges) and the rest is unknown (`-`) or, with
+    `self_train`, `O` as the model has it. The lines, and the tokens decided."""
     offsets = token_offsets(sentence)
     tags = [line.split()[-1] for line in sentence]
     decided = [any(s < e_ and s_ < e for s_, e_ in regions) for s, e in offsets]
@@ -206,7 +207,9 @@ def revealed(sentence, regions, entities, self_train):
             guessed[i] = ("B-" if n == 0 else "I-") + label
     lines = []
     for line, tag, decide, guess in zip(sentence, tags, decided, guessed):
-        keep = tag if decide else (guess if self_train else "-")
+        # The model's entities outside the regions stay as pre-annotated (the annotator
+        # submits them with the task); its O there is unknown, unless it is trusted too.
+        keep = tag if decide else (guess if self_train or guess[:2] in ("B-", "I-") else "-")
         lines.append(" ".join(line.split()[:-1] + [keep]))
     return lines, sum(decided)
 
