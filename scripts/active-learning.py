@@ -227,8 +227,9 @@ def interpolate(points, x):
 
 
 def summarize(results, full, total_tokens, _options=None):
-    """Per strategy and round: mean ± std test F1 and token share; the goals' figures."""
-    full_f1 = mean_std(full) if full else (float("nan"), 0.0)
+    """Per strategy and round: mean ± std test F1 and token share; the goals' figures. `full`
+    maps each seed to its full-data test F1."""
+    full_f1 = mean_std(list(full.values())) if full else (float("nan"), 0.0)
     table = {}
     for r in results:
         key = (r["strategy"], r["round"])
@@ -258,8 +259,16 @@ def summarize(results, full, total_tokens, _options=None):
     for strategy, points in curves.items():
         reached = [share for share, f1 in points if f1 >= target]
         runs = [rs for (name, _), rs in by_seed.items() if name == strategy]
+        # Per seed: the first round at 99% of that seed's own full-data F1.
+        per_seed = {}
+        for (name, seed), rs in by_seed.items():
+            if name == strategy and seed in full:
+                hits = [r["tokens"] / total_tokens for r in sorted(rs, key=lambda r: r["round"])
+                        if r["test_f1"] >= 0.99 * full[seed]]
+                per_seed[seed] = hits[0] if hits else None
         goals[strategy] = {
             "share_at_99": min(reached) if reached else None,
+            "share_at_99_per_seed": per_seed,
             "last_share": points[-1][0],
             # The whole loop's seconds (training and choosing), mean over seeds.
             "loop_seconds": statistics.mean(
@@ -348,9 +357,12 @@ def report(results, full, total_tokens, out, strategies):
         g = goals.get(strategy, {})
         share = g.get("share_at_99")
         above = g.get("above_random_at_equal_tokens")
+        seeds = g.get("share_at_99_per_seed", {})
+        per_seed = ", ".join("-" if v is None else f"{100 * v:.1f}%" for _, v in sorted(seeds.items()))
         print(f"{strategy}: 99% of all-data F1 at "
               f"{'not reached' if share is None else f'{100 * share:.1f}% of the tokens'}"
-              f" (last round {100 * g.get('last_share', 0):.1f}%)"
+              + (f" (per seed: {per_seed})" if seeds else "")
+              + f" (last round {100 * g.get('last_share', 0):.1f}%)"
               + ("" if above is None else
                  f"; third round {above:+.2f} ± {g['above_random_std']:.2f} F1 over random at equal tokens")
               + f"; loop {g.get('loop_seconds', 0):.0f} s")
@@ -410,19 +422,21 @@ def main():
     out = Path(options.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     if options.summarize:
-        results, full = [], []
+        results, full = [], {}
         for directory in options.summarize:
             directory = Path(directory)
             results += [json.loads(l) for l in (directory / "results.jsonl").read_text().splitlines() if l]
             if (directory / "full.jsonl").exists():
-                full += [json.loads(l)["test_f1"]
-                         for l in (directory / "full.jsonl").read_text().splitlines() if l]
+                for line in (directory / "full.jsonl").read_text().splitlines():
+                    if line:
+                        record = json.loads(line)
+                        full[record["seed"]] = record["test_f1"]
         strategies = list(dict.fromkeys(r["strategy"] for r in results))
         with open(out / "results.jsonl", "w") as log:
             log.writelines(json.dumps(r) + "\n" for r in results)
         report(results, full, total_tokens, out, strategies)
         return
-    results, full = [], []
+    results, full = [], {}
     with open(out / "results.jsonl", "w") as log, open(out / "full.jsonl", "w") as full_log:
         for seed in options.seeds:
             work = out / "runs" / f"seed{seed}"
@@ -430,7 +444,7 @@ def main():
             if not options.no_full:
                 write_conll(work / "all.txt", train)
                 _, full_f1, seconds = fit(options, work / "all.txt", work / "full", seed)
-                full.append(full_f1)
+                full[seed] = full_f1
                 full_log.write(json.dumps({"seed": seed, "test_f1": full_f1, "seconds": round(seconds, 2)}) + "\n")
                 full_log.flush()
                 print(f"seed {seed}: all {len(train)} sentences: test F1 {full_f1:.2f} ({seconds:.0f} s)", file=sys.stderr)
