@@ -353,6 +353,27 @@ def report(results, full, total_tokens, out, strategies):
     for row in rows:
         print(f"| {row['strategy']} | {row['round']} | {row['sentences']:.0f} | "
               f"{100 * row['token_share']:.1f}% | {row['test_f1']:.2f} ± {row['test_f1_std']:.2f} |")
+    # Each strategy's test F1 at the same shares of tokens decided: each seed's curve read there
+    # (between its rounds), then mean ± std over the seeds whose curve reaches it.
+    shares = [0.05, 0.075, 0.10, 0.15, 0.20, 0.25, 0.30]
+    print("| strategy | " + " | ".join(f"{100 * x:g}%" for x in shares) + " |")
+    print("|---|" + "---:|" * len(shares))
+    for strategy in strategies:
+        cells = []
+        for x in shares:
+            values = []
+            for seed in sorted({r["seed"] for r in results if r["strategy"] == strategy}):
+                curve = sorted((r["tokens"] / total_tokens, r["test_f1"]) for r in results
+                               if r["strategy"] == strategy and r["seed"] == seed)
+                at = interpolate(curve, x)
+                if at is not None:
+                    values.append(at)
+            if values:
+                mean, std = mean_std(values)
+                cells.append(f"{mean:.2f} ± {std:.2f}" + ("" if len(values) == 3 else f" ({len(values)})"))
+            else:
+                cells.append("")
+        print(f"| {strategy} | " + " | ".join(cells) + " |")
     for strategy in strategies:
         g = goals.get(strategy, {})
         share = g.get("share_at_99")
