@@ -457,7 +457,7 @@ impl<'a> Decoder<'a> {
             };
             if options.confidence || options.marginals || nbest.is_some() {
                 let fb = p.forward_backward(emissions)?;
-                prediction.log_probability = Some(p.row_score(emissions, &best_path)? - fb.log_z);
+                prediction.log_probability = Some(score - fb.log_z);
                 if options.confidence {
                     prediction.confidences = prediction
                         .spans

@@ -302,11 +302,10 @@ impl Tagger {
         if selection.diversity > 0.0 {
             order = diversified(&order, &kept, &cost, selection);
         }
-        let costs = |i: usize| cost[i];
         let chosen = choose(
             texts,
             &order,
-            costs,
+            |i| cost[i],
             selection.budget,
             selection.max_similarity,
         );
@@ -317,7 +316,11 @@ impl Tagger {
             .collect();
         if !missing.is_empty() {
             let missing_texts: Vec<&str> = missing.iter().map(|&i| texts[i].as_ref()).collect();
-            let options = self.options_with(self.scoring_settings(selection))?;
+            // Their worth is known: only what their regions need is asked for again.
+            let options = self.options_with(TagSettings {
+                marginals: selection.regions.is_some(),
+                ..TagSettings::default()
+            })?;
             let tagged = self.tag(&missing_texts, Layout::Texts, options)?;
             for (i, tagged) in missing.into_iter().zip(tagged) {
                 let regions = selection
