@@ -298,30 +298,32 @@ fn token_budgets_count_the_tokens_of_the_texts_chosen() {
 #[test]
 fn regions_to_decide_are_the_doubtful_tokens_and_read_back_as_partial_labels() {
     let dir = scratch("select-regions");
-    let tasks = dir.join("tasks.json");
     let model = sample_model("sentence");
-    let out = select(&[
-        "--input",
-        "data/sample/pool.txt",
-        "--budget",
-        "40",
-        "--budget-unit",
-        "tokens",
-        "--strategy",
-        "entropy",
-        "--regions",
-        "0.95",
-        "--output",
-        tasks.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("tokens to decide in their regions"),
-        "{}",
-        stderr(&out)
-    );
-    let mut written: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(&tasks).unwrap()).unwrap();
+    // Tasks of 40 tokens to decide in regions, with `rest` after them; and what select said.
+    let region_tasks = |rest: &str| -> (Vec<serde_json::Value>, String) {
+        let tasks = dir.join(format!("tasks-{rest}.json"));
+        let out = select(&[
+            "--input",
+            "data/sample/pool.txt",
+            "--budget",
+            "40",
+            "--budget-unit",
+            "tokens",
+            "--strategy",
+            "entropy",
+            "--regions",
+            "0.95",
+            "--rest",
+            rest,
+            "--output",
+            tasks.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let written = serde_json::from_str(&std::fs::read_to_string(&tasks).unwrap()).unwrap();
+        (written, stderr(&out))
+    };
+    let (mut written, said) = region_tasks("unknown");
+    assert!(said.contains("tokens to decide in their regions"), "{said}");
     assert!(!written.is_empty());
     let mut decided = 0;
     for task in &mut written {
@@ -408,25 +410,7 @@ fn regions_to_decide_are_the_doubtful_tokens_and_read_back_as_partial_labels() {
     assert!(out.status.success(), "{}", stderr(&out));
     // With the rest left to the model, the same tasks read back as annotated in full.
     let whole = dir.join("whole.json");
-    let out = select(&[
-        "--input",
-        "data/sample/pool.txt",
-        "--budget",
-        "40",
-        "--budget-unit",
-        "tokens",
-        "--strategy",
-        "entropy",
-        "--regions",
-        "0.95",
-        "--rest",
-        "model",
-        "--output",
-        whole.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let mut tasks: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(&whole).unwrap()).unwrap();
+    let (mut tasks, _) = region_tasks("model");
     assert_eq!(tasks.len(), written.len());
     for (task, partial) in tasks.iter_mut().zip(&written) {
         assert!(task["data"].get("known").is_none(), "{task}");
