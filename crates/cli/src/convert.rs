@@ -32,7 +32,7 @@ pub struct ConvertArgs {
 /// Converts `args.file` (`-`: stdin) to `args.to`, reading its tags in `args.from` (leniently,
 /// as conlleval, without it), and writes it to `args.output` or stdout.
 pub fn run(args: ConvertArgs) -> Result<()> {
-    let converted = if nertrain_data::is_annotated(&args.file) {
+    let converted = if nertrain_annotate::is_annotated(&args.file) {
         annotated_to_conll(&args.file, args.to)?
     } else {
         let (text, file) = crate::input::read(&args.file)?;
@@ -60,8 +60,8 @@ pub fn run(args: ConvertArgs) -> Result<()> {
 /// by the treebank rules as `fit` reads it.
 fn annotated_to_conll(file: &Path, scheme: TagScheme) -> Result<String> {
     let tokenizer = Tokenizer::new(&TokenizerSpec::treebank())?;
-    let (corpus, warnings) =
-        nertrain_data::read_labelled(file, &ColumnSpec::default())?.into_sentences(&tokenizer)?;
+    let (corpus, warnings) = nertrain_annotate::read_labelled(file, &ColumnSpec::default())?
+        .into_sentences(&tokenizer)?;
     for warning in &warnings {
         eprintln!("warning: {warning}");
     }

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
-use nertrain_data::{CharSpan, PreAnnotated, doccano_lines, label_studio_tasks};
+use nertrain_annotate::label_studio::{self, CHECK, LabelingConfig, TASK_DATA_KEYS, Target};
+use nertrain_annotate::{CharSpan, PreAnnotated, doccano};
 use nertrain_tagger::{BudgetUnit, MAX_DIVERSITY, Selected, Selection, Strategy, Tagger};
 
 use crate::{Result, UsageError};
@@ -80,6 +81,12 @@ pub struct SelectArgs {
     /// The annotation tool the tasks are for.
     #[arg(long, value_enum, default_value_t = TaskFormat::LabelStudio)]
     format: TaskFormat,
+    /// The labeling config (XML) of the Label Studio project the tasks are for: they are
+    /// written under its own names (its entity `<Labels>` control, the `<Text>` it labels and
+    /// that text's data key), and entities of labels it lacks are left out. Without it, the
+    /// names of Label Studio's default named-entity config (`label`, `text`, `$text`).
+    #[arg(long)]
+    label_config: Option<PathBuf>,
     /// Write the tasks here instead of stdout (neither the pool nor inside the model).
     #[arg(long)]
     output: Option<PathBuf>,
@@ -177,9 +184,48 @@ fn similarity(value: &str) -> std::result::Result<f64, String> {
     }
 }
 
+/// The target the tasks are written for: the entity control of `--label-config`, checked
+/// against the model's labels and `--regions`, or Label Studio's default names.
+fn target(args: &SelectArgs, tagger: &Tagger) -> Result<Option<Target>> {
+    let Some(path) = &args.label_config else {
+        return Ok(None);
+    };
+    if !matches!(args.format, TaskFormat::LabelStudio) {
+        return Err(UsageError("--label-config: only Label Studio tasks have one".into()).into());
+    }
+    let refuse = |message: String| UsageError(format!("{}: {message}", path.display()));
+    let xml = nertrain_data::read_text(path)?;
+    let config = LabelingConfig::parse(&xml).map_err(refuse)?;
+    let (target, check) = config.entity_target().map_err(refuse)?;
+    if TASK_DATA_KEYS.contains(&target.data_key.as_str()) {
+        return Err(refuse(format!(
+            "<Text name=\"{}\"> reads its text from data.{}, which the tasks use for their {}; \
+             name another key",
+            target.to_name, target.data_key, target.data_key
+        ))
+        .into());
+    }
+    if args.regions.is_some() && !check {
+        return Err(refuse(format!(
+            "--regions shows the regions to decide as a `{CHECK}` control, which the config \
+             lacks: add <Labels name=\"{CHECK}\" toName=\"{}\"><Label value=\"{CHECK}\"/></Labels>",
+            target.to_name
+        ))
+        .into());
+    }
+    let labels = tagger.info().labels;
+    LabelingConfig {
+        targets: vec![target.clone()],
+    }
+    .check_labels(&labels)
+    .map_err(refuse)?;
+    Ok(Some(target.clone()))
+}
+
 pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
     check_outputs(&args)?;
     let tagger = Tagger::load(&args.model, device)?;
+    let target = target(&args, &tagger)?;
     let (pool, pool_name) = crate::input::read(&args.input)?;
     let texts: Vec<&str> = pool.lines().collect();
     let selection = Selection {
@@ -207,6 +253,12 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
         left[selected.index] = false;
     }
     let cost: usize = chosen.iter().map(Selected::cost).sum();
+    let shown = |label: &String| target.as_ref().is_none_or(|t| t.labels.contains(label));
+    let left_out = chosen
+        .iter()
+        .flat_map(|selected| &selected.tagged.entities)
+        .filter(|e| !shown(&e.label))
+        .count();
     let tasks: Vec<PreAnnotated> = chosen
         .into_iter()
         .map(|selected| PreAnnotated {
@@ -216,6 +268,7 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
                 .tagged
                 .entities
                 .iter()
+                .filter(|e| shown(&e.label))
                 .map(|e| {
                     let span = CharSpan {
                         start: e.start,
@@ -236,8 +289,11 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
         args.model.display()
     );
     let written = match args.format {
-        TaskFormat::LabelStudio => label_studio_tasks(&tasks, &model_version),
-        TaskFormat::Doccano => doccano_lines(&tasks),
+        TaskFormat::LabelStudio => {
+            let target = target.unwrap_or_else(Target::default_ner);
+            label_studio::tasks(&tasks, &model_version, &target)
+        }
+        TaskFormat::Doccano => doccano::lines(&tasks),
     };
     match &args.output {
         Some(path) => nertrain_data::write_output(path, written.as_bytes())?,
@@ -265,5 +321,11 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
         worth(tasks.first()),
         worth(tasks.last())
     );
+    if left_out > 0 {
+        eprintln!(
+            "left out {left_out} entities of labels the labeling config lacks (not pre-annotated in \
+             the tasks)"
+        );
+    }
     Ok(())
 }

@@ -133,7 +133,7 @@ fn selected_tasks_carry_the_entities_tag_finds_and_read_back_as_gold() {
         assert_eq!(line["label"].as_array().unwrap(), &entities, "{text}");
     }
     // The doccano file reads back as gold: what an annotator who accepts everything exports.
-    let corpus = nertrain_data::read_annotated(&tasks).unwrap();
+    let corpus = nertrain_annotate::read_annotated(&tasks).unwrap();
     assert_eq!(corpus.texts.len(), 5);
 }
 
@@ -473,4 +473,138 @@ fn selection_settings_out_of_range_are_refused() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn tasks_carry_the_projects_own_names_from_its_labeling_config() {
+    let dir = scratch("select-label-config");
+    let config = dir.join("config.xml");
+    let labels =
+        r#"<Labels name="ner" toName="doc"><Label value="PER"/><Label value="LOC"/></Labels>"#;
+    let check = r#"<Labels name="check" toName="doc"><Label value="check"/></Labels>"#;
+    let write_config = |parts: &[&str], text: &str| {
+        let xml = format!(
+            "<View>{}<Text name=\"doc\" value=\"${text}\"/></View>",
+            parts.concat()
+        );
+        std::fs::write(&config, xml).unwrap();
+    };
+    write_config(&[labels, check], "body");
+    let args = [
+        "--input",
+        "data/sample/pool.txt",
+        "--budget",
+        "200",
+        "--budget-unit",
+        "tokens",
+        "--strategy",
+        "mnlp",
+        "--regions",
+        "0.99",
+    ];
+    let read = |out: &std::process::Output| -> Vec<serde_json::Value> {
+        assert!(out.status.success(), "{}", stderr(out));
+        serde_json::from_str(&stdout(out)).unwrap()
+    };
+    let default = read(&select(&args));
+    let with_config = [&args[..], &["--label-config", config.to_str().unwrap()]].concat();
+    let out = select(&with_config);
+    let projects = read(&out);
+    // The default config's tasks, renamed by hand: the same tasks under the project's names,
+    // less the entities of labels the project lacks.
+    let mut left_out = 0;
+    let mut expected = default.clone();
+    for task in &mut expected {
+        let data = task["data"].as_object_mut().unwrap();
+        let text = data.remove("text").unwrap();
+        let rest = std::mem::take(data);
+        data.insert("body".into(), text);
+        data.extend(rest);
+        let line = task["data"]["line"].clone();
+        let result = task["predictions"][0]["result"].as_array_mut().unwrap();
+        let before = result.len();
+        result.retain(|r| {
+            let label = &r["value"]["labels"][0];
+            ["PER", "LOC", "check"].iter().any(|l| label == l)
+        });
+        left_out += before - result.len();
+        // Entities are numbered as written.
+        let mut entities = 0;
+        for region in result.iter_mut() {
+            if region["from_name"] == "label" {
+                region["from_name"] = "ner".into();
+                region["id"] = format!("n{line}-{entities}").into();
+                entities += 1;
+            }
+            region["to_name"] = "doc".into();
+        }
+    }
+    assert!(
+        left_out > 0,
+        "the sample's model finds ORG or MISC in the pool"
+    );
+    assert!(
+        default
+            .iter()
+            .any(|t| t["predictions"][0]["result"].as_array().unwrap().len() > 1),
+        "entities and regions to compare"
+    );
+    for (task, expected) in projects.iter().zip(&expected) {
+        assert_eq!(task, expected);
+    }
+    assert_eq!(projects.len(), expected.len());
+    assert!(
+        stderr(&out).contains(&format!("left out {left_out} entities")),
+        "{}",
+        stderr(&out)
+    );
+    // Submitted as predicted, the tasks read back with the project's text.
+    let mut submitted = projects.clone();
+    for task in &mut submitted {
+        let result = task["predictions"][0]["result"].clone();
+        task["annotations"] = serde_json::json!([{"id": 1, "result": result}]);
+    }
+    let export = dir.join("export.json");
+    std::fs::write(&export, serde_json::to_string(&submitted).unwrap()).unwrap();
+    let corpus = nertrain_annotate::read_annotated(&export).unwrap();
+    assert_eq!(corpus.texts.len(), projects.len());
+    assert_eq!(corpus.texts[0].text, projects[0]["data"]["body"]);
+
+    // What the config cannot carry is refused before anything is written.
+    let refused = |parts: &[&str], text: &str, extra: &[&str], expected: &str| {
+        write_config(parts, text);
+        let out = select(&[&with_config[..], extra].concat());
+        assert!(!out.status.success());
+        assert!(stdout(&out).is_empty());
+        assert!(stderr(&out).contains(expected), "{}", stderr(&out));
+    };
+    refused(
+        &[labels],
+        "body",
+        &[],
+        "add <Labels name=\"check\" toName=\"doc\">",
+    );
+    refused(
+        &[labels, check],
+        "line",
+        &[],
+        "data.line, which the tasks use",
+    );
+    refused(&[check], "body", &[], "only <Labels> control is `check`");
+    refused(
+        &[
+            r#"<Labels name="ner" toName="doc"><Label value="DATE"/></Labels>"#,
+            check,
+        ],
+        "body",
+        &[],
+        "none of the labeling config's labels (DATE)",
+    );
+    refused(
+        &[labels, check],
+        "body",
+        &["--format", "doccano"],
+        "only Label Studio tasks",
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }

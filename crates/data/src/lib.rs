@@ -7,7 +7,6 @@
 
 #![warn(missing_docs)]
 
-mod annotated;
 mod batch;
 mod casing;
 mod conll;
@@ -16,7 +15,6 @@ mod dictionary;
 mod error;
 pub mod io;
 mod label;
-mod labelled;
 mod partial;
 mod scheme;
 mod score;
@@ -24,11 +22,6 @@ mod tokenize;
 mod vectors;
 mod vocab;
 
-pub use annotated::{
-    AnnotatedCorpus, AnnotatedText, AnnotationFormat, CHECK, CharSpan, Misaligned, PreAnnotated,
-    StudioPrediction, StudioRegion, StudioTarget, doccano_lines, is_annotated, label_studio_tasks,
-    narrow_label_studio_tasks, parse_annotated, read_annotated,
-};
 pub use batch::{Batch, BatchPlan, CharIds, SentenceChars};
 pub use casing::Casing;
 pub use conll::{
@@ -45,7 +38,6 @@ pub use dictionary::{
 pub use error::DataError;
 pub use io::{WriteError, write_output};
 pub use label::{Allowed, Label, TagColumn, known_tags};
-pub use labelled::{LabelledFile, read_labelled};
 pub use scheme::{
     Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,
     render_spans, spans, transition_allowed,

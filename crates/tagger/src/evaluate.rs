@@ -5,9 +5,10 @@ use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
 use std::path::Path;
 
+use nertrain_annotate::{AnnotatedCorpus, CharSpan, LabelledFile, Misaligned, read_labelled};
 use nertrain_data::{
-    AnnotatedCorpus, CharSpan, ChunkCounts, ColumnSpec, Confusion, Corpus, LabelledFile,
-    Misaligned, Report, Scorer, Scores, TagScheme, read_labelled, read_tagged, spans,
+    ChunkCounts, ColumnSpec, Confusion, Corpus, Report, Scorer, Scores, TagScheme, read_tagged,
+    spans,
 };
 use serde::Serialize;
 

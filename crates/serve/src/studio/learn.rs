@@ -22,13 +22,13 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use nertrain_annotate::label_studio::{self, LabelingConfig, Task};
 use nertrain_model::ModelFiles;
 use nertrain_tagger::{Tagger, lock};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::client::Connection;
-use super::config::LabelingConfig;
 use crate::served::{Served, Version, weights_id};
 use crate::{LogLine, Logger};
 
@@ -489,20 +489,20 @@ fn held_out(id: u64, percent: u64) -> bool {
     x % 100 < percent
 }
 
-#[derive(Deserialize)]
-struct TaskId {
-    id: u64,
-}
-
 /// The export's tasks split into those trained on and those held out.
 fn split(export: &[u8], percent: u64) -> Result<(Vec<&RawValue>, Vec<&RawValue>), String> {
     let tasks: Vec<&RawValue> = serde_json::from_slice(export)
         .map_err(|e| format!("Label Studio's export is not a JSON array of tasks: {e}"))?;
     let (mut train, mut heldout) = (Vec::new(), Vec::new());
     for (i, task) in tasks.into_iter().enumerate() {
-        let id: TaskId = serde_json::from_str(task.get())
-            .map_err(|e| format!("Label Studio's export: task number {}: {e}", i + 1))?;
-        if held_out(id.id, percent) {
+        let number = || format!("Label Studio's export: task number {}", i + 1);
+        let read: Task =
+            serde_json::from_str(task.get()).map_err(|e| format!("{}: {e}", number()))?;
+        let id = read
+            .id
+            .and_then(|id| u64::try_from(id).ok())
+            .ok_or_else(|| format!("{}: expected its `id`, a whole number", number()))?;
+        if held_out(id, percent) {
             heldout.push(task);
         } else {
             train.push(task);
@@ -559,9 +559,8 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), String> {
     std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
     let (train_file, heldout_file) = (data.join("train.json"), data.join("heldout.json"));
     for (path, tasks) in [(&train_file, &train), (&heldout_file, &heldout)] {
-        let narrowed =
-            nertrain_data::narrow_label_studio_tasks(tasks, &target.data_key, &target.to_name)
-                .map_err(|e| format!("Label Studio's export: {e}"))?;
+        let narrowed = label_studio::narrow_tasks(tasks, target)
+            .map_err(|e| format!("Label Studio's export: {e}"))?;
         nertrain_data::io::write_atomic(path, &narrowed)
             .map_err(|e| format!("{}: {e}", path.display()))?;
     }

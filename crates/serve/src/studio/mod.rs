@@ -16,7 +16,6 @@
 //! their message as the reason phrase too.
 
 mod client;
-mod config;
 mod learn;
 
 use std::collections::HashMap;
@@ -27,13 +26,12 @@ use std::sync::{Arc, Mutex};
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use nertrain_data::{CharSpan, StudioPrediction, StudioRegion, StudioTarget};
+use nertrain_annotate::CharSpan;
+use nertrain_annotate::label_studio::{LabelingConfig, Prediction, Region, Task};
 use nertrain_tagger::{Strategy, TagSettings, Tagged, Tagger, lock};
 use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
 
 pub use client::Connection;
-pub use config::{LabelingConfig, Target};
 pub use learn::{
     LearnSettings, LearningStatus, Progress, StudioEvent, VersionRecord, model_to_serve,
 };
@@ -161,14 +159,6 @@ struct PredictRequest {
     project: Option<ProjectUid>,
 }
 
-/// A task, as much of it as predicting reads.
-#[derive(Debug, Deserialize)]
-struct Task {
-    #[serde(default)]
-    id: Option<u64>,
-    data: HashMap<String, Box<RawValue>>,
-}
-
 /// A `POST /webhook` body.
 #[derive(Debug, Deserialize)]
 struct WebhookRequest {
@@ -280,18 +270,9 @@ pub(crate) async fn predict(
     let mut sources = Vec::new();
     for (t, task) in predict.tasks.iter().enumerate() {
         for (g, target) in config.targets.iter().enumerate() {
-            let field = || format!("tasks[{t}].data.{}", target.data_key);
-            let raw = task.data.get(&target.data_key).ok_or_else(|| {
-                bad(format!(
-                    "{}: missing; <Text name=\"{}\"> reads its text there",
-                    field(),
-                    target.to_name
-                ))
-            })?;
-            let text: String = serde_json::from_str(raw.get())
-                .map_err(|_| bad(format!("{}: expected a string, the task's text", field())))?;
+            let text = task.text_for(target, t).map_err(bad)?;
             if !text.trim().is_empty() {
-                texts.push(text);
+                texts.push(text.to_string());
                 sources.push(Source { task: t, target: g });
             }
         }
@@ -315,7 +296,7 @@ pub(crate) async fn predict(
     let held = crate::hold_answer(state, &cost)?;
     // Tasks go to the queue in pieces of at most `max_texts` texts, each whole, so that one
     // request of many tasks takes its turn like many requests.
-    let task_ids: Vec<Option<u64>> = predict.tasks.iter().map(|t| t.id).collect();
+    let task_ids: Vec<Option<i64>> = predict.tasks.iter().map(|t| t.id).collect();
     let left_out = Arc::new(AtomicUsize::new(0));
     let mut pieces: Vec<Vec<u8>> = Vec::new();
     let (mut texts, mut tokens, mut sources) = (texts, tokens, sources);
@@ -387,7 +368,7 @@ type TextSpans = (usize, String, Vec<(CharSpan, f64)>);
 struct Piece {
     /// The tasks, by their place in the request.
     tasks: std::ops::Range<usize>,
-    task_ids: Vec<Option<u64>>,
+    task_ids: Vec<Option<i64>>,
     /// Where each text of the piece came from.
     sources: Vec<Source>,
     config: Arc<LabelingConfig>,
@@ -430,16 +411,12 @@ impl Piece {
             let mut result = Vec::new();
             for (target, text, kept) in &spans {
                 let target = &self.config.targets[*target];
-                let names = StudioTarget {
-                    from_name: &target.from_name,
-                    to_name: &target.to_name,
-                };
                 for (i, (span, probability)) in kept.iter().enumerate() {
                     let region = format!("{id}-{}-{i}", target.to_name);
-                    result.push(StudioRegion::new(text, span, *probability, region, names));
+                    result.push(Region::new(text, span, *probability, region, target));
                 }
             }
-            let prediction = StudioPrediction {
+            let prediction = Prediction {
                 model_version: &self.model_version,
                 score: certainty,
                 result,

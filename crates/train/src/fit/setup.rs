@@ -6,10 +6,11 @@ use std::ops::Range;
 use std::path::Path;
 
 use burn::tensor::Device;
+use nertrain_annotate::read_labelled;
 use nertrain_data::{
     ColumnSpec, Context, Corpus, DataError, Dictionary, Encoded, Label, MAX_PHRASE_WORDS, Mention,
     Sentence, TagScheme, Tokenizer, TokenizerSpec, Vectors, Vocab, Vocabularies, convert_tags,
-    read_dictionary, read_labelled, read_vectors, set_mention_casing,
+    read_dictionary, read_vectors, set_mention_casing,
 };
 use nertrain_model::files::DictionaryMeta;
 use nertrain_model::{

@@ -6,7 +6,9 @@
 
 use std::path::Path;
 
-use crate::{AnnotatedCorpus, ColumnSpec, Corpus, DataError, Label, Tokenizer, is_annotated};
+use nertrain_data::{ColumnSpec, Corpus, DataError, Label, Tokenizer};
+
+use crate::{AnnotatedCorpus, is_annotated};
 
 /// A labelled file as read.
 #[derive(Debug, Clone)]
@@ -24,7 +26,7 @@ pub fn read_labelled(path: &Path, columns: &ColumnSpec) -> Result<LabelledFile, 
     if is_annotated(path) {
         return Ok(LabelledFile::Spans(crate::read_annotated(path)?));
     }
-    Ok(LabelledFile::Columns(crate::read_partially_tagged(
+    Ok(LabelledFile::Columns(nertrain_data::read_partially_tagged(
         path, columns,
     )?))
 }

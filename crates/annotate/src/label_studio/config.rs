@@ -3,6 +3,8 @@
 
 use std::collections::HashMap;
 
+use super::CHECK;
+
 /// One `<Labels>` control on a `<Text>` object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -14,6 +16,19 @@ pub struct Target {
     pub data_key: String,
     /// The control's labels (each `<Label value>`).
     pub labels: Vec<String>,
+}
+
+impl Target {
+    /// The names of Label Studio's default named-entity config, `<Labels name="label"
+    /// toName="text">` on `<Text name="text" value="$text">`, with any label.
+    pub fn default_ner() -> Self {
+        Self {
+            from_name: "label".into(),
+            to_name: "text".into(),
+            data_key: "text".into(),
+            labels: Vec::new(),
+        }
+    }
 }
 
 /// What a labeling config asks a text tagger for.
@@ -100,6 +115,43 @@ impl LabelingConfig {
             ));
         }
         Ok(Self { targets })
+    }
+
+    /// The one control that labels entities (any but [`CHECK`]), and whether the config has the
+    /// [`CHECK`] control on the same `<Text>`; an error when there is none, or more than one
+    /// and which one is meant is not known.
+    pub fn entity_target(&self) -> Result<(&Target, bool), String> {
+        let entities: Vec<&Target> = self
+            .targets
+            .iter()
+            .filter(|t| t.from_name != CHECK)
+            .collect();
+        let target = match entities.as_slice() {
+            [target] => *target,
+            [] => {
+                return Err(format!(
+                    "the labeling config's only <Labels> control is `{CHECK}`, which marks \
+                     regions to decide; add one for the entities"
+                ));
+            }
+            _ => {
+                let names: Vec<String> = entities
+                    .iter()
+                    .map(|t| format!("{} on {}", t.from_name, t.to_name))
+                    .collect();
+                return Err(format!(
+                    "the labeling config has {} <Labels> controls on <Text> objects ({}); \
+                     tasks are written for a config with one",
+                    names.len(),
+                    names.join(", ")
+                ));
+            }
+        };
+        let check = self
+            .targets
+            .iter()
+            .any(|t| t.from_name == CHECK && t.to_name == target.to_name);
+        Ok((target, check))
     }
 
     /// Checks that the model finds at least one of the config's labels; otherwise says which
@@ -192,5 +244,26 @@ mod tests {
             broken.starts_with("the labeling config is not XML"),
             "{broken}"
         );
+    }
+
+    #[test]
+    fn the_entity_target_is_the_one_control_besides_check() {
+        let text = r#"<Text name="doc" value="$body"/>"#;
+        let labels = |name: &str, to: &str| {
+            format!(r#"<Labels name="{name}" toName="{to}"><Label value="PER"/></Labels>"#)
+        };
+        let parse = |parts: &[String]| {
+            LabelingConfig::parse(&format!("<View>{}{text}</View>", parts.concat())).unwrap()
+        };
+        let config = parse(&[labels("check", "doc"), labels("ner", "doc")]);
+        let (target, check) = config.entity_target().unwrap();
+        assert_eq!((target.from_name.as_str(), check), ("ner", true));
+        let config = parse(&[labels("ner", "doc")]);
+        assert!(!config.entity_target().unwrap().1);
+        let two = parse(&[labels("ner", "doc"), labels("more", "doc")]);
+        let error = two.entity_target().unwrap_err();
+        assert!(error.contains("2 <Labels> controls"), "{error}");
+        let only_check = parse(&[labels("check", "doc")]);
+        assert!(only_check.entity_target().is_err());
     }
 }
