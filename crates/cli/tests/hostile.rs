@@ -14,14 +14,8 @@ use common::{Server, nertrain, sample_model, scratch, stderr, stdout};
 
 /// This process's child's peak resident memory, in MiB (Linux).
 fn peak_mib(pid: u32) -> f64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    line.split_whitespace()
-        .nth(1)
-        .unwrap()
-        .parse::<f64>()
-        .unwrap()
-        / 1024.0
+    let process = procfs::process::Process::new(pid as i32).unwrap();
+    process.status().unwrap().vmhwm.unwrap() as f64 / 1024.0
 }
 
 /// Writes all of `body` after a request head, then reads the whole answer, as Python's

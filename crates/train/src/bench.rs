@@ -387,8 +387,10 @@ fn median(values: &[f64]) -> f64 {
 
 /// This process's peak resident set size (Linux), in MiB.
 fn peak_rss_mb() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
+    let kib = procfs::process::Process::myself()
+        .ok()?
+        .status()
+        .ok()?
+        .vmhwm?;
+    Some(kib as f64 / 1024.0)
 }

@@ -138,13 +138,26 @@ fn lock_holder(file: &mut std::fs::File) -> Option<u32> {
         let read = file.rewind().and_then(|()| file.read_to_string(&mut text));
         let pid = read.ok().and_then(|_| text.trim().parse::<u32>().ok());
         if let Some(pid) = pid
-            && Path::new(&format!("/proc/{pid}")).exists()
+            && is_alive(pid)
         {
             return Some(pid);
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     None
+}
+
+/// Whether process `pid` exists: a signal 0 to it is delivered, or refused only for want of
+/// permission (another user's).
+fn is_alive(pid: u32) -> bool {
+    use rustix::process::{Pid, test_kill_process};
+    let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
+        return false;
+    };
+    match test_kill_process(pid) {
+        Ok(()) => true,
+        Err(error) => error == rustix::io::Errno::PERM,
+    }
 }
 
 impl ModelDir {

@@ -23,6 +23,7 @@ mod config;
 use std::collections::HashMap;
 use std::path::Path;
 
+use jiff::Timestamp;
 use nertrain_data::DataError;
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
@@ -124,13 +125,13 @@ pub(crate) enum MinRow {
 
 /// What orders a task's annotations, the latest last: `updated_at` (parsed), then the
 /// annotation's id, then its place in the file.
-pub(crate) type Latest = (Option<(i64, u32)>, Option<i64>);
+pub(crate) type Latest = (Option<Timestamp>, Option<i64>);
 
 /// An annotation's `updated_at`, parsed, or an error naming it.
 fn updated_at(
     value: Option<&str>,
     at: &dyn Fn(String) -> DataError,
-) -> Result<Option<(i64, u32)>, DataError> {
+) -> Result<Option<Timestamp>, DataError> {
     value
         .map(|time| {
             parse_time(time).ok_or_else(|| {
