@@ -23,6 +23,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nertrain_annotate::label_studio::{self, LabelingConfig, Task};
+use nertrain_data::Scores;
 use nertrain_model::ModelFiles;
 use nertrain_tagger::{Tagger, lock};
 use serde::{Deserialize, Serialize};
@@ -220,17 +221,6 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     interrupt: Arc<AtomicBool>,
-}
-
-/// `nertrain eval --json`'s answer, as much of it as judging reads.
-#[derive(Deserialize)]
-struct EvalScores {
-    overall: Overall,
-}
-
-#[derive(Deserialize)]
-struct Overall {
-    f1: f64,
 }
 
 impl Shared {
@@ -619,7 +609,7 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), String> {
             std::fs::File::create(&scores).map_err(|e| format!("{}: {e}", scores.display()))?;
         eval.stdout(out);
         shared.run_child(eval, &name, &log_file, || {})?;
-        let read: EvalScores = std::fs::read(&scores)
+        let read: Scores = std::fs::read(&scores)
             .map_err(|e| e.to_string())
             .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
             .map_err(|e| format!("scoring the held-out tasks ({}): {e}", scores.display()))?;
