@@ -269,6 +269,49 @@ fn a_model_continues_only_as_the_network_it_is() {
         "{}",
         stderr(&wider)
     );
+    // How it reads its data is kept too, each setting named with both values.
+    for (setting, expected) in [
+        (
+            "model.char_features=\"lstm\"",
+            "model.char_features is \"lstm\" in the experiment but \"cnn\" in the model",
+        ),
+        (
+            "data.context=\"document\"",
+            "data.context is \"document\" in the experiment but \"sentence\" in the model",
+        ),
+        (
+            "data.lowercase=true",
+            "data.lowercase is true in the experiment but false in the model",
+        ),
+        (
+            "data.train_scheme=\"iobes\"",
+            "data.train_scheme is \"iobes\" in the experiment but \"iob2\" in the model",
+        ),
+    ] {
+        let refused = fit(
+            &dir.join("refused"),
+            &["--start-from", from, "--set", &setting],
+        );
+        assert_eq!(refused.status.code(), Some(1), "{setting}");
+        assert!(stderr(&refused).contains(expected), "{}", stderr(&refused));
+    }
+    // Regularisation may change: the run's model takes the experiment's.
+    let looser = dir.join("looser");
+    let out = fit(
+        &looser,
+        &[
+            "--start-from",
+            from,
+            "--set",
+            "model.dropout=0.1",
+            "--set",
+            "train.epochs=1",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(looser.join("model.json")).unwrap()).unwrap();
+    assert_eq!(meta["model"]["dropout"], 0.1);
     let missing = fit(&dir.join("missing"), &["--start-from", "/nonexistent/run"]);
     assert_eq!(missing.status.code(), Some(1));
     assert!(

@@ -236,52 +236,69 @@ pub struct RecordedScores {
     pub scores: Scores,
 }
 
-/// The model settings that make no sense, as `(key, "key: expected ...")`: checked for an
-/// experiment before anything is read or deleted, and for a model's `model.json` before anything
-/// is allocated.
-pub fn check_config(m: &NetworkConfig) -> Result<(), (&'static str, String)> {
+/// Settings of a [`NetworkConfig`] out of their range: the settings (its fields' names) and what
+/// they must be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutOfRange {
+    /// The settings, by their names in [`NetworkConfig`].
+    pub settings: &'static [&'static str],
+    /// What they must be.
+    pub expected: &'static str,
+}
+
+impl std::fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let named: Vec<String> = self.settings.iter().map(|s| format!("model.{s}")).collect();
+        write!(f, "{}: expected {}", named.join(" and "), self.expected)
+    }
+}
+
+/// The first of a network's settings that make no sense: checked for an experiment before
+/// anything is read or deleted (which names them as the experiment's keys), and for a model's
+/// `model.json` before anything is allocated.
+pub fn check_config(m: &NetworkConfig) -> Result<(), OutOfRange> {
     let size = |v: usize| (1..=MAX_LAYER).contains(&v);
-    let checks: [(bool, &str, &str); 9] = [
-        (size(m.word_dim), "model.word_dim", "1 to 4096"),
-        (size(m.hidden), "model.hidden", "1 to 4096"),
+    let checks: [(bool, &'static [&'static str], &'static str); 9] = [
+        (size(m.word_dim), &["word_dim"], "1 to 4096"),
+        (size(m.hidden), &["hidden"], "1 to 4096"),
         (
             size(m.char_dim) && size(m.char_filters),
-            "model.char_dim and model.char_filters",
+            &["char_dim", "char_filters"],
             "1 to 4096",
         ),
         (
             size(m.char_hidden) && size(m.char_lm_hidden),
-            "model.char_hidden and model.char_lm_hidden",
+            &["char_hidden", "char_lm_hidden"],
             "1 to 4096",
         ),
         (
             m.casing_dim <= MAX_LAYER && m.mention_dim <= MAX_LAYER,
-            "model.casing_dim and model.mention_dim",
+            &["casing_dim", "mention_dim"],
             "0 to 4096",
         ),
         (
             m.dictionary_dim <= MAX_LAYER,
-            "model.dictionary_dim",
+            &["dictionary_dim"],
             "0 to 4096",
         ),
         (
             m.feature_dims.iter().all(|&d| size(d)) && m.feature_dims.len() <= MAX_FEATURES,
-            "data.features",
+            &["feature_dims"],
             "at most 64 columns, each of dim 1 to 4096",
         ),
         (
             m.lm_weight >= 0.0 && m.lm_weight.is_finite(),
-            "model.lm_weight",
+            &["lm_weight"],
             "zero or positive",
         ),
         (
             (0.0..1.0).contains(&m.dropout),
-            "model.dropout",
+            &["dropout"],
             "a probability in [0, 1)",
         ),
     ];
     match checks.iter().find(|(ok, _, _)| !ok) {
-        Some((_, key, expected)) => Err((key, format!("{key}: expected {expected}"))),
+        Some(&(_, settings, expected)) => Err(OutOfRange { settings, expected }),
         None => Ok(()),
     }
 }
@@ -579,7 +596,7 @@ impl ModelFiles {
 
 /// The sizes of a description that nertrain never makes, checked before any is allocated.
 fn check_sizes(meta: &ModelMeta) -> Result<(), String> {
-    check_config(&meta.model).map_err(|(_, message)| message)?;
+    check_config(&meta.model).map_err(|e| e.to_string())?;
     let sizes = &meta.sizes;
     let word_table = sizes.words.saturating_mul(meta.model.word_dim);
     if word_table > MAX_WORD_TABLE || sizes.chars > MAX_WORD_TABLE / 64 {

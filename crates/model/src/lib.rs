@@ -33,7 +33,8 @@ pub use files::{
 pub use grow::{GrowError, first_non_finite, grown_from};
 pub use inputs::BatchTensors;
 pub use network::{
-    CharFeatures, ContextShares, Dropped, FeatureEmbeddings, Network, NetworkConfig, VocabSizes,
+    Architecture, CharFeatures, ContextShares, Dropped, FeatureEmbeddings, Network, NetworkConfig,
+    VocabSizes,
 };
 pub use word_gates::{FormInputs, WordGates};
 

@@ -95,6 +95,37 @@ pub struct VocabSizes {
     pub features: Vec<usize>,
 }
 
+/// What shapes a network's parameters: every setting of a [`NetworkConfig`] but its
+/// regularisation (dropout, the language-model losses' weight), which may change between runs of
+/// one model. Serialised under the settings' own names.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Architecture {
+    /// [`NetworkConfig::word_dim`].
+    pub word_dim: usize,
+    /// [`NetworkConfig::char_features`].
+    pub char_features: CharFeatures,
+    /// [`NetworkConfig::char_dim`].
+    pub char_dim: usize,
+    /// [`NetworkConfig::char_filters`].
+    pub char_filters: usize,
+    /// [`NetworkConfig::char_hidden`].
+    pub char_hidden: usize,
+    /// [`NetworkConfig::casing_dim`].
+    pub casing_dim: usize,
+    /// [`NetworkConfig::mention_dim`].
+    pub mention_dim: usize,
+    /// [`NetworkConfig::hidden`].
+    pub hidden: usize,
+    /// [`NetworkConfig::char_lm`].
+    pub char_lm: bool,
+    /// [`NetworkConfig::char_lm_hidden`].
+    pub char_lm_hidden: usize,
+    /// [`NetworkConfig::dictionary_dim`].
+    pub dictionary_dim: usize,
+    /// [`NetworkConfig::feature_dims`].
+    pub feature_dims: Vec<usize>,
+}
+
 impl From<&nertrain_data::Vocabularies> for VocabSizes {
     fn from(vocab: &nertrain_data::Vocabularies) -> Self {
         Self {
@@ -109,6 +140,41 @@ impl From<&nertrain_data::Vocabularies> for VocabSizes {
 }
 
 impl NetworkConfig {
+    /// Its [`Architecture`]. Every setting is named here, so that a new one must be counted as
+    /// architecture or as regularisation before this compiles.
+    pub fn architecture(&self) -> Architecture {
+        let Self {
+            word_dim,
+            char_features,
+            char_dim,
+            char_filters,
+            char_hidden,
+            casing_dim,
+            mention_dim,
+            hidden,
+            dropout: _,
+            char_lm,
+            char_lm_hidden,
+            lm_weight: _,
+            dictionary_dim,
+            feature_dims,
+        } = self.clone();
+        Architecture {
+            word_dim,
+            char_features,
+            char_dim,
+            char_filters,
+            char_hidden,
+            casing_dim,
+            mention_dim,
+            hidden,
+            char_lm,
+            char_lm_hidden,
+            dictionary_dim,
+            feature_dims,
+        }
+    }
+
     /// A model of this architecture for vocabularies of `sizes`, with fresh weights.
     pub fn init(&self, sizes: &VocabSizes, device: &Device) -> Network {
         let chars = (self.char_features == CharFeatures::Cnn).then(|| {

@@ -405,13 +405,26 @@ impl Experiment {
         experiment.model.feature_dims = dims;
         experiment
             .validate()
-            .map_err(|(key, message)| located(key, message))?;
+            .map_err(|(key, message)| located(&key, message))?;
         Ok(experiment)
     }
 
     /// Values that parse but make no sense are errors naming the key and the range expected.
-    fn validate(&self) -> Result<(), (&'static str, String)> {
-        check_config(&self.model)?;
+    fn validate(&self) -> Result<(), (String, String)> {
+        check_config(&self.model).map_err(|unfit| {
+            // The network's settings are the experiment's `[model]` keys, but for the feature
+            // columns' sizes, which `data.features` sets.
+            let keys: Vec<String> = unfit
+                .settings
+                .iter()
+                .map(|&s| match s {
+                    "feature_dims" => "data.features".to_string(),
+                    _ => format!("model.{s}"),
+                })
+                .collect();
+            let message = format!("{}: expected {}", keys.join(" and "), unfit.expected);
+            (keys[0].clone(), message)
+        })?;
         let (d, m, t) = (&self.data, &self.model, &self.train);
         let columns = self.data.columns();
         let mut distinct = columns.feature_columns.clone();
@@ -498,7 +511,9 @@ impl Experiment {
             ),
         ];
         match checks.iter().find(|(ok, _, _)| !ok) {
-            Some((_, key, expected)) => Err((key, format!("{key}: expected {expected}"))),
+            Some((_, key, expected)) => {
+                Err((key.to_string(), format!("{key}: expected {expected}")))
+            }
             None => Ok(()),
         }
     }

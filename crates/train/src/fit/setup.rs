@@ -9,8 +9,8 @@ use burn::tensor::Device;
 use nertrain_annotate::read_labelled;
 use nertrain_data::{
     ColumnSpec, Context, Corpus, DataError, Dictionary, Encoded, Label, MAX_PHRASE_WORDS, Mention,
-    Sentence, TagScheme, Tokenizer, TokenizerSpec, Vectors, Vocab, Vocabularies, convert_tags,
-    read_dictionary, read_vectors, set_mention_casing,
+    Sentence, TagScheme, TextNormalization, Tokenizer, TokenizerSpec, Vectors, Vocab, Vocabularies,
+    convert_tags, read_dictionary, read_vectors, set_mention_casing,
 };
 use nertrain_model::files::DictionaryMeta;
 use nertrain_model::{
@@ -20,6 +20,7 @@ use nertrain_model::{
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
+use serde::Serialize;
 
 use super::checkpoint::{Checkpoint, reopen_run};
 use super::events::{FitEvent, FitOptions};
@@ -330,22 +331,47 @@ fn rehearsal(
     Ok(corpus.into_scheme(file_scheme, data.train_scheme)?)
 }
 
-/// The settings of `[model]` that shape the network's parameters, as `(key, value)`.
-fn architecture(model: &NetworkConfig) -> Vec<(&'static str, String)> {
-    vec![
-        ("word_dim", model.word_dim.to_string()),
-        ("char_features", format!("{:?}", model.char_features)),
-        ("char_dim", model.char_dim.to_string()),
-        ("char_filters", model.char_filters.to_string()),
-        ("char_hidden", model.char_hidden.to_string()),
-        ("casing_dim", model.casing_dim.to_string()),
-        ("mention_dim", model.mention_dim.to_string()),
-        ("hidden", model.hidden.to_string()),
-        ("char_lm", model.char_lm.to_string()),
-        ("char_lm_hidden", model.char_lm_hidden.to_string()),
-        ("dictionary_dim", model.dictionary_dim.to_string()),
-        ("feature_dims", format!("{:?}", model.feature_dims)),
-    ]
+/// The first setting in which `given` and `kept` differ, as its key and each one's value as
+/// written (JSON, as TOML has it); `None` when they agree.
+fn first_difference<T: Serialize>(given: &T, kept: &T) -> Option<(String, String, String)> {
+    let object = |value: &T| match serde_json::to_value(value) {
+        Ok(serde_json::Value::Object(object)) => object,
+        _ => unreachable!("settings serialise as a table"),
+    };
+    let (given, kept) = (object(given), object(kept));
+    given.into_iter().find_map(|(key, value)| {
+        let was = &kept[&key];
+        (value != *was).then(|| (key, value.to_string(), was.to_string()))
+    })
+}
+
+/// Refuses settings the experiment gives other than the model it continues has, naming the first
+/// as `{section}.{key}`.
+fn agree<T: Serialize + PartialEq>(
+    section: &str,
+    given: &T,
+    kept: &T,
+) -> std::result::Result<(), String> {
+    if given == kept {
+        return Ok(());
+    }
+    match first_difference(given, kept) {
+        Some((key, value, was)) => Err(format!(
+            "{section}.{key} is {value} in the experiment but {was} in the model"
+        )),
+        None => Ok(()),
+    }
+}
+
+/// How a model reads its data, as the experiment's `[data]` names the settings: what a continued
+/// model keeps.
+#[derive(PartialEq, Serialize)]
+struct Reading {
+    train_scheme: TagScheme,
+    context: Context,
+    lowercase: bool,
+    digits_to_zero: bool,
+    features: Vec<isize>,
 }
 
 /// Refuses to continue a model that lies inside the run directory that replaces it (the run
@@ -422,38 +448,37 @@ fn describe_continued_run(
             format!("cannot continue this model: {message}"),
         ))
     };
-    let (given, kept) = (architecture(&experiment.model), architecture(&old.model));
-    if let Some(((key, value), (_, was))) = given.iter().zip(&kept).find(|(a, b)| a != b) {
-        return refuse(format!(
-            "model.{key} is {value} in the experiment but {was} in the model; a continued model \
-             keeps its network"
-        ));
+    let (given, kept) = (experiment.model.architecture(), old.model.architecture());
+    if let Err(message) = agree("model", &given, &kept) {
+        return refuse(format!("{message}; a continued model keeps its network"));
     }
-    let reading = [
-        (
-            "data.train_scheme",
-            old.train_scheme.to_string(),
-            data.train_scheme.to_string(),
-        ),
-        (
-            "data.context",
-            format!("{:?}", old.document.is_some()),
-            format!("{:?}", data.context == Context::Document),
-        ),
-        (
-            "data.lowercase and data.digits_to_zero",
-            format!("{:?}", vocab.normalization),
-            format!("{:?}", data.normalization()),
-        ),
-        (
-            "data.features",
-            format!("columns {:?}", old.columns.feature_columns),
-            format!("columns {:?}", data.columns().feature_columns),
-        ),
-    ];
-    if let Some((key, was, given)) = reading.iter().find(|(_, was, given)| was != given) {
+    let reading =
+        |scheme, document: bool, normalization: TextNormalization, columns: &[isize]| Reading {
+            train_scheme: scheme,
+            context: if document {
+                Context::Document
+            } else {
+                Context::Sentence
+            },
+            lowercase: normalization.lowercase,
+            digits_to_zero: normalization.digits_to_zero,
+            features: columns.to_vec(),
+        };
+    let given = reading(
+        data.train_scheme,
+        data.context == Context::Document,
+        data.normalization(),
+        &data.columns().feature_columns,
+    );
+    let kept = reading(
+        old.train_scheme,
+        old.document.is_some(),
+        vocab.normalization,
+        &old.columns.feature_columns,
+    );
+    if let Err(message) = agree("data", &given, &kept) {
         return refuse(format!(
-            "{key} differs from the model's ({given} here, {was} there)"
+            "{message}; a continued model reads its data as it did"
         ));
     }
     let fresh = Vocabularies::build(
@@ -474,9 +499,8 @@ fn describe_continued_run(
             tags_added.join(", ")
         }
     )));
-    let mut model = old.model.clone();
-    model.dropout = experiment.model.dropout;
-    model.lm_weight = experiment.model.lm_weight;
+    // Its architecture is the model's (checked above); its regularisation the experiment's.
+    let model = experiment.model.clone();
     let sizes = VocabSizes {
         lm_words: old.sizes.lm_words,
         dictionary_labels: old.sizes.dictionary_labels,
