@@ -42,7 +42,10 @@ pub use scheme::{
     Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,
     render_spans, spans, transition_allowed,
 };
-pub use score::{ChunkCounts, Confusion, Report, Scorer, Scores, TypeScore};
+pub use score::{
+    CalibrationBin, ChunkCounts, Confusion, Report, Scorer, Scores, SpanScorer, TypeScore,
+    calibration,
+};
 pub use tokenize::{
     MAX_KEEP_BYTES, MAX_KEEP_WORDS, TREEBANK_RULES, Token, Tokenizer, TokenizerError, TokenizerSpec,
 };

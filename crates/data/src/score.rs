@@ -1,4 +1,6 @@
-//! Span scoring exactly as the CoNLL `conlleval` script computes it.
+//! Scoring, in one place: spans exactly as the CoNLL `conlleval` script computes it ([`Scorer`]),
+//! entities matched whole ([`SpanScorer`]: annotated text's character spans), the confusion of
+//! types, and calibration (a reliability table of entity confidences).
 //!
 //! The main loop is a line-for-line port of conlleval's, over the chunk rules of
 //! [`crate::scheme`] (conlleval's `startOfChunk` and `endOfChunk`), so IOB1 input, stray `I-` tags
@@ -281,6 +283,125 @@ impl fmt::Display for Report {
     }
 }
 
+/// Counts of entities matched exactly as whole units rather than chunk by chunk: annotated
+/// text's character spans, say, where the gold and the found entities are each a set. The report
+/// is [`Scorer`]'s; its token accuracy compares each token's entity type (or none), B and I alike,
+/// since the gold and the found tags may be in different schemes.
+#[derive(Debug, Clone, Default)]
+pub struct SpanScorer {
+    tokens: usize,
+    correct_tags: usize,
+    overall: ChunkCounts,
+    by_type: BTreeMap<String, ChunkCounts>,
+}
+
+impl SpanScorer {
+    /// A scorer that has seen nothing.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one text's entities: `gold` and `found`, each an entity (equal to another when it is
+    /// the same entity: same place, same type) and its type.
+    pub fn add_entities<E: Eq + std::hash::Hash, L: AsRef<str>>(
+        &mut self,
+        gold: &[(E, L)],
+        found: &[(E, L)],
+    ) {
+        let gold_set: std::collections::HashSet<&E> = gold.iter().map(|(e, _)| e).collect();
+        for (_, label) in gold {
+            self.overall.gold += 1;
+            self.by_type
+                .entry(label.as_ref().to_string())
+                .or_default()
+                .gold += 1;
+        }
+        for (entity, label) in found {
+            let correct = usize::from(gold_set.contains(entity));
+            self.overall.found += 1;
+            self.overall.correct += correct;
+            let by_type = self.by_type.entry(label.as_ref().to_string()).or_default();
+            by_type.found += 1;
+            by_type.correct += correct;
+        }
+    }
+
+    /// Adds one text's tokens: the gold and the found tags, in any schemes.
+    pub fn add_tokens<S: AsRef<str>, T: AsRef<str>>(&mut self, gold: &[S], found: &[T]) {
+        let types = |tags: Vec<crate::Span>, len: usize| {
+            let mut types: Vec<Option<String>> = vec![None; len];
+            for span in tags {
+                types[span.start..span.end].fill(Some(span.label));
+            }
+            types
+        };
+        let gold_types = types(crate::spans(gold), gold.len());
+        let found_types = types(crate::spans(found), found.len());
+        self.tokens += found.len();
+        self.correct_tags += gold_types
+            .iter()
+            .zip(&found_types)
+            .filter(|(g, f)| g == f)
+            .count();
+    }
+
+    /// The counts so far.
+    pub fn report(self) -> Report {
+        Report {
+            tokens: self.tokens,
+            correct_tags: self.correct_tags,
+            overall: self.overall,
+            by_type: self.by_type,
+        }
+    }
+}
+
+/// A reliability table's row: predicted entities binned by confidence, with the share that are
+/// correct.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CalibrationBin {
+    /// The bin's lowest confidence.
+    pub from: f64,
+    /// Its highest (excluded, but for the last bin).
+    pub to: f64,
+    /// Predicted entities in it.
+    pub entities: usize,
+    /// Their mean confidence.
+    pub mean_confidence: f64,
+    /// Percent of the bin's entities that match a gold entity exactly.
+    pub precision: f64,
+}
+
+/// Bins predicted entities, each a confidence and whether it matches a gold entity exactly,
+/// into tenths of confidence, and measures each bin's precision.
+pub fn calibration(entities: impl IntoIterator<Item = (f64, bool)>) -> Vec<CalibrationBin> {
+    let mut bins: Vec<(usize, f64, usize)> = vec![(0, 0.0, 0); 10];
+    for (confidence, correct) in entities {
+        let bin = &mut bins[((confidence * 10.0) as usize).min(9)];
+        bin.0 += 1;
+        bin.1 += confidence;
+        bin.2 += usize::from(correct);
+    }
+    bins.into_iter()
+        .enumerate()
+        .map(|(i, (entities, confidence_sum, correct))| CalibrationBin {
+            from: i as f64 / 10.0,
+            to: (i + 1) as f64 / 10.0,
+            entities,
+            mean_confidence: if entities > 0 {
+                confidence_sum / entities as f64
+            } else {
+                0.0
+            },
+            precision: if entities > 0 {
+                100.0 * correct as f64 / entities as f64
+            } else {
+                0.0
+            },
+        })
+        .collect()
+}
+
 /// Entity types confused with each other: gold spans against predicted spans with the same
 /// boundaries. A gold entity with no predicted span of its boundaries is *missed*; a predicted
 /// one with no gold span of its boundaries is *spurious* (a boundary error counts as both).
@@ -501,5 +622,52 @@ accuracy:  80.00%; precision:  66.67%; recall:  66.67%; FB1:  66.67
         let report = score("O O", "O O");
         assert_eq!(report.f1(), 0.0);
         assert_eq!(report.accuracy(), 100.0);
+    }
+
+    #[test]
+    fn entities_matched_whole_count_as_conlleval_counts_chunks() {
+        // Gold PER (0..4) and LOC (9..12); found PER (0..4), ORG (9..12), LOC (13..17).
+        let mut scorer = SpanScorer::new();
+        scorer.add_entities(
+            &[((0, 4, "PER"), "PER"), ((9, 12, "LOC"), "LOC")],
+            &[
+                ((0, 4, "PER"), "PER"),
+                ((9, 12, "ORG"), "ORG"),
+                ((13, 17, "LOC"), "LOC"),
+            ],
+        );
+        // Tokens by entity type, whatever the schemes: B-PER I-PER and S-PER E-PER differ in
+        // nothing but scheme.
+        scorer.add_tokens(
+            &["B-PER", "I-PER", "O", "B-LOC"],
+            &["B-PER", "E-PER", "O", "S-ORG"],
+        );
+        let report = scorer.report();
+        assert_eq!(
+            (
+                report.overall.gold,
+                report.overall.found,
+                report.overall.correct
+            ),
+            (2, 3, 1)
+        );
+        assert_eq!(report.by_type["LOC"].gold, 1);
+        assert_eq!(report.by_type["LOC"].found, 1);
+        assert_eq!(report.by_type["LOC"].correct, 0);
+        assert_eq!(report.by_type["ORG"].found, 1);
+        assert_eq!((report.tokens, report.correct_tags), (4, 3));
+    }
+
+    #[test]
+    fn calibration_bins_entities_by_tenths_of_confidence() {
+        let bins = calibration([(0.05, false), (0.95, true), (1.0, true), (0.91, false)]);
+        assert_eq!(bins.len(), 10);
+        assert_eq!(bins[0].entities, 1);
+        assert_eq!(bins[0].precision, 0.0);
+        assert_eq!(bins[9].entities, 3, "a confidence of 1 is in the last bin");
+        assert!((bins[9].precision - 200.0 / 3.0).abs() < 1e-9);
+        assert!((bins[9].mean_confidence - (0.95 + 1.0 + 0.91) / 3.0).abs() < 1e-12);
+        assert_eq!(bins[5].entities, 0);
+        assert_eq!(bins[5].mean_confidence, 0.0);
     }
 }

@@ -615,51 +615,23 @@ impl<'a> Decoder<'a> {
     }
 }
 
-/// A reliability table: predicted entities binned by confidence, with the share that are correct.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
-pub struct CalibrationBin {
-    /// The bin's lowest confidence.
-    pub from: f64,
-    /// Its highest (excluded, but for the last bin).
-    pub to: f64,
-    /// Predicted entities in it.
-    pub entities: usize,
-    /// Their mean confidence.
-    pub mean_confidence: f64,
-    /// Percent of the bin's entities that match a gold entity exactly.
-    pub precision: f64,
-}
-
-/// Bins every predicted entity by its confidence into tenths and measures its precision.
-pub fn calibration(gold: &Corpus, predictions: &[Prediction]) -> Vec<CalibrationBin> {
-    let mut bins: Vec<(usize, f64, usize)> = vec![(0, 0.0, 0); 10];
-    for (sentence, prediction) in gold.sentences.iter().zip(predictions) {
-        let gold_spans = spans(&sentence.tags);
-        for (span, &confidence) in prediction.spans.iter().zip(&prediction.confidences) {
-            let bin = &mut bins[((confidence * 10.0) as usize).min(9)];
-            bin.0 += 1;
-            bin.1 += confidence;
-            bin.2 += usize::from(gold_spans.contains(span));
-        }
-    }
-    bins.into_iter()
-        .enumerate()
-        .map(|(i, (entities, confidence_sum, correct))| CalibrationBin {
-            from: i as f64 / 10.0,
-            to: (i + 1) as f64 / 10.0,
-            entities,
-            mean_confidence: if entities > 0 {
-                confidence_sum / entities as f64
-            } else {
-                0.0
-            },
-            precision: if entities > 0 {
-                100.0 * correct as f64 / entities as f64
-            } else {
-                0.0
-            },
+/// Every predicted entity's confidence and whether it matches a gold entity exactly, for a
+/// reliability table ([`nertrain_data::calibration`]).
+pub fn entity_confidences<'a>(
+    gold: &'a Corpus,
+    predictions: &'a [Prediction],
+) -> impl Iterator<Item = (f64, bool)> + 'a {
+    gold.sentences
+        .iter()
+        .zip(predictions)
+        .flat_map(|(sentence, prediction)| {
+            let gold_spans = spans(&sentence.tags);
+            prediction
+                .spans
+                .iter()
+                .zip(&prediction.confidences)
+                .map(move |(span, &confidence)| (confidence, gold_spans.contains(span)))
         })
-        .collect()
 }
 
 /// Decoding with a loaded model: its default options, and sentences of words to predictions.

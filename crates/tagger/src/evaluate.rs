@@ -1,18 +1,17 @@
 //! Scoring a model on gold data: CoNLL files by conlleval's rules over the file's own tokens, and
 //! span-annotated text by exact character spans over what [`Tagger::tag`] finds in it.
 
-use std::collections::{BTreeMap, HashSet};
 use std::ops::Range;
 use std::path::Path;
 
 use nertrain_annotate::{AnnotatedCorpus, CharSpan, LabelledFile, Misaligned, read_labelled};
 use nertrain_data::{
-    ChunkCounts, ColumnSpec, Confusion, Corpus, Report, Scorer, Scores, TagScheme, read_tagged,
-    spans,
+    CalibrationBin, ColumnSpec, Confusion, Corpus, Report, Scorer, Scores, SpanScorer, TagScheme,
+    calibration, read_tagged,
 };
 use serde::Serialize;
 
-use crate::{CalibrationBin, Result, TagOptions, Tagged, Tagger, calibration, entity_types};
+use crate::{Result, TagOptions, Tagged, Tagger, entity_confidences, entity_types};
 
 /// A model's predictions on a tagged corpus, scored.
 #[derive(Debug, Clone)]
@@ -230,7 +229,9 @@ impl Tagger {
     /// them with conlleval's rules.
     pub fn evaluate(&self, gold: &Corpus, options: TagOptions) -> Result<Evaluation> {
         let predictions = self.predict_corpus(gold, options)?;
-        let calibration = options.confidence.then(|| calibration(gold, &predictions));
+        let calibration = options
+            .confidence
+            .then(|| calibration(entity_confidences(gold, &predictions)));
         let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
         Ok(Evaluation {
             report: Scorer::score_corpus(gold, &predicted),
@@ -260,12 +261,25 @@ impl Tagger {
             }
         }
         let tagged = self.tag_documents(&texts, &documents, options)?;
-        let mut counts = SpanCounts::default();
+        let mut scorer = SpanScorer::new();
         let mut gold_tags = Vec::with_capacity(tagged.len());
         let mut misaligned = Vec::new();
         for (text, tagged) in gold.texts.iter().zip(&tagged) {
             let (tags, bad) = gold.tags(text, &tagged.tokens);
-            counts.add(&text.spans, tagged, &tags);
+            let found: Vec<CharSpan> = tagged
+                .entities
+                .iter()
+                .map(|e| CharSpan {
+                    start: e.start,
+                    end: e.end,
+                    label: e.label.clone(),
+                })
+                .collect();
+            let typed = |spans: &'_ [CharSpan]| -> Vec<(CharSpan, String)> {
+                spans.iter().map(|s| (s.clone(), s.label.clone())).collect()
+            };
+            scorer.add_entities(&typed(&text.spans), &typed(&found));
+            scorer.add_tokens(&tags, &tagged.tags);
             gold_tags.push(tags);
             misaligned.extend(bad);
         }
@@ -273,7 +287,7 @@ impl Tagger {
             tagged,
             gold_tags,
             misaligned,
-            report: counts.report(),
+            report: scorer.report(),
         })
     }
 }
@@ -282,65 +296,4 @@ impl Tagger {
 fn push_row(text: &mut String, columns: [&str; 3]) {
     text.push_str(&columns.join(" "));
     text.push('\n');
-}
-
-/// Entity and token counts over texts.
-#[derive(Default)]
-struct SpanCounts {
-    tokens: usize,
-    correct_tags: usize,
-    overall: ChunkCounts,
-    by_type: BTreeMap<String, ChunkCounts>,
-}
-
-impl SpanCounts {
-    fn add(&mut self, gold: &[CharSpan], tagged: &Tagged, gold_tags: &[String]) {
-        let found: Vec<CharSpan> = tagged
-            .entities
-            .iter()
-            .map(|e| CharSpan {
-                start: e.start,
-                end: e.end,
-                label: e.label.clone(),
-            })
-            .collect();
-        let gold_set: HashSet<&CharSpan> = gold.iter().collect();
-        for span in gold {
-            self.overall.gold += 1;
-            self.by_type.entry(span.label.clone()).or_default().gold += 1;
-        }
-        for span in &found {
-            let correct = usize::from(gold_set.contains(span));
-            self.overall.found += 1;
-            self.overall.correct += correct;
-            let by_type = self.by_type.entry(span.label.clone()).or_default();
-            by_type.found += 1;
-            by_type.correct += correct;
-        }
-        // Token accuracy compares entity membership and type token by token (B/I alike), as
-        // the model's tags and the gold spans' may differ in scheme.
-        let labels = |tags: &[String]| {
-            let mut labels: Vec<Option<String>> = vec![None; tags.len()];
-            for span in spans(tags) {
-                labels[span.start..span.end].fill(Some(span.label));
-            }
-            labels
-        };
-        let (gold_labels, found_labels) = (labels(gold_tags), labels(&tagged.tags));
-        self.tokens += tagged.tokens.len();
-        self.correct_tags += gold_labels
-            .iter()
-            .zip(&found_labels)
-            .filter(|(g, f)| g == f)
-            .count();
-    }
-
-    fn report(self) -> Report {
-        Report {
-            tokens: self.tokens,
-            correct_tags: self.correct_tags,
-            overall: self.overall,
-            by_type: self.by_type,
-        }
-    }
 }

@@ -68,8 +68,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 pub use decode::{
-    CalibrationBin, Decoder, MAX_BATCH_TOKENS, Prediction, RankedPath, Reading, TagOptions,
-    calibration, entity_types,
+    Decoder, MAX_BATCH_TOKENS, Prediction, RankedPath, Reading, TagOptions, entity_confidences,
+    entity_types,
 };
 pub use error::Error;
 pub use evaluate::{Evaluation, FileEvaluation, FileScores, Scored, SpanEvaluation};
