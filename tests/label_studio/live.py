@@ -7,7 +7,7 @@ imported into a project that shows the regions to decide, submitted and exported
 partial labels. Measures /predict latency and the time from Label Studio's train request to a
 served version, and writes them as JSON.
 
-Run by .ci/run (scripts/label-studio-live.sh starts Label Studio): loopback only, bounded in
+Run by .ci/run (scripts/ci/label_studio_live.sh starts Label Studio): loopback only, bounded in
 time. Needs `requests` (installed with label-studio).
 """
 

@@ -1,6 +1,6 @@
 //! Text as people write it scores as the tokenized file does: the sample's treebank-tokenized
 //! sentences (`data/sample/rawtext.txt`) against the same sentences detokenized with Moses, with
-//! their entities as character spans (`data/sample/rawtext.jsonl`, scripts/make_rawtext_sample.py).
+//! their entities as character spans (`data/sample/rawtext.jsonl`, scripts/data/make_rawtext_sample.py).
 //! Also span-annotated JSON lines as training data, `convert` and `tokenize`.
 
 mod common;

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# nertrain serve as the ML backend of a real Label Studio (pinned, from PyPI), on loopback:
+# installs it in a venv, starts it on a throwaway SQLite data directory, and runs
+# tests/label_studio/live.py against it. Usage: scripts/ci/label_studio_live.sh NERTRAIN RESULTS.json
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+nertrain=$(realpath "$1")
+results=$2
+version=1.23.2
+work=$(mktemp -d)
+venv=${LABEL_STUDIO_VENV:-$HOME/.cache/nertrain-label-studio-$version}
+if [ ! -x "$venv/bin/label-studio" ]; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q "label-studio==$version"
+fi
+port=8090
+token=0123456789abcdef0123456789abcdef01234567
+# A loopback backend is refused unless both SSRF guards are off; the setup request names this
+# address so that the backend can fetch the project's annotations.
+# In a session of its own, and not our child: on its way out Label Studio signals its parent and
+# process group.
+(ML_BLOCK_LOCAL_IP=false SSRF_PROTECTION_ENABLED=false SENTRY_DSN= FRONTEND_SENTRY_DSN= \
+    LABEL_STUDIO_HOST=http://localhost:$port LABEL_STUDIO_BASE_DATA_DIR="$work/data" \
+    setsid sh -c 'echo $$ >"$0/pid"; exec "$@"' "$work" \
+    "$venv/bin/label-studio" start --no-browser --port $port --data-dir "$work/data" \
+    --username ci@example.com --password ci-password-1 --user-token $token \
+    --enable-legacy-api-token >"$work/label-studio.log" 2>&1 &)
+for _ in $(seq 1 50); do [ -s "$work/pid" ] && break; sleep 0.1; done
+studio=$(cat "$work/pid")
+trap 'kill -- -$studio 2>/dev/null; sleep 1; rm -rf "$work"' EXIT
+for _ in $(seq 1 120); do
+    curl -sf -o /dev/null "http://localhost:$port/health" && break
+    kill -0 $studio 2>/dev/null || { tail -30 "$work/label-studio.log"; exit 1; }
+    sleep 1
+done
+# A base model that still has much to learn, so that a version trained on the annotations is
+# served; it reads the sample's dictionary, and is served with one more entry given at start
+# (`--dictionary`), which the versions it learns must read too.
+"$nertrain" fit --config configs/sample.toml --set train.epochs=2 \
+    --set "train.output=\"$work/base\"" --set 'data.dictionaries=["data/sample/lists.tsv"]' \
+    --set model.dictionary_dim=3 >/dev/null 2>&1
+printf 'LOC\tZorblat\n' >"$work/extra.tsv"
+"$venv/bin/python" tests/label_studio/live.py --nertrain "$nertrain" --model "$work/base" \
+    --dictionary "$work/extra.tsv" \
+    --data data/sample/dev.txt --label-studio "http://localhost:$port" --token $token \
+    --results "$results"
