@@ -5,7 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
-use nertrain_train::{Backend, Experiment, FitEvent, FitOptions, ModelDir};
+use nertrain_model::job::{FitJob, JobEvent};
+use nertrain_train::{Backend, Experiment, FitEvent, FitOptions, job_event};
 
 use crate::Result;
 use crate::alloc::release_freed_memory;
@@ -17,7 +18,7 @@ pub struct FitArgs {
     /// The experiment (TOML): [data], [model] and [train] sections. Without it, --start-from's
     /// own experiment is continued, its training file rehearsed when `--set data.train=...`
     /// names another and it is at hand.
-    #[arg(long, required_unless_present = "start_from")]
+    #[arg(long, required_unless_present_any = ["start_from", "job"])]
     config: Option<PathBuf>,
     /// Override a setting: `--set train.lr=0.01 --set model.hidden=200`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -33,6 +34,11 @@ pub struct FitArgs {
     /// `train.start_from`: its words and tags are kept, the training data's new ones added.
     #[arg(long, value_name = "MODEL")]
     start_from: Option<PathBuf>,
+    /// Run a job (JSON) another program wrote: a model continued on its files into its output,
+    /// each epoch and the outcome appended to its events file. The job says everything, so no
+    /// other setting is taken with it.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["config", "overrides", "start_from", "resume", "overwrite"])]
+    job: Option<PathBuf>,
 }
 
 /// Whether `error` is a mistake in the experiment's settings that the command line made (a
@@ -45,31 +51,59 @@ pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
     config.is_some_and(|c| c.is_usage())
 }
 
-/// `model`'s own experiment with `overrides`, its training file rehearsed when the overrides
-/// train on another and it is still there.
-fn continued(model: &std::path::Path, overrides: &[String]) -> Result<Experiment> {
-    let config = ModelDir::new(model).config_file();
-    let original = Experiment::load(&config, &[])?;
-    let mut experiment = Experiment::load(&config, overrides)?;
-    let other_data = experiment.data.train != original.data.train;
-    if other_data && experiment.data.rehearse.is_none() && original.data.train.exists() {
-        experiment.data.rehearse = Some(original.data.train);
-    }
-    Ok(experiment)
-}
-
 /// Trains; exits with 128 + the signal's number when a signal stopped the run.
 pub fn run(args: FitArgs, backend: Option<Backend>) -> Result<()> {
-    let mut experiment = match (&args.config, &args.start_from) {
-        (Some(config), _) => Experiment::load(config, &args.overrides)?,
-        (None, Some(model)) => continued(model, &args.overrides)?,
-        (None, None) => unreachable!("clap requires --config without --start-from"),
+    let job = args.job.as_deref().map(FitJob::read).transpose()?;
+    let result = train(&args, job.as_ref(), backend);
+    // A job's caller reads how it ended from its events, whatever ended it.
+    if let Some(job) = &job {
+        let ended = match &result {
+            Ok(Some(outcome)) if !outcome.interrupted => JobEvent::Done {
+                best_epoch: outcome.best_epoch,
+                best_heldout_f1: outcome.best_dev_f1,
+            },
+            Ok(_) => JobEvent::Error {
+                message: "stopped by a signal; the run is saved".into(),
+            },
+            Err(error) => JobEvent::Error {
+                message: error.to_string(),
+            },
+        };
+        ended
+            .append(&job.events)
+            .map_err(|e| format!("{}: {e}", job.events.display()))?;
+    }
+    let Some(outcome) = result? else {
+        return Ok(());
+    };
+    if outcome.interrupted {
+        // 128 + the signal, as a shell reports a process the signal ended.
+        std::process::exit(128 + outcome.signal);
+    }
+    Ok(())
+}
+
+/// How a run ended: its best epoch, and whether (and by which signal) it was stopped.
+struct Ended {
+    best_epoch: usize,
+    best_dev_f1: f64,
+    interrupted: bool,
+    signal: i32,
+}
+
+/// Trains as `args` or `job` say; `None` when stdout closed under it (the run is saved).
+fn train(args: &FitArgs, job: Option<&FitJob>, backend: Option<Backend>) -> Result<Option<Ended>> {
+    let mut experiment = match (job, &args.config, &args.start_from) {
+        (Some(job), _, _) => Experiment::for_job(job)?,
+        (None, Some(config), _) => Experiment::load(config, &args.overrides)?,
+        (None, None, Some(model)) => Experiment::continuing(model, &args.overrides)?,
+        (None, None, None) => unreachable!("clap requires --config without --start-from or --job"),
     };
     if let Some(backend) = backend {
         experiment.train.backend = backend;
     }
-    if let Some(model) = args.start_from {
-        experiment.train.start_from = Some(model);
+    if let Some(model) = &args.start_from {
+        experiment.train.start_from = Some(model.clone());
     }
     let device = experiment.train.backend.device()?;
     eprintln!("{}", experiment.to_toml());
@@ -85,12 +119,20 @@ pub fn run(args: FitArgs, backend: Option<Backend>) -> Result<()> {
         if matches!(event, FitEvent::EpochTrained | FitEvent::EpochEnded { .. }) {
             release_freed_memory();
         }
+        if let Some(job) = job
+            && let Some(line) = job_event(&event, job.epochs)
+            && let Err(e) = line.append(&job.events)
+        {
+            reporter.show(FitEvent::Warning {
+                message: format!("{}: {e}", job.events.display()),
+            });
+        }
         reporter.show(event)
     })?;
     if let Some(error) = reporter.stdout_error {
         // A closed pipe (`fit | head`) ends quietly, as it does `tag`; the run is saved.
         if error.kind() == std::io::ErrorKind::BrokenPipe {
-            return Ok(());
+            return Ok(None);
         }
         return Err(format!(
             "cannot write to stdout: {error}; the run stopped and was saved (continue it with \
@@ -98,9 +140,10 @@ pub fn run(args: FitArgs, backend: Option<Backend>) -> Result<()> {
         )
         .into());
     }
-    if outcome.interrupted {
-        // 128 + the signal, as a shell reports a process the signal ended.
-        std::process::exit(128 + stopped_by.load(Ordering::SeqCst));
-    }
-    Ok(())
+    Ok(Some(Ended {
+        best_epoch: outcome.best_epoch,
+        best_dev_f1: outcome.best_dev_f1,
+        interrupted: outcome.interrupted,
+        signal: stopped_by.load(Ordering::SeqCst),
+    }))
 }

@@ -290,7 +290,7 @@ fn a_model_continues_only_as_the_network_it_is() {
     ] {
         let refused = fit(
             &dir.join("refused"),
-            &["--start-from", from, "--set", &setting],
+            &["--start-from", from, "--set", setting],
         );
         assert_eq!(refused.status.code(), Some(1), "{setting}");
         assert!(stderr(&refused).contains(expected), "{}", stderr(&refused));
@@ -329,4 +329,77 @@ fn a_model_continues_only_as_the_network_it_is() {
         "{}",
         stderr(&rehearse)
     );
+}
+
+#[test]
+fn a_job_continues_a_model_and_says_each_epoch_and_how_it_ended() {
+    let dir = scratch("fit-job");
+    let first = dir.join("first");
+    assert!(fit(&first, &["--set", "train.epochs=1"]).status.success());
+    let job = |output: &Path, train: &str, epochs: usize| {
+        let events = output.with_extension("events.jsonl");
+        let job = serde_json::json!({
+            "start_from": first,
+            "train": train,
+            "heldout": "data/sample/test.txt",
+            "output": output,
+            "epochs": epochs,
+            "events": events,
+        });
+        let file = output.with_extension("job.json");
+        std::fs::write(&file, job.to_string()).unwrap();
+        let out = common::nertrain(&["fit", "--job", file.to_str().unwrap()]);
+        let events: Vec<serde_json::Value> = std::fs::read_to_string(&events)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (out, events)
+    };
+    let output = dir.join("continued");
+    let (out, events) = job(&output, "data/sample/dev.txt", 2);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let names: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["epoch", "epoch", "done"]);
+    // What the events say is what the run recorded: held-out F1 as its dev F1, and its test.
+    let metrics = std::fs::read_to_string(output.join("metrics.jsonl")).unwrap();
+    let second: serde_json::Value = serde_json::from_str(metrics.lines().nth(1).unwrap()).unwrap();
+    assert_eq!(events[1]["heldout_f1"], second["dev_f1"]);
+    assert_eq!(events[1]["epochs"], 2);
+    let test: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(output.join("test.json")).unwrap()).unwrap();
+    let dev: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(output.join("dev.json")).unwrap()).unwrap();
+    assert_eq!(
+        test["overall"], dev["overall"],
+        "the held-out file is dev and test"
+    );
+    let config = std::fs::read_to_string(output.join("config.toml")).unwrap();
+    assert!(config.contains("with_dev = false"), "{config}");
+    // A run that fails says why in its events too.
+    let (out, events) = job(&dir.join("failed"), "/nonexistent/train.txt", 2);
+    assert!(!out.status.success());
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["event"], "error");
+    assert!(
+        events[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/nonexistent/train.txt"),
+        "{}",
+        events[0]
+    );
+    // The job says everything: settings beside it are refused.
+    let file = output.with_extension("job.json");
+    let out = common::nertrain(&[
+        "fit",
+        "--job",
+        file.to_str().unwrap(),
+        "--set",
+        "train.lr=0.1",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }

@@ -15,6 +15,7 @@ pub mod crf;
 pub mod files;
 mod grow;
 mod inputs;
+pub mod job;
 mod network;
 pub mod recurrence;
 mod vectorize;

@@ -11,6 +11,7 @@ mod curves;
 mod error;
 mod fit;
 mod io;
+mod job;
 mod model_dir;
 mod optim;
 mod step;
@@ -20,6 +21,7 @@ pub use config::{ConfigError, ConfigOrigin, DataConfig, Experiment, Optimizer, T
 pub use error::Error;
 pub use fit::{EpochMetrics, FitEvent, FitOptions, FitOutcome, fit};
 pub use io::write_atomic;
+pub use job::job_event;
 pub use model_dir::ModelDir;
 pub use nertrain_model::Backend;
 

@@ -1,19 +1,25 @@
-//! Learning from a Label Studio project's annotations, in the background.
+//! Learning from a Label Studio project's annotations, in the background, a training a version
+//! in five steps:
 //!
-//! A training event fetches the project's labeling config and annotated tasks (narrowed to the
-//! text of its first `<Labels>` on a `<Text>`, so that the importer reads the text the project
-//! labels whatever else a task holds), holds out a fixed share of them by
-//! task id (never trained on), continues the served model on the rest into `DIR/vN` (`nertrain
-//! fit --start-from`, in a process of its own, so that serving links no training code and a
-//! training that fails or is killed cannot take the server with it; the served model's own
-//! training file is rehearsed when it is at hand), and scores the new version and the served one
-//! on the held-out tasks (`nertrain eval`, in processes of their own too: scoring in the server
-//! would hold the served model's turn for as long as the held-out share takes, and it grows with
-//! the project). The new version is served only if
-//! it does no worse there; otherwise it stays on disk and the status says why. One training runs
-//! at a time; events that come during it make one more. `DIR/versions.json`, replaced whole
-//! after each version, says which version is served, so a crash loses nothing and the next
-//! start serves the newest accepted version ([`model_to_serve`]).
+//! 1. **fetch** the project's labeling config and annotated tasks;
+//! 2. **stage** them: split by task id into those trained on and a fixed share held out (never
+//!    trained on), each narrowed to the text of the config's first `<Labels>` on a `<Text>`, so
+//!    that the importer reads the text the project labels whatever else a task holds;
+//! 3. **train**: the served model continued on them into `DIR/vN` by a [`FitJob`] that
+//!    `nertrain fit --job` runs in a process of its own (so that serving links no training code
+//!    and a training that fails or is killed cannot take the server with it; the served model's
+//!    own training file is rehearsed when it is at hand), its progress and outcome read from the
+//!    job's [`JobEvent`]s;
+//! 4. **judge** the new version and the served one on the held-out tasks (`nertrain eval`, in
+//!    processes of their own too: scoring in the server would hold the served model's turn for
+//!    as long as the held-out share takes, and it grows with the project), read as `Scores`;
+//! 5. **publish**: the version is recorded, and served only if it does no worse; otherwise it
+//!    stays on disk and the status says why.
+//!
+//! Each step fails with its own [`LearnError`]. One training runs at a time; events that come
+//! during it make one more. `DIR/versions.json`, replaced whole after each version, says which
+//! version is served, so a crash loses nothing and the next start serves the newest accepted
+//! version ([`model_to_serve`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -22,9 +28,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use nertrain_annotate::label_studio::{self, LabelingConfig, Task};
+use nertrain_annotate::label_studio::{self, LabelingConfig, Target, Task};
 use nertrain_data::Scores;
 use nertrain_model::ModelFiles;
+use nertrain_model::job::{FitJob, JobEvent};
 use nertrain_tagger::{Tagger, lock};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -225,12 +232,12 @@ struct Shared {
 
 impl Shared {
     /// A `nertrain` command on the threads training may take, its errors appended to `log`.
-    fn trainer(&self, log: &Path) -> Result<Command, String> {
+    fn trainer(&self, log: &Path) -> Result<Command, LearnError> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(log)
-            .map_err(|e| format!("{}: {e}", log.display()))?;
+            .map_err(file_error(log))?;
         let mut command = Command::new(&self.settings.trainer);
         command
             .env("RAYON_NUM_THREADS", self.settings.threads.to_string())
@@ -247,20 +254,29 @@ impl Shared {
         name: &str,
         log: &Path,
         mut tick: impl FnMut(),
-    ) -> Result<(), String> {
-        let mut child = command
-            .spawn()
-            .map_err(|e| format!("cannot start {}: {e}", self.settings.trainer.display()))?;
+    ) -> Result<(), LearnError> {
+        let failed = |message: String| LearnError::Child {
+            version: name.to_string(),
+            message,
+        };
+        let mut child = command.spawn().map_err(|e| {
+            failed(format!(
+                "cannot start {}: {e}",
+                self.settings.trainer.display()
+            ))
+        })?;
         let status = loop {
             if self.interrupt.load(Ordering::SeqCst) {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(format!("training {name} was stopped; it is not served"));
+                return Err(LearnError::Stopped {
+                    version: name.to_string(),
+                });
             }
             match child.try_wait() {
                 Ok(Some(status)) => break status,
                 Ok(None) => {}
-                Err(e) => return Err(format!("training {name}: {e}")),
+                Err(e) => return Err(failed(e.to_string())),
             }
             tick();
             std::thread::sleep(Duration::from_millis(100));
@@ -271,11 +287,11 @@ impl Shared {
         let text = std::fs::read_to_string(log).unwrap_or_default();
         let last: Vec<&str> = text.lines().rev().take(3).collect();
         let last: Vec<&str> = last.into_iter().rev().collect();
-        Err(format!(
-            "training {name} failed ({status}; {}): {}",
+        Err(failed(format!(
+            "failed ({status}; {}): {}",
             log.display(),
             last.join(" / ")
-        ))
+        )))
     }
 }
 
@@ -437,7 +453,8 @@ fn run(shared: &Shared) {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             train_version(shared, project)
         }))
-        .unwrap_or_else(|_| Err("the training panicked".into()));
+        .map_err(|_| "the training panicked".to_string())
+        .and_then(|outcome| outcome.map_err(|e| e.to_string()));
         let mut state = lock(&shared.state);
         state.training = None;
         match outcome {
@@ -453,8 +470,8 @@ fn run(shared: &Shared) {
 
 /// The next version's name: one past the highest `vN` in `dir`, finished or not, so that a
 /// crashed training's directory is never reused.
-fn next_name(dir: &Path) -> Result<String, String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+fn next_name(dir: &Path) -> Result<String, LearnError> {
+    let entries = std::fs::read_dir(dir).map_err(file_error(dir))?;
     let highest = entries
         .filter_map(|e| e.ok())
         .filter_map(|e| {
@@ -479,19 +496,109 @@ fn held_out(id: u64, percent: u64) -> bool {
     x % 100 < percent
 }
 
+/// Why a training made no version: each step's own failures.
+#[derive(Debug)]
+pub(crate) enum LearnError {
+    /// No Label Studio address and key, from the environment or `/setup`.
+    NoConnection,
+    /// Label Studio could not be asked, or answered with an error.
+    Fetch(String),
+    /// The project's labeling config has no entity control on a text.
+    Config {
+        /// The project.
+        project: u64,
+        /// What the config lacks.
+        message: String,
+    },
+    /// The export is not what Label Studio writes.
+    Export(String),
+    /// Too few annotated tasks to train on and to judge on.
+    TooFew {
+        /// Annotated tasks.
+        tasks: usize,
+        /// Of them, held out.
+        heldout: usize,
+        /// The share held out, in percent.
+        percent: u64,
+    },
+    /// A file of the version could not be written or read.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// `nertrain` (`fit` or `eval`) could not run, or failed.
+    Child {
+        /// The version.
+        version: String,
+        /// What failed, and the end of its log.
+        message: String,
+    },
+    /// The server stopped it.
+    Stopped {
+        /// The version.
+        version: String,
+    },
+    /// The version trained cannot be loaded to be served.
+    Load(String),
+}
+
+impl std::fmt::Display for LearnError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NoConnection => write!(
+                f,
+                "no Label Studio to fetch annotations from: set LABEL_STUDIO_URL and \
+                 LABEL_STUDIO_API_KEY, or connect the model in Label Studio (its setup gives them)"
+            ),
+            Self::Fetch(message) | Self::Load(message) => f.write_str(message),
+            Self::Config { project, message } => {
+                write!(f, "project {project}'s labeling config: {message}")
+            }
+            Self::Export(message) => write!(f, "Label Studio's export: {message}"),
+            Self::TooFew {
+                tasks,
+                heldout,
+                percent,
+            } => write!(
+                f,
+                "{tasks} annotated tasks, {heldout} of them held out: a version needs tasks to \
+                 train on and held-out tasks to be judged on (about {percent}% of tasks, chosen \
+                 by id, are held out); annotate more"
+            ),
+            Self::File { path, message } => write!(f, "{}: {message}", path.display()),
+            Self::Child { version, message } => write!(f, "training {version} {message}"),
+            Self::Stopped { version } => {
+                write!(f, "training {version} was stopped; it is not served")
+            }
+        }
+    }
+}
+
+/// A [`LearnError::File`] of `path`.
+fn file_error<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> LearnError + '_ {
+    move |e| LearnError::File {
+        path: path.to_path_buf(),
+        message: e.to_string(),
+    }
+}
+
 /// The export's tasks split into those trained on and those held out.
-fn split(export: &[u8], percent: u64) -> Result<(Vec<&RawValue>, Vec<&RawValue>), String> {
+fn split(export: &[u8], percent: u64) -> Result<(Vec<&RawValue>, Vec<&RawValue>), LearnError> {
     let tasks: Vec<&RawValue> = serde_json::from_slice(export)
-        .map_err(|e| format!("Label Studio's export is not a JSON array of tasks: {e}"))?;
+        .map_err(|e| LearnError::Export(format!("not a JSON array of tasks: {e}")))?;
     let (mut train, mut heldout) = (Vec::new(), Vec::new());
     for (i, task) in tasks.into_iter().enumerate() {
-        let number = || format!("Label Studio's export: task number {}", i + 1);
-        let read: Task =
-            serde_json::from_str(task.get()).map_err(|e| format!("{}: {e}", number()))?;
+        let number = || format!("task number {}", i + 1);
+        let read: Task = serde_json::from_str(task.get())
+            .map_err(|e| LearnError::Export(format!("{}: {e}", number())))?;
         let id = read
             .id
             .and_then(|id| u64::try_from(id).ok())
-            .ok_or_else(|| format!("{}: expected its `id`, a whole number", number()))?;
+            .ok_or_else(|| {
+                LearnError::Export(format!("{}: expected its `id`, a whole number", number()))
+            })?;
         if held_out(id, percent) {
             heldout.push(task);
         } else {
@@ -501,8 +608,31 @@ fn split(export: &[u8], percent: u64) -> Result<(Vec<&RawValue>, Vec<&RawValue>)
     Ok((train, heldout))
 }
 
-/// Trains, judges and (when it does no worse) serves one version.
-fn train_version(shared: &Shared, project: u64) -> Result<(), String> {
+/// What Label Studio gave: the target the project labels and its annotated tasks.
+struct Fetched {
+    target: Target,
+    export: Vec<u8>,
+}
+
+/// A version's data on disk: the tasks trained on and held out, narrowed to the target.
+struct Staged {
+    /// `DIR/data/vN`.
+    dir: PathBuf,
+    train: PathBuf,
+    heldout: PathBuf,
+    train_tasks: usize,
+    heldout_tasks: usize,
+}
+
+/// The held-out F1 of the version served and of the new one.
+struct Judged {
+    previous_f1: f64,
+    heldout_f1: f64,
+}
+
+/// Trains, judges and (when it does no worse) serves one version: fetch, stage, train, judge,
+/// publish.
+fn train_version(shared: &Shared, project: u64) -> Result<(), LearnError> {
     let started = Instant::now();
     let name = next_name(&shared.dir)?;
     let epochs = shared.settings.epochs;
@@ -517,137 +647,42 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), String> {
         state.training = Some((progress, started));
     };
     set_progress(0);
-    let connection = {
-        let state = lock(&shared.state);
-        shared
-            .connection
-            .clone()
-            .or_else(|| state.connections.get(&project).cloned())
-    }
-    .ok_or(
-        "no Label Studio to fetch annotations from: set LABEL_STUDIO_URL and \
-         LABEL_STUDIO_API_KEY, or connect the model in Label Studio (its setup gives them)",
-    )?;
-    // The text the project labels, which a task's data alone does not say when it holds more.
-    let config = connection.label_config(project)?;
-    let config = LabelingConfig::parse(&config)
-        .map_err(|e| format!("project {project}'s labeling config: {e}"))?;
-    let target = &config.targets[0];
-    let export = connection.export(project)?;
-    let (train, heldout) = split(&export, shared.settings.heldout_percent)?;
-    if heldout.is_empty() || train.is_empty() {
-        return Err(format!(
-            "{} annotated tasks, {} of them held out: a version needs tasks to train on and \
-             held-out tasks to be judged on (about {}% of tasks, chosen by id, are held out); \
-             annotate more",
-            train.len() + heldout.len(),
-            heldout.len(),
-            shared.settings.heldout_percent
-        ));
-    }
-    let data = shared.dir.join("data").join(&name);
-    std::fs::create_dir_all(&data).map_err(|e| format!("{}: {e}", data.display()))?;
-    let (train_file, heldout_file) = (data.join("train.json"), data.join("heldout.json"));
-    for (path, tasks) in [(&train_file, &train), (&heldout_file, &heldout)] {
-        let narrowed = label_studio::narrow_tasks(tasks, target)
-            .map_err(|e| format!("Label Studio's export: {e}"))?;
-        nertrain_data::io::write_atomic(path, &narrowed)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-    }
-    let (train_tasks, heldout_tasks) = (train.len(), heldout.len());
-    drop(export);
+    let fetched = fetch(shared, project)?;
+    let staged = stage(shared, &name, fetched)?;
     (shared.log)(LogLine::Studio(StudioEvent::Started {
         version: name.clone(),
         project,
-        train_tasks,
-        heldout_tasks,
+        train_tasks: staged.train_tasks,
+        heldout_tasks: staged.heldout_tasks,
     }));
-
     let current = shared.served.get();
     let from = current.tagger.dir().to_path_buf();
     let output = shared.dir.join(&name);
-    let quoted = |path: &Path| serde_json::to_string(&path.to_string_lossy()).unwrap_or_default();
-    let settings = [
-        format!("data.train={}", quoted(&train_file)),
-        // The held-out tasks choose the epoch and judge the version; they are never trained on.
-        format!("data.dev={}", quoted(&heldout_file)),
-        format!("data.test={}", quoted(&heldout_file)),
-        format!("train.output={}", quoted(&output)),
-        format!("train.epochs={epochs}"),
-        "train.with_dev=false".to_string(),
-    ];
-    let log_file = data.join("fit.log");
-    let mut fit = shared.trainer(&log_file)?;
-    fit.arg("fit").arg("--start-from").arg(&from);
-    for setting in &settings {
-        fit.arg("--set").arg(setting);
-    }
-    // The epoch under way, from the lines the run adds to its metrics.
-    let metrics = output.join("metrics.jsonl");
-    shared.run_child(fit, &name, &log_file, || {
-        let done = std::fs::read_to_string(&metrics).map_or(0, |m| m.lines().count());
-        set_progress((done + 1).min(epochs));
-    })?;
-    // Judged in processes of their own too, so that scoring takes no turn from the served
-    // model's requests.
-    let score = |model: &Path, scores: &str| -> Result<f64, String> {
-        let scores = data.join(scores);
-        let mut eval = shared.trainer(&log_file)?;
-        eval.arg("eval")
-            .arg("--model")
-            .arg(model)
-            .arg("--data")
-            .arg(&heldout_file)
-            .arg("--json");
-        for file in &shared.settings.dictionaries {
-            eval.arg("--dictionary").arg(file);
-        }
-        if shared.settings.replace_dictionary {
-            eval.arg("--replace-dictionary");
-        }
-        let out =
-            std::fs::File::create(&scores).map_err(|e| format!("{}: {e}", scores.display()))?;
-        eval.stdout(out);
-        shared.run_child(eval, &name, &log_file, || {})?;
-        let read: Scores = std::fs::read(&scores)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
-            .map_err(|e| format!("scoring the held-out tasks ({}): {e}", scores.display()))?;
-        Ok(read.overall.f1)
-    };
-    let previous_f1 = score(&from, "heldout-served.json")?;
-    let heldout_f1 = score(&output, "heldout-new.json")?;
-    let served = heldout_f1 >= previous_f1;
+    train(shared, &name, &staged, &from, &output, set_progress)?;
+    let judged = judge(shared, &name, &staged, &from, &output)?;
+    let served = judged.heldout_f1 >= judged.previous_f1;
     let version = if served {
-        let trained = Tagger::load_with_threads(
-            &output,
-            current.tagger.device(),
-            shared.settings.tag_threads,
-        )
-        .and_then(|tagger| {
-            tagger.with_dictionaries(
-                &shared.settings.dictionaries,
-                shared.settings.replace_dictionary,
-            )
-        })
-        .map_err(|e| format!("{}: {e}", output.display()))?;
-        Some(Version::new(trained).map_err(|e| e.to_string())?)
+        Some(load_version(shared, &output, &current.tagger)?)
     } else {
         None
     };
+    let id = match &version {
+        Some(version) => version.id.clone(),
+        None => weights_id(&ModelFiles::new(&output).weights_file())
+            .map_err(|e| LearnError::Load(e.to_string()))?,
+    };
+    let Judged {
+        previous_f1,
+        heldout_f1,
+    } = judged;
     let record = VersionRecord {
-        name: name.clone(),
-        id: Some(match &version {
-            Some(version) => version.id.clone(),
-            None => {
-                weights_id(&ModelFiles::new(&output).weights_file()).map_err(|e| e.to_string())?
-            }
-        }),
+        name,
+        id: Some(id),
         served,
         heldout_f1,
         previous_f1,
-        train_tasks,
-        heldout_tasks,
+        train_tasks: staged.train_tasks,
+        heldout_tasks: staged.heldout_tasks,
         reason: if served {
             format!("held-out F1 {heldout_f1:.2} is not below the served model's {previous_f1:.2}")
         } else {
@@ -658,18 +693,192 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), String> {
         },
         seconds: started.elapsed().as_secs_f64(),
     };
+    publish(shared, project, record, version)
+}
+
+/// Fetch: the project's labeling config (which text it labels, which a task's data alone does
+/// not say when it holds more) and its annotated tasks.
+fn fetch(shared: &Shared, project: u64) -> Result<Fetched, LearnError> {
+    let connection = {
+        let state = lock(&shared.state);
+        shared
+            .connection
+            .clone()
+            .or_else(|| state.connections.get(&project).cloned())
+    }
+    .ok_or(LearnError::NoConnection)?;
+    let config = connection
+        .label_config(project)
+        .map_err(LearnError::Fetch)?;
+    let config = LabelingConfig::parse(&config)
+        .map_err(|message| LearnError::Config { project, message })?;
+    let target = config.targets[0].clone();
+    let export = connection.export(project).map_err(LearnError::Fetch)?;
+    Ok(Fetched { target, export })
+}
+
+/// Stage: the tasks split by id into trained on and held out, each narrowed to the target's
+/// text, written under `DIR/data/vN`.
+fn stage(shared: &Shared, name: &str, fetched: Fetched) -> Result<Staged, LearnError> {
+    let percent = shared.settings.heldout_percent;
+    let (train, heldout) = split(&fetched.export, percent)?;
+    if heldout.is_empty() || train.is_empty() {
+        return Err(LearnError::TooFew {
+            tasks: train.len() + heldout.len(),
+            heldout: heldout.len(),
+            percent,
+        });
+    }
+    let dir = shared.dir.join("data").join(name);
+    std::fs::create_dir_all(&dir).map_err(file_error(&dir))?;
+    let (train_file, heldout_file) = (dir.join("train.json"), dir.join("heldout.json"));
+    for (path, tasks) in [(&train_file, &train), (&heldout_file, &heldout)] {
+        let narrowed =
+            label_studio::narrow_tasks(tasks, &fetched.target).map_err(LearnError::Export)?;
+        nertrain_data::io::write_atomic(path, &narrowed).map_err(file_error(path))?;
+    }
+    Ok(Staged {
+        train_tasks: train.len(),
+        heldout_tasks: heldout.len(),
+        dir,
+        train: train_file,
+        heldout: heldout_file,
+    })
+}
+
+/// Train: the served model continued on the staged tasks into `output` (`nertrain fit --job`,
+/// in a process of its own), each epoch read from the job's events as it is written.
+fn train(
+    shared: &Shared,
+    name: &str,
+    staged: &Staged,
+    from: &Path,
+    output: &Path,
+    set_progress: impl Fn(usize),
+) -> Result<(), LearnError> {
+    let epochs = shared.settings.epochs;
+    let job = FitJob {
+        start_from: from.to_path_buf(),
+        train: staged.train.clone(),
+        // The held-out tasks choose the epoch and judge the version; they are never trained on.
+        heldout: staged.heldout.clone(),
+        output: output.to_path_buf(),
+        epochs,
+        overrides: Vec::new(),
+        events: staged.dir.join("events.jsonl"),
+    };
+    let job_file = staged.dir.join("job.json");
+    let bytes = serde_json::to_vec_pretty(&job).expect("a job serialises");
+    nertrain_data::io::write_atomic(&job_file, &bytes).map_err(file_error(&job_file))?;
+    let log_file = staged.dir.join("fit.log");
+    let mut fit = shared.trainer(&log_file)?;
+    fit.arg("fit").arg("--job").arg(&job_file);
+    let epoch_done = || {
+        JobEvent::read_all(&job.events)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|event| match event {
+                JobEvent::Epoch { epoch, .. } => Some(*epoch),
+                _ => None,
+            })
+            .max()
+            .unwrap_or(0)
+    };
+    shared.run_child(fit, name, &log_file, || {
+        set_progress((epoch_done() + 1).min(epochs));
+    })?;
+    let events = JobEvent::read_all(&job.events).map_err(|message| LearnError::File {
+        path: job.events.clone(),
+        message,
+    })?;
+    match events.last() {
+        Some(JobEvent::Done { .. }) => Ok(()),
+        Some(JobEvent::Error { message }) => Err(LearnError::Child {
+            version: name.to_string(),
+            message: format!("failed: {message}"),
+        }),
+        _ => Err(LearnError::Child {
+            version: name.to_string(),
+            message: format!("ended without saying how ({})", job.events.display()),
+        }),
+    }
+}
+
+/// Judge: the served model and the new one scored on the held-out tasks (`nertrain eval`, in
+/// processes of their own too, so that scoring takes no turn from the served model's requests).
+fn judge(
+    shared: &Shared,
+    name: &str,
+    staged: &Staged,
+    from: &Path,
+    output: &Path,
+) -> Result<Judged, LearnError> {
+    let log_file = staged.dir.join("fit.log");
+    let score = |model: &Path, scores: &str| -> Result<f64, LearnError> {
+        let scores = staged.dir.join(scores);
+        let mut eval = shared.trainer(&log_file)?;
+        eval.arg("eval")
+            .arg("--model")
+            .arg(model)
+            .arg("--data")
+            .arg(&staged.heldout)
+            .arg("--json");
+        for file in &shared.settings.dictionaries {
+            eval.arg("--dictionary").arg(file);
+        }
+        if shared.settings.replace_dictionary {
+            eval.arg("--replace-dictionary");
+        }
+        let out = std::fs::File::create(&scores).map_err(file_error(&scores))?;
+        eval.stdout(out);
+        shared.run_child(eval, name, &log_file, || {})?;
+        let read: Scores = std::fs::read(&scores)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
+            .map_err(|message| LearnError::File {
+                path: scores.clone(),
+                message: format!("scoring the held-out tasks: {message}"),
+            })?;
+        Ok(read.overall.f1)
+    };
+    Ok(Judged {
+        previous_f1: score(from, "heldout-served.json")?,
+        heldout_f1: score(output, "heldout-new.json")?,
+    })
+}
+
+/// The new version, loaded on the served model's device to be served with the server's
+/// dictionaries.
+fn load_version(shared: &Shared, output: &Path, served: &Tagger) -> Result<Version, LearnError> {
+    let trained = Tagger::load_with_threads(output, served.device(), shared.settings.tag_threads)
+        .and_then(|tagger| {
+            tagger.with_dictionaries(
+                &shared.settings.dictionaries,
+                shared.settings.replace_dictionary,
+            )
+        })
+        .map_err(|e| LearnError::Load(format!("{}: {e}", output.display())))?;
+    Version::new(trained).map_err(|e| LearnError::Load(e.to_string()))
+}
+
+/// Publish: the version recorded in `versions.json` (replaced whole), then served if it is to be,
+/// so that a restart serves it too.
+fn publish(
+    shared: &Shared,
+    project: u64,
+    record: VersionRecord,
+    version: Option<Version>,
+) -> Result<(), LearnError> {
     let mut state = lock(&shared.state);
     let mut registry = state.registry.clone();
     registry.project = Some(project);
     registry.versions.push(record.clone());
-    if served {
-        registry.served = Some(name);
+    if record.served {
+        registry.served = Some(record.name.clone());
     }
-    let bytes = serde_json::to_vec_pretty(&registry).map_err(|e| e.to_string())?;
+    let bytes = serde_json::to_vec_pretty(&registry).expect("the registry serialises");
     let path = shared.dir.join(REGISTRY);
-    nertrain_data::io::write_atomic(&path, &bytes)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    // Served only once the registry says so, so that a restart serves it too.
+    nertrain_data::io::write_atomic(&path, &bytes).map_err(file_error(&path))?;
     if let Some(version) = version {
         shared.served.replace(version);
     }
