@@ -1,8 +1,9 @@
 //! The queue of requests and the thread that tags them in batches on the tagger's threads.
 //!
 //! Each request carries the model version it was cut into words with, so that a version swapped
-//! in while it waits does not tag it, and the answer it is made into: requests with the same
-//! version and options are tagged together, each answer is made on this thread.
+//! in while it waits does not tag it, and what makes its texts tagged a typed answer: requests
+//! with the same version and options are tagged together, each answer is made on this thread and
+//! sent to the handler waiting for it.
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,23 +20,46 @@ use crate::ServeOptions;
 /// The fewest sentences a decoding batch is cut to when a group is spread over the threads.
 const MIN_BATCH: usize = 8;
 
-/// What a request gets back: its answer's body, or why tagging failed.
-pub(crate) type Reply = Result<Vec<u8>, String>;
+/// Where a request's texts go once tagged: made into its answer and sent to its handler.
+trait Reply: Send {
+    /// Whether the handler has gone (its client with it).
+    fn is_closed(&self) -> bool;
+    /// Makes the answer from the texts tagged, with the tagger that tagged them, and sends it;
+    /// or sends why tagging or answering failed.
+    fn send(self: Box<Self>, tagged: Result<Vec<Tagged>, String>, tagger: &Tagger);
+}
 
-/// Makes a request's answer from its texts tagged, with the tagger that tagged them.
-pub(crate) type Answer = Box<dyn FnOnce(Vec<Tagged>, &Tagger) -> Reply + Send>;
+/// A reply whose answer is a `T`, made by `answer`.
+struct Typed<T, F> {
+    sender: oneshot::Sender<Result<T, String>>,
+    answer: F,
+}
+
+impl<T, F> Reply for Typed<T, F>
+where
+    T: Send,
+    F: FnOnce(Vec<Tagged>, &Tagger) -> T + Send,
+{
+    fn is_closed(&self) -> bool {
+        self.sender.is_closed()
+    }
+
+    fn send(self: Box<Self>, tagged: Result<Vec<Tagged>, String>, tagger: &Tagger) {
+        let Self { sender, answer } = *self;
+        let _ = sender.send(tagged.and_then(|tagged| caught(|| answer(tagged, tagger))));
+    }
+}
 
 /// A request waiting to be tagged.
 struct Job {
     /// The version the texts were cut into words with, which tags them.
     tagger: Arc<Tagger>,
-    answer: Answer,
     texts: Vec<String>,
     /// The texts cut into words, as the tagger cuts them.
     tokens: Vec<Vec<Token>>,
     options: TagOptions,
     words: usize,
-    reply: oneshot::Sender<Reply>,
+    reply: Box<dyn Reply>,
 }
 
 /// A request to tag.
@@ -48,13 +72,12 @@ pub(crate) struct Request {
     /// Words in all.
     pub words: usize,
     pub options: TagOptions,
-    pub answer: Answer,
 }
 
 /// Whether a request was queued.
-pub(crate) enum Submitted {
-    /// Queued; its reply comes here.
-    Queued(oneshot::Receiver<Reply>),
+pub(crate) enum Submitted<T> {
+    /// Queued; its answer, or why there is none, comes here.
+    Queued(oneshot::Receiver<Result<T, String>>),
     /// The queue holds as many texts as it may.
     Full,
 }
@@ -87,16 +110,20 @@ impl Batcher {
         })
     }
 
-    /// Queues `texts`, cut into `tokens` (`words` in all) by `tagger`, to be answered by
-    /// `answer`, unless that would put more texts in the queue than it may hold.
-    pub(crate) fn submit(&self, request: Request) -> Submitted {
+    /// Queues `texts`, cut into `tokens` (`words` in all) by `tagger`, to be made into an
+    /// answer by `answer` once tagged, unless that would put more texts in the queue than it may
+    /// hold.
+    pub(crate) fn submit<T, F>(&self, request: Request, answer: F) -> Submitted<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(Vec<Tagged>, &Tagger) -> T + Send + 'static,
+    {
         let Request {
             tagger,
             texts,
             tokens,
             words,
             options,
-            answer,
         } = request;
         let count = texts.len();
         let before = self.queued.fetch_add(count, Ordering::SeqCst);
@@ -107,15 +134,14 @@ impl Batcher {
         if before + count > self.max_queued {
             return refuse();
         }
-        let (reply, receiver) = oneshot::channel();
+        let (sender, receiver) = oneshot::channel();
         let job = Job {
             tagger,
-            answer,
             words,
             texts,
             tokens,
             options,
-            reply,
+            reply: Box::new(Typed { sender, answer }),
         };
         let sender = lock(&self.sender);
         match sender.as_ref().map(|s| s.send(job).is_ok()) {
@@ -180,8 +206,7 @@ fn tag_group(mut group: Vec<Job>, tagger: &Tagger, options: TagOptions) {
         let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
         let tokens = Some(std::mem::take(&mut job.tokens));
         let tagged = tag_texts(&texts, tokens, tagger, options);
-        let job = group.remove(0);
-        let _ = job.reply.send(answer(tagged, job.answer, tagger));
+        group.remove(0).reply.send(tagged, tagger);
         return;
     }
     let tokens = group
@@ -195,21 +220,15 @@ fn tag_group(mut group: Vec<Job>, tagger: &Tagger, options: TagOptions) {
     if let Ok(mut tagged) = tag_texts(&texts, Some(tokens), tagger, options) {
         for job in group.into_iter().rev() {
             let mine = tagged.split_off(tagged.len() - job.texts.len());
-            let _ = job.reply.send(answer(Ok(mine), job.answer, tagger));
+            job.reply.send(Ok(mine), tagger);
         }
         return;
     }
     for job in group {
         let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
         let tagged = tag_texts(&texts, None, tagger, options);
-        let _ = job.reply.send(answer(tagged, job.answer, tagger));
+        job.reply.send(tagged, tagger);
     }
-}
-
-/// A request's answer from its texts tagged, or why tagging or answering failed.
-fn answer(tagged: Result<Vec<Tagged>, String>, answer: Answer, tagger: &Tagger) -> Reply {
-    let tagged = tagged?;
-    caught(|| answer(tagged, tagger))?
 }
 
 /// Tags `texts` on the tagger's threads, from their `tokens` when given, or says why tagging

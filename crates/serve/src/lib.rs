@@ -20,39 +20,36 @@
 #![warn(missing_docs)]
 
 mod batch;
+mod http;
+mod queue;
 mod served;
 pub mod studio;
+mod tag;
 
+pub use http::ErrorBody;
 pub use served::check_servable;
 
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::StatusCode;
 use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
-use http_body::{Frame, SizeHint};
-use http_body_util::BodyExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-use nertrain_tagger::{
-    MAX_TEXT_WORDS, ModelInfo, Record, TagOptions, TagSettings, Tagger, Token, record_size_bound,
-};
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use nertrain_tagger::{ModelInfo, Tagger};
+use serde::Serialize;
 use tokio::net::TcpListener;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, oneshot};
+use tokio::sync::Semaphore;
 
-use crate::batch::{Batcher, Submitted};
+use crate::batch::Batcher;
+use crate::http::{RequestId, ServeError, Tally};
 use crate::served::{Served, Version};
 use crate::studio::{Studio, StudioOptions};
 
@@ -146,34 +143,6 @@ pub enum LogLine {
 /// Where the log lines go (the CLI prints them).
 pub type Logger = Arc<dyn Fn(LogLine) + Send + Sync>;
 
-/// The body of every error answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorBody {
-    /// What was wrong.
-    pub error: String,
-    /// The request's number in the server's log (for `500`s).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub id: Option<u64>,
-}
-
-/// A `POST /tag` body.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct TagRequest {
-    #[serde(default)]
-    texts: Option<Vec<String>>,
-    #[serde(default)]
-    text: Option<String>,
-    #[serde(default)]
-    probs: bool,
-    #[serde(default = "one")]
-    nbest: usize,
-}
-
-fn one() -> usize {
-    1
-}
-
 struct AppState {
     batcher: Batcher,
     /// The version requests are cut into words, checked and tagged with.
@@ -184,74 +153,6 @@ struct AppState {
     options: ServeOptions,
     requests: AtomicU64,
     studio: Studio,
-}
-
-/// What a handler learned, for the log line.
-#[derive(Clone, Default)]
-struct Tally {
-    texts: usize,
-    tokens: usize,
-    error: Option<String>,
-}
-
-/// An error answer: status and message.
-struct Failure {
-    status: StatusCode,
-    message: String,
-    id: Option<u64>,
-}
-
-impl Failure {
-    fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        Self {
-            status,
-            message: message.into(),
-            id: None,
-        }
-    }
-}
-
-impl IntoResponse for Failure {
-    fn into_response(self) -> Response {
-        let body = ErrorBody {
-            error: self.message.clone(),
-            id: self.id,
-        };
-        let mut response = (self.status, axum::Json(body)).into_response();
-        // Label Studio shows its users the status line, not the body.
-        if let Ok(reason) = hyper::ext::ReasonPhrase::try_from(reason_phrase(&self.message)) {
-            response.extensions_mut().insert(reason);
-        }
-        if self.status == StatusCode::SERVICE_UNAVAILABLE {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
-        }
-        response.extensions_mut().insert(Tally {
-            error: Some(self.message),
-            ..Tally::default()
-        });
-        response
-    }
-}
-
-/// `message` as an HTTP reason phrase: printable ASCII, at most 400 bytes.
-fn reason_phrase(message: &str) -> Vec<u8> {
-    let mut phrase: Vec<u8> = message
-        .chars()
-        .map(|c| {
-            if c == ' ' || c.is_ascii_graphic() {
-                c as u8
-            } else {
-                b'?'
-            }
-        })
-        .take(400)
-        .collect();
-    if phrase.is_empty() {
-        phrase.extend_from_slice(b"error");
-    }
-    phrase
 }
 
 /// Serves `tagger` on `listener` until `shutdown` completes, then finishes the requests in
@@ -337,14 +238,14 @@ fn router(state: Arc<AppState>, log: Logger) -> Router {
         )
         .route("/health", get(health))
         .route("/model", get(model))
-        .route("/tag", post(tag))
+        .route("/tag", post(tag::tag))
         .route("/setup", post(studio::setup))
         .route("/predict", post(studio::predict))
         .route("/webhook", post(studio::webhook))
         .route("/versions", get(studio::versions))
-        .fallback(|| async { Failure::new(StatusCode::NOT_FOUND, "no such path; see GET /") })
+        .fallback(|| async { ServeError::new(StatusCode::NOT_FOUND, "no such path; see GET /") })
         .method_not_allowed_fallback(|| async {
-            Failure::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here")
+            ServeError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here")
         })
         // The body is read with its own limit in `tag`, which answers 413 in JSON.
         .layer(DefaultBodyLimit::disable())
@@ -394,9 +295,6 @@ async fn log_request(
     response
 }
 
-#[derive(Clone, Copy)]
-struct RequestId(u64);
-
 /// `GET /health`'s answer.
 #[derive(Serialize)]
 struct Health {
@@ -426,372 +324,4 @@ async fn model(State(state): State<Arc<AppState>>) -> impl IntoResponse {
         version: version.id.clone(),
         learning: state.studio.status(),
     })
-}
-
-async fn tag(
-    State(state): State<Arc<AppState>>,
-    axum::Extension(RequestId(id)): axum::Extension<RequestId>,
-    request: Request,
-) -> Result<Response, Failure> {
-    let state = &*state;
-    let options = &state.options;
-    let request: TagRequest = json_body(
-        request,
-        options.max_body_bytes,
-        options.body_timeout,
-        "{\"texts\": [\"...\"], \"probs\": false, \"nbest\": 1} or {\"text\": \"...\"}",
-    )
-    .await?;
-    let version = state.served.get();
-    let (texts, single, tag_options) = parse_request(state, &version.tagger, request)?;
-    let count = texts.len();
-    let name = |i: usize| {
-        if single {
-            "text".to_string()
-        } else {
-            format!("texts[{i}]")
-        }
-    };
-    let (texts, tokens, cost) = measure(&version.tagger, texts, tag_options, &name).await?;
-    if cost.answer_bytes > options.max_answer_bytes {
-        return Err(Failure::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "{}: the answer would take up to {} MiB, over this server's {} MiB; send fewer \
-                 or shorter texts{}",
-                if single { "text" } else { "texts" },
-                mebibytes(cost.answer_bytes),
-                mebibytes(options.max_answer_bytes),
-                if tag_options.marginals || tag_options.nbest > 1 {
-                    ", or ask without probs and nbest"
-                } else {
-                    ""
-                }
-            ),
-        ));
-    }
-    let held = hold_answer(state, &cost)?;
-    let answer: batch::Answer = Box::new(move |tagged, tagger| {
-        let records: Vec<Record> = tagged
-            .into_iter()
-            .map(|t| t.into_record(tagger.labels()))
-            .collect();
-        let body = if single {
-            serde_json::to_vec(&records[0])
-        } else {
-            serde_json::to_vec(&records)
-        };
-        body.map_err(|e| e.to_string())
-    });
-    let request = batch::Request {
-        tagger: version.tagger.clone(),
-        texts,
-        tokens,
-        words: cost.tokens,
-        options: tag_options,
-        answer,
-    };
-    drop(version);
-    let body = tagged_answer(state, id, request).await?;
-    Ok(json_answer(
-        body,
-        held,
-        Tally {
-            texts: count,
-            tokens: cost.tokens,
-            error: None,
-        },
-    ))
-}
-
-/// Holds `cost`'s answer bytes of the answer budget, or says why not.
-fn hold_answer(state: &AppState, cost: &Cost) -> Result<OwnedSemaphorePermit, Failure> {
-    let budget = u32::try_from(mebibytes(cost.answer_bytes)).unwrap_or(u32::MAX);
-    state
-        .answers
-        .clone()
-        .try_acquire_many_owned(budget)
-        .map_err(|_| {
-            Failure::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the server is making as many answers as it may at once; try again shortly",
-            )
-        })
-}
-
-/// Queues `request` and waits for its answer's body.
-async fn tagged_answer(
-    state: &AppState,
-    id: u64,
-    request: batch::Request,
-) -> Result<Vec<u8>, Failure> {
-    let reply = match state.batcher.submit(request) {
-        Submitted::Queued(reply) => reply,
-        Submitted::Full => {
-            return Err(Failure::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the queue is full; try again shortly",
-            ));
-        }
-    };
-    let reply = reply
-        .await
-        .unwrap_or_else(|_| Err("the tagging thread stopped".into()));
-    reply.map_err(|message| Failure {
-        id: Some(id),
-        ..Failure::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("tagging failed ({message}); the log has request {id}"),
-        )
-    })
-}
-
-/// A JSON answer of `body`, holding `held` of the answer budget until it is sent, with `tally`
-/// for the log.
-fn json_answer(body: Vec<u8>, held: OwnedSemaphorePermit, tally: Tally) -> Response {
-    let mut response = Response::new(Body::new(HeldBody::new(body.into(), held)));
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response.extensions_mut().insert(tally);
-    response
-}
-
-/// Bytes drained from a body past its limit, so that a client that sends all of it before
-/// reading the answer reads the `413` instead of a reset connection.
-const MAX_DRAIN_BYTES: usize = 16 << 20;
-
-/// The request's body, of at most `limit` bytes, within `timeout`. Past the limit the rest is
-/// read and dropped (at most [`MAX_DRAIN_BYTES`] more, within the same time) before the `413`.
-async fn read_body(request: Request, limit: usize, timeout: Duration) -> Result<Bytes, Failure> {
-    let too_large = || {
-        Failure::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!("the body is over {limit} bytes; send fewer texts per request"),
-        )
-    };
-    let declared = request
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok()?.parse::<usize>().ok());
-    if declared.is_some_and(|length| length > limit.saturating_add(MAX_DRAIN_BYTES)) {
-        // Too much to drain: the connection closes after the answer.
-        return Err(too_large());
-    }
-    let deadline = tokio::time::Instant::now() + timeout;
-    let mut body = request.into_body();
-    let mut bytes = Vec::new();
-    let mut read = 0usize;
-    loop {
-        let frame = match tokio::time::timeout_at(deadline, body.frame()).await {
-            Err(_) if read > limit => return Err(too_large()),
-            Err(_) => {
-                return Err(Failure::new(
-                    StatusCode::REQUEST_TIMEOUT,
-                    format!(
-                        "the body did not come within {} s; send it at once",
-                        timeout.as_secs_f64()
-                    ),
-                ));
-            }
-            Ok(None) => break,
-            Ok(Some(Err(e))) => {
-                return Err(Failure::new(
-                    StatusCode::BAD_REQUEST,
-                    format!("cannot read the body: {e}"),
-                ));
-            }
-            Ok(Some(Ok(frame))) => frame,
-        };
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        read = read.saturating_add(data.len());
-        if read <= limit {
-            bytes.extend_from_slice(&data);
-        } else if read > limit.saturating_add(MAX_DRAIN_BYTES) {
-            return Err(too_large());
-        } else {
-            bytes = Vec::new();
-        }
-    }
-    if read > limit {
-        return Err(too_large());
-    }
-    Ok(bytes.into())
-}
-
-/// What a request costs: its tokens as the model cuts them, and a bound on its answer's bytes.
-struct Cost {
-    tokens: usize,
-    answer_bytes: usize,
-}
-
-/// Cuts each text into tokens as `tagger` does (on its threads, not the async runtime),
-/// refusing a text of more words than a text may have with `400` naming it (`name` names a text
-/// by its place), and bounds the answer's size. Gives the texts back with their tokens, which
-/// the tagger then reads.
-async fn measure(
-    tagger: &Arc<Tagger>,
-    texts: Vec<String>,
-    options: TagOptions,
-    name: &(dyn Fn(usize) -> String + Sync),
-) -> Result<(Vec<String>, Vec<Vec<Token>>, Cost), Failure> {
-    let (sender, receiver) = oneshot::channel();
-    let spawned = tagger.spawn(move |tagger| {
-        let labels = tagger.labels();
-        let mut cost = Cost {
-            tokens: 0,
-            answer_bytes: 0,
-        };
-        let mut cut = Vec::with_capacity(texts.len());
-        for (i, text) in texts.iter().enumerate() {
-            let Some(tokens) = tagger.tokenize(text) else {
-                let _ = sender.send(Err(i));
-                return;
-            };
-            cost.tokens += tokens.len();
-            cost.answer_bytes += record_size_bound(text, tokens.len(), labels, &options) + 1;
-            cut.push(tokens);
-        }
-        let _ = sender.send(Ok((texts, cut, cost)));
-    });
-    if let Err(error) = spawned {
-        return Err(Failure::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("the tagging threads cannot start: {error}"),
-        ));
-    }
-    match receiver.await {
-        Ok(Ok(measured)) => Ok(measured),
-        Ok(Err(i)) => Err(Failure::new(
-            StatusCode::BAD_REQUEST,
-            format!(
-                "{}: more than {MAX_TEXT_WORDS} words; split it into smaller texts",
-                name(i)
-            ),
-        )),
-        Err(_) => Err(Failure::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "the tagging threads stopped",
-        )),
-    }
-}
-
-/// An answer's bytes, sent in pieces, holding its share of the answer budget until the last
-/// piece is taken to be sent.
-struct HeldBody {
-    bytes: Bytes,
-    _held: OwnedSemaphorePermit,
-}
-
-impl HeldBody {
-    /// Pieces this large let the connection take the answer as fast as the client reads it.
-    const PIECE: usize = 64 << 10;
-
-    fn new(bytes: Bytes, held: OwnedSemaphorePermit) -> Self {
-        Self { bytes, _held: held }
-    }
-}
-
-impl axum::body::HttpBody for HeldBody {
-    type Data = Bytes;
-    type Error = std::convert::Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        if self.bytes.is_empty() {
-            return Poll::Ready(None);
-        }
-        let piece = Self::PIECE.min(self.bytes.len());
-        let piece = self.bytes.split_to(piece);
-        Poll::Ready(Some(Ok(Frame::data(piece))))
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.bytes.is_empty()
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.bytes.len() as u64)
-    }
-}
-
-/// A JSON body of at most `limit` bytes, read within `timeout`, as `T`; a `400` names the field
-/// that is wrong and shows what was `expected`.
-async fn json_body<T: DeserializeOwned>(
-    request: Request,
-    limit: usize,
-    timeout: Duration,
-    expected: &str,
-) -> Result<T, Failure> {
-    let body = read_body(request, limit, timeout).await?;
-    let bad = |message: String| Failure::new(StatusCode::BAD_REQUEST, message);
-    let text = std::str::from_utf8(&body).map_err(|e| {
-        bad(format!(
-            "the body is not UTF-8 (at byte {}); send JSON in UTF-8",
-            e.valid_up_to()
-        ))
-    })?;
-    let mut deserializer = serde_json::Deserializer::from_str(text);
-    let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|e| {
-        let path = e.path().to_string();
-        let field = if path == "." {
-            String::new()
-        } else {
-            format!("{path}: ")
-        };
-        bad(format!("{field}{}; expected {expected}", e.inner()))
-    })?;
-    deserializer.end().map_err(|e| {
-        bad(format!(
-            "{e}: expected one JSON object and nothing after it but white space"
-        ))
-    })?;
-    Ok(value)
-}
-
-/// The texts of a `POST /tag` request, whether it named one `text`, and the tagging options.
-fn parse_request(
-    state: &AppState,
-    tagger: &Tagger,
-    request: TagRequest,
-) -> Result<(Vec<String>, bool, TagOptions), Failure> {
-    let bad = |message: String| Failure::new(StatusCode::BAD_REQUEST, message);
-    let (texts, single) = match (request.texts, request.text) {
-        (Some(_), Some(_)) => return Err(bad("give `texts` or `text`, not both".into())),
-        (None, None) => return Err(bad("missing field `texts` (or `text`)".into())),
-        (Some(texts), None) => (texts, false),
-        (None, Some(text)) => (vec![text], true),
-    };
-    if texts.is_empty() {
-        return Err(bad("texts: empty; give at least one text".into()));
-    }
-    if texts.len() > state.options.max_texts {
-        return Err(bad(format!(
-            "texts: {} texts; at most {} a request",
-            texts.len(),
-            state.options.max_texts
-        )));
-    }
-    if let Some(i) = texts.iter().position(|t| t.trim().is_empty()) {
-        let field = if single {
-            "text".to_string()
-        } else {
-            format!("texts[{i}]")
-        };
-        return Err(bad(format!("{field}: empty; give text to tag")));
-    }
-    let settings = TagSettings {
-        marginals: request.probs,
-        nbest: request.nbest,
-        ..TagSettings::default()
-    };
-    let options = tagger
-        .options_with(settings)
-        .map_err(|e| bad(e.to_string()))?;
-    Ok((texts, single, options))
 }

@@ -47,7 +47,7 @@ pub const CHECK: &str = "check";
 const KNOWN: &str = "known";
 
 /// A labelled region's value: JSON-MIN's region, and a `labels` result's `value`.
-#[derive(Debug, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 struct LabelsValue {
     start: usize,
     end: usize,
@@ -487,23 +487,23 @@ pub fn narrow_tasks(tasks: &[&RawValue], target: &Target) -> Result<Vec<u8>, Str
 }
 
 /// A prediction as Label Studio takes it, in an imported task or from an ML backend.
-#[derive(Debug, Serialize)]
-pub struct Prediction<'a> {
+#[derive(Debug, Clone, Serialize)]
+pub struct Prediction {
     /// The model that made it; Label Studio does not ask a model again for a task that has its
     /// prediction.
-    pub model_version: &'a str,
+    pub model_version: String,
     /// The task's score, by which the Data Manager sorts.
     pub score: f64,
     /// The regions.
-    pub result: Vec<Region<'a>>,
+    pub result: Vec<Region>,
 }
 
 /// A labelled region of a prediction.
-#[derive(Debug, Serialize)]
-pub struct Region<'a> {
+#[derive(Debug, Clone, Serialize)]
+pub struct Region {
     id: String,
-    from_name: &'a str,
-    to_name: &'a str,
+    from_name: String,
+    to_name: String,
     #[serde(rename = "type")]
     kind: &'static str,
     value: LabelsValue,
@@ -511,20 +511,14 @@ pub struct Region<'a> {
     score: Option<f64>,
 }
 
-impl<'a> Region<'a> {
+impl Region {
     /// `span` of `text` (code points, as Label Studio counts them) with its probability, as a
     /// region named `id` of `target`.
-    pub fn new(
-        text: &str,
-        span: &CharSpan,
-        probability: f64,
-        id: String,
-        target: &'a Target,
-    ) -> Self {
+    pub fn new(text: &str, span: &CharSpan, probability: f64, id: String, target: &Target) -> Self {
         Self {
             id,
-            from_name: &target.from_name,
-            to_name: &target.to_name,
+            from_name: target.from_name.clone(),
+            to_name: target.to_name.clone(),
             kind: "labels",
             value: LabelsValue {
                 start: span.start,
@@ -538,11 +532,11 @@ impl<'a> Region<'a> {
 
     /// The region `start..end` of `text` to decide, as a region named `id` of the [`CHECK`]
     /// control on `to_name`.
-    fn check(text: &str, (start, end): (usize, usize), id: String, to_name: &'a str) -> Self {
+    fn check(text: &str, (start, end): (usize, usize), id: String, to_name: &str) -> Self {
         Self {
             id,
-            from_name: CHECK,
-            to_name,
+            from_name: CHECK.to_string(),
+            to_name: to_name.to_string(),
             kind: "labels",
             value: LabelsValue {
                 start,
@@ -564,7 +558,7 @@ fn covered(text: &str, start: usize, end: usize) -> String {
 #[derive(Serialize)]
 struct TaskOut<'a> {
     data: TaskData<'a>,
-    predictions: [Prediction<'a>; 1],
+    predictions: [Prediction; 1],
 }
 
 /// An imported task's data: its text under the target's data key, the pool's line and the
@@ -620,7 +614,7 @@ pub fn tasks(tasks: &[PreAnnotated], model_version: &str, target: &Target) -> St
                     known: if task.partial { &task.regions } else { &[] },
                 },
                 predictions: [Prediction {
-                    model_version,
+                    model_version: model_version.to_string(),
                     score: task.score,
                     result: entities.chain(checks).collect(),
                 }],

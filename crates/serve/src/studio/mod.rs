@@ -28,7 +28,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use nertrain_annotate::CharSpan;
 use nertrain_annotate::label_studio::{LabelingConfig, Prediction, Region, Task};
-use nertrain_tagger::{Strategy, TagSettings, Tagged, Tagger, lock};
+use nertrain_tagger::{Strategy, TagOptions, TagSettings, Tagged, Tagger, Token, lock};
 use serde::{Deserialize, Serialize};
 
 pub use client::Connection;
@@ -36,8 +36,9 @@ pub use learn::{
     LearnSettings, LearningStatus, Progress, StudioEvent, VersionRecord, model_to_serve,
 };
 
+use crate::http::{RequestId, ServeError, Tally, json_answer, json_body};
 use crate::served::Served;
-use crate::{AppState, Failure, Logger, RequestId, Tally};
+use crate::{AppState, Logger, queue};
 
 /// How the server works as Label Studio's ML backend.
 #[derive(Debug, Clone)]
@@ -181,8 +182,8 @@ struct WebhookAnswer {
 /// The actions that start a training.
 const TRAINING_ACTIONS: [&str; 3] = ["START_TRAINING", "ANNOTATION_CREATED", "ANNOTATION_UPDATED"];
 
-fn bad(message: impl Into<String>) -> Failure {
-    Failure::new(StatusCode::BAD_REQUEST, message)
+fn bad(message: impl Into<String>) -> ServeError {
+    ServeError::new(StatusCode::BAD_REQUEST, message)
 }
 
 /// A JSON answer with nothing to hold.
@@ -194,8 +195,8 @@ fn small_answer(value: &impl Serialize) -> Response {
 pub(crate) async fn setup(
     State(state): State<Arc<AppState>>,
     request: Request,
-) -> Result<Response, Failure> {
-    let setup: SetupRequest = crate::json_body(
+) -> Result<Response, ServeError> {
+    let setup: SetupRequest = json_body(
         request,
         state.options.max_body_bytes,
         state.options.body_timeout,
@@ -236,47 +237,32 @@ struct Source {
     target: usize,
 }
 
+/// `POST /predict`'s answer.
+#[derive(Serialize)]
+struct PredictAnswer {
+    results: Vec<Prediction>,
+    model_version: String,
+}
+
 /// `POST /predict`.
 pub(crate) async fn predict(
     State(state): State<Arc<AppState>>,
     axum::Extension(RequestId(id)): axum::Extension<RequestId>,
     request: Request,
-) -> Result<Response, Failure> {
+) -> Result<Response, ServeError> {
     let state = &*state;
     let options = &state.options;
-    let predict: PredictRequest = crate::json_body(
+    let predict: PredictRequest = json_body(
         request,
         options.max_predict_body_bytes,
         options.body_timeout,
         "{\"tasks\": [{\"id\": 1, \"data\": {\"text\": \"...\"}}], \"label_config\": \"<View>...</View>\"}",
     )
     .await?;
-    let config = match (&predict.label_config, &predict.project) {
-        (Some(xml), _) => Arc::new(LabelingConfig::parse(xml).map_err(bad)?),
-        (None, Some(project)) => project
-            .id()
-            .and_then(|id| {
-                lock(&state.studio.projects)
-                    .get(&id)
-                    .map(|p| p.config.clone())
-            })
-            .ok_or_else(|| bad("label_config: missing, and the project was not set up"))?,
-        (None, None) => return Err(bad("missing field `label_config`")),
-    };
+    let config = predict_config(state, &predict)?;
     let version = state.served.get();
     config.check_labels(&version.info.labels).map_err(bad)?;
-    // Every target's text of every task, blank ones left out (they have no entities).
-    let mut texts = Vec::new();
-    let mut sources = Vec::new();
-    for (t, task) in predict.tasks.iter().enumerate() {
-        for (g, target) in config.targets.iter().enumerate() {
-            let text = task.text_for(target, t).map_err(bad)?;
-            if !text.trim().is_empty() {
-                texts.push(text.to_string());
-                sources.push(Source { task: t, target: g });
-            }
-        }
-    }
+    let (texts, sources) = texts_to_tag(&config, &predict.tasks)?;
     let name = |i: usize| {
         let source = &sources[i];
         format!(
@@ -290,26 +276,118 @@ pub(crate) async fn predict(
             confidence: true,
             ..state.studio.strategy.settings()
         })
-        .map_err(|e| Failure::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+        .map_err(|e| ServeError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     let count = texts.len();
-    let (texts, tokens, cost) = crate::measure(&version.tagger, texts, tag_options, &name).await?;
-    let held = crate::hold_answer(state, &cost)?;
-    // Tasks go to the queue in pieces of at most `max_texts` texts, each whole, so that one
-    // request of many tasks takes its turn like many requests.
-    let task_ids: Vec<Option<i64>> = predict.tasks.iter().map(|t| t.id).collect();
+    let (texts, tokens, cost) = queue::measure(&version.tagger, texts, tag_options, &name).await?;
+    let held = queue::hold(state, &cost)?;
     let left_out = Arc::new(AtomicUsize::new(0));
-    let mut pieces: Vec<Vec<u8>> = Vec::new();
-    let (mut texts, mut tokens, mut sources) = (texts, tokens, sources);
+    let tagged = Tagging {
+        texts,
+        tokens,
+        sources,
+        options: tag_options,
+    };
+    let piece = Piece {
+        tasks: 0..0,
+        task_ids: predict.tasks.iter().map(|t| t.id).collect(),
+        sources: Vec::new(),
+        config,
+        strategy: state.studio.strategy,
+        model_version: version.id.clone(),
+        left_out: left_out.clone(),
+    };
+    let results = tag_in_pieces(state, id, &version.tagger, tagged, piece).await?;
+    let body = queue::serialize(PredictAnswer {
+        results,
+        model_version: version.id.clone(),
+    })
+    .await?;
+    let left_out = left_out.load(Ordering::Relaxed);
+    let tally = Tally {
+        texts: count,
+        tokens: cost.tokens,
+        error: (left_out > 0).then(|| {
+            format!("{left_out} entities of labels the labeling config lacks were left out")
+        }),
+    };
+    Ok(json_answer(body, held, tally))
+}
+
+/// The labeling config a `/predict` names: its own, or its project's as `/setup` gave it.
+fn predict_config(
+    state: &AppState,
+    predict: &PredictRequest,
+) -> Result<Arc<LabelingConfig>, ServeError> {
+    match (&predict.label_config, &predict.project) {
+        (Some(xml), _) => Ok(Arc::new(LabelingConfig::parse(xml).map_err(bad)?)),
+        (None, Some(project)) => project
+            .id()
+            .and_then(|id| {
+                lock(&state.studio.projects)
+                    .get(&id)
+                    .map(|p| p.config.clone())
+            })
+            .ok_or_else(|| bad("label_config: missing, and the project was not set up")),
+        (None, None) => Err(bad("missing field `label_config`")),
+    }
+}
+
+/// Every target's text of every task, blank ones left out (they have no entities), with where
+/// each came from.
+fn texts_to_tag(
+    config: &LabelingConfig,
+    tasks: &[Task],
+) -> Result<(Vec<String>, Vec<Source>), ServeError> {
+    let mut texts = Vec::new();
+    let mut sources = Vec::new();
+    for (t, task) in tasks.iter().enumerate() {
+        for (g, target) in config.targets.iter().enumerate() {
+            let text = task.text_for(target, t).map_err(bad)?;
+            if !text.trim().is_empty() {
+                texts.push(text.to_string());
+                sources.push(Source { task: t, target: g });
+            }
+        }
+    }
+    Ok((texts, sources))
+}
+
+/// The texts of a request, cut into words, with where each came from and how to tag them.
+struct Tagging {
+    texts: Vec<String>,
+    tokens: Vec<Vec<Token>>,
+    sources: Vec<Source>,
+    options: TagOptions,
+}
+
+/// The predictions of every task, tagged in pieces of whole tasks of at most `max_texts` texts
+/// each, so that one request of many tasks takes its turn in the queue like many requests.
+/// `template` is what every piece shares.
+async fn tag_in_pieces(
+    state: &AppState,
+    id: u64,
+    tagger: &Arc<Tagger>,
+    tagging: Tagging,
+    template: Piece,
+) -> Result<Vec<Prediction>, ServeError> {
+    let Tagging {
+        mut texts,
+        mut tokens,
+        mut sources,
+        options,
+    } = tagging;
+    let tasks = template.task_ids.len();
+    let mut results = Vec::with_capacity(tasks);
     let mut first_task = 0;
-    while first_task < task_ids.len() {
+    while first_task < tasks {
         let mut end_task = first_task;
         let mut taken = 0;
-        while end_task < task_ids.len() {
+        while end_task < tasks {
             let of_task = sources[taken..]
                 .iter()
                 .take_while(|s| s.task == end_task)
                 .count();
-            if taken > 0 && taken + of_task > options.max_texts {
+            if taken > 0 && taken + of_task > state.options.max_texts {
                 break;
             }
             taken += of_task;
@@ -320,45 +398,26 @@ pub(crate) async fn predict(
         let rest_sources = sources.split_off(taken);
         let piece = Piece {
             tasks: first_task..end_task,
-            task_ids: task_ids[first_task..end_task].to_vec(),
+            task_ids: template.task_ids[first_task..end_task].to_vec(),
             sources: std::mem::replace(&mut sources, rest_sources),
-            config: config.clone(),
-            strategy: state.studio.strategy,
-            model_version: version.id.clone(),
-            left_out: left_out.clone(),
+            config: template.config.clone(),
+            model_version: template.model_version.clone(),
+            left_out: template.left_out.clone(),
+            ..template
         };
         let words = tokens.iter().map(Vec::len).sum();
         let request = crate::batch::Request {
-            tagger: version.tagger.clone(),
+            tagger: tagger.clone(),
             texts: std::mem::replace(&mut texts, rest_texts),
             tokens: std::mem::replace(&mut tokens, rest_tokens),
             words,
-            options: tag_options,
-            answer: Box::new(move |tagged, tagger| piece.answer(tagged, tagger)),
+            options,
         };
-        pieces.push(crate::tagged_answer(state, id, request).await?);
+        let answer = move |tagged, tagger: &Tagger| piece.answer(tagged, tagger);
+        results.extend(queue::submit(state, id, request, answer).await?);
         first_task = end_task;
     }
-    let mut body = Vec::new();
-    body.extend_from_slice(b"{\"results\":[");
-    for (i, piece) in pieces.iter().filter(|p| !p.is_empty()).enumerate() {
-        if i > 0 {
-            body.push(b',');
-        }
-        body.extend_from_slice(piece);
-    }
-    body.extend_from_slice(b"],\"model_version\":");
-    body.extend_from_slice(&serde_json::to_vec(&version.id).unwrap_or_default());
-    body.push(b'}');
-    let left_out = left_out.load(Ordering::Relaxed);
-    let tally = Tally {
-        texts: count,
-        tokens: cost.tokens,
-        error: (left_out > 0).then(|| {
-            format!("{left_out} entities of labels the labeling config lacks were left out")
-        }),
-    };
-    Ok(crate::json_answer(body, held, tally))
+    Ok(results)
 }
 
 /// A text of a task: its target, the text, and the entities kept with their confidences.
@@ -378,11 +437,10 @@ struct Piece {
 }
 
 impl Piece {
-    /// The tasks' predictions, as JSON array elements joined by commas.
-    fn answer(mut self, tagged: Vec<Tagged>, tagger: &Tagger) -> Result<Vec<u8>, String> {
-        let mut body = Vec::new();
-        let sources = std::mem::take(&mut self.sources);
-        let mut texts = sources.iter().zip(tagged).peekable();
+    /// The tasks' predictions.
+    fn answer(self, tagged: Vec<Tagged>, tagger: &Tagger) -> Vec<Prediction> {
+        let mut predictions = Vec::with_capacity(self.tasks.len());
+        let mut texts = self.sources.iter().zip(tagged).peekable();
         for (n, task) in self.tasks.clone().enumerate() {
             let mut certainty: f64 = 1.0;
             let mut spans: Vec<TextSpans> = Vec::new();
@@ -416,17 +474,13 @@ impl Piece {
                     result.push(Region::new(text, span, *probability, region, target));
                 }
             }
-            let prediction = Prediction {
-                model_version: &self.model_version,
+            predictions.push(Prediction {
+                model_version: self.model_version.clone(),
                 score: certainty,
                 result,
-            };
-            if n > 0 {
-                body.push(b',');
-            }
-            serde_json::to_writer(&mut body, &prediction).map_err(|e| e.to_string())?;
+            });
         }
-        Ok(body)
+        predictions
     }
 }
 
@@ -434,9 +488,9 @@ impl Piece {
 pub(crate) async fn webhook(
     State(state): State<Arc<AppState>>,
     request: Request,
-) -> Result<Response, Failure> {
+) -> Result<Response, ServeError> {
     // Webhooks carry the whole annotation and task: the predict limit, not the tag one.
-    let event: WebhookRequest = crate::json_body(
+    let event: WebhookRequest = json_body(
         request,
         state.options.max_predict_body_bytes,
         state.options.body_timeout,
@@ -453,7 +507,7 @@ pub(crate) async fn webhook(
                    annotations; predictions still work";
         // Asked for from Label Studio's page, the user should see why nothing happens.
         if event.action == "START_TRAINING" {
-            return Err(Failure::new(StatusCode::CONFLICT, off));
+            return Err(ServeError::new(StatusCode::CONFLICT, off));
         }
         return Ok(small_answer(&WebhookAnswer { status: off.into() }));
     };
@@ -466,7 +520,7 @@ pub(crate) async fn webhook(
         .and_then(|p| p.connection.clone());
     let status = learner
         .request(project, connection, event.action == "START_TRAINING")
-        .map_err(|message| Failure::new(StatusCode::CONFLICT, message))?;
+        .map_err(|message| ServeError::new(StatusCode::CONFLICT, message))?;
     Ok(small_answer(&WebhookAnswer { status }))
 }
 

@@ -1,0 +1,154 @@
+//! `POST /tag`: texts in, the records `nertrain tag --format json` prints out.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use nertrain_tagger::{Record, TagOptions, TagSettings, Tagger};
+use serde::{Deserialize, Serialize};
+
+use crate::http::{RequestId, ServeError, Tally, json_answer, json_body};
+use crate::{AppState, mebibytes, queue};
+
+/// A `POST /tag` body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TagRequest {
+    #[serde(default)]
+    texts: Option<Vec<String>>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    probs: bool,
+    #[serde(default = "one")]
+    nbest: usize,
+}
+
+fn one() -> usize {
+    1
+}
+
+/// `POST /tag`'s answer: one record for `text`, an array of them for `texts`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum TagAnswer {
+    One(Record),
+    Many(Vec<Record>),
+}
+
+/// `POST /tag`.
+pub(crate) async fn tag(
+    State(state): State<Arc<AppState>>,
+    axum::Extension(RequestId(id)): axum::Extension<RequestId>,
+    request: Request,
+) -> Result<Response, ServeError> {
+    let state = &*state;
+    let options = &state.options;
+    let request: TagRequest = json_body(
+        request,
+        options.max_body_bytes,
+        options.body_timeout,
+        "{\"texts\": [\"...\"], \"probs\": false, \"nbest\": 1} or {\"text\": \"...\"}",
+    )
+    .await?;
+    let version = state.served.get();
+    let (texts, single, tag_options) = parse_request(state, &version.tagger, request)?;
+    let count = texts.len();
+    let name = |i: usize| {
+        if single {
+            "text".to_string()
+        } else {
+            format!("texts[{i}]")
+        }
+    };
+    let (texts, tokens, cost) = queue::measure(&version.tagger, texts, tag_options, &name).await?;
+    if cost.answer_bytes > options.max_answer_bytes {
+        return Err(ServeError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{}: the answer would take up to {} MiB, over this server's {} MiB; send fewer \
+                 or shorter texts{}",
+                if single { "text" } else { "texts" },
+                mebibytes(cost.answer_bytes),
+                mebibytes(options.max_answer_bytes),
+                if tag_options.marginals || tag_options.nbest > 1 {
+                    ", or ask without probs and nbest"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    let held = queue::hold(state, &cost)?;
+    let request = crate::batch::Request {
+        tagger: version.tagger.clone(),
+        texts,
+        tokens,
+        words: cost.tokens,
+        options: tag_options,
+    };
+    drop(version);
+    let records = queue::submit(state, id, request, |tagged, tagger| {
+        let records = tagged.into_iter().map(|t| t.into_record(tagger.labels()));
+        records.collect::<Vec<Record>>()
+    })
+    .await?;
+    let body = if single {
+        let [record] = <[Record; 1]>::try_from(records).expect("one text, one record");
+        queue::serialize(TagAnswer::One(record)).await?
+    } else {
+        queue::serialize(TagAnswer::Many(records)).await?
+    };
+    Ok(json_answer(
+        body,
+        held,
+        Tally {
+            texts: count,
+            tokens: cost.tokens,
+            error: None,
+        },
+    ))
+}
+
+/// The texts of a `POST /tag` request, whether it named one `text`, and the tagging options.
+fn parse_request(
+    state: &AppState,
+    tagger: &Tagger,
+    request: TagRequest,
+) -> Result<(Vec<String>, bool, TagOptions), ServeError> {
+    let bad = |message: String| ServeError::new(StatusCode::BAD_REQUEST, message);
+    let (texts, single) = match (request.texts, request.text) {
+        (Some(_), Some(_)) => return Err(bad("give `texts` or `text`, not both".into())),
+        (None, None) => return Err(bad("missing field `texts` (or `text`)".into())),
+        (Some(texts), None) => (texts, false),
+        (None, Some(text)) => (vec![text], true),
+    };
+    if texts.is_empty() {
+        return Err(bad("texts: empty; give at least one text".into()));
+    }
+    if texts.len() > state.options.max_texts {
+        return Err(bad(format!(
+            "texts: {} texts; at most {} a request",
+            texts.len(),
+            state.options.max_texts
+        )));
+    }
+    if let Some(i) = texts.iter().position(|t| t.trim().is_empty()) {
+        let field = if single {
+            "text".to_string()
+        } else {
+            format!("texts[{i}]")
+        };
+        return Err(bad(format!("{field}: empty; give text to tag")));
+    }
+    let settings = TagSettings {
+        marginals: request.probs,
+        nbest: request.nbest,
+        ..TagSettings::default()
+    };
+    let options = tagger
+        .options_with(settings)
+        .map_err(|e| bad(e.to_string()))?;
+    Ok((texts, single, options))
+}
