@@ -94,30 +94,12 @@ pub(super) fn prepare(
         }
     }
 
-    let columns = data.columns();
-    let train = read_corpus(&data.train, &columns, events)?;
-    let dev =
-        read_corpus(&data.dev, &columns, events)?.complete("dev data, which chooses the model,")?;
-    let test = data
-        .test
-        .as_deref()
-        .map(|path| -> Result<Corpus> {
-            Ok(read_corpus(path, &columns, events)?.complete("test data")?)
-        })
-        .transpose()?;
-    let file_scheme = data
-        .scheme
-        .unwrap_or_else(|| TagScheme::detect(train.sentences.iter().map(|s| s.tags.as_slice())));
-    let mut train = train.into_scheme(file_scheme, data.train_scheme)?;
-    if let Some(path) = &data.rehearse {
-        let rehearsed = rehearsal(experiment, path, file_scheme, events)?;
-        append_documents(&mut train, rehearsed);
-    }
-    if with_dev {
-        let dev = Corpus::<Label>::from(dev.clone()).into_scheme(file_scheme, data.train_scheme)?;
-        append_documents(&mut train, dev);
-    }
-
+    let Read {
+        train,
+        dev,
+        test,
+        file_scheme,
+    } = read_corpora(experiment, with_dev, events)?;
     let (meta, vocab, state, vectors, start, dictionary) = if options.resume {
         let (meta, vocab, state) = reopen_run(&run, experiment, &config_toml, events)?;
         let dictionary = run.read_dictionary(&meta)?;
@@ -128,41 +110,17 @@ pub(super) fn prepare(
             dev: &dev,
             test: test.as_ref(),
         };
-        let ((mut meta, vocab, vectors, dictionary), start) = match &experiment.train.start_from {
-            Some(from) => {
-                let start = StartModel::load(from, device)?;
-                let described =
-                    describe_continued_run(experiment, &corpora, file_scheme, &start, events)?;
-                (described, Some(start.model))
-            }
-            None => (
-                describe_run(experiment, &corpora, file_scheme, events)?,
-                None,
-            ),
-        };
+        let ((mut meta, vocab, vectors, dictionary), start) =
+            describe_new_run(experiment, &corpora, file_scheme, device, events)?;
         meta.trained_on_dev = with_dev;
         (meta, vocab, None, vectors, start, dictionary)
     };
-
-    // Pieces are cheap to cut; read as sentences, there are none.
-    let documents = |pieces: Vec<Range<usize>>| match data.context {
-        Context::Sentence => Vec::new(),
-        Context::Document => pieces,
-    };
-    let train_documents = documents(train.documents(data.document_tokens));
-    let mut encoded = vocab.encode_corpus(&train)?;
-    with_mention_casing(&mut encoded, &train, &train_documents);
-    let dev_documents = documents(dev.documents(data.document_tokens));
-    let mut dev_encoded = vocab.encode_corpus_words(&dev)?;
-    with_mention_casing(&mut dev_encoded, &dev, &dev_documents);
-    let mut test_set: Option<TestSet> = test
-        .map(|corpus| -> Result<TestSet> {
-            let documents = documents(corpus.documents(data.document_tokens));
-            let mut encoded = vocab.encode_corpus_words(&corpus)?;
-            with_mention_casing(&mut encoded, &corpus, &documents);
-            Ok((corpus, encoded, documents))
-        })
-        .transpose()?;
+    let EncodedCorpora {
+        mut encoded,
+        mut dev_encoded,
+        dev_documents,
+        mut test_set,
+    } = encode(experiment, &vocab, &train, &dev, test)?;
     if !options.resume {
         // Every input has been read and checked: only now is a previous run replaced.
         run.check_new(options.overwrite)?;
@@ -202,6 +160,122 @@ pub(super) fn prepare(
         test_set,
         dictionary,
         train_mentions,
+    })
+}
+
+/// An experiment's corpora as read and checked: train in the training scheme (with what it
+/// rehearses, and dev after it when training with dev), dev and test as gold, and the scheme
+/// the files are in.
+struct Read {
+    train: Corpus<Label>,
+    dev: Corpus,
+    test: Option<Corpus>,
+    file_scheme: TagScheme,
+}
+
+/// Reads and checks the experiment's corpora.
+fn read_corpora(
+    experiment: &Experiment,
+    with_dev: bool,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<Read> {
+    let data = &experiment.data;
+    let columns = data.columns();
+    let train = read_corpus(&data.train, &columns, events)?;
+    let dev =
+        read_corpus(&data.dev, &columns, events)?.complete("dev data, which chooses the model,")?;
+    let test = data
+        .test
+        .as_deref()
+        .map(|path| -> Result<Corpus> {
+            Ok(read_corpus(path, &columns, events)?.complete("test data")?)
+        })
+        .transpose()?;
+    let file_scheme = data
+        .scheme
+        .unwrap_or_else(|| TagScheme::detect(train.sentences.iter().map(|s| s.tags.as_slice())));
+    let mut train = train.into_scheme(file_scheme, data.train_scheme)?;
+    if let Some(path) = &data.rehearse {
+        let rehearsed = rehearsal(experiment, path, file_scheme, events)?;
+        append_documents(&mut train, rehearsed);
+    }
+    if with_dev {
+        let dev = Corpus::<Label>::from(dev.clone()).into_scheme(file_scheme, data.train_scheme)?;
+        append_documents(&mut train, dev);
+    }
+    Ok(Read {
+        train,
+        dev,
+        test,
+        file_scheme,
+    })
+}
+
+/// A new run's description, from its training data or continuing the model it starts from, and
+/// that model's network.
+fn describe_new_run(
+    experiment: &Experiment,
+    corpora: &Corpora,
+    file_scheme: TagScheme,
+    device: &Device,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<(Described, Option<Network>)> {
+    Ok(match &experiment.train.start_from {
+        Some(from) => {
+            let start = StartModel::load(from, device)?;
+            let described =
+                describe_continued_run(experiment, corpora, file_scheme, &start, events)?;
+            (described, Some(start.model))
+        }
+        None => (
+            describe_run(experiment, corpora, file_scheme, events)?,
+            None,
+        ),
+    })
+}
+
+/// The corpora encoded by `vocab`: train, dev and test with their documents' pieces (none when
+/// sentences are read alone) and each word's mention casing.
+struct EncodedCorpora {
+    encoded: Vec<Encoded>,
+    dev_encoded: Vec<Encoded>,
+    dev_documents: Vec<Range<usize>>,
+    test_set: Option<TestSet>,
+}
+
+/// Encodes the corpora by `vocab`.
+fn encode(
+    experiment: &Experiment,
+    vocab: &Vocabularies,
+    train: &Corpus<Label>,
+    dev: &Corpus,
+    test: Option<Corpus>,
+) -> Result<EncodedCorpora> {
+    let data = &experiment.data;
+    // Pieces are cheap to cut; read as sentences, there are none.
+    let documents = |pieces: Vec<Range<usize>>| match data.context {
+        Context::Sentence => Vec::new(),
+        Context::Document => pieces,
+    };
+    let train_documents = documents(train.documents(data.document_tokens));
+    let mut encoded = vocab.encode_corpus(train)?;
+    with_mention_casing(&mut encoded, train, &train_documents);
+    let dev_documents = documents(dev.documents(data.document_tokens));
+    let mut dev_encoded = vocab.encode_corpus_words(dev)?;
+    with_mention_casing(&mut dev_encoded, dev, &dev_documents);
+    let test_set: Option<TestSet> = test
+        .map(|corpus| -> Result<TestSet> {
+            let documents = documents(corpus.documents(data.document_tokens));
+            let mut encoded = vocab.encode_corpus_words(&corpus)?;
+            with_mention_casing(&mut encoded, &corpus, &documents);
+            Ok((corpus, encoded, documents))
+        })
+        .transpose()?;
+    Ok(EncodedCorpora {
+        encoded,
+        dev_encoded,
+        dev_documents,
+        test_set,
     })
 }
 
