@@ -115,4 +115,11 @@ mod testing {
         std::fs::remove_dir_all(&dir).unwrap();
         read
     }
+
+    /// The error reading what a test wrote gives, as the user reads it.
+    pub(crate) fn read_error(test: &str, name: &str, content: &str) -> String {
+        read_written(test, name, content)
+            .expect_err("the file is refused")
+            .to_string()
+    }
 }

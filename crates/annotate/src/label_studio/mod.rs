@@ -629,7 +629,7 @@ mod tests {
     use super::*;
     use crate::AnnotatedText;
     use crate::tally::Tally;
-    use crate::testing::{read_written, spans_of};
+    use crate::testing::{read_error, read_written, spans_of};
 
     /// A target that labels `<Text name="{to_name}" value="${data_key}">`.
     fn target(data_key: &str, to_name: &str) -> Target {
@@ -663,9 +663,7 @@ mod tests {
               {"id": 10, "was_cancelled": true, "result": []}],
             "predictions": [{"result": []}]}]"#;
         // As exported, two strings and no `text`: which one is labelled is unknown.
-        let error = read_written("ls-narrow-raw", "e.json", export)
-            .unwrap_err()
-            .to_string();
+        let error = read_error("ls-narrow-raw", "e.json", export);
         assert!(error.contains("nor one string"), "{error}");
         let tasks: Vec<&serde_json::value::RawValue> = serde_json::from_str(export).unwrap();
         let narrowed = narrow_tasks(&tasks, &target("body", "doc")).unwrap();
@@ -687,32 +685,24 @@ mod tests {
     #[test]
     fn label_studio_regions_are_checked_against_their_text() {
         let text = "🎉 Anna met Bob";
+        // "Anna" at `start..end`, read back.
+        let anna_at = |test: &str, start: usize, end: usize| {
+            read_written(
+                test,
+                "t.json",
+                &task(text, &region(start, end, "Anna", "text")),
+            )
+        };
         // Code points, as Label Studio counts them.
-        let corpus = read_written(
-            "ls-cp",
-            "t.json",
-            &task(text, &region(2, 6, "Anna", "text")),
-        )
-        .unwrap();
+        let corpus = anna_at("ls-cp", 2, 6).unwrap();
         assert_eq!(spans_of(&corpus), [vec![(2, 6, "PER")]]);
         assert!(corpus.warnings.is_empty(), "{:?}", corpus.warnings);
         // UTF-16 units, as older versions counted: realigned, and said.
-        let corpus = read_written(
-            "ls-16",
-            "t.json",
-            &task(text, &region(3, 7, "Anna", "text")),
-        )
-        .unwrap();
+        let corpus = anna_at("ls-16", 3, 7).unwrap();
         assert_eq!(spans_of(&corpus), [vec![(2, 6, "PER")]]);
         assert!(corpus.warnings[0].contains("1 region's offsets were counted in UTF-16"));
         // At neither: an error naming the task, never other words labelled.
-        let error = read_written(
-            "ls-bad",
-            "t.json",
-            &task(text, &region(7, 10, "Anna", "text")),
-        )
-        .unwrap_err()
-        .to_string();
+        let error = anna_at("ls-bad", 7, 10).unwrap_err().to_string();
         assert!(
             error.contains("t.json:1: task 1 (number 1): region 7..10 (PER) says \"Anna\", but the text there is \"met\""),
             "{error}"
@@ -782,9 +772,7 @@ mod tests {
         let corpus = read_written("ls-time", "t.json", &export).unwrap();
         assert_eq!(spans_of(&corpus), [vec![(0, 4, "LATER")]]);
         let bad = export.replace("2024-05-01T10:00:00Z", "last tuesday");
-        let error = read_written("ls-badtime", "t.json", &bad)
-            .unwrap_err()
-            .to_string();
+        let error = read_error("ls-badtime", "t.json", &bad);
         assert!(
             error.contains("updated_at \"last tuesday\" is not a time"),
             "{error}"
@@ -812,9 +800,7 @@ mod tests {
     fn an_export_of_tasks_nobody_annotated_says_so() {
         let export = r#"[{"id": 1, "data": {"text": "a"}, "annotations": []},
                          {"id": 2, "data": {"text": "b"}, "annotations": [{"id": 3, "was_cancelled": true, "result": []}]}]"#;
-        let error = read_written("ls-none", "t.json", export)
-            .unwrap_err()
-            .to_string();
+        let error = read_error("ls-none", "t.json", export);
         assert!(
             error.contains("no annotated text is left to read")
                 && error.contains("2 tasks without an annotation"),
@@ -953,9 +939,7 @@ mod tests {
         assert_eq!(corpus.texts[0].known, None);
         let bad = region_tasks(true, |result| result.clone())
             .replace(r#""known":[[16,23]]"#, r#""known":"all""#);
-        let error = read_written("ls-regions-bad", "e.json", &bad)
-            .unwrap_err()
-            .to_string();
+        let error = read_error("ls-regions-bad", "e.json", &bad);
         assert!(
             error.contains("data.known: expected the regions decided"),
             "{error}"
