@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # nertrain serve as the ML backend of a real Label Studio (pinned, from PyPI), on loopback:
-# installs it in a venv, starts it on a throwaway SQLite data directory, and runs
-# tests/label_studio/live.py against it. Usage: scripts/ci/label_studio_live.sh NERTRAIN RESULTS.json
+# installs it in a venv unless $LABEL_STUDIO_VENV has it (.ci/run installs it there), starts it on
+# a throwaway SQLite data directory, and runs tests/label_studio/live.py against it.
+# Usage: scripts/ci/label_studio_live.sh NERTRAIN RESULTS.json
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 nertrain=$(realpath "$1")
 results=$2
-version=1.23.2
+version=${LABEL_STUDIO_VERSION:-1.23.2}
 work=$(mktemp -d)
 venv=${LABEL_STUDIO_VENV:-$HOME/.cache/nertrain-label-studio-$version}
 if [ ! -x "$venv/bin/label-studio" ]; then

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use nertrain_data::{DataError, read_text};
 
 use crate::CharSpan;
-use crate::corpus::Exported;
+use crate::exported::Exported;
 use crate::tally::Tally;
 
 /// Reads brat standoff: every `.ann` of a directory with its `.txt` (in name order), or one

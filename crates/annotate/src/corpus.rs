@@ -13,31 +13,11 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use nertrain_data::{Corpus, DataError, Label, Sentence, Span, TagScheme, Token, Tokenizer};
-use serde::Deserialize;
 
 use crate::CharSpan;
+use crate::exported::{DocumentKey, Exported};
 use crate::format::{self, Format};
 use crate::tally::Tally;
-
-/// One text as its file gave it, before it is checked.
-pub(crate) struct Exported {
-    pub(crate) text: String,
-    pub(crate) spans: Vec<CharSpan>,
-    /// Where in `source` it is, from 1.
-    pub(crate) line: usize,
-    pub(crate) source: PathBuf,
-    pub(crate) doc: Option<DocumentKey>,
-    /// The regions annotated in full, where the line says only part of it is (`None`: all).
-    pub(crate) known: Option<Vec<(usize, usize)>>,
-}
-
-/// A line's `doc` key.
-#[derive(Clone, Deserialize, PartialEq, Eq, Hash)]
-#[serde(untagged)]
-pub(crate) enum DocumentKey {
-    Text(String),
-    Number(i64),
-}
 
 /// Which document a text belongs to: the one its `doc` key names, or its own (keyed by its place
 /// in the file, apart from every key a file can give, `-1` included).

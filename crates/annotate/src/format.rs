@@ -20,7 +20,7 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::corpus::{DocumentKey, Exported};
+use crate::exported::{DocumentKey, Exported};
 use crate::label_studio::{self, MinRegions, MinRow};
 use crate::tally::Tally;
 use crate::{CharSpan, brat, doccano, prodigy, spacy_spans};
@@ -54,17 +54,14 @@ impl Format {
 
     /// Reads `path` in this format: its texts as exported, in file order.
     pub(crate) fn read(self, path: &Path, tally: &mut Tally) -> Result<Vec<Exported>, DataError> {
+        if self == Self::Brat {
+            return brat::read(path, tally);
+        }
+        let text = nertrain_data::read_text(path)?;
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         match self {
-            Self::Brat => brat::read(path, tally),
-            Self::Array | Self::Lines => {
-                let text = nertrain_data::read_text(path)?;
-                let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
-                if self == Self::Array {
-                    parse_array(text, path, tally)
-                } else {
-                    parse_lines(text, path, tally)
-                }
-            }
+            Self::Array => parse_array(text, path, tally),
+            _ => parse_lines(text, path, tally),
         }
     }
 }
@@ -299,6 +296,8 @@ pub(crate) fn parse_array(
 mod tests {
     use std::path::Path;
 
+    use super::parse_array;
+    use crate::tally::Tally;
     use crate::testing::{example, spans_of};
     use crate::{parse_annotated, read_annotated};
 
@@ -446,5 +445,32 @@ mod tests {
         );
         let twice = error(r#"{"text": "Anna", "label": [[0, 4, "PER"]], "label": []}"#);
         assert!(twice.contains("the key `label` is given twice"), "{twice}");
+    }
+
+    #[test]
+    fn label_studio_lines_are_counted_in_linear_time() {
+        let tasks = |n: usize| {
+            let task = r#"{"id": 1, "data": {"text": "Anna flew"}, "annotations": [{"id": 1, "result": []}]}"#;
+            format!("[\n{}\n]", vec![task; n].join(",\n"))
+        };
+        let time = |text: &str| {
+            (0..3)
+                .map(|_| {
+                    let started = std::time::Instant::now();
+                    let mut tally = Tally::default();
+                    parse_array(text, Path::new("t.json"), &mut tally).unwrap();
+                    started.elapsed().as_secs_f64()
+                })
+                .fold(f64::INFINITY, f64::min)
+        };
+        let (small, large) = (tasks(4_000), tasks(32_000));
+        let ratio = time(&large) / time(&small);
+        assert!(
+            ratio < 24.0,
+            "8 times the tasks took {ratio:.1} times as long"
+        );
+        let mut tally = Tally::default();
+        let read = parse_array(&large, Path::new("t.json"), &mut tally).unwrap();
+        assert_eq!(read.last().unwrap().line, 32_001);
     }
 }

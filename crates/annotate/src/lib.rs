@@ -25,6 +25,7 @@
 mod brat;
 mod corpus;
 pub mod doccano;
+mod exported;
 mod format;
 pub mod label_studio;
 mod labelled;

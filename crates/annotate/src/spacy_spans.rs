@@ -1,6 +1,6 @@
 //! spaCy's spans as JSON lines: `{"text": ..., "spans": [{"start", "end", "label"}]}`, the shape
 //! of a `Doc`'s entities or span group with character offsets, in code points, read as they
-//! are. Prodigy writes its lines in this shape too ([`crate::prodigy`]).
+//! are. Prodigy writes its lines in this shape too, with an answer.
 
 use nertrain_data::DataError;
 use serde::Deserialize;

@@ -184,6 +184,45 @@ fn similarity(value: &str) -> std::result::Result<f64, String> {
     }
 }
 
+/// The chosen texts as tasks, their regions read back as the only parts decided when
+/// `partial`, with the model's entities of the labels `target` has (all without one); and how
+/// many entities were left out for want of their label.
+fn pre_annotated(
+    chosen: Vec<Selected>,
+    target: Option<&Target>,
+    partial: bool,
+) -> (Vec<PreAnnotated>, usize) {
+    let shown = |label: &String| target.is_none_or(|t| t.labels.contains(label));
+    let mut left_out = 0;
+    let tasks = chosen
+        .into_iter()
+        .map(|selected| {
+            let mut spans = Vec::new();
+            for e in &selected.tagged.entities {
+                if !shown(&e.label) {
+                    left_out += 1;
+                    continue;
+                }
+                let span = CharSpan {
+                    start: e.start,
+                    end: e.end,
+                    label: e.label.clone(),
+                };
+                spans.push((span, e.confidence.unwrap_or(1.0)));
+            }
+            PreAnnotated {
+                regions: selected.region_offsets(),
+                partial,
+                spans,
+                text: selected.tagged.text,
+                score: selected.score,
+                line: selected.index + 1,
+            }
+        })
+        .collect();
+    (tasks, left_out)
+}
+
 /// The target the tasks are written for: the entity control of `--label-config`, checked
 /// against the model's labels and `--regions`, or Label Studio's default names.
 fn target(args: &SelectArgs, tagger: &Tagger) -> Result<Option<Target>> {
@@ -214,11 +253,7 @@ fn target(args: &SelectArgs, tagger: &Tagger) -> Result<Option<Target>> {
         .into());
     }
     let labels = tagger.info().labels;
-    LabelingConfig {
-        targets: vec![target.clone()],
-    }
-    .check_labels(&labels)
-    .map_err(refuse)?;
+    target.check_labels(&labels).map_err(refuse)?;
     Ok(Some(target.clone()))
 }
 
@@ -253,36 +288,8 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
         left[selected.index] = false;
     }
     let cost: usize = chosen.iter().map(Selected::cost).sum();
-    let shown = |label: &String| target.as_ref().is_none_or(|t| t.labels.contains(label));
-    let left_out = chosen
-        .iter()
-        .flat_map(|selected| &selected.tagged.entities)
-        .filter(|e| !shown(&e.label))
-        .count();
-    let tasks: Vec<PreAnnotated> = chosen
-        .into_iter()
-        .map(|selected| PreAnnotated {
-            regions: selected.region_offsets(),
-            partial: args.regions.is_some() && args.rest == Rest::Unknown,
-            spans: selected
-                .tagged
-                .entities
-                .iter()
-                .filter(|e| shown(&e.label))
-                .map(|e| {
-                    let span = CharSpan {
-                        start: e.start,
-                        end: e.end,
-                        label: e.label.clone(),
-                    };
-                    (span, e.confidence.unwrap_or(1.0))
-                })
-                .collect(),
-            text: selected.tagged.text,
-            score: selected.score,
-            line: selected.index + 1,
-        })
-        .collect();
+    let partial = args.regions.is_some() && args.rest == Rest::Unknown;
+    let (tasks, left_out) = pre_annotated(chosen, target.as_ref(), partial);
     let model_version = format!(
         "nertrain {} {}",
         env!("CARGO_PKG_VERSION"),

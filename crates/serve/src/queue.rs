@@ -1,8 +1,8 @@
 //! The tagging queue, as a route uses it: a request's texts measured (cut into words on the
 //! tagger's threads, a text over the word bound refused, its answer's size bounded), its
 //! answer's bytes held of the budget, its texts submitted to the batching thread
-//! ([`crate::batch`]) with what makes them a typed answer, and that answer serialised once, off
-//! the async runtime.
+//! ([`crate::batch`]) with what makes them a typed answer there, and an answer made of several
+//! pieces serialised once, off the async runtime.
 
 use std::sync::Arc;
 

@@ -6,7 +6,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use nertrain_tagger::{Record, TagOptions, TagSettings, Tagger};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use crate::http::{RequestId, ServeError, Tally, json_answer, json_body};
 use crate::{AppState, mebibytes, queue};
@@ -27,14 +27,6 @@ struct TagRequest {
 
 fn one() -> usize {
     1
-}
-
-/// `POST /tag`'s answer: one record for `text`, an array of them for `texts`.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum TagAnswer {
-    One(Record),
-    Many(Vec<Record>),
 }
 
 /// `POST /tag`.
@@ -89,17 +81,25 @@ pub(crate) async fn tag(
         options: tag_options,
     };
     drop(version);
-    let records = queue::submit(state, id, request, |tagged, tagger| {
-        let records = tagged.into_iter().map(|t| t.into_record(tagger.labels()));
-        records.collect::<Vec<Record>>()
+    // One piece: its answer is serialised where it is made, on the batching thread.
+    let body = queue::submit(state, id, request, move |tagged, tagger| {
+        let records: Vec<Record> = tagged
+            .into_iter()
+            .map(|t| t.into_record(tagger.labels()))
+            .collect();
+        if single {
+            serde_json::to_vec(&records[0])
+        } else {
+            serde_json::to_vec(&records)
+        }
     })
-    .await?;
-    let body = if single {
-        let [record] = <[Record; 1]>::try_from(records).expect("one text, one record");
-        queue::serialize(TagAnswer::One(record)).await?
-    } else {
-        queue::serialize(TagAnswer::Many(records)).await?
-    };
+    .await?
+    .map_err(|e| {
+        ServeError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("making the answer: {e}"),
+        )
+    })?;
     Ok(json_answer(
         body,
         held,

@@ -220,20 +220,7 @@ impl<'a> Decoder<'a> {
                 options,
             )
         };
-        let mut predictions = vec![Prediction::default(); sentences.len()];
-        if options.representation || options.dropout_samples > 0 {
-            let batches = self.batches(&lengths, (0..sentences.len()).collect(), options);
-            let extras = batches
-                .par_iter()
-                .map(|indices| self.extras(&potentials, sentences, indices, options))
-                .collect::<Result<Vec<_>>>()?;
-            for (indices, batch) in batches.iter().zip(extras) {
-                for (&i, (representation, information)) in indices.iter().zip(batch) {
-                    predictions[i].representation = representation;
-                    predictions[i].mutual_information = information;
-                }
-            }
-        }
+        let mut predictions = self.with_extras(&potentials, sentences, &lengths, options)?;
         let mut place = |batches: &[Vec<usize>], decoded: Vec<Vec<Prediction>>| {
             for (indices, batch) in batches.iter().zip(decoded) {
                 for (&i, prediction) in indices.iter().zip(batch) {
@@ -292,6 +279,32 @@ impl<'a> Decoder<'a> {
                 .map(|(indices, emissions)| decode_batch(indices, emissions))
                 .collect::<Result<_>>()?;
             place(&batches, decoded);
+        }
+        Ok(predictions)
+    }
+
+    /// A prediction per sentence holding only what `options` asks beyond decoding (each
+    /// sentence's representation and per-token mutual information), or nothing.
+    fn with_extras(
+        &self,
+        potentials: &Potentials,
+        sentences: &[Encoded],
+        lengths: &[usize],
+        options: TagOptions,
+    ) -> Result<Vec<Prediction>> {
+        let mut predictions = vec![Prediction::default(); sentences.len()];
+        if options.representation || options.dropout_samples > 0 {
+            let batches = self.batches(lengths, (0..sentences.len()).collect(), options);
+            let extras = batches
+                .par_iter()
+                .map(|indices| self.extras(potentials, sentences, indices, options))
+                .collect::<Result<Vec<_>>>()?;
+            for (indices, batch) in batches.iter().zip(extras) {
+                for (&i, (representation, information)) in indices.iter().zip(batch) {
+                    predictions[i].representation = representation;
+                    predictions[i].mutual_information = information;
+                }
+            }
         }
         Ok(predictions)
     }

@@ -411,6 +411,13 @@ impl Experiment {
 
     /// Values that parse but make no sense are errors naming the key and the range expected.
     fn validate(&self) -> Result<(), (String, String)> {
+        self.validate_model()?;
+        self.validate_data()?;
+        self.validate_train()
+    }
+
+    /// The network's settings, as the model checks them, named as the experiment's keys.
+    fn validate_model(&self) -> Result<(), (String, String)> {
         check_config(&self.model).map_err(|unfit| {
             // The network's settings are the experiment's `[model]` keys, but for the feature
             // columns' sizes, which `data.features` sets.
@@ -424,13 +431,17 @@ impl Experiment {
                 .collect();
             let message = format!("{}: expected {}", keys.join(" and "), unfit.expected);
             (keys[0].clone(), message)
-        })?;
-        let (d, m, t) = (&self.data, &self.model, &self.train);
+        })
+    }
+
+    /// `[data]`, and the `[model]` settings that depend on it.
+    fn validate_data(&self) -> Result<(), (String, String)> {
+        let (d, m) = (&self.data, &self.model);
         let columns = self.data.columns();
         let mut distinct = columns.feature_columns.clone();
         distinct.sort_unstable();
         distinct.dedup();
-        let checks: [(bool, &str, &str); 20] = [
+        first_unmet(&[
             (
                 distinct.len() == columns.feature_columns.len()
                     && !distinct.contains(&columns.word_column)
@@ -456,19 +467,26 @@ impl Experiment {
                 "a size of at least 1 (5, say) for the features of data.dictionaries",
             ),
             (
-                (0.0..1.0).contains(&t.dictionary_dropout),
-                "train.dictionary_dropout",
-                "a probability in [0, 1)",
-            ),
-            (
                 (0.0..=1.0).contains(&d.singleton_unk),
                 "data.singleton_unk",
                 "a probability in [0, 1]",
             ),
             (d.max_word_len >= 1, "data.max_word_len", "at least 1"),
             (d.lm_min_count >= 1, "data.lm_min_count", "at least 1"),
+        ])
+    }
+
+    /// `[train]`.
+    fn validate_train(&self) -> Result<(), (String, String)> {
+        let t = &self.train;
+        first_unmet(&[
             (t.epochs >= 1, "train.epochs", "at least 1"),
             (t.batch_size >= 1, "train.batch_size", "at least 1"),
+            (
+                (0.0..1.0).contains(&t.dictionary_dropout),
+                "train.dictionary_dropout",
+                "a probability in [0, 1)",
+            ),
             (
                 t.eval_batch_size >= 1,
                 "train.eval_batch_size",
@@ -509,13 +527,7 @@ impl Experiment {
                 "train.output",
                 "a directory path",
             ),
-        ];
-        match checks.iter().find(|(ok, _, _)| !ok) {
-            Some((_, key, expected)) => {
-                Err((key.to_string(), format!("{key}: expected {expected}")))
-            }
-            None => Ok(()),
-        }
+        ])
     }
 
     /// Every setting at its default, with empty paths where the user must give one.
@@ -657,6 +669,14 @@ fn check_keys(
         }
     }
     Ok(())
+}
+
+/// The first check not met, as its key and `key: expected ...`.
+fn first_unmet(checks: &[(bool, &str, &str)]) -> Result<(), (String, String)> {
+    match checks.iter().find(|(ok, _, _)| !ok) {
+        Some((_, key, expected)) => Err((key.to_string(), format!("{key}: expected {expected}"))),
+        None => Ok(()),
+    }
 }
 
 #[cfg(test)]

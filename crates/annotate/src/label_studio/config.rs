@@ -31,6 +31,36 @@ impl Target {
     }
 }
 
+impl Target {
+    /// Checks that the model finds at least one of this control's labels; otherwise says which
+    /// labels each side has.
+    pub fn check_labels(&self, model_labels: &[String]) -> Result<(), String> {
+        shares_labels(std::slice::from_ref(self), model_labels)
+    }
+}
+
+/// Whether the model finds a label of `targets`, or what each side has.
+fn shares_labels(targets: &[Target], model_labels: &[String]) -> Result<(), String> {
+    let shared = targets
+        .iter()
+        .flat_map(|t| &t.labels)
+        .any(|l| model_labels.contains(l));
+    if shared {
+        return Ok(());
+    }
+    let mut config: Vec<&str> = targets
+        .iter()
+        .flat_map(|t| t.labels.iter().map(String::as_str))
+        .collect();
+    config.dedup();
+    Err(format!(
+        "none of the labeling config's labels ({}) is one the model finds ({}); name the \
+         <Label> values as the model does",
+        config.join(", "),
+        model_labels.join(", ")
+    ))
+}
+
 /// What a labeling config asks a text tagger for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LabelingConfig {
@@ -157,26 +187,7 @@ impl LabelingConfig {
     /// Checks that the model finds at least one of the config's labels; otherwise says which
     /// labels each side has.
     pub fn check_labels(&self, model_labels: &[String]) -> Result<(), String> {
-        let shared = self
-            .targets
-            .iter()
-            .flat_map(|t| &t.labels)
-            .any(|l| model_labels.contains(l));
-        if shared {
-            return Ok(());
-        }
-        let mut config: Vec<&str> = self
-            .targets
-            .iter()
-            .flat_map(|t| t.labels.iter().map(String::as_str))
-            .collect();
-        config.dedup();
-        Err(format!(
-            "none of the labeling config's labels ({}) is one the model finds ({}); name the \
-             <Label> values as the model does",
-            config.join(", "),
-            model_labels.join(", ")
-        ))
+        shares_labels(&self.targets, model_labels)
     }
 }
 

@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::corpus::Exported;
+use crate::exported::Exported;
 use crate::tally::Tally;
 use crate::units::{Utf16Offsets, parse_time};
 use crate::{CharSpan, PreAnnotated};
@@ -271,7 +271,7 @@ pub struct Task {
 }
 
 /// One annotation of a task.
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 struct Annotation {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     id: Option<i64>,
@@ -287,7 +287,7 @@ struct Annotation {
 }
 
 /// One result of an annotation: a labelled region, or something else (a choice, a relation).
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 struct AnnotationResult {
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     kind: Option<String>,
@@ -455,33 +455,35 @@ fn task_text(data: &HashMap<String, Value>) -> Result<(&str, String), String> {
 /// to be decided in, `known`), and its annotations only the results on the target's object.
 /// The importer then reads the text the project labels whatever else a task's data holds
 /// (metadata, other texts), which it cannot tell apart without the project's labeling config.
-pub fn narrow_tasks(tasks: &[&RawValue], target: &Target) -> Result<Vec<u8>, String> {
+pub fn narrow_tasks(tasks: &[Task], target: &Target) -> Result<Vec<u8>, String> {
     let data_key = &target.data_key;
     let mut narrowed = Vec::with_capacity(tasks.len());
     for (i, task) in tasks.iter().enumerate() {
-        let mut task: Task = serde_json::from_str(task.get())
-            .map_err(|e| format!("task number {}: not a Label Studio task: {e}", i + 1))?;
         let name = || match task.id {
             Some(id) => format!("task {id}"),
             None => format!("task number {}", i + 1),
         };
-        let text = match task.data.remove(data_key) {
-            Some(text @ Value::String(_)) => text,
+        let text = match task.data.get(data_key) {
+            Some(text @ Value::String(_)) => text.clone(),
             Some(_) => return Err(format!("{}: data.{data_key}: expected a string", name())),
             None => return Err(format!("{}: data.{data_key}: missing", name())),
         };
-        let known = task.data.remove(KNOWN);
-        task.data = HashMap::from([(data_key.clone(), text)]);
+        let mut data = HashMap::from([(data_key.clone(), text)]);
         // The regions a task was to be decided in (`select --regions`) go with its text.
-        if let Some(known) = known {
-            task.data.insert(KNOWN.into(), known);
+        if let Some(known) = task.data.get(KNOWN) {
+            data.insert(KNOWN.into(), known.clone());
         }
-        for annotation in &mut task.annotations {
+        let mut annotations = task.annotations.clone();
+        for annotation in &mut annotations {
             annotation
                 .result
                 .retain(|r| r.to_name.as_deref().is_none_or(|n| n == target.to_name));
         }
-        narrowed.push(task);
+        narrowed.push(Task {
+            id: task.id,
+            data,
+            annotations,
+        });
     }
     serde_json::to_vec(&narrowed).map_err(|e| e.to_string())
 }
@@ -628,7 +630,6 @@ pub fn tasks(tasks: &[PreAnnotated], model_version: &str, target: &Target) -> St
 mod tests {
     use super::*;
     use crate::AnnotatedText;
-    use crate::tally::Tally;
     use crate::testing::{read_error, read_written, spans_of};
 
     /// A target that labels `<Text name="{to_name}" value="${data_key}">`.
@@ -665,7 +666,7 @@ mod tests {
         // As exported, two strings and no `text`: which one is labelled is unknown.
         let error = read_error("ls-narrow-raw", "e.json", export);
         assert!(error.contains("nor one string"), "{error}");
-        let tasks: Vec<&serde_json::value::RawValue> = serde_json::from_str(export).unwrap();
+        let tasks: Vec<Task> = serde_json::from_str(export).unwrap();
         let narrowed = narrow_tasks(&tasks, &target("body", "doc")).unwrap();
         let narrowed = std::str::from_utf8(&narrowed).unwrap();
         let corpus = read_written("ls-narrowed", "e.json", narrowed).unwrap();
@@ -808,33 +809,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn label_studio_lines_are_counted_in_linear_time() {
-        let tasks = |n: usize| {
-            let task = r#"{"id": 1, "data": {"text": "Anna flew"}, "annotations": [{"id": 1, "result": []}]}"#;
-            format!("[\n{}\n]", vec![task; n].join(",\n"))
-        };
-        let time = |text: &str| {
-            (0..3)
-                .map(|_| {
-                    let started = std::time::Instant::now();
-                    let mut tally = Tally::default();
-                    crate::format::parse_array(text, Path::new("t.json"), &mut tally).unwrap();
-                    started.elapsed().as_secs_f64()
-                })
-                .fold(f64::INFINITY, f64::min)
-        };
-        let (small, large) = (tasks(4_000), tasks(32_000));
-        let ratio = time(&large) / time(&small);
-        assert!(
-            ratio < 24.0,
-            "8 times the tasks took {ratio:.1} times as long"
-        );
-        let mut tally = Tally::default();
-        let read = crate::format::parse_array(&large, Path::new("t.json"), &mut tally).unwrap();
-        assert_eq!(read.last().unwrap().line, 32_001);
-    }
-
     /// Tasks `select --regions` writes, annotated as Label Studio exports them when the
     /// annotator submits the prediction with `results` (its regions, as JSON) in its place.
     fn region_tasks(
@@ -901,7 +875,7 @@ mod tests {
         let corpus = read_written("ls-regions-widened", "e.json", &widened).unwrap();
         assert_eq!(corpus.texts[0].known, Some(vec![(16, 23), (27, 31)]));
         // What the learner narrows to keeps them.
-        let tasks: Vec<&serde_json::value::RawValue> = serde_json::from_str(&widened).unwrap();
+        let tasks: Vec<Task> = serde_json::from_str(&widened).unwrap();
         let narrowed = narrow_tasks(&tasks, &Target::default_ner()).unwrap();
         let narrowed = read_written(
             "ls-regions-narrowed",

@@ -585,15 +585,15 @@ fn file_error<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> LearnError + '
 }
 
 /// The export's tasks split into those trained on and those held out.
-fn split(export: &[u8], percent: u64) -> Result<(Vec<&RawValue>, Vec<&RawValue>), LearnError> {
+fn split(export: &[u8], percent: u64) -> Result<(Vec<Task>, Vec<Task>), LearnError> {
     let tasks: Vec<&RawValue> = serde_json::from_slice(export)
         .map_err(|e| LearnError::Export(format!("not a JSON array of tasks: {e}")))?;
     let (mut train, mut heldout) = (Vec::new(), Vec::new());
     for (i, task) in tasks.into_iter().enumerate() {
         let number = || format!("task number {}", i + 1);
-        let read: Task = serde_json::from_str(task.get())
+        let task: Task = serde_json::from_str(task.get())
             .map_err(|e| LearnError::Export(format!("{}: {e}", number())))?;
-        let id = read
+        let id = task
             .id
             .and_then(|id| u64::try_from(id).ok())
             .ok_or_else(|| {
