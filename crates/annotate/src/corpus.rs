@@ -51,6 +51,49 @@ impl AnnotatedText {
     pub fn is_partial(&self) -> bool {
         self.known.is_some()
     }
+
+    /// The text as texts annotated in full: itself when it is, else each stretch that its
+    /// known regions and entities cover (overlapping or touching ones joined), with the
+    /// entities inside it, so that what was decided can be scored as gold is.
+    pub fn known_parts(&self) -> Vec<AnnotatedText> {
+        let Some(known) = &self.known else {
+            return vec![self.clone()];
+        };
+        let mut covered: Vec<(usize, usize)> = known
+            .iter()
+            .copied()
+            .chain(self.spans.iter().map(|s| (s.start, s.end)))
+            .filter(|(start, end)| start < end)
+            .collect();
+        covered.sort_unstable();
+        let mut stretches: Vec<(usize, usize)> = Vec::new();
+        for (start, end) in covered {
+            match stretches.last_mut() {
+                Some(last) if start <= last.1 => last.1 = last.1.max(end),
+                _ => stretches.push((start, end)),
+            }
+        }
+        let chars: Vec<(usize, char)> = self.text.char_indices().collect();
+        let byte = |point: usize| chars.get(point).map_or(self.text.len(), |(b, _)| *b);
+        stretches
+            .into_iter()
+            .map(|(start, end)| AnnotatedText {
+                text: self.text[byte(start)..byte(end)].to_string(),
+                spans: self
+                    .spans
+                    .iter()
+                    .filter(|s| start <= s.start && s.end <= end)
+                    .map(|s| CharSpan {
+                        start: s.start - start,
+                        end: s.end - start,
+                        label: s.label.clone(),
+                    })
+                    .collect(),
+                known: None,
+                ..self.clone()
+            })
+            .collect()
+    }
 }
 
 /// The texts of one file, a document's texts together, in the order their documents first
@@ -349,6 +392,34 @@ impl AnnotatedCorpus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_partial_text_is_scored_on_its_known_parts() {
+        let span = |start, end, label: &str| CharSpan {
+            start,
+            end,
+            label: label.into(),
+        };
+        let text = AnnotatedText {
+            text: "Ünal met Bob in Oslo and Rome".into(),
+            spans: vec![span(0, 4, "PER"), span(16, 20, "LOC")],
+            line: 3,
+            source: PathBuf::from("t.json"),
+            document: 0,
+            known: Some(vec![(2, 8), (13, 21)]),
+        };
+        let parts = text.known_parts();
+        let texts: Vec<&str> = parts.iter().map(|p| p.text.as_str()).collect();
+        assert_eq!(texts, ["Ünal met", "in Oslo "]);
+        assert_eq!(parts[0].spans, [span(0, 4, "PER")]);
+        assert_eq!(parts[1].spans, [span(3, 7, "LOC")]);
+        assert!(parts.iter().all(|p| !p.is_partial() && p.line == 3));
+        let whole = AnnotatedText {
+            known: None,
+            ..text.clone()
+        };
+        assert_eq!(whole.known_parts(), [whole.clone()]);
+    }
     use nertrain_data::{TREEBANK_RULES, TagColumn, TokenizerSpec};
 
     fn tokenizer() -> Tokenizer {

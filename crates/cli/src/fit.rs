@@ -54,7 +54,15 @@ pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
 /// Trains; exits with 128 + the signal's number when a signal stopped the run.
 pub fn run(args: FitArgs, backend: Option<Backend>) -> Result<()> {
     let job = args.job.as_deref().map(FitJob::read).transpose()?;
-    let result = train(&args, job.as_ref(), backend);
+    let mut result = train(&args, job.as_ref(), backend);
+    if let Some(job) = &job
+        && !job.keep_checkpoint
+        && let Ok(Some(outcome)) = &result
+        && !outcome.interrupted
+        && let Err(error) = nertrain_train::ModelDir::new(&job.output).remove_checkpoint()
+    {
+        result = Err(error.into());
+    }
     // A job's caller reads how it ended from its events, whatever ended it.
     if let Some(job) = &job {
         let ended = match &result {

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use burn::tensor::Device;
 use clap::Args;
+use nertrain_serve::auth::{Auth, Credentials, Guarded};
 use nertrain_serve::studio::{Connection, LearnSettings, StudioEvent, StudioOptions};
 use nertrain_serve::{LogLine, Logger, RequestLog, ServeOptions};
 use nertrain_tagger::{Strategy, Tagger};
@@ -83,6 +84,28 @@ pub struct ServeArgs {
     /// The share of annotated tasks held out to judge versions, in percent, chosen by task id.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=90))]
     heldout_percent: u64,
+    /// The least seconds between the starts of two trainings; one asked for sooner waits.
+    #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    train_interval: u64,
+    /// Versions kept on disk besides the one served and the one served before it; older ones
+    /// are removed (versions.json keeps their records).
+    #[arg(long, default_value_t = 3, value_parser = crate::count(0, 1_000))]
+    keep_versions: usize,
+    /// The largest export of Label Studio's read to learn from, in bytes (streamed to disk).
+    #[arg(long, default_value_t = 256 << 20, value_parser = crate::count(1 << 10, 1 << 40))]
+    max_export: usize,
+    /// F1 points (on the held-out tasks) a new version may lose on any one label and still be
+    /// served.
+    #[arg(long, default_value_t = 5.0)]
+    label_margin: f64,
+    /// A file whose first line is `user:password`: the HTTP Basic credentials that /setup,
+    /// /predict, /webhook and /versions ask for (Label Studio sends them when the model's
+    /// authentication is Basic). Without it, BASIC_AUTH_USER and BASIC_AUTH_PASS give them.
+    #[arg(long, value_name = "FILE")]
+    auth_file: Option<PathBuf>,
+    /// Ask every route but /health for the credentials: /tag, /model and the page too.
+    #[arg(long)]
+    auth_all: bool,
 }
 
 fn parse_strategy(name: &str) -> std::result::Result<Strategy, String> {
@@ -92,18 +115,73 @@ fn parse_strategy(name: &str) -> std::result::Result<Strategy, String> {
     }
 }
 
+/// A variable of the environment, when it is set and not empty.
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
 /// Label Studio's address and key from the environment, when both are set.
-fn connection_from_env() -> Option<Connection> {
-    let url = std::env::var("LABEL_STUDIO_URL")
-        .ok()
-        .filter(|v| !v.is_empty())?;
-    let key = std::env::var("LABEL_STUDIO_API_KEY")
-        .ok()
-        .filter(|v| !v.is_empty())?;
-    Some(Connection { url, key })
+fn connection_from_env() -> Result<Option<Connection>> {
+    let (Some(url), Some(key)) = (env("LABEL_STUDIO_URL"), env("LABEL_STUDIO_API_KEY")) else {
+        return Ok(None);
+    };
+    Ok(Some(
+        Connection::new(&url, &key).map_err(|e| format!("LABEL_STUDIO_URL: {e}"))?,
+    ))
+}
+
+/// The credentials clients must give: from `--auth-file`, else BASIC_AUTH_USER and
+/// BASIC_AUTH_PASS (the names Label Studio's example backends read); refused when the server
+/// learns on an address others can reach and has none.
+fn auth(args: &ServeArgs) -> Result<Option<Auth>> {
+    let credentials = match (
+        &args.auth_file,
+        env("BASIC_AUTH_USER"),
+        env("BASIC_AUTH_PASS"),
+    ) {
+        (Some(file), _, _) => Some(Credentials::read(file)?),
+        (None, Some(user), Some(password)) => Some(
+            Credentials::new(&user, &password)
+                .map_err(|e| format!("BASIC_AUTH_USER and BASIC_AUTH_PASS: {e}"))?,
+        ),
+        (None, Some(_), None) | (None, None, Some(_)) => {
+            return Err("set both BASIC_AUTH_USER and BASIC_AUTH_PASS, or neither".into());
+        }
+        (None, None, None) => None,
+    };
+    if credentials.is_none() {
+        if args.auth_all {
+            return Err("--auth-all: no credentials; give --auth-file FILE, or set \
+                        BASIC_AUTH_USER and BASIC_AUTH_PASS"
+                .into());
+        }
+        if args.train_into.is_some() && !args.addr.ip().is_loopback() {
+            return Err(format!(
+                "--train-into on {}: anyone who reaches it could replace the served model; give \
+                 credentials (--auth-file FILE, or BASIC_AUTH_USER and BASIC_AUTH_PASS) and the \
+                 same to Label Studio (the model's Authentication: Basic), or listen on \
+                 127.0.0.1",
+                args.addr
+            )
+            .into());
+        }
+    }
+    Ok(credentials.map(|credentials| Auth {
+        credentials,
+        guarded: if args.auth_all {
+            Guarded::Every
+        } else {
+            Guarded::Studio
+        },
+    }))
 }
 
 pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
+    if !(args.label_margin >= 0.0 && args.label_margin <= 100.0) {
+        return Err("--label-margin: expected F1 points from 0 to 100".into());
+    }
+    let auth = auth(&args)?;
+    let connection = connection_from_env()?;
     let model = match &args.train_into {
         Some(dir) => nertrain_serve::studio::model_to_serve(dir, &args.model)?,
         None => args.model.clone(),
@@ -132,7 +210,7 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         studio: StudioOptions {
             strategy: args.task_score,
             train_into: args.train_into.clone(),
-            connection: connection_from_env(),
+            connection,
             learn: LearnSettings {
                 trainer: std::env::current_exe()?,
                 epochs: args.train_epochs,
@@ -142,8 +220,13 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
                 every: args.train_every,
                 dictionaries: args.dictionaries.files.clone(),
                 replace_dictionary: args.dictionaries.replace_dictionary,
+                min_interval: Duration::from_secs(args.train_interval),
+                keep_versions: args.keep_versions,
+                max_export_bytes: args.max_export as u64,
+                label_margin: args.label_margin,
             },
         },
+        auth,
         ..ServeOptions::default()
     };
     let model = model.display().to_string();

@@ -164,6 +164,31 @@ impl From<Corpus> for Corpus<Label> {
 }
 
 impl Corpus<Label> {
+    /// Leaves `labels` open where the corpus (labels in `scheme`) says `O`: data that does not
+    /// decide those labels (a project that labels only some of a model's) says only that a token
+    /// is none of the others, so it may be `O` or any tag of `labels`. Tokens already open and
+    /// tagged ones stay as they are.
+    pub fn open_labels(&mut self, labels: &[String], scheme: crate::TagScheme) {
+        if labels.is_empty() {
+            return;
+        }
+        let prefixes: &[&str] = match scheme {
+            crate::TagScheme::Iob1 | crate::TagScheme::Iob2 => &["B", "I"],
+            crate::TagScheme::Iobes => &["B", "I", "E", "S"],
+        };
+        let mut allowed = vec!["O".to_string()];
+        for label in labels {
+            allowed.extend(prefixes.iter().map(|p| format!("{p}-{label}")));
+        }
+        for sentence in &mut self.sentences {
+            for tag in &mut sentence.tags {
+                if tag.tag() == Some("O") {
+                    *tag = Label::Open(Allowed::OneOf(allowed.clone()));
+                }
+            }
+        }
+    }
+
     /// The corpus as gold, every token labelled; the first token that is not is an error at its
     /// line saying that `what` needs every token labelled.
     pub fn complete(self, what: &str) -> Result<Corpus, DataError> {
@@ -539,6 +564,21 @@ fn field_ranges(line: &str) -> Vec<std::ops::Range<usize>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_labels_widen_only_o() {
+        let corpus = parse("Anna B-PER\nin O\nOslo O\n\n").unwrap();
+        let mut labels = Corpus::<Label>::from(corpus);
+        labels.sentences[0].tags[2] = Label::UNKNOWN;
+        labels.open_labels(&["LOC".to_string()], crate::TagScheme::Iobes);
+        let tags = &labels.sentences[0].tags;
+        assert_eq!(tags[0], Label::Tag("B-PER".into()));
+        let expected: Vec<String> = ["O", "B-LOC", "I-LOC", "E-LOC", "S-LOC"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(tags[1], Label::Open(Allowed::OneOf(expected)));
+        assert_eq!(tags[2], Label::UNKNOWN);
+    }
 
     fn parse(text: &str) -> Result<Corpus, DataError> {
         parse_conll(text, Path::new("t.txt"), &ColumnSpec::default())

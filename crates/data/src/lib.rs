@@ -15,6 +15,7 @@ mod dictionary;
 mod error;
 pub mod io;
 mod label;
+pub mod lock;
 mod partial;
 mod scheme;
 mod score;

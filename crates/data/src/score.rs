@@ -207,6 +207,31 @@ impl From<ChunkCounts> for TypeScore {
 }
 
 impl Report {
+    /// The report with the chunks of `labels` left out (the report itself when `labels` is empty):
+    /// what data that does not decide those labels can score.
+    pub fn without(&self, labels: &[String]) -> Report {
+        if labels.is_empty() {
+            return self.clone();
+        }
+        let by_type: BTreeMap<String, ChunkCounts> = self
+            .by_type
+            .iter()
+            .filter(|(label, _)| !labels.contains(label))
+            .map(|(label, counts)| (label.clone(), *counts))
+            .collect();
+        let mut overall = ChunkCounts::default();
+        for counts in by_type.values() {
+            overall.gold += counts.gold;
+            overall.found += counts.found;
+            overall.correct += counts.correct;
+        }
+        Report {
+            overall,
+            by_type,
+            ..self.clone()
+        }
+    }
+
     /// Overall span F1, in percent.
     pub fn f1(&self) -> f64 {
         self.overall.prf().2
@@ -491,6 +516,29 @@ fn percent(value: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_report_without_labels_sums_the_others() {
+        let counts = |gold, found, correct| ChunkCounts {
+            gold,
+            found,
+            correct,
+        };
+        let report = Report {
+            tokens: 10,
+            correct_tags: 8,
+            overall: counts(5, 7, 4),
+            by_type: BTreeMap::from([
+                ("LOC".to_string(), counts(0, 3, 0)),
+                ("PER".to_string(), counts(5, 4, 4)),
+            ]),
+        };
+        let per = report.without(&["LOC".to_string()]);
+        assert_eq!(per.overall, counts(5, 4, 4));
+        assert_eq!(per.by_type.keys().collect::<Vec<_>>(), ["PER"]);
+        assert!(per.f1() > report.f1());
+        assert_eq!(report.without(&[]), report);
+    }
 
     /// Scores sentences written as space-separated tags with `/` for a sentence break.
     fn score(gold: &str, predicted: &str) -> Report {

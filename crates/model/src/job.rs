@@ -27,6 +27,14 @@ pub struct FitJob {
     pub overrides: Vec<String>,
     /// Where the run's [`JobEvent`]s are appended, one JSON object a line.
     pub events: PathBuf,
+    /// Whether the finished run keeps its checkpoint (the optimiser's state, several times the
+    /// weights), which only resuming it needs; a caller that keeps many runs drops it.
+    #[serde(default = "keep")]
+    pub keep_checkpoint: bool,
+}
+
+fn keep() -> bool {
+    true
 }
 
 impl FitJob {

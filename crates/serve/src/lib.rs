@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+pub mod auth;
 mod batch;
 mod http;
 mod queue;
@@ -88,6 +89,9 @@ pub struct ServeOptions {
     pub max_predict_body_bytes: usize,
     /// As Label Studio's ML backend: the task score, and learning from its annotations.
     pub studio: StudioOptions,
+    /// The credentials the routes that start work or change what is served ask for (and every
+    /// route, as [`auth::Guarded`] says); none: they are open.
+    pub auth: Option<auth::Auth>,
 }
 
 impl Default for ServeOptions {
@@ -106,6 +110,7 @@ impl Default for ServeOptions {
             shutdown_grace: Duration::from_secs(10),
             max_predict_body_bytes: 64 << 20,
             studio: StudioOptions::default(),
+            auth: None,
         }
     }
 }
@@ -213,10 +218,13 @@ pub async fn serve(
     }
     drop(listener);
     // Idle connections close at once, requests in flight finish; what is left after the grace
-    // is dropped with the runtime.
+    // is dropped with the runtime. The learner gets what is left of the grace too: its child is
+    // killed at once, and a fetch from a Label Studio that does not answer is left behind.
+    let deadline = Instant::now() + options.shutdown_grace;
     let finished = tokio::time::timeout(options.shutdown_grace, graceful.shutdown()).await;
     state.batcher.stop();
-    state.studio.stop();
+    let studio = state.clone();
+    let _ = tokio::task::spawn_blocking(move || studio.studio.stop(deadline)).await;
     Ok(Stopped {
         every_request_answered: finished.is_ok(),
     })
@@ -249,6 +257,11 @@ fn router(state: Arc<AppState>, log: Logger) -> Router {
         })
         // The body is read with its own limit in `tag`, which answers 413 in JSON.
         .layer(DefaultBodyLimit::disable())
+        // Inside the log, so that refused requests are logged too.
+        .layer(middleware::from_fn_with_state(
+            state.options.auth.clone(),
+            auth::require,
+        ))
         .layer(middleware::from_fn_with_state(
             (state.clone(), log),
             log_request,

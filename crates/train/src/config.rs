@@ -84,6 +84,12 @@ pub struct DataConfig {
     /// not text.
     #[config(default = "Vec::new()")]
     pub features: Vec<FeatureColumn>,
+    /// Labels the training file does not decide (a project that labels only some of a model's
+    /// labels, continuing it): where the file says `O` a token may still be one of them, so
+    /// training leaves them open there, and the dev score that chooses the epoch leaves them
+    /// out. Rehearsed sentences are read as they are.
+    #[config(default = "Vec::new()")]
+    pub open_labels: Vec<String>,
 }
 
 /// A feature column of the experiment's CoNLL files.

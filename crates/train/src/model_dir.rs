@@ -26,6 +26,7 @@
 
 use std::path::{Path, PathBuf};
 
+use nertrain_data::lock::{LockError, ProcessLock};
 use nertrain_data::{Dictionary, Vocabularies};
 use nertrain_model::files::{save_weights, scores_json};
 use nertrain_model::{ModelFiles, ModelMeta, Network, RecordedScores};
@@ -101,63 +102,9 @@ pub struct ModelDir {
 /// system releases when the process ends, however it ends.
 #[derive(Debug)]
 pub struct RunLock {
-    file: std::fs::File,
+    _lock: ProcessLock,
     /// The directory did not exist before the lock made it.
     pub created_dir: bool,
-}
-
-impl Drop for RunLock {
-    /// Empties the file before the lock goes, so that no one reads this process's id as the
-    /// holder's after it.
-    fn drop(&mut self) {
-        let _ = self.file.set_len(0);
-    }
-}
-
-/// Whether a file has other names (hard links) besides this one.
-fn other_links(meta: &std::fs::Metadata) -> bool {
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::MetadataExt;
-        meta.nlink() > 1
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = meta;
-        false
-    }
-}
-
-/// The id of the process holding a run's lock, as it wrote it. A holder writes it just after
-/// taking the lock, so an empty file (or the id of a process that is gone, left by one that was
-/// killed) is read again for a moment.
-fn lock_holder(file: &mut std::fs::File) -> Option<u32> {
-    use std::io::{Read, Seek};
-    for _ in 0..50 {
-        let mut text = String::new();
-        let read = file.rewind().and_then(|()| file.read_to_string(&mut text));
-        let pid = read.ok().and_then(|_| text.trim().parse::<u32>().ok());
-        if let Some(pid) = pid
-            && is_alive(pid)
-        {
-            return Some(pid);
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    None
-}
-
-/// Whether process `pid` exists: a signal 0 to it is delivered, or refused only for want of
-/// permission (another user's).
-fn is_alive(pid: u32) -> bool {
-    use rustix::process::{Pid, test_kill_process};
-    let Some(pid) = i32::try_from(pid).ok().and_then(Pid::from_raw) else {
-        return false;
-    };
-    match test_kill_process(pid) {
-        Ok(()) => true,
-        Err(error) => error == rustix::io::Errno::PERM,
-    }
 }
 
 impl ModelDir {
@@ -218,7 +165,6 @@ impl ModelDir {
     /// Takes the run's writer lock (creating the directory when it is not there), or refuses,
     /// naming the process that holds it. Held until the lock is dropped.
     pub fn lock(&self) -> Result<RunLock> {
-        use std::io::{Seek, Write};
         let created_dir = !self.path.exists();
         if created_dir {
             std::fs::create_dir_all(&self.path)
@@ -230,46 +176,24 @@ impl ModelDir {
             return Err(Error::refused(&self.path, NOT_OURS));
         }
         let path = self.path.join(LOCK);
-        if std::fs::symlink_metadata(&path).is_ok_and(|m| !m.is_file() || other_links(&m)) {
-            // Locking writes into the file: through a link it would write into another's.
-            return Err(Error::refused(
-                &path,
-                "is not a regular file of its own (a symbolic or hard link?); nertrain locks \
-                 runs with a file of its own: remove it and try again",
-            ));
-        }
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| Error::io(&path, "open the run's lock", e))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
-                let holder = match lock_holder(&mut file) {
-                    Some(pid) => format!("process {pid}"),
-                    None => "another process".to_string(),
-                };
-                return Err(Error::refused(
-                    &self.path,
-                    format!(
-                        "{holder} is writing this run (nertrain fit); wait for it to finish, or \
-                         stop it, then try again"
-                    ),
-                ));
-            }
-            Err(std::fs::TryLockError::Error(e)) => {
-                return Err(Error::io(&path, "lock", e));
-            }
-        }
-        let written = file
-            .set_len(0)
-            .and_then(|()| file.rewind())
-            .and_then(|()| writeln!(file, "{}", std::process::id()));
-        written.map_err(|e| Error::io(&path, "write", e))?;
-        Ok(RunLock { file, created_dir })
+        let lock = ProcessLock::take(&path).map_err(|e| match e {
+            LockError::Held(holder) => Error::refused(
+                &self.path,
+                format!(
+                    "{} is writing this run (nertrain fit); wait for it to finish, or stop it, \
+                     then try again",
+                    holder.map_or("another process".to_string(), |pid| format!(
+                        "process {pid}"
+                    ))
+                ),
+            ),
+            LockError::Linked => Error::refused(&path, LockError::Linked.to_string()),
+            LockError::Io { action, source } => Error::io(&path, action, source),
+        })?;
+        Ok(RunLock {
+            _lock: lock,
+            created_dir,
+        })
     }
 
     /// Undoes what [`ModelDir::lock`] made when nothing else was written: the lock file, and
@@ -375,6 +299,20 @@ impl ModelDir {
     /// versions).
     pub fn read_dev_scores(&self) -> Result<RecordedScores> {
         Ok(self.files.read_dev_scores()?)
+    }
+
+    /// Removes a finished run's checkpoint (and a replaced one left by a crash): the run can no
+    /// longer be resumed, and keeps its model, scores and metrics.
+    pub fn remove_checkpoint(&self) -> Result<()> {
+        let current = self.checkpoint_path();
+        for path in [with_suffix(&current, OLD), current] {
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io(&path, "remove", e)),
+            }
+        }
+        Ok(())
     }
 
     /// The checkpoint to resume from: `checkpoint/`, or `checkpoint.old/` when a crash came

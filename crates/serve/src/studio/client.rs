@@ -1,27 +1,26 @@
 //! Label Studio's REST API, as much of it as learning needs: a project's annotated tasks.
 
+use std::io::Read;
+use std::path::Path;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-/// The largest export read, in bytes.
-const MAX_EXPORT_BYTES: u64 = 1 << 30;
-
-/// Label Studio's address and an API key: a legacy token, or a personal access token (a JWT
-/// refresh token, exchanged for an access token on each use).
+/// Label Studio's origin and an API key: a legacy token, or a personal access token (a JWT
+/// refresh token, exchanged for an access token on each use). Only the origin is kept, so every
+/// URL fetched is it and a fixed API path.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Connection {
-    /// Label Studio's address, `http://localhost:8080`.
-    pub url: String,
-    /// The key.
-    pub key: String,
+    /// `http://localhost:8080`: scheme, host and port, nothing else.
+    origin: String,
+    key: String,
 }
 
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // A key is a secret: logs and errors never show it.
         f.debug_struct("Connection")
-            .field("url", &self.url)
+            .field("origin", &self.origin)
             .finish_non_exhaustive()
     }
 }
@@ -43,12 +42,69 @@ struct ProjectAnswer {
 }
 
 impl Connection {
-    /// The project's annotated tasks, as Label Studio's JSON export.
-    pub fn export(&self, project: u64) -> Result<Vec<u8>, String> {
-        self.get(
-            &format!("/api/projects/{project}/export?exportType=JSON"),
-            MAX_EXPORT_BYTES,
-        )
+    /// A connection to the Label Studio at `url`, which must be an origin (`http://host:port`,
+    /// or https; a trailing `/` is allowed): no user and password, path, query or fragment, so
+    /// that nothing in it can choose what is fetched. An error never repeats a user and password.
+    pub fn new(url: &str, key: &str) -> Result<Self, String> {
+        let expected = "expected Label Studio's origin, such as http://localhost:8080";
+        let uri: axum::http::Uri = url.parse().map_err(|_| format!("not a URL; {expected}"))?;
+        let scheme = uri.scheme_str().unwrap_or_default();
+        if scheme != "http" && scheme != "https" {
+            return Err(format!("the scheme must be http or https; {expected}"));
+        }
+        let authority = uri
+            .authority()
+            .ok_or_else(|| format!("no host; {expected}"))?;
+        if authority.as_str().contains('@') {
+            // The user and password are secrets: the message names neither.
+            return Err(format!(
+                "a user and password in the URL are not used (give the API key instead); \
+                 {expected}"
+            ));
+        }
+        if !matches!(uri.path(), "" | "/") || uri.query().is_some() || url.contains('#') {
+            return Err(format!(
+                "a path, query or fragment is not allowed; {expected}"
+            ));
+        }
+        if key.is_empty() {
+            return Err("the API key is empty".into());
+        }
+        Ok(Self {
+            origin: format!("{scheme}://{authority}"),
+            key: key.to_string(),
+        })
+    }
+
+    /// Label Studio's origin.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The project's annotated tasks, as Label Studio's JSON export, streamed into `file` (so
+    /// that the server never holds more than a buffer of it); an export of more than `limit`
+    /// bytes is an error and leaves no file. Gives the bytes written.
+    pub(crate) fn export_to(&self, project: u64, file: &Path, limit: u64) -> Result<u64, String> {
+        let (url, mut response) =
+            self.call(&format!("/api/projects/{project}/export?exportType=JSON"))?;
+        let written = std::fs::File::create(file).and_then(|mut out| {
+            let mut body = response.body_mut().with_config().reader().take(limit + 1);
+            let written = std::io::copy(&mut body, &mut out)?;
+            out.sync_all()?;
+            Ok(written)
+        });
+        let failed = |message: String| {
+            let _ = std::fs::remove_file(file);
+            Err(message)
+        };
+        match written {
+            Ok(written) if written > limit => failed(format!(
+                "{url}: the export is larger than {limit} bytes, the most this server reads \
+                 (--max-export)"
+            )),
+            Ok(written) => Ok(written),
+            Err(e) => failed(format!("{url}: {e} (writing {})", file.display())),
+        }
     }
 
     /// The project's labeling config.
@@ -60,28 +116,34 @@ impl Connection {
     }
 
     fn base(&self) -> &str {
-        self.url.trim_end_matches('/')
+        &self.origin
     }
 
     /// The body of `GET path`, of at most `limit` bytes.
     fn get(&self, path: &str, limit: u64) -> Result<Vec<u8>, String> {
-        let agent = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(300)))
-            .build()
-            .new_agent();
-        let authorization = self.authorization(&agent, self.base())?;
-        let url = format!("{}{path}", self.base());
-        let mut response = agent
-            .get(&url)
-            .header("Authorization", &authorization)
-            .call()
-            .map_err(|e| format!("{url}: {e}"))?;
+        let (url, mut response) = self.call(path)?;
         response
             .body_mut()
             .with_config()
             .limit(limit)
             .read_to_vec()
             .map_err(|e| format!("{url}: {e}"))
+    }
+
+    /// `GET path` of the origin, authorised: the URL and the response, its body unread.
+    fn call(&self, path: &str) -> Result<(String, ureq::http::Response<ureq::Body>), String> {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(300)))
+            .build()
+            .new_agent();
+        let authorization = self.authorization(&agent, self.base())?;
+        let url = format!("{}{path}", self.base());
+        let response = agent
+            .get(&url)
+            .header("Authorization", &authorization)
+            .call()
+            .map_err(|e| format!("{url}: {e}"))?;
+        Ok((url, response))
     }
 
     /// The `Authorization` header: `Token` with a legacy token; `Bearer` with an access token
@@ -135,10 +197,37 @@ mod tests {
         ));
         assert!(!is_jwt("0123456789abcdef0123456789abcdef01234567"));
         assert!(!is_jwt("a..b"));
-        let connection = Connection {
-            url: "http://localhost:8080".into(),
-            key: "secret".into(),
-        };
+        let connection = Connection::new("http://localhost:8080/", "secret").unwrap();
         assert!(!format!("{connection:?}").contains("secret"));
+        assert_eq!(connection.origin(), "http://localhost:8080");
+    }
+
+    #[test]
+    fn takes_an_origin_only_and_never_repeats_a_password() {
+        for ok in [
+            "http://localhost:8080",
+            "https://studio.example.org/",
+            "http://[::1]:9",
+        ] {
+            assert!(Connection::new(ok, "k").is_ok(), "{ok}");
+        }
+        for bad in [
+            "http://127.0.0.1:22/api/x?y=1",
+            "http://host:1/path",
+            "http://host:1/?q",
+            "http://host:1/#frag",
+            "file:///etc/passwd",
+            "gopher://host:70",
+            "localhost:8080",
+            "",
+        ] {
+            assert!(Connection::new(bad, "k").is_err(), "{bad}");
+        }
+        let error = Connection::new("http://user:hunter2@host:8080", "k").unwrap_err();
+        assert!(
+            !error.contains("hunter2") && !error.contains("user:"),
+            "{error}"
+        );
+        assert!(Connection::new("http://host:8080", "").is_err());
     }
 }

@@ -21,6 +21,7 @@
 //! version is served, so a crash loses nothing and the next start serves the newest accepted
 //! version ([`model_to_serve`]).
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,8 +29,10 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use nertrain_annotate::PreAnnotated;
 use nertrain_annotate::label_studio::{self, LabelingConfig, Target, Task};
 use nertrain_data::Scores;
+use nertrain_data::lock::{LockError, ProcessLock};
 use nertrain_model::ModelFiles;
 use nertrain_model::job::{FitJob, JobEvent};
 use nertrain_tagger::{Tagger, lock};
@@ -42,6 +45,10 @@ use crate::{LogLine, Logger};
 
 /// The file that says which version is served.
 const REGISTRY: &str = "versions.json";
+/// The file whose lock keeps a second server out of the versions directory.
+const LOCK: &str = ".nertrain-serve.lock";
+/// The annotations fetched, in a version's data directory until they are staged.
+const EXPORT: &str = "export.json";
 
 /// How a version is trained and judged.
 #[derive(Debug, Clone)]
@@ -64,6 +71,16 @@ pub struct LearnSettings {
     /// Whether [`dictionaries`](Self::dictionaries) replace the stored entries of their labels
     /// rather than extend them.
     pub replace_dictionary: bool,
+    /// The least time between the starts of two trainings: one asked for sooner waits.
+    pub min_interval: Duration,
+    /// Versions kept on disk besides the one served and the one served before it; older ones
+    /// are removed (their records stay).
+    pub keep_versions: usize,
+    /// The largest export of Label Studio's read, in bytes.
+    pub max_export_bytes: u64,
+    /// F1 points a new version may lose on any one label of the held-out tasks and still be
+    /// served.
+    pub label_margin: f64,
 }
 
 impl Default for LearnSettings {
@@ -77,6 +94,10 @@ impl Default for LearnSettings {
             every: 10,
             dictionaries: Vec::new(),
             replace_dictionary: false,
+            min_interval: Duration::from_secs(60),
+            keep_versions: 3,
+            max_export_bytes: 256 << 20,
+            label_margin: 5.0,
         }
     }
 }
@@ -113,18 +134,33 @@ pub struct VersionRecord {
     pub id: Option<String>,
     /// Whether it was served.
     pub served: bool,
-    /// Its span F1 on the held-out tasks.
+    /// Its span F1 on the held-out tasks, over the project's labels.
     pub heldout_f1: f64,
     /// The F1 of the version served before it, on the same tasks.
     pub previous_f1: f64,
+    /// Each of the project's labels: its gold entities held out, and its F1 under both models.
+    #[serde(default)]
+    pub labels: BTreeMap<String, LabelF1>,
+    /// Entities of the project's labels found by the served model and by this one.
+    #[serde(default)]
+    pub found: (usize, usize),
     /// Annotated tasks trained on.
     pub train_tasks: usize,
     /// Annotated tasks held out.
     pub heldout_tasks: usize,
+    /// Of them, those annotated only in part (`select --regions`), scored on their known parts.
+    #[serde(default)]
+    pub heldout_partial: usize,
+    /// The served model's labels the project lacks: left open in training, not scored.
+    #[serde(default)]
+    pub open_labels: Vec<String>,
     /// Why it was or was not served.
     pub reason: String,
     /// Seconds from the training's start to the decision.
     pub seconds: f64,
+    /// Whether its directory was removed (only its record, log and events are left).
+    #[serde(default)]
+    pub pruned: bool,
 }
 
 /// `DIR/versions.json`.
@@ -207,13 +243,16 @@ fn read_registry(dir: &Path) -> Result<Option<Registry>, String> {
 
 struct State {
     registry: Registry,
-    /// Connections `/setup` gave, by project.
-    connections: std::collections::HashMap<u64, Connection>,
+    /// The connection the first `/setup` gave, when none came from the environment: a later
+    /// `/setup` may renew its key, never move it to another origin.
+    set_up: Option<Connection>,
     /// The project whose training is asked for.
     requested: Option<u64>,
     /// Annotation events since the last training was asked for.
     annotations: usize,
     training: Option<(Progress, Instant)>,
+    /// When the last training began.
+    last_started: Option<Instant>,
     last_error: Option<String>,
     stopping: bool,
 }
@@ -228,6 +267,8 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     interrupt: Arc<AtomicBool>,
+    /// Held while the server lives: one server per versions directory.
+    _lock: ProcessLock,
 }
 
 impl Shared {
@@ -244,6 +285,7 @@ impl Shared {
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log);
+        dies_with_server(&mut command);
         Ok(command)
     }
 
@@ -267,6 +309,7 @@ impl Shared {
         })?;
         let status = loop {
             if self.interrupt.load(Ordering::SeqCst) {
+                kill_group(&child);
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(LearnError::Stopped {
@@ -312,6 +355,16 @@ impl Learner {
     ) -> std::io::Result<Self> {
         std::fs::create_dir_all(&dir)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        let lock = ProcessLock::take(&dir.join(LOCK)).map_err(|e| {
+            let why = match e {
+                LockError::Held(_) => format!(
+                    "another nertrain serve learns into it ({e}); give each server its own \
+                     --train-into"
+                ),
+                _ => format!("{}: {e}", LOCK),
+            };
+            std::io::Error::other(format!("{}: {why}", dir.display()))
+        })?;
         let registry = read_registry(&dir)
             .map_err(std::io::Error::other)?
             .unwrap_or_else(|| Registry {
@@ -328,15 +381,17 @@ impl Learner {
             log,
             state: Mutex::new(State {
                 registry,
-                connections: Default::default(),
+                set_up: None,
                 requested: None,
                 annotations: 0,
                 training: None,
+                last_started: None,
                 last_error: None,
                 stopping: false,
             }),
             wake: Condvar::new(),
             interrupt: Arc::new(AtomicBool::new(false)),
+            _lock: lock,
         });
         let thread = {
             let shared = shared.clone();
@@ -350,23 +405,37 @@ impl Learner {
         })
     }
 
-    /// Keeps the address and key `/setup` gave for `project`.
-    pub(crate) fn set_up(&self, project: u64, connection: Option<Connection>) {
-        if let Some(connection) = connection {
-            lock(&self.shared.state)
-                .connections
-                .insert(project, connection);
+    /// Keeps the Label Studio `/setup` names, when the environment named none and no earlier
+    /// `/setup` named another origin; refuses one that would move learning elsewhere.
+    pub(crate) fn set_up(&self, connection: Connection) -> Result<(), String> {
+        if let Some(configured) = &self.shared.connection {
+            if configured.origin() != connection.origin() {
+                return Err(format!(
+                    "this server learns from the Label Studio at {} (LABEL_STUDIO_URL), not {}",
+                    configured.origin(),
+                    connection.origin()
+                ));
+            }
+            return Ok(());
+        }
+        let mut state = lock(&self.shared.state);
+        match &state.set_up {
+            Some(first) if first.origin() != connection.origin() => Err(format!(
+                "this server learns from the Label Studio at {}, which the first setup named, not \
+                 {}; restart it (or set LABEL_STUDIO_URL) to learn from another",
+                first.origin(),
+                connection.origin()
+            )),
+            _ => {
+                state.set_up = Some(connection);
+                Ok(())
+            }
         }
     }
 
     /// Asks for a training on `project`'s annotations, outright or as one more annotation
     /// (which starts one every [`LearnSettings::every`]); says what will happen.
-    pub(crate) fn request(
-        &self,
-        project: u64,
-        connection: Option<Connection>,
-        outright: bool,
-    ) -> Result<String, String> {
+    pub(crate) fn request(&self, project: u64, outright: bool) -> Result<String, String> {
         let mut state = lock(&self.shared.state);
         if let Some(bound) = state.registry.project
             && bound != project
@@ -375,9 +444,6 @@ impl Learner {
                 "this server learns from project {bound}; serve project {project} with its own \
                  --train-into"
             ));
-        }
-        if let Some(connection) = connection {
-            state.connections.insert(project, connection);
         }
         if !outright && state.requested.is_none() {
             state.annotations += 1;
@@ -395,8 +461,18 @@ impl Learner {
                 "training {} under way; one more will follow it",
                 progress.version
             ),
-            (None, Some(_)) => "training queued".to_string(),
-            (None, None) => "training started".to_string(),
+            (None, _) => {
+                let wait = until_next(&state, self.shared.settings.min_interval);
+                if wait.is_zero() {
+                    "training started".to_string()
+                } else {
+                    format!(
+                        "training queued: it starts in {} s (one training at most every {} s)",
+                        wait.as_secs().max(1),
+                        self.shared.settings.min_interval.as_secs()
+                    )
+                }
+            }
         };
         state.requested = Some(project);
         self.shared.wake.notify_all();
@@ -420,15 +496,25 @@ impl Learner {
         }
     }
 
-    /// Stops a training under way after its current batch (its version is not served) and
-    /// waits for the thread.
-    pub(crate) fn stop(&self) {
+    /// Stops a training under way (its child killed; its version is not served) and waits for
+    /// the thread until `deadline`: one still fetching from a Label Studio that does
+    /// not answer is left behind (the process is ending), so that a server stops in time
+    /// whatever Label Studio does. Says whether the thread ended.
+    pub(crate) fn stop(&self, deadline: Instant) -> bool {
         lock(&self.shared.state).stopping = true;
         self.shared.interrupt.store(true, Ordering::SeqCst);
         self.shared.wake.notify_all();
-        if let Some(thread) = lock(&self.thread).take() {
-            let _ = thread.join();
+        let Some(thread) = lock(&self.thread).take() else {
+            return true;
+        };
+        while !thread.is_finished() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
+        let _ = thread.join();
+        true
     }
 }
 
@@ -441,13 +527,25 @@ fn run(shared: &Shared) {
                 if state.stopping {
                     return;
                 }
-                if let Some(project) = state.requested.take() {
+                let wait = until_next(&state, shared.settings.min_interval);
+                if wait.is_zero()
+                    && let Some(project) = state.requested.take()
+                {
+                    state.last_started = Some(Instant::now());
                     break project;
                 }
-                state = shared
-                    .wake
-                    .wait(state)
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+                state = if state.requested.is_some() {
+                    shared
+                        .wake
+                        .wait_timeout(state, wait)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .0
+                } else {
+                    shared
+                        .wake
+                        .wait(state)
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                };
             }
         };
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -468,22 +566,34 @@ fn run(shared: &Shared) {
     }
 }
 
-/// The next version's name: one past the highest `vN` in `dir`, finished or not, so that a
-/// crashed training's directory is never reused.
+/// The number of a version's name, `v12`.
+fn version_number(name: &str) -> Option<u64> {
+    name.strip_prefix('v')?.parse().ok()
+}
+
+/// How long the next training must wait for the last one's start to be `interval` ago.
+fn until_next(state: &State, interval: Duration) -> Duration {
+    state.last_started.map_or(Duration::ZERO, |started| {
+        interval.saturating_sub(started.elapsed())
+    })
+}
+
+/// The next version's name, reserved: one past the highest `vN` in `dir` or its `data`,
+/// finished, failed or crashed, its `data/vN` made at once, so that no name is used twice.
 fn next_name(dir: &Path) -> Result<String, LearnError> {
-    let entries = std::fs::read_dir(dir).map_err(file_error(dir))?;
-    let highest = entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            e.file_name()
-                .to_str()?
-                .strip_prefix('v')?
-                .parse::<u64>()
-                .ok()
-        })
-        .max()
-        .unwrap_or(0);
-    Ok(format!("v{}", highest + 1))
+    let data = dir.join("data");
+    std::fs::create_dir_all(&data).map_err(file_error(&data))?;
+    let mut highest = 0;
+    for place in [dir, data.as_path()] {
+        let entries = std::fs::read_dir(place).map_err(file_error(place))?;
+        highest = entries
+            .filter_map(|e| version_number(e.ok()?.file_name().to_str()?))
+            .fold(highest, u64::max);
+    }
+    let name = format!("v{}", highest + 1);
+    let reserved = data.join(&name);
+    std::fs::create_dir(&reserved).map_err(file_error(&reserved))?;
+    Ok(name)
 }
 
 /// Whether task `id` is held out: by a mix of its id, so that tasks imported in any order or
@@ -494,6 +604,48 @@ fn held_out(id: u64, percent: u64) -> bool {
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^= x >> 31;
     x % 100 < percent
+}
+
+/// Makes a `nertrain` child go with the server: in a process group of its own (a terminal's
+/// Ctrl-C reaches the server, which stops it), and on Linux killed when the server dies however
+/// it dies (`kill -9` included), so that no training outlives it.
+fn dies_with_server(command: &mut Command) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::process::CommandExt;
+        let server = rustix::process::getpid();
+        // SAFETY: between fork and exec the closure makes only system calls (prctl, getppid),
+        // which are async-signal-safe, and allocates nothing but an error on failure.
+        unsafe {
+            command.pre_exec(move || {
+                use rustix::process::{Signal, getppid, set_parent_process_death_signal};
+                set_parent_process_death_signal(Some(Signal::KILL))?;
+                // The server may have died before the signal was asked for.
+                if getppid() != Some(server) {
+                    return Err(std::io::Error::other("the server is gone"));
+                }
+                Ok(())
+            });
+        }
+    }
+}
+
+/// Kills a child's process group (the child and whatever it started).
+fn kill_group(child: &std::process::Child) {
+    #[cfg(unix)]
+    if let Some(pid) = i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    #[cfg(not(unix))]
+    let _ = child;
 }
 
 /// Why a training made no version: each step's own failures.
@@ -611,7 +763,8 @@ fn split(export: &[u8], percent: u64) -> Result<(Vec<Task>, Vec<Task>), LearnErr
 /// What Label Studio gave: the target the project labels and its annotated tasks.
 struct Fetched {
     target: Target,
-    export: Vec<u8>,
+    /// The export, streamed to disk.
+    export: PathBuf,
 }
 
 /// A version's data on disk: the tasks trained on and held out, narrowed to the target.
@@ -619,15 +772,16 @@ struct Staged {
     /// `DIR/data/vN`.
     dir: PathBuf,
     train: PathBuf,
+    /// The held-out tasks as texts annotated in full (a partly annotated task's known parts).
     heldout: PathBuf,
     train_tasks: usize,
     heldout_tasks: usize,
-}
-
-/// The held-out F1 of the version served and of the new one.
-struct Judged {
-    previous_f1: f64,
-    heldout_f1: f64,
+    /// Held-out tasks annotated only in part, scored on their known parts.
+    heldout_partial: usize,
+    /// The labels the project labels: the only ones scored.
+    labels: Vec<String>,
+    /// The served model's labels the project lacks: open in training, out of scoring.
+    open_labels: Vec<String>,
 }
 
 /// Trains, judges and (when it does no worse) serves one version: fetch, stage, train, judge,
@@ -647,21 +801,30 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), LearnError> {
         state.training = Some((progress, started));
     };
     set_progress(0);
-    let fetched = fetch(shared, project)?;
-    let staged = stage(shared, &name, fetched)?;
+    let fetched = fetch(shared, project, &name)?;
+    let current = shared.served.get();
+    let staged = stage(shared, &name, fetched, &current.info.labels)?;
     (shared.log)(LogLine::Studio(StudioEvent::Started {
         version: name.clone(),
         project,
         train_tasks: staged.train_tasks,
         heldout_tasks: staged.heldout_tasks,
     }));
-    let current = shared.served.get();
     let from = current.tagger.dir().to_path_buf();
     let output = shared.dir.join(&name);
     train(shared, &name, &staged, &from, &output, set_progress)?;
-    let judged = judge(shared, &name, &staged, &from, &output)?;
-    let served = judged.heldout_f1 >= judged.previous_f1;
-    let version = if served {
+    let [previous, new] = [
+        (&from, "heldout-served.json"),
+        (&output, "heldout-new.json"),
+    ]
+    .map(|(model, scores)| score(shared, &name, &staged, model, scores));
+    let judgement = Judgement::of(
+        &previous?,
+        &new?,
+        &staged.labels,
+        shared.settings.label_margin,
+    );
+    let version = if judgement.served {
         Some(load_version(shared, &output, &current.tagger)?)
     } else {
         None
@@ -671,40 +834,32 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), LearnError> {
         None => weights_id(&ModelFiles::new(&output).weights_file())
             .map_err(|e| LearnError::Load(e.to_string()))?,
     };
-    let Judged {
-        previous_f1,
-        heldout_f1,
-    } = judged;
     let record = VersionRecord {
         name,
         id: Some(id),
-        served,
-        heldout_f1,
-        previous_f1,
+        served: judgement.served,
+        heldout_f1: judgement.new_f1,
+        previous_f1: judgement.previous_f1,
+        labels: judgement.labels,
+        found: judgement.found,
         train_tasks: staged.train_tasks,
         heldout_tasks: staged.heldout_tasks,
-        reason: if served {
-            format!("held-out F1 {heldout_f1:.2} is not below the served model's {previous_f1:.2}")
-        } else {
-            format!(
-                "held-out F1 {heldout_f1:.2} is below the served model's {previous_f1:.2}; kept \
-                 on disk, not served"
-            )
-        },
+        heldout_partial: staged.heldout_partial,
+        open_labels: staged.open_labels,
+        reason: judgement.reason,
         seconds: started.elapsed().as_secs_f64(),
+        pruned: false,
     };
     publish(shared, project, record, version)
 }
 
 /// Fetch: the project's labeling config (which text it labels, which a task's data alone does
-/// not say when it holds more) and its annotated tasks.
-fn fetch(shared: &Shared, project: u64) -> Result<Fetched, LearnError> {
+/// not say when it holds more) and its annotated tasks, streamed into `DIR/data/vN` under the
+/// export cap.
+fn fetch(shared: &Shared, project: u64, name: &str) -> Result<Fetched, LearnError> {
     let connection = {
         let state = lock(&shared.state);
-        shared
-            .connection
-            .clone()
-            .or_else(|| state.connections.get(&project).cloned())
+        shared.connection.clone().or_else(|| state.set_up.clone())
     }
     .ok_or(LearnError::NoConnection)?;
     let config = connection
@@ -712,16 +867,31 @@ fn fetch(shared: &Shared, project: u64) -> Result<Fetched, LearnError> {
         .map_err(LearnError::Fetch)?;
     let config = LabelingConfig::parse(&config)
         .map_err(|message| LearnError::Config { project, message })?;
-    let target = config.targets[0].clone();
-    let export = connection.export(project).map_err(LearnError::Fetch)?;
+    let target = config
+        .entity_target()
+        .map_err(|message| LearnError::Config { project, message })?
+        .0
+        .clone();
+    let export = shared.dir.join("data").join(name).join(EXPORT);
+    connection
+        .export_to(project, &export, shared.settings.max_export_bytes)
+        .map_err(LearnError::Fetch)?;
     Ok(Fetched { target, export })
 }
 
 /// Stage: the tasks split by id into trained on and held out, each narrowed to the target's
-/// text, written under `DIR/data/vN`.
-fn stage(shared: &Shared, name: &str, fetched: Fetched) -> Result<Staged, LearnError> {
+/// text, written under `DIR/data/vN`; the held-out ones as texts annotated in full.
+fn stage(
+    shared: &Shared,
+    name: &str,
+    fetched: Fetched,
+    model_labels: &[String],
+) -> Result<Staged, LearnError> {
     let percent = shared.settings.heldout_percent;
-    let (train, heldout) = split(&fetched.export, percent)?;
+    let export = std::fs::read(&fetched.export).map_err(file_error(&fetched.export))?;
+    let (train, heldout) = split(&export, percent)?;
+    drop(export);
+    let _ = std::fs::remove_file(&fetched.export);
     if heldout.is_empty() || train.is_empty() {
         return Err(LearnError::TooFew {
             tasks: train.len() + heldout.len(),
@@ -730,16 +900,54 @@ fn stage(shared: &Shared, name: &str, fetched: Fetched) -> Result<Staged, LearnE
         });
     }
     let dir = shared.dir.join("data").join(name);
-    std::fs::create_dir_all(&dir).map_err(file_error(&dir))?;
-    let (train_file, heldout_file) = (dir.join("train.json"), dir.join("heldout.json"));
-    for (path, tasks) in [(&train_file, &train), (&heldout_file, &heldout)] {
+    let narrow = |tasks: &[Task], file: &str| -> Result<PathBuf, LearnError> {
+        let path = dir.join(file);
         let narrowed =
             label_studio::narrow_tasks(tasks, &fetched.target).map_err(LearnError::Export)?;
-        nertrain_data::io::write_atomic(path, &narrowed).map_err(file_error(path))?;
+        nertrain_data::io::write_atomic(&path, &narrowed).map_err(file_error(&path))?;
+        Ok(path)
+    };
+    let train_file = narrow(&train, "train.json")?;
+    let heldout_tasks = narrow(&heldout, "heldout-tasks.json")?;
+    let read = nertrain_annotate::read_annotated(&heldout_tasks)
+        .map_err(|e| LearnError::Export(e.to_string()))?;
+    let heldout_partial = read.texts.iter().filter(|t| t.is_partial()).count();
+    let parts: Vec<PreAnnotated> = read
+        .texts
+        .iter()
+        .flat_map(|text| text.known_parts())
+        .filter(|part| !part.text.trim().is_empty())
+        .map(|part| PreAnnotated {
+            spans: part.spans.into_iter().map(|span| (span, 1.0)).collect(),
+            text: part.text,
+            score: 0.0,
+            line: part.line,
+            regions: Vec::new(),
+            partial: false,
+        })
+        .collect();
+    if parts.is_empty() {
+        return Err(LearnError::TooFew {
+            tasks: train.len() + heldout.len(),
+            heldout: 0,
+            percent,
+        });
     }
+    let heldout_file = dir.join("heldout.jsonl");
+    let lines = nertrain_annotate::doccano::lines(&parts);
+    nertrain_data::io::write_atomic(&heldout_file, lines.as_bytes())
+        .map_err(file_error(&heldout_file))?;
+    let labels = fetched.target.labels.clone();
     Ok(Staged {
         train_tasks: train.len(),
         heldout_tasks: heldout.len(),
+        heldout_partial,
+        open_labels: model_labels
+            .iter()
+            .filter(|label| !labels.contains(label))
+            .cloned()
+            .collect(),
+        labels,
         dir,
         train: train_file,
         heldout: heldout_file,
@@ -747,7 +955,9 @@ fn stage(shared: &Shared, name: &str, fetched: Fetched) -> Result<Staged, LearnE
 }
 
 /// Train: the served model continued on the staged tasks into `output` (`nertrain fit --job`,
-/// in a process of its own), each epoch read from the job's events as it is written.
+/// in a process of its own), each epoch read from the job's events as it is written. The labels
+/// the project lacks stay open where its annotations say `O`, and the version keeps no
+/// checkpoint.
 fn train(
     shared: &Shared,
     name: &str,
@@ -757,6 +967,11 @@ fn train(
     set_progress: impl Fn(usize),
 ) -> Result<(), LearnError> {
     let epochs = shared.settings.epochs;
+    let mut overrides = Vec::new();
+    if !staged.open_labels.is_empty() {
+        let labels = serde_json::to_string(&staged.open_labels).expect("labels serialise");
+        overrides.push(format!("data.open_labels={labels}"));
+    }
     let job = FitJob {
         start_from: from.to_path_buf(),
         train: staged.train.clone(),
@@ -764,8 +979,9 @@ fn train(
         heldout: staged.heldout.clone(),
         output: output.to_path_buf(),
         epochs,
-        overrides: Vec::new(),
+        overrides,
         events: staged.dir.join("events.jsonl"),
+        keep_checkpoint: false,
     };
     let job_file = staged.dir.join("job.json");
     let bytes = serde_json::to_vec_pretty(&job).expect("a job serialises");
@@ -804,47 +1020,147 @@ fn train(
     }
 }
 
-/// Judge: the served model and the new one scored on the held-out tasks (`nertrain eval`, in
-/// processes of their own too, so that scoring takes no turn from the served model's requests).
-fn judge(
+/// A model's scores on the held-out texts (`nertrain eval`, in a process of its own, so that
+/// scoring takes no turn from the served model's requests), written to `scores` in the data
+/// directory.
+fn score(
     shared: &Shared,
     name: &str,
     staged: &Staged,
-    from: &Path,
-    output: &Path,
-) -> Result<Judged, LearnError> {
+    model: &Path,
+    scores: &str,
+) -> Result<Scores, LearnError> {
     let log_file = staged.dir.join("fit.log");
-    let score = |model: &Path, scores: &str| -> Result<f64, LearnError> {
-        let scores = staged.dir.join(scores);
-        let mut eval = shared.trainer(&log_file)?;
-        eval.arg("eval")
-            .arg("--model")
-            .arg(model)
-            .arg("--data")
-            .arg(&staged.heldout)
-            .arg("--json");
-        for file in &shared.settings.dictionaries {
-            eval.arg("--dictionary").arg(file);
+    let scores = staged.dir.join(scores);
+    let mut eval = shared.trainer(&log_file)?;
+    eval.arg("eval")
+        .arg("--model")
+        .arg(model)
+        .arg("--data")
+        .arg(&staged.heldout)
+        .arg("--json");
+    for file in &shared.settings.dictionaries {
+        eval.arg("--dictionary").arg(file);
+    }
+    if shared.settings.replace_dictionary {
+        eval.arg("--replace-dictionary");
+    }
+    let out = std::fs::File::create(&scores).map_err(file_error(&scores))?;
+    eval.stdout(out);
+    shared.run_child(eval, name, &log_file, || {})?;
+    std::fs::read(&scores)
+        .map_err(|e| e.to_string())
+        .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
+        .map_err(|message| LearnError::File {
+            path: scores.clone(),
+            message: format!("scoring the held-out tasks: {message}"),
+        })
+}
+
+/// A label's held-out F1 under the served model and the new one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LabelF1 {
+    /// Its gold entities in the held-out texts.
+    pub gold: usize,
+    /// The served model's F1.
+    pub previous: f64,
+    /// The new version's F1.
+    pub new: f64,
+}
+
+/// Whether a new version is served, judged on the held-out texts by the project's labels only.
+#[derive(Debug, Clone, PartialEq)]
+struct Judgement {
+    served: bool,
+    previous_f1: f64,
+    new_f1: f64,
+    /// Each project label's F1 under both models.
+    labels: BTreeMap<String, LabelF1>,
+    /// Entities of the project's labels found by the served model and the new one: on held-out
+    /// texts without a gold entity, each is false, and they judge.
+    found: (usize, usize),
+    reason: String,
+}
+
+impl Judgement {
+    /// Judges `new` against `previous` (each model's held-out scores) on `labels` alone: served
+    /// when its F1 is not below the served model's and it loses no more than `margin` F1 points
+    /// on any label with gold entities; on texts with no gold entity of those labels, when it
+    /// finds no more (false) entities than the served model.
+    fn of(previous: &Scores, new: &Scores, labels: &[String], margin: f64) -> Self {
+        let counts = |scores: &Scores| {
+            let mut sum = nertrain_data::ChunkCounts::default();
+            for label in labels {
+                if let Some(score) = scores.types.get(label) {
+                    sum.gold += score.gold;
+                    sum.found += score.found;
+                    sum.correct += score.correct;
+                }
+            }
+            sum
+        };
+        let (before, after) = (counts(previous), counts(new));
+        let f1 = |scores: &Scores, label: &str| scores.types.get(label).map_or(0.0, |s| s.f1);
+        let table: BTreeMap<String, LabelF1> = labels
+            .iter()
+            .map(|label| {
+                let gold = new.types.get(label).map_or(0, |s| s.gold);
+                let judged = LabelF1 {
+                    gold,
+                    previous: f1(previous, label),
+                    new: f1(new, label),
+                };
+                (label.clone(), judged)
+            })
+            .collect();
+        let (previous_f1, new_f1) = (before.prf().2, after.prf().2);
+        let found = (before.found, after.found);
+        let (served, reason) = if after.gold == 0 {
+            let served = found.1 <= found.0;
+            let reason = format!(
+                "the held-out tasks have no entity of the project's labels: it finds {} (all \
+                 false) against the served model's {}",
+                found.1, found.0
+            );
+            (served, reason)
+        } else {
+            let lost: Vec<String> = table
+                .iter()
+                .filter(|(_, l)| l.gold > 0 && l.previous - l.new > margin)
+                .map(|(label, l)| format!("{label} {:.2} → {:.2}", l.previous, l.new))
+                .collect();
+            if new_f1 < previous_f1 {
+                let reason =
+                    format!("held-out F1 {new_f1:.2} is below the served model's {previous_f1:.2}");
+                (false, reason)
+            } else if !lost.is_empty() {
+                let reason = format!(
+                    "held-out F1 {new_f1:.2} (served: {previous_f1:.2}), but it loses more than \
+                     {margin} F1 points on {}",
+                    lost.join(", ")
+                );
+                (false, reason)
+            } else {
+                let reason = format!(
+                    "held-out F1 {new_f1:.2} is not below the served model's {previous_f1:.2}, \
+                     and no label loses more than {margin} points"
+                );
+                (true, reason)
+            }
+        };
+        Self {
+            served,
+            previous_f1,
+            new_f1,
+            labels: table,
+            found,
+            reason: if served {
+                reason
+            } else {
+                format!("{reason}; kept on disk, not served")
+            },
         }
-        if shared.settings.replace_dictionary {
-            eval.arg("--replace-dictionary");
-        }
-        let out = std::fs::File::create(&scores).map_err(file_error(&scores))?;
-        eval.stdout(out);
-        shared.run_child(eval, name, &log_file, || {})?;
-        let read: Scores = std::fs::read(&scores)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
-            .map_err(|message| LearnError::File {
-                path: scores.clone(),
-                message: format!("scoring the held-out tasks: {message}"),
-            })?;
-        Ok(read.overall.f1)
-    };
-    Ok(Judged {
-        previous_f1: score(from, "heldout-served.json")?,
-        heldout_f1: score(output, "heldout-new.json")?,
-    })
+    }
 }
 
 /// The new version, loaded on the served model's device to be served with the server's
@@ -862,7 +1178,7 @@ fn load_version(shared: &Shared, output: &Path, served: &Tagger) -> Result<Versi
 }
 
 /// Publish: the version recorded in `versions.json` (replaced whole), then served if it is to be,
-/// so that a restart serves it too.
+/// so that a restart serves it too; then the versions past those kept are removed.
 fn publish(
     shared: &Shared,
     project: u64,
@@ -876,9 +1192,8 @@ fn publish(
     if record.served {
         registry.served = Some(record.name.clone());
     }
-    let bytes = serde_json::to_vec_pretty(&registry).expect("the registry serialises");
-    let path = shared.dir.join(REGISTRY);
-    nertrain_data::io::write_atomic(&path, &bytes).map_err(file_error(&path))?;
+    prune(&shared.dir, &mut registry, shared.settings.keep_versions);
+    write_registry(&shared.dir, &registry)?;
     if let Some(version) = version {
         shared.served.replace(version);
     }
@@ -886,6 +1201,70 @@ fn publish(
     drop(state);
     (shared.log)(LogLine::Studio(StudioEvent::Finished(record)));
     Ok(())
+}
+
+fn write_registry(dir: &Path, registry: &Registry) -> Result<(), LearnError> {
+    let bytes = serde_json::to_vec_pretty(registry).expect("the registry serialises");
+    let path = dir.join(REGISTRY);
+    nertrain_data::io::write_atomic(&path, &bytes).map_err(file_error(&path))
+}
+
+/// Files of a version's data directory kept when it is pruned: what says how it went.
+const KEPT_WHEN_PRUNED: [&str; 2] = ["fit.log", "events.jsonl"];
+
+/// Removes the versions (and failed trainings) past those kept: the one served, the one served
+/// before it, and the `keep` newest others. A removed version's record stays, marked pruned, and
+/// its data directory keeps its log and events (and its name, which is never used again).
+fn prune(dir: &Path, registry: &mut Registry, keep: usize) {
+    let accepted: Vec<&str> = registry
+        .versions
+        .iter()
+        .filter(|r| r.served)
+        .map(|r| r.name.as_str())
+        .collect();
+    let mut kept: Vec<String> = Vec::new();
+    if let Some(served) = &registry.served {
+        kept.push(served.clone());
+        if let Some(at) = accepted.iter().position(|name| name == served)
+            && at > 0
+        {
+            kept.push(accepted[at - 1].to_string());
+        }
+    }
+    let others = registry
+        .versions
+        .iter()
+        .rev()
+        .filter(|r| !kept.contains(&r.name) && !r.pruned)
+        .take(keep)
+        .map(|r| r.name.clone())
+        .collect::<Vec<_>>();
+    kept.extend(others);
+    let data = dir.join("data");
+    let names: Vec<String> = std::fs::read_dir(&data)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| version_number(name).is_some() && !kept.contains(name))
+        .collect();
+    for name in names {
+        let _ = std::fs::remove_dir_all(dir.join(&name));
+        if let Ok(entries) = std::fs::read_dir(data.join(&name)) {
+            for entry in entries.flatten() {
+                if !KEPT_WHEN_PRUNED.contains(&entry.file_name().to_str().unwrap_or_default()) {
+                    let path = entry.path();
+                    let _ = if path.is_dir() {
+                        std::fs::remove_dir_all(&path)
+                    } else {
+                        std::fs::remove_file(&path)
+                    };
+                }
+            }
+        }
+        if let Some(record) = registry.versions.iter_mut().find(|r| r.name == name) {
+            record.pruned = true;
+        }
+    }
 }
 
 #[cfg(test)]
@@ -907,6 +1286,152 @@ mod tests {
         std::fs::create_dir_all(dir.join("v10")).unwrap();
         std::fs::create_dir_all(dir.join("data")).unwrap();
         assert_eq!(next_name(&dir).unwrap(), "v11");
+        // A training that failed before writing its version (fetching, say) left only its
+        // reserved data directory: the next name is past it.
+        assert!(dir.join("data/v11").is_dir() && !dir.join("v11").exists());
+        assert_eq!(next_name(&dir).unwrap(), "v12");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn scores(types: &[(&str, usize, usize, usize)]) -> Scores {
+        let mut report = nertrain_data::Report {
+            tokens: 100,
+            correct_tags: 90,
+            overall: Default::default(),
+            by_type: BTreeMap::new(),
+        };
+        for &(label, gold, found, correct) in types {
+            let counts = nertrain_data::ChunkCounts {
+                gold,
+                found,
+                correct,
+            };
+            report.by_type.insert(label.to_string(), counts);
+            report.overall.gold += gold;
+            report.overall.found += found;
+            report.overall.correct += correct;
+        }
+        report.scores()
+    }
+
+    #[test]
+    fn entity_free_held_out_tasks_judge_by_false_entities() {
+        let labels = ["PER".to_string()];
+        let previous = scores(&[("PER", 0, 18, 0)]);
+        let worse = scores(&[("PER", 0, 36, 0)]);
+        let judged = Judgement::of(&previous, &worse, &labels, 5.0);
+        assert!(!judged.served, "{judged:?}");
+        assert!(judged.reason.contains("finds 36"), "{}", judged.reason);
+        assert_eq!(judged.found, (18, 36));
+        let better = scores(&[("PER", 0, 4, 0)]);
+        assert!(Judgement::of(&previous, &better, &labels, 5.0).served);
+    }
+
+    #[test]
+    fn labels_the_project_lacks_are_not_scored() {
+        // The served model finds LOC entities the PER-only project never labelled: they are
+        // not counted against it, nor is forgetting them counted for the new version.
+        let labels = ["PER".to_string()];
+        let previous = scores(&[("PER", 10, 10, 9), ("LOC", 0, 12, 0)]);
+        let forgot = scores(&[("PER", 10, 10, 8), ("LOC", 0, 0, 0)]);
+        let judged = Judgement::of(&previous, &forgot, &labels, 5.0);
+        assert!(!judged.served, "{judged:?}");
+        assert!((judged.previous_f1 - 90.0).abs() < 1e-9);
+        assert_eq!(judged.labels.keys().collect::<Vec<_>>(), ["PER"]);
+    }
+
+    #[test]
+    fn a_version_losing_a_label_past_the_margin_is_not_served_and_the_label_named() {
+        let labels = ["ORG".to_string(), "PER".to_string()];
+        let previous = scores(&[("PER", 50, 50, 40), ("ORG", 10, 10, 9)]);
+        let new = scores(&[("PER", 50, 50, 48), ("ORG", 10, 10, 8)]);
+        let judged = Judgement::of(&previous, &new, &labels, 5.0);
+        assert!(judged.new_f1 > judged.previous_f1);
+        assert!(!judged.served && judged.reason.contains("ORG 90.00 → 80.00"));
+        assert!(Judgement::of(&previous, &new, &labels, 10.0).served);
+    }
+
+    fn record(name: &str, served: bool) -> VersionRecord {
+        VersionRecord {
+            name: name.into(),
+            id: None,
+            served,
+            heldout_f1: 0.0,
+            previous_f1: 0.0,
+            labels: BTreeMap::new(),
+            found: (0, 0),
+            train_tasks: 1,
+            heldout_tasks: 1,
+            heldout_partial: 0,
+            open_labels: Vec::new(),
+            reason: String::new(),
+            seconds: 0.0,
+            pruned: false,
+        }
+    }
+
+    #[test]
+    fn pruning_keeps_the_served_its_predecessor_and_the_newest_others() {
+        let dir = std::env::temp_dir().join(format!("nertrain-prune-{}", std::process::id()));
+        let served = [false, true, false, false, true, false, false];
+        for n in 1..=served.len() + 1 {
+            std::fs::create_dir_all(dir.join(format!("v{n}/checkpoint"))).unwrap();
+            std::fs::create_dir_all(dir.join(format!("data/v{n}"))).unwrap();
+            std::fs::write(dir.join(format!("data/v{n}/train.json")), "[]").unwrap();
+            std::fs::write(dir.join(format!("data/v{n}/fit.log")), "log").unwrap();
+        }
+        let mut registry = Registry {
+            base: "base".into(),
+            project: Some(1),
+            served: Some("v5".into()),
+            versions: served
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| record(&format!("v{}", i + 1), s))
+                .collect(),
+        };
+        // v8 failed: no record.
+        prune(&dir, &mut registry, 2);
+        let kept: Vec<String> = (1..=8)
+            .map(|n| format!("v{n}"))
+            .filter(|name| dir.join(name).exists())
+            .collect();
+        assert_eq!(kept, ["v2", "v5", "v6", "v7"]);
+        let pruned: Vec<&str> = registry
+            .versions
+            .iter()
+            .filter(|r| r.pruned)
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(pruned, ["v1", "v3", "v4"]);
+        // A pruned version's data keeps its log and its name.
+        assert!(dir.join("data/v1/fit.log").exists());
+        assert!(!dir.join("data/v1/train.json").exists());
+        assert_eq!(next_name(&dir).unwrap(), "v9");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn trainings_wait_for_the_least_interval() {
+        let mut state = State {
+            registry: Registry {
+                base: String::new(),
+                project: None,
+                served: None,
+                versions: Vec::new(),
+            },
+            set_up: None,
+            requested: None,
+            annotations: 0,
+            training: None,
+            last_started: None,
+            last_error: None,
+            stopping: false,
+        };
+        let minute = Duration::from_secs(60);
+        assert_eq!(until_next(&state, minute), Duration::ZERO);
+        state.last_started = Some(Instant::now());
+        assert!(until_next(&state, minute) > Duration::from_secs(59));
+        assert_eq!(until_next(&state, Duration::ZERO), Duration::ZERO);
     }
 }

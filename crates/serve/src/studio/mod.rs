@@ -33,7 +33,7 @@ use serde::{Deserialize, Serialize};
 
 pub use client::Connection;
 pub use learn::{
-    LearnSettings, LearningStatus, Progress, StudioEvent, VersionRecord, model_to_serve,
+    LabelF1, LearnSettings, LearningStatus, Progress, StudioEvent, VersionRecord, model_to_serve,
 };
 
 use crate::http::{RequestId, ServeError, Tally, json_answer, json_body};
@@ -69,7 +69,6 @@ impl Default for StudioOptions {
 /// A project as `/setup` described it.
 struct Project {
     config: Arc<LabelingConfig>,
-    connection: Option<Connection>,
 }
 
 /// The backend's state: the projects set up, and the learner.
@@ -108,10 +107,11 @@ impl Studio {
         self.learner.as_ref().map(learn::Learner::status)
     }
 
-    /// Stops a training under way (its version is left unserved) and waits for the learner.
-    pub(crate) fn stop(&self) {
+    /// Stops a training under way (its version is left unserved) and waits for the learner
+    /// until `deadline` at most.
+    pub(crate) fn stop(&self, deadline: std::time::Instant) {
         if let Some(learner) = &self.learner {
-            learner.stop();
+            learner.stop(deadline);
         }
     }
 }
@@ -210,20 +210,20 @@ pub(crate) async fn setup(
     let config = LabelingConfig::parse(&setup.schema).map_err(bad)?;
     let version = state.served.get();
     config.check_labels(&version.info.labels).map_err(bad)?;
-    let connection = match (setup.hostname, setup.access_token) {
-        (Some(url), Some(key)) if !url.is_empty() && !key.is_empty() => {
-            Some(Connection { url, key })
-        }
-        _ => None,
-    };
-    if let Some(learner) = &state.studio.learner {
-        learner.set_up(project, connection.clone());
+    if let Some(learner) = &state.studio.learner
+        && let (Some(url), Some(key)) = (&setup.hostname, &setup.access_token)
+        && !url.is_empty()
+        && !key.is_empty()
+    {
+        let connection = Connection::new(url, key).map_err(|e| bad(format!("hostname: {e}")))?;
+        learner
+            .set_up(connection)
+            .map_err(|message| ServeError::new(StatusCode::FORBIDDEN, message))?;
     }
     lock(&state.studio.projects).insert(
         project,
         Project {
             config: Arc::new(config),
-            connection,
         },
     );
     Ok(small_answer(&SetupAnswer {
@@ -515,11 +515,8 @@ pub(crate) async fn webhook(
         .project
         .ok_or_else(|| bad("project: missing; expected {\"id\": 1}"))?
         .id;
-    let connection = lock(&state.studio.projects)
-        .get(&project)
-        .and_then(|p| p.connection.clone());
     let status = learner
-        .request(project, connection, event.action == "START_TRAINING")
+        .request(project, event.action == "START_TRAINING")
         .map_err(|message| ServeError::new(StatusCode::CONFLICT, message))?;
     Ok(small_answer(&WebhookAnswer { status }))
 }

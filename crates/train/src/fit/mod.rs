@@ -578,12 +578,14 @@ fn evaluate_epoch(
 ) -> Result<(Report, f64, Option<f64>)> {
     let word_gates = WordGates::default();
     let decoder = Decoder::new(model, &prepared.vocab, &prepared.meta, device, &word_gates);
-    let report = decoder.score(
-        &prepared.dev,
-        &prepared.dev_encoded,
-        &prepared.dev_documents,
-        options,
-    )?;
+    let report = decoder
+        .score(
+            &prepared.dev,
+            &prepared.dev_encoded,
+            &prepared.dev_documents,
+            options,
+        )?
+        .without(&prepared.open_labels);
     let seconds = started.elapsed().as_secs_f64();
     let test_f1 = prepared
         .test_set
@@ -591,7 +593,7 @@ fn evaluate_epoch(
         .map(|(corpus, encoded, documents)| {
             decoder
                 .score(corpus, encoded, documents, options)
-                .map(|report| report.f1())
+                .map(|report| report.without(&prepared.open_labels).f1())
         })
         .transpose()?;
     Ok((report, seconds, test_f1))

@@ -70,6 +70,8 @@ pub(super) struct Prepared {
     /// The phrases found in each training sentence (empty without a dictionary), some of which
     /// each batch hides (`train.dictionary_dropout`).
     pub(super) train_mentions: Vec<Vec<Mention>>,
+    /// Labels the data does not decide (`data.open_labels`), out of the dev score.
+    pub(super) open_labels: Vec<String>,
 }
 
 /// Reads and checks the experiment's corpora and describes the run (a new one from its training
@@ -160,6 +162,7 @@ pub(super) fn prepare(
         test_set,
         dictionary,
         train_mentions,
+        open_labels: experiment.data.open_labels.clone(),
     })
 }
 
@@ -195,6 +198,7 @@ fn read_corpora(
         .scheme
         .unwrap_or_else(|| TagScheme::detect(train.sentences.iter().map(|s| s.tags.as_slice())));
     let mut train = train.into_scheme(file_scheme, data.train_scheme)?;
+    train.open_labels(&data.open_labels, data.train_scheme);
     if let Some(path) = &data.rehearse {
         let rehearsed = rehearsal(experiment, path, file_scheme, events)?;
         append_documents(&mut train, rehearsed);
