@@ -198,6 +198,11 @@ pub struct Server {
 
 impl Server {
     pub fn start(model: &Path, extra: &[&str], env: Option<(&str, &str)>) -> Self {
+        Self::start_with(model, extra, env.as_slice())
+    }
+
+    /// A server started with `env` set (and no Label Studio or credentials from ours).
+    pub fn start_with(model: &Path, extra: &[&str], env: &[(&str, &str)]) -> Self {
         let mut command = Command::new(env!("CARGO_BIN_EXE_nertrain"));
         command
             .args([
@@ -211,7 +216,15 @@ impl Server {
             .current_dir(workspace())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        if let Some((key, value)) = env {
+        for key in [
+            "LABEL_STUDIO_URL",
+            "LABEL_STUDIO_API_KEY",
+            "BASIC_AUTH_USER",
+            "BASIC_AUTH_PASS",
+        ] {
+            command.env_remove(key);
+        }
+        for (key, value) in env {
             command.env(key, value);
         }
         let mut child = command.spawn().unwrap();
@@ -240,15 +253,30 @@ impl Server {
     /// One request on its own connection: the status line (`HTTP/1.1 400 the reason`) and the
     /// body.
     pub fn exchange(&self, method: &str, path: &str, body: &[u8]) -> (String, String) {
+        self.exchange_with(method, path, body, &[])
+    }
+
+    /// [`exchange`](Self::exchange) with more header lines (`Authorization: ...`).
+    pub fn exchange_with(
+        &self,
+        method: &str,
+        path: &str,
+        body: &[u8],
+        headers: &[&str],
+    ) -> (String, String) {
         let mut stream = TcpStream::connect(&self.address).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(60)))
             .unwrap();
         let head = format!(
             "{method} {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
-             Content-Length: {}\r\nConnection: close\r\n\r\n",
+             Content-Length: {}\r\nConnection: close\r\n{}\r\n",
             self.address,
-            body.len()
+            body.len(),
+            headers
+                .iter()
+                .map(|h| format!("{h}\r\n"))
+                .collect::<String>()
         );
         stream.write_all(head.as_bytes()).unwrap();
         stream.write_all(body).unwrap();

@@ -27,7 +27,7 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use nertrain_annotate::CharSpan;
-use nertrain_annotate::label_studio::{LabelingConfig, Prediction, Region, Task};
+use nertrain_annotate::label_studio::{CHECK, LabelingConfig, Prediction, Region, Target, Task};
 use nertrain_tagger::{Strategy, TagOptions, TagSettings, Tagged, Tagger, Token, lock};
 use serde::{Deserialize, Serialize};
 
@@ -38,7 +38,7 @@ pub use learn::{
 
 use crate::http::{RequestId, ServeError, Tally, json_answer, json_body};
 use crate::served::Served;
-use crate::{AppState, Logger, queue};
+use crate::{AppState, Logger, mebibytes, queue};
 
 /// How the server works as Label Studio's ML backend.
 #[derive(Debug, Clone)]
@@ -231,10 +231,59 @@ pub(crate) async fn setup(
     }))
 }
 
-/// Where a text to tag came from: its task and the target it is read for.
+/// Where a text to tag came from: its task and the object (a `<Text>`'s data key) it is read
+/// for.
 struct Source {
     task: usize,
-    target: usize,
+    object: usize,
+}
+
+/// A text a config's entity controls label: its data key, and the controls on it (indices of
+/// `config.targets`). Each is tagged once per task, however many controls label it; the
+/// [`CHECK`] control marks regions to decide, never entities, so it asks for no text.
+struct Object {
+    data_key: String,
+    targets: Vec<usize>,
+}
+
+/// The objects of `config`'s entity controls, in the config's order.
+fn objects(config: &LabelingConfig) -> Vec<Object> {
+    let mut objects: Vec<Object> = Vec::new();
+    for (i, target) in config.targets.iter().enumerate() {
+        if target.from_name == CHECK {
+            continue;
+        }
+        match objects.iter_mut().find(|o| o.data_key == target.data_key) {
+            Some(object) => object.targets.push(i),
+            None => objects.push(Object {
+                data_key: target.data_key.clone(),
+                targets: vec![i],
+            }),
+        }
+    }
+    objects
+}
+
+/// A bound on the bytes of the predictions of `texts` (each with its tokens), as serialised:
+/// each token may start a region, which names its control, object, label and id and repeats
+/// its text (escaped, six bytes a byte at most).
+fn prediction_size_bound(
+    config: &LabelingConfig,
+    texts: &[String],
+    tokens: &[Vec<Token>],
+    tasks: usize,
+    model_version: &str,
+) -> usize {
+    let longest = |f: fn(&Target) -> usize| config.targets.iter().map(f).max().unwrap_or(0);
+    let names = longest(|t| t.from_name.len()) + 2 * longest(|t| t.to_name.len());
+    let label = longest(|t| t.labels.iter().map(String::len).max().unwrap_or(0));
+    let region = 160 + names + label + 6 * 20;
+    let regions: usize = texts
+        .iter()
+        .zip(tokens)
+        .map(|(text, tokens)| 6 * text.len() + tokens.len() * region)
+        .sum();
+    64 + regions + tasks * (96 + 6 * model_version.len())
 }
 
 /// `POST /predict`'s answer.
@@ -262,12 +311,26 @@ pub(crate) async fn predict(
     let config = predict_config(state, &predict)?;
     let version = state.served.get();
     config.check_labels(&version.info.labels).map_err(bad)?;
-    let (texts, sources) = texts_to_tag(&config, &predict.tasks)?;
+    let objects = Arc::new(objects(&config));
+    let most = predict.tasks.len().saturating_mul(objects.len());
+    if most > options.max_queued_texts {
+        return Err(ServeError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{} tasks × {} texts each: {most} texts to tag, more than this server ever \
+                 queues ({}, --max-queued); send fewer tasks at a time",
+                predict.tasks.len(),
+                objects.len(),
+                options.max_queued_texts
+            ),
+        ));
+    }
+    let (texts, sources) = texts_to_tag(&config, &objects, &predict.tasks)?;
     let name = |i: usize| {
         let source = &sources[i];
         format!(
             "tasks[{}].data.{}",
-            source.task, config.targets[source.target].data_key
+            source.task, objects[source.object].data_key
         )
     };
     let tag_options = version
@@ -278,7 +341,21 @@ pub(crate) async fn predict(
         })
         .map_err(|e| ServeError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     let count = texts.len();
-    let (texts, tokens, cost) = queue::measure(&version.tagger, texts, tag_options, &name).await?;
+    let (texts, tokens, mut cost) =
+        queue::measure(&version.tagger, texts, tag_options, &name).await?;
+    cost.answer_bytes =
+        prediction_size_bound(&config, &texts, &tokens, predict.tasks.len(), &version.id);
+    if cost.answer_bytes > options.max_answer_bytes {
+        return Err(ServeError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "tasks: the predictions would take up to {} MiB, over this server's {} MiB \
+                 (--max-answer); send fewer or shorter tasks at a time",
+                mebibytes(cost.answer_bytes),
+                mebibytes(options.max_answer_bytes)
+            ),
+        ));
+    }
     let held = queue::hold(state, &cost)?;
     let left_out = Arc::new(AtomicUsize::new(0));
     let tagged = Tagging {
@@ -292,6 +369,7 @@ pub(crate) async fn predict(
         task_ids: predict.tasks.iter().map(|t| t.id).collect(),
         sources: Vec::new(),
         config,
+        objects,
         strategy: state.studio.strategy,
         model_version: version.id.clone(),
         left_out: left_out.clone(),
@@ -332,20 +410,22 @@ fn predict_config(
     }
 }
 
-/// Every target's text of every task, blank ones left out (they have no entities), with where
+/// Every object's text of every task, blank ones left out (they have no entities), with where
 /// each came from.
 fn texts_to_tag(
     config: &LabelingConfig,
+    objects: &[Object],
     tasks: &[Task],
 ) -> Result<(Vec<String>, Vec<Source>), ServeError> {
     let mut texts = Vec::new();
     let mut sources = Vec::new();
     for (t, task) in tasks.iter().enumerate() {
-        for (g, target) in config.targets.iter().enumerate() {
+        for (o, object) in objects.iter().enumerate() {
+            let target = &config.targets[object.targets[0]];
             let text = task.text_for(target, t).map_err(bad)?;
             if !text.trim().is_empty() {
                 texts.push(text.to_string());
-                sources.push(Source { task: t, target: g });
+                sources.push(Source { task: t, object: o });
             }
         }
     }
@@ -401,6 +481,7 @@ async fn tag_in_pieces(
             task_ids: template.task_ids[first_task..end_task].to_vec(),
             sources: std::mem::replace(&mut sources, rest_sources),
             config: template.config.clone(),
+            objects: template.objects.clone(),
             model_version: template.model_version.clone(),
             left_out: template.left_out.clone(),
             ..template
@@ -420,8 +501,8 @@ async fn tag_in_pieces(
     Ok(results)
 }
 
-/// A text of a task: its target, the text, and the entities kept with their confidences.
-type TextSpans = (usize, String, Vec<(CharSpan, f64)>);
+/// A text of a task, and its entities kept, each with its target and confidence.
+type TextSpans = (String, Vec<(usize, CharSpan, f64)>);
 
 /// Tasks answered together: their predictions from their texts tagged.
 struct Piece {
@@ -431,6 +512,7 @@ struct Piece {
     /// Where each text of the piece came from.
     sources: Vec<Source>,
     config: Arc<LabelingConfig>,
+    objects: Arc<Vec<Object>>,
     strategy: Strategy,
     model_version: String,
     left_out: Arc<AtomicUsize>,
@@ -445,31 +527,35 @@ impl Piece {
             let mut certainty: f64 = 1.0;
             let mut spans: Vec<TextSpans> = Vec::new();
             while let Some((source, tagged)) = texts.next_if(|(s, _)| s.task == task) {
-                let target = &self.config.targets[source.target];
+                let on_it = &self.objects[source.object].targets;
                 let worth = tagger.worth_of(&tagged, self.strategy);
                 if worth.is_finite() {
                     certainty = certainty.min(self.strategy.certainty(worth));
                 }
                 let mut kept = Vec::new();
                 for entity in tagged.entities {
-                    if target.labels.contains(&entity.label) {
+                    // The first control on the text with the entity's label takes it.
+                    let taker = on_it
+                        .iter()
+                        .find(|&&t| self.config.targets[t].labels.contains(&entity.label));
+                    if let Some(&target) = taker {
                         let span = CharSpan {
                             start: entity.start,
                             end: entity.end,
                             label: entity.label,
                         };
-                        kept.push((span, entity.confidence.unwrap_or(1.0)));
+                        kept.push((target, span, entity.confidence.unwrap_or(1.0)));
                     } else {
                         self.left_out.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                spans.push((source.target, tagged.text, kept));
+                spans.push((tagged.text, kept));
             }
             let id = self.task_ids[n].map_or_else(|| format!("t{task}"), |id| id.to_string());
             let mut result = Vec::new();
-            for (target, text, kept) in &spans {
-                let target = &self.config.targets[*target];
-                for (i, (span, probability)) in kept.iter().enumerate() {
+            for (text, kept) in &spans {
+                for (i, (target, span, probability)) in kept.iter().enumerate() {
+                    let target = &self.config.targets[*target];
                     let region = format!("{id}-{}-{i}", target.to_name);
                     result.push(Region::new(text, span, *probability, region, target));
                 }

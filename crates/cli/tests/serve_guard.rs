@@ -1,0 +1,284 @@
+//! `nertrain serve` as a backend no stranger can steer, within bounds: HTTP Basic credentials on
+//! the routes that start work, learning pinned to the operator's Label Studio, one server per
+//! versions directory, a stop within the grace whatever Label Studio does, and `/predict`
+//! bounded before it tokenises.
+
+mod common;
+
+use std::io::BufRead;
+use std::net::TcpListener;
+use std::time::{Duration, Instant};
+
+use common::{Server, nertrain, sample_model, scratch, stderr};
+
+/// `studio:s3cret`, and `studio:wrong`, as HTTP Basic sends them.
+const GOOD: &str = "Authorization: Basic c3R1ZGlvOnMzY3JldA==";
+const WRONG: &str = "Authorization: Basic c3R1ZGlvOndyb25n";
+const CREDENTIALS: [(&str, &str); 2] =
+    [("BASIC_AUTH_USER", "studio"), ("BASIC_AUTH_PASS", "s3cret")];
+
+const CONFIG: &str = r#"<View><Labels name="ents" toName="doc"><Label value="PER"/><Label value="LOC"/><Label value="ORG"/><Label value="MISC"/></Labels><Text name="doc" value="$body"/></View>"#;
+
+fn predict_body(tasks: usize, config: &str) -> Vec<u8> {
+    let tasks: Vec<serde_json::Value> = (0..tasks)
+        .map(|i| serde_json::json!({"id": i + 1, "data": {"body": "Anna met Bob in Oslo ."}}))
+        .collect();
+    serde_json::json!({"tasks": tasks, "label_config": config})
+        .to_string()
+        .into_bytes()
+}
+
+fn status(line: &str) -> u16 {
+    line[9..12].parse().unwrap()
+}
+
+#[test]
+fn studio_routes_ask_for_basic_credentials_and_auth_all_closes_the_rest() {
+    let model = sample_model("sentence");
+    let server = Server::start_with(&model, &[], &CREDENTIALS);
+    let body = predict_body(2, CONFIG);
+    let setup = serde_json::json!({"project": "1.1", "schema": CONFIG})
+        .to_string()
+        .into_bytes();
+    let webhook = br#"{"action": "START_TRAINING", "project": {"id": 1}}"#;
+    for (method, path, body) in [
+        ("POST", "/predict", &body[..]),
+        ("POST", "/setup", &setup[..]),
+        ("POST", "/webhook", &webhook[..]),
+        ("GET", "/versions", &b""[..]),
+    ] {
+        for headers in [&[][..], &[WRONG][..]] {
+            let (line, answer) = server.exchange_with(method, path, body, headers);
+            assert_eq!(status(&line), 401, "{path} {headers:?}: {line} {answer}");
+            assert!(answer.contains("HTTP Basic"), "{answer}");
+        }
+    }
+    let (line, answer) = server.exchange_with("POST", "/predict", &body, &[GOOD]);
+    assert_eq!(status(&line), 200, "{answer}");
+    let (line, _) = server.exchange_with("POST", "/setup", &setup, &[GOOD]);
+    assert_eq!(status(&line), 200);
+    // Tagging, the page and the model stay open unless asked.
+    assert_eq!(
+        server.tag(&serde_json::json!({"text": "Anna flew."})).0,
+        200
+    );
+    assert_eq!(server.request("GET", "/", b"").0, 200);
+    drop(server);
+
+    let closed = Server::start_with(&model, &["--auth-all"], &CREDENTIALS);
+    let tag = br#"{"text": "Anna flew."}"#;
+    assert_eq!(closed.request("POST", "/tag", tag).0, 401);
+    assert_eq!(closed.request("GET", "/", b"").0, 401);
+    assert_eq!(closed.request("GET", "/model", b"").0, 401);
+    assert_eq!(closed.request("GET", "/health", b"").0, 200);
+    let (line, _) = closed.exchange_with("POST", "/tag", tag, &[GOOD]);
+    assert_eq!(status(&line), 200);
+}
+
+#[test]
+fn learning_where_others_reach_needs_credentials_and_a_url_never_shows_its_password() {
+    let model = sample_model("sentence");
+    let versions = scratch("serve-guard-open");
+    let serve = |extra: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["serve", "--model", model.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_nertrain"));
+        command.args(&args).current_dir(common::workspace());
+        for key in [
+            "LABEL_STUDIO_URL",
+            "LABEL_STUDIO_API_KEY",
+            "BASIC_AUTH_USER",
+            "BASIC_AUTH_PASS",
+        ] {
+            command.env_remove(key);
+        }
+        command.envs(env.iter().copied());
+        command.output().unwrap()
+    };
+    let dir = versions.to_str().unwrap();
+    let open = serve(&["--addr", "0.0.0.0:0", "--train-into", dir], &[]);
+    assert!(!open.status.success());
+    let message = stderr(&open);
+    assert!(
+        message.contains("anyone who reaches it could replace the served model")
+            && message.contains("BASIC_AUTH_USER"),
+        "{message}"
+    );
+    let auth_all = serve(&["--addr", "127.0.0.1:0", "--auth-all"], &[]);
+    assert!(!auth_all.status.success() && stderr(&auth_all).contains("--auth-all"));
+    let userinfo = serve(
+        &["--addr", "127.0.0.1:0", "--train-into", dir],
+        &[
+            ("LABEL_STUDIO_URL", "http://admin:hunter2@127.0.0.1:9"),
+            ("LABEL_STUDIO_API_KEY", "k"),
+        ],
+    );
+    assert!(!userinfo.status.success());
+    let message = stderr(&userinfo);
+    assert!(
+        message.contains("LABEL_STUDIO_URL") && !message.contains("hunter2"),
+        "{message}"
+    );
+    std::fs::remove_dir_all(&versions).ok();
+}
+
+#[test]
+fn setup_can_neither_redirect_learning_nor_name_a_path() {
+    let model = sample_model("sentence");
+    let versions = scratch("serve-guard-setup");
+    let server = Server::start(&model, &["--train-into", versions.to_str().unwrap()], None);
+    let setup = |hostname: &str| {
+        let body = serde_json::json!({"project": "1.1", "schema": CONFIG,
+            "hostname": hostname, "access_token": "abc"});
+        server.request("POST", "/setup", body.to_string().as_bytes())
+    };
+    let (code, answer) = setup("http://127.0.0.1:22/api/anything?x=1");
+    assert_eq!(code, 400, "{answer}");
+    assert!(answer.contains("hostname"), "{answer}");
+    assert_eq!(setup("http://127.0.0.1:8080").0, 200);
+    // The same Label Studio again (a new token) is fine; another is refused.
+    assert_eq!(setup("http://127.0.0.1:8080/").0, 200);
+    let (code, answer) = setup("http://127.0.0.1:9999");
+    assert_eq!(code, 403, "{answer}");
+    assert!(answer.contains("http://127.0.0.1:8080"), "{answer}");
+    drop(server);
+    std::fs::remove_dir_all(&versions).ok();
+}
+
+#[test]
+fn one_server_learns_into_a_versions_directory() {
+    let model = sample_model("sentence");
+    let versions = scratch("serve-guard-lock");
+    let dir = versions.to_str().unwrap();
+    let first = Server::start(&model, &["--train-into", dir], None);
+    let second = nertrain(&[
+        "serve",
+        "--model",
+        model.to_str().unwrap(),
+        "--addr",
+        "127.0.0.1:0",
+        "--train-into",
+        dir,
+    ]);
+    assert!(!second.status.success());
+    let message = stderr(&second);
+    assert!(
+        message.contains("another nertrain serve learns into it")
+            && message.contains(&format!("process {}", first.child.id())),
+        "{message}"
+    );
+    drop(first);
+    std::fs::remove_dir_all(&versions).ok();
+}
+
+#[test]
+fn sigterm_ends_the_server_within_the_grace_while_label_studio_never_answers() {
+    let model = sample_model("sentence");
+    let versions = scratch("serve-guard-grace");
+    // A "Label Studio" that accepts connections and never answers.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let held = std::thread::spawn(move || {
+        let mut streams = Vec::new();
+        for stream in silent.incoming().take(4) {
+            streams.push(stream);
+        }
+        std::thread::sleep(Duration::from_secs(600));
+    });
+    let server = Server::start_with(
+        &model,
+        &[
+            "--train-into",
+            versions.to_str().unwrap(),
+            "--shutdown-grace",
+            "1",
+        ],
+        &[("LABEL_STUDIO_URL", &url), ("LABEL_STUDIO_API_KEY", "k")],
+    );
+    let webhook = br#"{"action": "START_TRAINING", "project": {"id": 1}}"#;
+    assert_eq!(server.request("POST", "/webhook", webhook).0, 200);
+    // The training is fetching (epoch 0) from the silent server.
+    std::thread::sleep(Duration::from_millis(500));
+    let (_, body) = server.request("GET", "/model", b"");
+    let learning: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(learning["learning"]["training"]["epoch"], 0, "{body}");
+    let started = Instant::now();
+    server.sigterm();
+    let mut server = server;
+    let exited = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > Duration::from_secs(20) {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    assert!(
+        exited.is_some(),
+        "still running {seconds:.1} s after SIGTERM"
+    );
+    assert!(seconds < 5.0, "{seconds:.1} s to stop with a 1 s grace");
+    drop(held);
+    std::fs::remove_dir_all(&versions).ok();
+}
+
+/// The request log's line for the next `/predict` answered.
+fn predict_line(server: &mut Server) -> String {
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            server.log.read_line(&mut line).unwrap() > 0,
+            "the log ended"
+        );
+        if line.contains("/predict") {
+            return line;
+        }
+    }
+}
+
+#[test]
+fn predict_counts_its_texts_before_tokenising_and_tags_each_text_once() {
+    let model = sample_model("sentence");
+    let mut server = Server::start(&model, &["--max-queued", "100"], None);
+    // More texts than the queue ever holds: 413 naming the limit, not 503 forever.
+    let (line, answer) = server.exchange("POST", "/predict", &predict_body(101, CONFIG));
+    assert_eq!(status(&line), 413, "{line} {answer}");
+    assert!(
+        answer.contains("--max-queued") && answer.contains("101"),
+        "{answer}"
+    );
+    predict_line(&mut server);
+    // Fifty controls on one text, and the check control beside them: the text is tagged once
+    // per task, and no entity is logged as left out.
+    let many: String = (0..50)
+        .map(|i| format!(r#"<Labels name="c{i}" toName="doc"><Label value="PER"/><Label value="LOC"/><Label value="ORG"/><Label value="MISC"/></Labels>"#))
+        .collect();
+    let config = format!(
+        r#"<View>{many}<Labels name="check" toName="doc"><Label value="check"/></Labels><Text name="doc" value="$body"/></View>"#
+    );
+    let (line, answer) = server.exchange("POST", "/predict", &predict_body(10, &config));
+    assert_eq!(status(&line), 200, "{answer}");
+    let logged = predict_line(&mut server);
+    assert!(logged.contains(" texts=10 "), "{logged}");
+    assert!(!logged.contains("left out"), "{logged}");
+    let answer: serde_json::Value = serde_json::from_str(&answer).unwrap();
+    let regions = answer["results"][0]["result"].as_array().unwrap();
+    assert!(!regions.is_empty());
+    assert!(
+        regions.iter().all(|r| r["from_name"] == "c0"),
+        "{regions:?}"
+    );
+    drop(server);
+
+    // --max-answer bounds predictions as it bounds /tag's answers.
+    let mut small = Server::start(&model, &["--max-answer", "4096"], None);
+    let (line, answer) = small.exchange("POST", "/predict", &predict_body(50, CONFIG));
+    assert_eq!(status(&line), 413, "{answer}");
+    assert!(answer.contains("--max-answer"), "{answer}");
+    predict_line(&mut small);
+    let (line, _) = small.exchange("POST", "/predict", &predict_body(1, CONFIG));
+    assert_eq!(status(&line), 200);
+}
