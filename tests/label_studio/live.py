@@ -35,6 +35,10 @@ CONFIG = """<View>
 
 EMOJI_TEXT = "🎉🎉 Peter Blackburn met officials of Siemens in Berlin ."
 
+# The backend's HTTP Basic credentials: Label Studio sends them on every call (the model's
+# Authentication, Basic), and so does every request of this test to the guarded routes.
+AUTH = ("studio", "live-secret-9")
+
 
 def fail(message):
     print(f"FAIL: {message}", file=sys.stderr)
@@ -131,7 +135,7 @@ def timed_predicts(backend, texts, count):
     times = []
     for _ in range(count):
         started = time.perf_counter()
-        response = requests.post(backend + "/predict", json=body, timeout=60)
+        response = requests.post(backend + "/predict", json=body, timeout=60, auth=AUTH)
         times.append(time.perf_counter() - started)
         check(response.status_code == 200, f"/predict answered {response.status_code}")
     return times
@@ -144,6 +148,22 @@ REGIONS_CONFIG = """<View>
   <Labels name="check" toName="text"><Label value="check" background="#cccccc"/></Labels>
   <Text name="text" value="$text"/>
 </View>"""
+
+
+def children_of(pid):
+    """The ids of a process's children, from /proc."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        children += [int(c) for c in (task / "children").read_text().split()]
+    return children
+
+
+def alive(pid):
+    """Whether a process exists and is not a zombie."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[-1][0] != "Z"
+    except FileNotFoundError:
+        return False
 
 
 def regions_round_trip(studio, args, texts, work):
@@ -188,7 +208,81 @@ def regions_round_trip(studio, args, texts, work):
     check(not any(t.endswith("-check") for t in tags), "the regions to check were read as entities")
     decided = sum(t != "-" for t in tags)
     check(decided > 0, "nothing was decided in the region export")
-    return {"region_tasks": len(written), "region_tokens_decided": decided, "region_tokens": len(tags)}
+    return {"region_tasks": len(written), "region_tokens_decided": decided, "region_tokens": len(tags)}, pid
+
+
+PER_CONFIG = """<View>
+  <Labels name="label" toName="text"><Label value="PER"/></Labels>
+  <Text name="text" value="$text"/>
+</View>"""
+
+
+def settled(backend):
+    """The learning status once a training asked for has ended (in a version or an error)."""
+    learning = requests.get(backend + "/model", timeout=5).json()["learning"]
+    ended = learning["training"] is None and not learning["pending"]
+    return learning if ended and (learning["versions"] or learning["last_error"]) else None
+
+
+def learn_once(serve, args, port, into, project, extra):
+    """A server of its own learning once from `project` (Label Studio's address and key from the
+    environment): its learning status once the training has ended."""
+    backend = f"http://127.0.0.1:{port}"
+    env = {"LABEL_STUDIO_URL": args.label_studio, "LABEL_STUDIO_API_KEY": args.token}
+    server = serve(["--train-epochs", "2"] + extra, studio_env=env, port=port, into=into)
+    try:
+        wait_for(f"the server on port {port}", lambda: up(server, backend), 60)
+        response = requests.post(backend + "/webhook", auth=AUTH, timeout=10,
+                                 json={"action": "START_TRAINING", "project": {"id": project}})
+        check(response.ok, f"/webhook: {response.status_code} {response.text}")
+        return wait_for(f"project {project}'s training", lambda: settled(backend), 240)
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def sample_scores(args, model):
+    """A model's scores on the sample's test file."""
+    out = subprocess.run([args.nertrain, "eval", "--model", str(model), "--data", "data/sample/test.txt", "--json"],
+                         capture_output=True, text=True, check=True).stdout
+    scores = json.loads(out)
+    return {"f1": round(scores["overall"]["f1"], 2),
+            **{label: round(s["f1"], 2) for label, s in sorted(scores["types"].items())}}
+
+
+def learning_live(studio, args, work, serve, gold, region_pid):
+    """Learning from the projects the loop makes: the `select --regions` project (every task
+    annotated in part) trains and is judged on the held-out tasks' known parts; a project that
+    labels PER alone trains with the model's other labels left open and judges PER alone."""
+    out = {}
+    regions = learn_once(serve, args, args.port + 1, work / "versions-regions", region_pid,
+                         ["--heldout-percent", "50"])
+    check(regions["last_error"] is None, f"learning from the region project: {regions['last_error']}")
+    version = regions["versions"][-1]
+    check(version["heldout_partial"] > 0, f"no held-out task read as partial: {version}")
+    out["regions_version"] = {k: version[k] for k in (
+        "served", "heldout_f1", "previous_f1", "train_tasks", "heldout_tasks", "heldout_partial", "reason")}
+
+    project = studio.call("POST", "/api/projects", json={"title": "nertrain PER only", "label_config": PER_CONFIG})
+    pid = project["id"]
+    studio.call("POST", f"/api/projects/{pid}/import", json=[{"text": spans(t, g)[0]} for t, g in gold])
+    for task in studio.call("GET", f"/api/tasks?project={pid}&page_size=1000")["tasks"]:
+        tokens, tags = next((t, g) for t, g in gold if spans(t, g)[0] == task["data"]["text"])
+        text, found = spans(tokens, tags)
+        result = [{"from_name": "label", "to_name": "text", "type": "labels",
+                   "value": {"start": s, "end": e, "text": text[s:e], "labels": [label]}}
+                  for s, e, label in found if label == "PER"]
+        studio.call("POST", f"/api/tasks/{task['id']}/annotations", json={"result": result})
+    per = learn_once(serve, args, args.port + 2, work / "versions-per", pid, [])
+    check(per["last_error"] is None, f"learning from the PER-only project: {per['last_error']}")
+    version = per["versions"][-1]
+    check(sorted(version["open_labels"]) == ["LOC", "MISC", "ORG"], f"labels left open: {version['open_labels']}")
+    check(list(version["labels"]) == ["PER"], f"labels judged: {version['labels']}")
+    out["per_only_version"] = {k: version[k] for k in (
+        "served", "heldout_f1", "previous_f1", "labels", "open_labels", "reason")}
+    out["per_only_sample_test"] = {"base": sample_scores(args, args.model),
+                                   "learnt": sample_scores(args, work / "versions-per" / version["name"])}
+    return out
 
 
 def main():
@@ -209,12 +303,17 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="nertrain-ls-"))
     versions = work / "versions"
     log = open(work / "serve.log", "w")
-    server = subprocess.Popen(
-        [args.nertrain, "serve", "--model", args.model, "--addr", f"127.0.0.1:{args.port}",
-         "--train-into", str(versions), "--train-epochs", "4", "--threads", "1"]
-        + (["--dictionary", args.dictionary] if args.dictionary else []),
-        stderr=log, env={k: v for k, v in os.environ.items() if not k.startswith("LABEL_STUDIO_")},
-    )
+
+    def serve(extra, studio_env=None, port=args.port, into=versions):
+        """nertrain serve with the credentials (and Label Studio's address and key when given)."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("LABEL_STUDIO_", "BASIC_AUTH_"))}
+        env.update(BASIC_AUTH_USER=AUTH[0], BASIC_AUTH_PASS=AUTH[1], **(studio_env or {}))
+        return subprocess.Popen(
+            [args.nertrain, "serve", "--model", args.model, "--addr", f"127.0.0.1:{port}",
+             "--train-into", str(into), "--threads", "1", "--train-interval", "0"] + extra,
+            stderr=log, env=env)
+
+    server = serve(["--train-epochs", "4"] + (["--dictionary", args.dictionary] if args.dictionary else []))
     results = {}
     passed = False
     try:
@@ -236,7 +335,19 @@ def main():
         by_text = {t["data"]["body"]: t["id"] for t in tasks}
         text_of = {t["id"]: t["data"]["body"] for t in tasks}
 
-        ml = studio.call("POST", "/api/ml", json={"url": backend, "project": pid, "title": "nertrain"})
+        # The guarded routes refuse a client without the credentials, or with a wrong password;
+        # so does Label Studio's connection with a wrong one (its setup call is refused).
+        for auth in (None, (AUTH[0], "wrong")):
+            refused = requests.post(backend + "/predict", json=predict_body(texts[:1]), auth=auth, timeout=10)
+            check(refused.status_code == 401, f"/predict with {auth}: {refused.status_code}")
+        wrong = studio.session.post(studio.url + "/api/ml", timeout=120, json={
+            "url": backend, "project": pid, "title": "nertrain", "auth_method": "BASIC_AUTH",
+            "basic_auth_user": AUTH[0], "basic_auth_pass": "wrong"})
+        check(wrong.status_code == 400, f"Label Studio connected with a wrong password: {wrong.status_code} {wrong.text[:300]}")
+        results["wrong_password_connection"] = wrong.status_code
+        ml = studio.call("POST", "/api/ml", json={
+            "url": backend, "project": pid, "title": "nertrain", "auth_method": "BASIC_AUTH",
+            "basic_auth_user": AUTH[0], "basic_auth_pass": AUTH[1]})
         check(ml.get("state") in ("CO", "CONNECTED", None) or "id" in ml, f"ML backend: {ml}")
 
         # Predictions through the Data Manager's action, for every task.
@@ -303,7 +414,7 @@ def main():
                 body = predict_body(sample[:10])
                 while not self.stop.is_set():
                     started = time.perf_counter()
-                    response = requests.post(backend + "/predict", json=body, timeout=60)
+                    response = requests.post(backend + "/predict", json=body, timeout=60, auth=AUTH)
                     self.times.append(time.perf_counter() - started)
                     self.statuses.append(response.status_code)
                     if response.ok:
@@ -365,6 +476,12 @@ def main():
         results["predict_ms_while_learning_from_submissions"] = busy.summary()
         ratios = [percentile(busy.times, 99) / percentile(idle_busy.times, 99)]
 
+        # Another client, even with the credentials, cannot move learning to its own host.
+        redirect = requests.post(backend + "/setup", auth=AUTH, timeout=10, json={
+            "project": f"{pid}.1", "schema": CONFIG, "hostname": "http://127.0.0.1:1",
+            "access_token": "stranger"})
+        check(redirect.status_code == 403, f"/setup naming another host: {redirect.status_code} {redirect.text}")
+
         # Training asked for from Label Studio, with /predict kept busy meanwhile.
         busy = Busy()
         started = time.perf_counter()
@@ -391,7 +508,7 @@ def main():
         busy = Busy()
         count = len(learning()["versions"])
         for _ in range(4):
-            response = requests.post(backend + "/webhook", timeout=10, json={
+            response = requests.post(backend + "/webhook", timeout=10, auth=AUTH, json={
                 "action": "START_TRAINING", "project": {"id": pid}})
             check(response.ok, f"/webhook: {response.status_code} {response.text}")
             count += 1
@@ -414,9 +531,7 @@ def main():
         # A restart serves the newest accepted version.
         server.terminate()
         server.wait(30)
-        server = subprocess.Popen(
-            [args.nertrain, "serve", "--model", args.model, "--addr", f"127.0.0.1:{args.port}",
-             "--train-into", str(versions), "--threads", "1"], stderr=log)
+        server = serve([])
         wait_for("the restarted server", lambda: up(server, backend), 60)
         check(requests.get(backend + "/model", timeout=5).json()["version"] == serving,
               "the restarted server does not serve the newest accepted version")
@@ -438,15 +553,11 @@ def main():
         check(pat.count(".") == 2, "Label Studio's personal access token is not a JWT")
         server.terminate()
         server.wait(30)
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LABEL_STUDIO_")}
-        env.update(LABEL_STUDIO_URL=args.label_studio, LABEL_STUDIO_API_KEY=pat)
-        server = subprocess.Popen(
-            [args.nertrain, "serve", "--model", args.model, "--addr", f"127.0.0.1:{args.port}",
-             "--train-into", str(versions), "--train-epochs", "2", "--threads", "1"],
-            stderr=log, env=env)
+        server = serve(["--train-epochs", "2"],
+                       studio_env={"LABEL_STUDIO_URL": args.label_studio, "LABEL_STUDIO_API_KEY": pat})
         wait_for("the server given a personal access token", lambda: up(server, backend), 60)
         count = len(learning()["versions"])
-        response = requests.post(backend + "/webhook", timeout=10,
+        response = requests.post(backend + "/webhook", timeout=10, auth=AUTH,
                                  json={"action": "START_TRAINING", "project": {"id": pid}})
         check(response.ok, f"/webhook: {response.status_code} {response.text}")
         done = wait_for("a version trained on annotations fetched with a personal access token",
@@ -454,7 +565,22 @@ def main():
         check(done["last_error"] is None, f"with a personal access token: {done['last_error']}")
         results["personal_access_token_version"] = done["versions"][-1]["name"]
 
-        results.update(regions_round_trip(studio, args, texts[1:41], work))
+        # A server killed outright takes its training with it: the `fit` child dies too.
+        count = len(learning()["versions"])
+        response = requests.post(backend + "/webhook", timeout=10, auth=AUTH,
+                                 json={"action": "START_TRAINING", "project": {"id": pid}})
+        check(response.ok, f"/webhook: {response.status_code} {response.text}")
+        wait_for("the training's first epoch", lambda: (learning().get("training") or {}).get("epoch", 0) >= 1, 120)
+        children = children_of(server.pid)
+        check(children, "no training process under the server")
+        server.kill()
+        server.wait(30)
+        wait_for("the training to die with its server", lambda: not any(alive(c) for c in children), 10)
+        results["children_killed_with_the_server"] = len(children)
+
+        regions, region_pid = regions_round_trip(studio, args, texts[1:41], work)
+        results.update(regions)
+        results.update(learning_live(studio, args, work, serve, gold, region_pid))
 
         print(json.dumps(results, indent=2))
         Path(args.results).write_text(json.dumps(results, indent=2) + "\n")

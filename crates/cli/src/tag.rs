@@ -132,6 +132,9 @@ fn write_tagged(tagger: &Tagger, args: &TagArgs, options: TagOptions) -> Result<
         Some(path) if args.columns => {
             let (text, file) = crate::input::read(path)?;
             let corpus = nertrain_data::parse_conll(&text, &file, &tagger.meta().columns)?;
+            for warning in tagger.check_features(&corpus)? {
+                eprintln!("warning: {warning}");
+            }
             write_chunk(tagger.tag_corpus(&corpus, options)?)?;
         }
         Some(path) => {

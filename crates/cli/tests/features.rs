@@ -151,6 +151,46 @@ fn a_feature_column_is_learned_stored_and_read_from_columns_only() {
         "{}",
         stderr(&plain)
     );
+
+    // Another tag set for the column (another POS tagger, say) is refused, not read as
+    // unknown throughout; a few values never seen are a warning with their share.
+    let text = std::fs::read_to_string(&dev).unwrap();
+    let other = dir.join("dev-other-tagset.txt");
+    std::fs::write(&other, text.replace(" X", " Y")).unwrap();
+    let refused = nertrain(&[
+        "eval",
+        "--model",
+        run_arg,
+        "--data",
+        other.to_str().unwrap(),
+    ]);
+    assert!(!refused.status.success());
+    let message = stderr(&refused);
+    assert!(
+        message.contains("feature column 1: 100.0% of its values") && message.contains("YO"),
+        "{message}"
+    );
+    let tagged = nertrain(&[
+        "tag",
+        "--model",
+        run_arg,
+        "--input",
+        other.to_str().unwrap(),
+        "--columns",
+    ]);
+    assert!(!tagged.status.success() && stderr(&tagged).contains("never seen in training"));
+    let some = dir.join("dev-some-unseen.txt");
+    std::fs::write(&some, text.replacen(" XO ", " XNEW ", 3)).unwrap();
+    let warned = nertrain(&["eval", "--model", run_arg, "--data", some.to_str().unwrap()]);
+    assert!(warned.status.success(), "{}", stderr(&warned));
+    let message = stderr(&warned);
+    assert!(
+        message.contains("warning:")
+            && message.contains("feature column 1:")
+            && message.contains("(3 of ")
+            && message.contains("XNEW"),
+        "{message}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

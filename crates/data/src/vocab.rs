@@ -298,6 +298,32 @@ impl Vocabularies {
         Ok(encoded)
     }
 
+    /// For each feature column, how many of the values of `sentences` (each one's features,
+    /// `[words, columns]`) the model never saw in training, with a few of them.
+    pub fn feature_coverage<'a>(
+        &self,
+        sentences: impl IntoIterator<Item = &'a [Vec<String>]>,
+    ) -> Vec<FeatureCoverage> {
+        let mut coverage: Vec<FeatureCoverage> = (0..self.features.len())
+            .map(|_| FeatureCoverage::default())
+            .collect();
+        for features in sentences {
+            for values in features {
+                for ((value, vocab), column) in values.iter().zip(&self.features).zip(&mut coverage)
+                {
+                    column.values += 1;
+                    if vocab.id(value).is_none() {
+                        column.unseen += 1;
+                        if column.examples.len() < 3 && !column.examples.contains(value) {
+                            column.examples.push(value.clone());
+                        }
+                    }
+                }
+            }
+        }
+        coverage
+    }
+
     /// What is missing where a sentence has no (or too few) feature values.
     fn missing_features(&self) -> String {
         format!(
@@ -420,6 +446,28 @@ impl Encoded {
     /// Whether it has no tokens.
     pub fn is_empty(&self) -> bool {
         self.words.is_empty()
+    }
+}
+
+/// A feature column's values in some input, against what training saw.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct FeatureCoverage {
+    /// Values read.
+    pub values: usize,
+    /// Of them, values training never saw (read as `<unk>`).
+    pub unseen: usize,
+    /// Up to three of those, in order of first appearance.
+    pub examples: Vec<String>,
+}
+
+impl FeatureCoverage {
+    /// The share of values never seen, from 0 to 1.
+    pub fn unseen_share(&self) -> f64 {
+        if self.values == 0 {
+            0.0
+        } else {
+            self.unseen as f64 / self.values as f64
+        }
     }
 }
 

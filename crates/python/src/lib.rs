@@ -353,6 +353,7 @@ fn tagging_error(error: TaggingError) -> PyErr {
         | TaggingError::Model(_)
         | TaggingError::TooManyWords { .. }
         | TaggingError::NeedsColumns { .. }
+        | TaggingError::UnseenFeatures(_)
         | TaggingError::InvalidOption { .. } => PyValueError::new_err(message),
         TaggingError::Crf(_) | TaggingError::Backend(_) | TaggingError::Threads(_) => {
             PyRuntimeError::new_err(message)

@@ -101,6 +101,10 @@ pub struct RankedPath {
 /// With document consistency, documents are decoded in groups of about this many tokens.
 const DECODE_GROUP_TOKENS: usize = 1 << 16;
 
+/// The share of a feature column's values never seen in training past which tagging refuses:
+/// the column is not the one the model learned from.
+const ALMOST_ALL_UNSEEN: f64 = 0.9;
+
 /// Consecutive documents in groups of at least `max_tokens` tokens, except the last.
 fn document_groups(
     documents: &[Range<usize>],
@@ -662,6 +666,39 @@ impl Tagger {
     /// for a model that reads words alone, and so text).
     pub fn feature_columns(&self) -> &[isize] {
         &self.meta.columns.feature_columns
+    }
+
+    /// Checks a CoNLL corpus's feature columns against what the model saw in training: a
+    /// warning for each column some of whose values it never saw (read as unknown), naming the
+    /// share; an error where almost all are (another tag set for the column, or another column),
+    /// since the model would then tag without what it learned from it.
+    pub fn check_features<L>(&self, corpus: &nertrain_data::Corpus<L>) -> Result<Vec<String>> {
+        let coverage = self
+            .vocab
+            .feature_coverage(corpus.sentences.iter().map(|s| s.features.as_slice()));
+        let mut warnings = Vec::new();
+        for (column, seen) in self.feature_columns().iter().zip(coverage) {
+            if seen.unseen == 0 {
+                continue;
+            }
+            let share = 100.0 * seen.unseen_share();
+            let what = format!(
+                "{}: feature column {column}: {share:.1}% of its values ({} of {}) were never \
+                 seen in training (such as {}) and are read as unknown",
+                corpus.path.display(),
+                seen.unseen,
+                seen.values,
+                seen.examples.join(", ")
+            );
+            if seen.unseen_share() >= ALMOST_ALL_UNSEEN && seen.values >= 20 {
+                return Err(Error::UnseenFeatures(format!(
+                    "{what}: is it the tag set the model was trained with (the same POS tagger, \
+                     the same column)?"
+                )));
+            }
+            warnings.push(what);
+        }
+        Ok(warnings)
     }
 
     /// Whether the model reads documents, not sentences alone.

@@ -34,6 +34,9 @@ pub enum Error {
         /// The model's feature columns, as its training data's columns.
         columns: Vec<isize>,
     },
+    /// A feature column almost none of whose values the model saw in training.
+    #[error("{0}")]
+    UnseenFeatures(String),
     /// A decoding setting out of its range, or one the model cannot use.
     #[error("{option}: {message}")]
     InvalidOption {

@@ -186,6 +186,7 @@ impl Tagger {
     pub fn evaluate_gold(&self, gold: Corpus, options: TagOptions) -> Result<FileEvaluation> {
         let path = gold.path.clone();
         let mut warnings: Vec<String> = gold.iobes_warning().into_iter().collect();
+        warnings.extend(self.check_features(&gold)?);
         let gold_scheme = TagScheme::detect(gold.sentences.iter().map(|s| s.tags.as_slice()));
         let model_scheme = self.meta().file_scheme;
         if gold_scheme != model_scheme && !gold.sentences.is_empty() {
