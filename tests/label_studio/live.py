@@ -12,6 +12,7 @@ time. Needs `requests` (installed with label-studio).
 """
 
 import argparse
+import base64
 import json
 import os
 import shutil
@@ -349,6 +350,12 @@ def main():
             "url": backend, "project": pid, "title": "nertrain", "auth_method": "BASIC_AUTH",
             "basic_auth_user": AUTH[0], "basic_auth_pass": AUTH[1]})
         check(ml.get("state") in ("CO", "CONNECTED", None) or "id" in ml, f"ML backend: {ml}")
+        # Label Studio's webhook to the backend (annotation events) sends no credentials of its
+        # own: the user adds the header to it (Settings, Webhooks), as here.
+        hooks = [h for h in studio.call("GET", f"/api/webhooks?project={pid}") if h["url"] == backend + "/webhook"]
+        check(len(hooks) == 1, f"Label Studio's webhooks to the backend: {hooks}")
+        basic = "Basic " + base64.b64encode(f"{AUTH[0]}:{AUTH[1]}".encode()).decode()
+        studio.call("PATCH", f"/api/webhooks/{hooks[0]['id']}", json={"headers": {"Authorization": basic}})
 
         # Predictions through the Data Manager's action, for every task.
         started = time.perf_counter()

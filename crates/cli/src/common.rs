@@ -79,8 +79,13 @@ pub struct DictionaryArgs {
 }
 
 impl DictionaryArgs {
-    /// `tagger` with these dictionaries.
+    /// `tagger` with these dictionaries, saying on stderr what each file held, as `fit` does.
     pub fn apply(&self, tagger: Tagger) -> Result<Tagger> {
-        Ok(tagger.with_dictionaries(&self.files, self.replace_dictionary)?)
+        let (tagger, reads) =
+            tagger.with_dictionaries_read(&self.files, self.replace_dictionary)?;
+        for read in reads {
+            eprintln!("dictionary {read}");
+        }
+        Ok(tagger)
     }
 }

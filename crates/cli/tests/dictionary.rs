@@ -203,5 +203,43 @@ fn dictionaries_given_at_tag_time_extend_or_replace_the_models_without_retrainin
         "{}",
         stderr(&out)
     );
+
+    // What fit says of a dictionary, tag and eval say too: entries given twice and those too
+    // long to be features are counted, not dropped without a word.
+    let long = vec!["w"; 17].join(" ");
+    std::fs::write(&extra, format!("LOC\tZorblat\nLOC\tZorblat\nLOC\t{long}\n")).unwrap();
+    for command in ["tag", "eval"] {
+        let mut args = vec![command, "--model", model.to_str().unwrap()];
+        args.extend(["--dictionary", extra.to_str().unwrap()]);
+        if command == "eval" {
+            args.extend(["--data", "data/sample/dev.txt"]);
+        } else {
+            args.push(text);
+        }
+        let out = nertrain(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(
+            stderr(&out)
+                .contains("extra.tsv: 1 entries, 1 given twice, 1 of more than 16 words left out"),
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
+    // A byte that is not UTF-8 is an error at its line.
+    std::fs::write(&extra, b"LOC\tBerlin\nLOC\tParis\nLOC\tM\xfcnchen\n").unwrap();
+    let out = nertrain(&[
+        "tag",
+        "--model",
+        model.to_str().unwrap(),
+        "--dictionary",
+        extra.to_str().unwrap(),
+        text,
+    ]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("extra.tsv:3: invalid UTF-8"),
+        "{}",
+        stderr(&out)
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -71,6 +71,24 @@ pub struct DictionaryCounts {
     pub too_long: usize,
 }
 
+impl DictionaryCounts {
+    /// What reading `path` found, as every command that reads a dictionary says it: its
+    /// entries, those given twice and those left out for their length.
+    pub fn summary(&self, path: &Path) -> String {
+        let mut said = format!("{}: {} entries", path.display(), self.entries);
+        if self.duplicates > 0 {
+            said += &format!(", {} given twice", self.duplicates);
+        }
+        if self.too_long > 0 {
+            said += &format!(
+                ", {} of more than {MAX_PHRASE_WORDS} words left out",
+                self.too_long
+            );
+        }
+        said
+    }
+}
+
 /// Reads a dictionary file, cutting its phrases with `tokenizer`; entries without a case
 /// column follow `case`.
 pub fn read_dictionary(
@@ -78,8 +96,8 @@ pub fn read_dictionary(
     case: CaseRule,
     tokenizer: &Tokenizer,
 ) -> Result<(Vec<Entry>, DictionaryCounts), DataError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| DataError::file(path, format!("cannot read the dictionary: {e}")))?;
+    // A byte that is not UTF-8 is an error at its line.
+    let text = crate::conll::read_text(path)?;
     parse_dictionary(&text, path, case, tokenizer)
 }
 

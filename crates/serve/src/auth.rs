@@ -129,12 +129,15 @@ pub(crate) async fn require(
             .credentials
             .admit(request.headers().get(header::AUTHORIZATION))
     {
-        let mut response = ServeError::new(
-            StatusCode::UNAUTHORIZED,
+        let message = if request.uri().path() == "/webhook" {
+            "this route needs the server's HTTP Basic credentials: Label Studio's webhook sends \
+             none of its own, so give it the header Authorization: Basic ... (the project's \
+             Settings, Webhooks)"
+        } else {
             "this route needs the server's HTTP Basic credentials (in Label Studio: the model's \
-             Authentication, Basic)",
-        )
-        .into_response();
+             Authentication, Basic)"
+        };
+        let mut response = ServeError::new(StatusCode::UNAUTHORIZED, message).into_response();
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
             HeaderValue::from_static("Basic realm=\"nertrain\", charset=\"UTF-8\""),

@@ -305,9 +305,19 @@ impl Tagger {
     /// `replace`, in place of the model's entries of every label the files give: a new name goes
     /// into the list, not into a training run. Entries match case unless their line says
     /// `ignore-case`. Every label must be one the model has dictionary features for.
-    pub fn with_dictionaries(mut self, files: &[PathBuf], replace: bool) -> Result<Self> {
+    pub fn with_dictionaries(self, files: &[PathBuf], replace: bool) -> Result<Self> {
+        Ok(self.with_dictionaries_read(files, replace)?.0)
+    }
+
+    /// [`Self::with_dictionaries`], with what reading each file found, as `fit` reports it
+    /// (its entries, those given twice, those left out for their length).
+    pub fn with_dictionaries_read(
+        mut self,
+        files: &[PathBuf],
+        replace: bool,
+    ) -> Result<(Self, Vec<String>)> {
         if files.is_empty() {
-            return Ok(self);
+            return Ok((self, Vec::new()));
         }
         let Some(stored) = &self.dictionary else {
             return Err(Error::InvalidOption {
@@ -320,8 +330,10 @@ impl Tagger {
         };
         let labels = stored.labels().to_vec();
         let mut added = Vec::new();
+        let mut reads = Vec::new();
         for path in files {
-            let (entries, _) = read_dictionary(path, CaseRule::MatchCase, &self.tokenizer)?;
+            let (entries, counts) = read_dictionary(path, CaseRule::MatchCase, &self.tokenizer)?;
+            reads.push(counts.summary(path));
             if let Some(entry) = entries.iter().find(|e| !labels.contains(&e.label)) {
                 return Err(DataError::file(
                     path,
@@ -350,7 +362,7 @@ impl Tagger {
             })?;
         self.dictionary_meta = Some(DictionaryMeta::of(&dictionary));
         self.dictionary = Some(dictionary);
-        Ok(self)
+        Ok((self, reads))
     }
 
     /// The device it runs on.

@@ -8,8 +8,8 @@ use std::path::Path;
 use burn::tensor::Device;
 use nertrain_annotate::read_labelled;
 use nertrain_data::{
-    ColumnSpec, Context, Corpus, DataError, Dictionary, Encoded, Label, MAX_PHRASE_WORDS, Mention,
-    Sentence, TagScheme, TextNormalization, Tokenizer, TokenizerSpec, Vectors, Vocab, Vocabularies,
+    ColumnSpec, Context, Corpus, DataError, Dictionary, Encoded, Label, Mention, Sentence,
+    TagScheme, TextNormalization, Tokenizer, TokenizerSpec, Vectors, Vocab, Vocabularies,
     convert_tags, read_dictionary, read_vectors, set_mention_casing,
 };
 use nertrain_model::files::DictionaryMeta;
@@ -323,17 +323,7 @@ fn read_dictionaries(
     for source in sources {
         let (path, case) = source.file();
         let (read, counts) = read_dictionary(path, case, &tokenizer)?;
-        let mut said = format!("{}: {} entries", path.display(), counts.entries);
-        if counts.duplicates > 0 {
-            said += &format!(", {} given twice", counts.duplicates);
-        }
-        if counts.too_long > 0 {
-            said += &format!(
-                ", {} of more than {MAX_PHRASE_WORDS} words left out",
-                counts.too_long
-            );
-        }
-        events(FitEvent::info(said));
+        events(FitEvent::info(counts.summary(path)));
         entries.extend(read);
     }
     let mut labels: Vec<String> = entries.iter().map(|e| e.label.clone()).collect();
