@@ -645,10 +645,13 @@ fn diversified(
 /// set is more than `max_similarity` like (Jaccard) one already chosen.
 ///
 /// Comparing every candidate with every chosen text takes time in the square of the budget.
-/// Instead, as in similarity joins (prefix filtering), each set's words are ordered rarest
-/// first: two sets of Jaccard similarity at least `t` share a word among the first
-/// `|s| − ⌈t·|s|⌉ + 1` of each, so only chosen texts sharing a word of the candidate's prefix
-/// with their own prefix are compared, and rare words make those few.
+/// Instead, as in similarity joins (PPJoin's prefix and positional filtering), each set's words
+/// are ordered rarest first: two sets of Jaccard similarity above `t` share a word among the
+/// first `|s| − ⌈t·|s|⌉ + 1` of each, and the first word they share bounds their overlap by one
+/// more than the fewer words either has after it. Chosen texts are indexed by their prefix words,
+/// grouped by the word's place and the text's size, so that a whole group whose bound cannot
+/// reach the threshold is passed over at once: texts from one template, alike but not near
+/// enough, cost one bound each, not a comparison each. Exact: no near duplicate is missed.
 fn choose<S: AsRef<str>>(
     texts: &[S],
     order: &[usize],
@@ -681,7 +684,8 @@ fn choose<S: AsRef<str>>(
     }
     let mut chosen = Vec::new();
     let mut chosen_sets: Vec<HashSet<&str>> = Vec::new();
-    let mut index: HashMap<&str, Vec<usize>> = HashMap::new();
+    // For each word, the chosen texts with it in their prefix, by (its place there, their size).
+    let mut index: PrefixIndex = HashMap::new();
     let mut empty_chosen = false;
     for &i in order {
         if left == 0 {
@@ -696,37 +700,88 @@ fn choose<S: AsRef<str>>(
             .map(|(word, &count)| (count, word.as_str()))
             .collect();
         words.sort_unstable();
-        // Longer than the bound where rounding might make it short: never missing a pair.
-        let prefix = (words.len() + 1)
-            .saturating_sub((max_similarity * words.len() as f64 - 1e-9).ceil() as usize)
-            .min(words.len());
         let candidate: HashSet<&str> = words.iter().map(|&(_, w)| w).collect();
-        let mut compared = HashSet::new();
         let near = if words.is_empty() {
             // Two texts of no words are alike (Jaccard 1).
             empty_chosen
         } else {
-            words[..prefix].iter().any(|(_, word)| {
-                index.get(word).is_some_and(|others| {
-                    others.iter().any(|&other| {
-                        compared.insert(other)
-                            && jaccard(&chosen_sets[other], &candidate) > max_similarity
-                    })
-                })
-            })
+            let is_near = |other: usize| jaccard(&chosen_sets[other], &candidate) > max_similarity;
+            has_near(&words, &index, max_similarity, is_near)
         };
         if near {
             continue;
         }
         empty_chosen |= words.is_empty();
-        for &(_, word) in &words[..prefix] {
-            index.entry(word).or_default().push(chosen_sets.len());
-        }
+        add_to_index(&mut index, &words, chosen_sets.len(), max_similarity);
         left -= cost(i);
         chosen.push(i);
         chosen_sets.push(candidate);
     }
     chosen
+}
+
+/// Chosen words are indexed by text, place and size: each prefix word of text `number` (its
+/// words rarest first) with its place and the text's size.
+type PrefixIndex<'a> = HashMap<&'a str, HashMap<(usize, usize), Vec<usize>>>;
+
+/// Adds chosen text `number` (its words rarest first) to the index of prefix words.
+fn add_to_index<'a>(
+    index: &mut PrefixIndex<'a>,
+    words: &[(usize, &'a str)],
+    number: usize,
+    t: f64,
+) {
+    let size = words.len();
+    for (place, &(_, word)) in words[..prefix_len(size, t)].iter().enumerate() {
+        index
+            .entry(word)
+            .or_default()
+            .entry((place, size))
+            .or_default()
+            .push(number);
+    }
+}
+
+/// How many of a set's rarest words any set more than `t` like it (Jaccard) shares one of:
+/// `|s| − ⌈t·|s|⌉ + 1`, longer where rounding might make it short, so that no pair is missed.
+fn prefix_len(size: usize, t: f64) -> usize {
+    (size + 1)
+        .saturating_sub((t * size as f64 - 1e-9).ceil() as usize)
+        .min(size)
+}
+
+/// Whether a chosen text is more than `t` like `words` (a candidate's words, rarest first), as
+/// `is_near` says of a chosen text by its number, asking it only of those that the prefix and
+/// positional bounds leave.
+fn has_near(
+    words: &[(usize, &str)],
+    index: &PrefixIndex,
+    t: f64,
+    mut is_near: impl FnMut(usize) -> bool,
+) -> bool {
+    let size = words.len();
+    let mut compared = HashSet::new();
+    for (place, (_, word)) in words[..prefix_len(size, t)].iter().enumerate() {
+        let Some(groups) = index.get(word) else {
+            continue;
+        };
+        for (&(other_place, other_size), others) in groups {
+            // Met first at this word (a pair more than `t` alike first meets within both
+            // prefixes), they share it and at most the fewer words either has after it; more
+            // than `t` alike needs an overlap above t·(|x| + |y|) / (1 + t).
+            let bound = 1 + (size - place - 1).min(other_size - other_place - 1);
+            let needed = t * (size + other_size) as f64 / (1.0 + t);
+            if (bound as f64) < needed - 1e-9 {
+                continue;
+            }
+            for &other in others {
+                if compared.insert(other) && is_near(other) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
 }
 
 /// A text's words, lower-cased, as a set.
@@ -805,6 +860,49 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Texts of one template, alike but not near enough (Jaccard 8/12 to one another), as
+    /// machine-made pools are: all are chosen, and a candidate is compared with none of them.
+    #[test]
+    fn a_templated_pool_costs_a_bound_per_group_not_a_comparison_per_text() {
+        let texts: Vec<String> = (0..3_000)
+            .map(|i| format!("a b c d e f g h u{i} v{i}"))
+            .collect();
+        let order: Vec<usize> = (0..texts.len()).collect();
+        assert_eq!(
+            choose(&texts, &order, |_| 1, 3_000, 0.7),
+            choose_by_comparing_all(&texts, 3_000, 0.7)
+        );
+        assert_eq!(choose(&texts, &order, |_| 1, 3_000, 0.7).len(), 3_000);
+        let sets: Vec<Vec<&str>> = texts.iter().map(|t| t.split(' ').collect()).collect();
+        let mut frequency: HashMap<&str, usize> = HashMap::new();
+        for word in sets.iter().flatten() {
+            *frequency.entry(word).or_default() += 1;
+        }
+        fn ordered<'a>(set: &[&'a str], frequency: &HashMap<&str, usize>) -> Vec<(usize, &'a str)> {
+            let count = |w: &str| frequency.get(w).copied().unwrap_or(0);
+            let mut words: Vec<(usize, &str)> = set.iter().map(|w| (count(w), *w)).collect();
+            words.sort_unstable();
+            words
+        }
+        let mut index: PrefixIndex = HashMap::new();
+        let mut compared = 0;
+        for (number, set) in sets.iter().enumerate() {
+            let words = ordered(set, &frequency);
+            assert!(!has_near(&words, &index, 0.7, |_| {
+                compared += 1;
+                false
+            }));
+            add_to_index(&mut index, &words, number, 0.7);
+        }
+        assert_eq!(compared, 0);
+        // A true near duplicate (one slot word changed: 9/11) is still found.
+        let near = ordered(
+            &["a", "b", "c", "d", "e", "f", "g", "h", "u7", "x"],
+            &frequency,
+        );
+        assert!(has_near(&near, &index, 0.7, |other| other == 7));
     }
 
     /// Eight times the budget may take about eight times as long, not sixty-four (each
