@@ -9,7 +9,7 @@ use std::io::BufRead;
 use std::net::TcpListener;
 use std::time::{Duration, Instant};
 
-use common::{Server, nertrain, sample_model, scratch, stderr};
+use common::{Server, sample_model, scratch, stderr};
 
 /// `studio:s3cret`, and `studio:wrong`, as HTTP Basic sends them.
 const GOOD: &str = "Authorization: Basic c3R1ZGlvOnMzY3JldA==";
@@ -30,6 +30,41 @@ fn predict_body(tasks: usize, config: &str) -> Vec<u8> {
 
 fn status(line: &str) -> u16 {
     line[9..12].parse().unwrap()
+}
+
+/// `nertrain serve ARGS` expected to refuse to start: its output, or a failure naming what it
+/// did instead if it is still serving after 30 s.
+fn refused_serve(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_nertrain"));
+    command
+        .arg("serve")
+        .args(args)
+        .current_dir(common::workspace())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for key in [
+        "LABEL_STUDIO_URL",
+        "LABEL_STUDIO_API_KEY",
+        "BASIC_AUTH_USER",
+        "BASIC_AUTH_PASS",
+    ] {
+        command.env_remove(key);
+    }
+    command.envs(env.iter().copied());
+    let mut child = command.spawn().unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > Duration::from_secs(30) {
+            child.kill().unwrap();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "serve {args:?} started rather than refused: {}",
+                stderr(&out)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    child.wait_with_output().unwrap()
 }
 
 #[test]
@@ -80,20 +115,9 @@ fn learning_where_others_reach_needs_credentials_and_a_url_never_shows_its_passw
     let model = sample_model("sentence");
     let versions = scratch("serve-guard-open");
     let serve = |extra: &[&str], env: &[(&str, &str)]| {
-        let mut args = vec!["serve", "--model", model.to_str().unwrap()];
+        let mut args = vec!["--model", model.to_str().unwrap()];
         args.extend_from_slice(extra);
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_nertrain"));
-        command.args(&args).current_dir(common::workspace());
-        for key in [
-            "LABEL_STUDIO_URL",
-            "LABEL_STUDIO_API_KEY",
-            "BASIC_AUTH_USER",
-            "BASIC_AUTH_PASS",
-        ] {
-            command.env_remove(key);
-        }
-        command.envs(env.iter().copied());
-        command.output().unwrap()
+        refused_serve(&args, env)
     };
     let dir = versions.to_str().unwrap();
     let open = serve(&["--addr", "0.0.0.0:0", "--train-into", dir], &[]);
@@ -151,15 +175,17 @@ fn one_server_learns_into_a_versions_directory() {
     let versions = scratch("serve-guard-lock");
     let dir = versions.to_str().unwrap();
     let first = Server::start(&model, &["--train-into", dir], None);
-    let second = nertrain(&[
-        "serve",
-        "--model",
-        model.to_str().unwrap(),
-        "--addr",
-        "127.0.0.1:0",
-        "--train-into",
-        dir,
-    ]);
+    let second = refused_serve(
+        &[
+            "--model",
+            model.to_str().unwrap(),
+            "--addr",
+            "127.0.0.1:0",
+            "--train-into",
+            dir,
+        ],
+        &[],
+    );
     assert!(!second.status.success());
     let message = stderr(&second);
     assert!(
