@@ -412,54 +412,7 @@ pub fn parse_conll(text: &str, path: &Path, columns: &ColumnSpec) -> Result<Corp
                 ),
             ));
         }
-        let column = |index: isize, what: &str| {
-            ColumnSpec::resolve(index, fields.len()).ok_or_else(|| {
-                DataError::at(
-                    path,
-                    line_number,
-                    format!(
-                        "{what} column {index} does not exist in a line of {} columns",
-                        fields.len()
-                    ),
-                )
-            })
-        };
-        let word = column(columns.word_column, "word")?;
-        let tag = column(columns.tag_column, "tag")?;
-        if word == tag {
-            let message = if fields.len() == 1 {
-                format!("expected a word and a tag column, found a single column: {line:?}")
-            } else {
-                format!(
-                    "the word column ({}) and the tag column ({}) are both column {} of this \
-                     line of {} columns; expected two different columns (set data.word_column \
-                     and data.tag_column): {line:?}",
-                    columns.word_column,
-                    columns.tag_column,
-                    word + 1,
-                    fields.len()
-                )
-            };
-            return Err(DataError::at(path, line_number, message));
-        }
-        let features = columns
-            .feature_columns
-            .iter()
-            .map(|&index| match column(index, "feature")? {
-                at if at == tag => Err(DataError::at(
-                    path,
-                    line_number,
-                    format!(
-                        "feature column {index} is also the tag column ({}) of this line of \
-                         {} columns: expected feature columns apart from the word and tag \
-                         columns: {line:?}",
-                        columns.tag_column,
-                        fields.len()
-                    ),
-                )),
-                at => Ok(fields[at].to_string()),
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let (word, tag, features) = token_columns(&fields, line, line_number, path, columns)?;
         let sentence = current.get_or_insert_with(|| Sentence {
             words: Vec::new(),
             tags: Vec::new(),
@@ -485,6 +438,66 @@ pub fn parse_conll(text: &str, path: &Path, columns: &ColumnSpec) -> Result<Corp
         path: path.to_path_buf(),
         sentences,
     })
+}
+
+/// A token line's word and tag columns and its feature values, by `columns`; an error at
+/// `line_number` names a column the line does not have, or one used twice.
+fn token_columns(
+    fields: &[&str],
+    line: &str,
+    line_number: usize,
+    path: &Path,
+    columns: &ColumnSpec,
+) -> Result<(usize, usize, Vec<String>), DataError> {
+    let column = |index: isize, what: &str| {
+        ColumnSpec::resolve(index, fields.len()).ok_or_else(|| {
+            DataError::at(
+                path,
+                line_number,
+                format!(
+                    "{what} column {index} does not exist in a line of {} columns",
+                    fields.len()
+                ),
+            )
+        })
+    };
+    let word = column(columns.word_column, "word")?;
+    let tag = column(columns.tag_column, "tag")?;
+    if word == tag {
+        let message = if fields.len() == 1 {
+            format!("expected a word and a tag column, found a single column: {line:?}")
+        } else {
+            format!(
+                "the word column ({}) and the tag column ({}) are both column {} of this \
+                 line of {} columns; expected two different columns (set data.word_column \
+                 and data.tag_column): {line:?}",
+                columns.word_column,
+                columns.tag_column,
+                word + 1,
+                fields.len()
+            )
+        };
+        return Err(DataError::at(path, line_number, message));
+    }
+    let features = columns
+        .feature_columns
+        .iter()
+        .map(|&index| match column(index, "feature")? {
+            at if at == tag => Err(DataError::at(
+                path,
+                line_number,
+                format!(
+                    "feature column {index} is also the tag column ({}) of this line of \
+                     {} columns: expected feature columns apart from the word and tag \
+                     columns: {line:?}",
+                    columns.tag_column,
+                    fields.len()
+                ),
+            )),
+            at => Ok(fields[at].to_string()),
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((word, tag, features))
 }
 
 /// Rewrites the tag column of CoNLL text into `to`, keeping every other byte of every line.
