@@ -283,6 +283,13 @@ def learning_live(studio, args, work, serve, gold, region_pid):
         "served", "heldout_f1", "previous_f1", "labels", "open_labels", "reason")}
     out["per_only_sample_test"] = {"base": sample_scores(args, args.model),
                                    "learnt": sample_scores(args, work / "versions-per" / version["name"])}
+
+    # An export larger than --max-export fails the training, saying so, and leaves no file.
+    capped = learn_once(serve, args, args.port + 3, work / "versions-capped", pid, ["--max-export", "1024"])
+    check(capped["last_error"] and "--max-export" in capped["last_error"],
+          f"an export over the cap: {capped['last_error']}")
+    check(not list((work / "versions-capped").glob("data/*/export.json")), "the capped export was left on disk")
+    out["capped_export_error"] = capped["last_error"]
     return out
 
 
@@ -470,6 +477,10 @@ def main():
         check(settled["last_error"] is None, f"learning failed: {settled['last_error']}")
         served = [v for v in settled["versions"] if v["served"]]
         check(served, f"no version learned from the submissions was served: {settled['versions']}")
+        # A version keeps its model, not the optimiser's checkpoint it can no longer resume.
+        kept = versions / served[-1]["name"]
+        check((kept / "model.bpk").exists() and not (kept / "checkpoint").exists(),
+              f"{kept}: {sorted(p.name for p in kept.iterdir())}")
         check(serving() == served[-1]["id"] and served[-1]["id"] != first_version,
               f"serving {serving()}, not the newest accepted version {served[-1]['id']}")
         # The version learnt reads the dictionary the first model was served with: the one
