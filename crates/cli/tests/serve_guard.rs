@@ -42,14 +42,7 @@ fn refused_serve(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
         .current_dir(common::workspace())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
-    for key in [
-        "LABEL_STUDIO_URL",
-        "LABEL_STUDIO_API_KEY",
-        "BASIC_AUTH_USER",
-        "BASIC_AUTH_PASS",
-    ] {
-        command.env_remove(key);
-    }
+    common::without_studio_env(&mut command);
     command.envs(env.iter().copied());
     let mut child = command.spawn().unwrap();
     let started = Instant::now();

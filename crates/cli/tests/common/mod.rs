@@ -189,6 +189,19 @@ impl std::fmt::Debug for Snapshot {
     }
 }
 
+/// The variables that give a server Label Studio's address and key, or credentials: a test's
+/// server has only those the test gives.
+pub fn without_studio_env(command: &mut Command) {
+    for key in [
+        "LABEL_STUDIO_URL",
+        "LABEL_STUDIO_API_KEY",
+        "BASIC_AUTH_USER",
+        "BASIC_AUTH_PASS",
+    ] {
+        command.env_remove(key);
+    }
+}
+
 /// A running server; killed when dropped.
 pub struct Server {
     pub child: Child,
@@ -216,17 +229,8 @@ impl Server {
             .current_dir(workspace())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
-        for key in [
-            "LABEL_STUDIO_URL",
-            "LABEL_STUDIO_API_KEY",
-            "BASIC_AUTH_USER",
-            "BASIC_AUTH_PASS",
-        ] {
-            command.env_remove(key);
-        }
-        for (key, value) in env {
-            command.env(key, value);
-        }
+        without_studio_env(&mut command);
+        command.envs(env.iter().copied());
         let mut child = command.spawn().unwrap();
         let mut log = BufReader::new(child.stderr.take().unwrap());
         let mut first = String::new();

@@ -257,6 +257,22 @@ struct State {
     stopping: bool,
 }
 
+impl State {
+    /// Nothing asked for yet, with `registry` as read.
+    fn new(registry: Registry) -> Self {
+        Self {
+            registry,
+            set_up: None,
+            requested: None,
+            annotations: 0,
+            training: None,
+            last_started: None,
+            last_error: None,
+            stopping: false,
+        }
+    }
+}
+
 struct Shared {
     dir: PathBuf,
     settings: LearnSettings,
@@ -379,16 +395,7 @@ impl Learner {
             connection,
             served,
             log,
-            state: Mutex::new(State {
-                registry,
-                set_up: None,
-                requested: None,
-                annotations: 0,
-                training: None,
-                last_started: None,
-                last_error: None,
-                stopping: false,
-            }),
+            state: Mutex::new(State::new(registry)),
             wake: Condvar::new(),
             interrupt: Arc::new(AtomicBool::new(false)),
             _lock: lock,
@@ -1413,21 +1420,12 @@ mod tests {
 
     #[test]
     fn trainings_wait_for_the_least_interval() {
-        let mut state = State {
-            registry: Registry {
-                base: String::new(),
-                project: None,
-                served: None,
-                versions: Vec::new(),
-            },
-            set_up: None,
-            requested: None,
-            annotations: 0,
-            training: None,
-            last_started: None,
-            last_error: None,
-            stopping: false,
-        };
+        let mut state = State::new(Registry {
+            base: String::new(),
+            project: None,
+            served: None,
+            versions: Vec::new(),
+        });
         let minute = Duration::from_secs(60);
         assert_eq!(until_next(&state, minute), Duration::ZERO);
         state.last_started = Some(Instant::now());
