@@ -170,15 +170,18 @@ fn dictionaries_given_at_tag_time_extend_or_replace_the_models_without_retrainin
     assert_eq!(replaced[4], extended[4]);
 
     // A label the model has no features for, and a model without dictionaries, are errors.
+    let tag_with_extra = || {
+        nertrain(&[
+            "tag",
+            "--model",
+            model.to_str().unwrap(),
+            "--dictionary",
+            extra.to_str().unwrap(),
+            text,
+        ])
+    };
     std::fs::write(&extra, "GENE\tBRCA1\n").unwrap();
-    let out = nertrain(&[
-        "tag",
-        "--model",
-        model.to_str().unwrap(),
-        "--dictionary",
-        extra.to_str().unwrap(),
-        text,
-    ]);
+    let out = tag_with_extra();
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains(
@@ -227,14 +230,7 @@ fn dictionaries_given_at_tag_time_extend_or_replace_the_models_without_retrainin
     }
     // A byte that is not UTF-8 is an error at its line.
     std::fs::write(&extra, b"LOC\tBerlin\nLOC\tParis\nLOC\tM\xfcnchen\n").unwrap();
-    let out = nertrain(&[
-        "tag",
-        "--model",
-        model.to_str().unwrap(),
-        "--dictionary",
-        extra.to_str().unwrap(),
-        text,
-    ]);
+    let out = tag_with_extra();
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("extra.tsv:3: invalid UTF-8"),
