@@ -413,16 +413,11 @@ impl Learner {
     }
 
     /// Keeps the Label Studio `/setup` names, when the environment named none and no earlier
-    /// `/setup` named another origin; refuses one that would move learning elsewhere.
+    /// `/setup` named another origin; refuses one that would move learning elsewhere. With
+    /// `LABEL_STUDIO_URL` set, what setup names is not used (Label Studio may name itself by
+    /// another host name than the operator did).
     pub(crate) fn set_up(&self, connection: Connection) -> Result<(), String> {
-        if let Some(configured) = &self.shared.connection {
-            if configured.origin() != connection.origin() {
-                return Err(format!(
-                    "this server learns from the Label Studio at {} (LABEL_STUDIO_URL), not {}",
-                    configured.origin(),
-                    connection.origin()
-                ));
-            }
+        if self.shared.connection.is_some() {
             return Ok(());
         }
         let mut state = lock(&self.shared.state);
