@@ -412,12 +412,16 @@ impl Learner {
         })
     }
 
+    /// Whether Label Studio's address and key came from the environment, so that what setup
+    /// names is not used (nor checked: Label Studio may name itself otherwise than the operator).
+    pub(crate) fn configured(&self) -> bool {
+        self.shared.connection.is_some()
+    }
+
     /// Keeps the Label Studio `/setup` names, when the environment named none and no earlier
-    /// `/setup` named another origin; refuses one that would move learning elsewhere. With
-    /// `LABEL_STUDIO_URL` set, what setup names is not used (Label Studio may name itself by
-    /// another host name than the operator did).
+    /// `/setup` named another origin; refuses one that would move learning elsewhere.
     pub(crate) fn set_up(&self, connection: Connection) -> Result<(), String> {
-        if self.shared.connection.is_some() {
+        if self.configured() {
             return Ok(());
         }
         let mut state = lock(&self.shared.state);

@@ -211,6 +211,7 @@ pub(crate) async fn setup(
     let version = state.served.get();
     config.check_labels(&version.info.labels).map_err(bad)?;
     if let Some(learner) = &state.studio.learner
+        && !learner.configured()
         && let (Some(url), Some(key)) = (&setup.hostname, &setup.access_token)
         && !url.is_empty()
         && !key.is_empty()
