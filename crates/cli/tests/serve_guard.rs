@@ -160,6 +160,24 @@ fn setup_can_neither_redirect_learning_nor_name_a_path() {
     assert!(answer.contains("http://127.0.0.1:8080"), "{answer}");
     drop(server);
     std::fs::remove_dir_all(&versions).ok();
+
+    // With LABEL_STUDIO_URL, the operator's choice stands: what setup names is not used, so a
+    // Label Studio that names itself otherwise still connects.
+    let versions = scratch("serve-guard-setup-env");
+    let server = Server::start_with(
+        &model,
+        &["--train-into", versions.to_str().unwrap()],
+        &[
+            ("LABEL_STUDIO_URL", "http://127.0.0.1:8080"),
+            ("LABEL_STUDIO_API_KEY", "k"),
+        ],
+    );
+    let body = serde_json::json!({"project": "1.1", "schema": CONFIG,
+        "hostname": "http://studio.internal/label-studio", "access_token": "abc"});
+    let (code, answer) = server.request("POST", "/setup", body.to_string().as_bytes());
+    assert_eq!(code, 200, "{answer}");
+    drop(server);
+    std::fs::remove_dir_all(&versions).ok();
 }
 
 #[test]
