@@ -24,6 +24,27 @@ pub struct ChunkCounts {
     pub correct: usize,
 }
 
+impl std::iter::Sum for ChunkCounts {
+    /// The counts of several types together.
+    fn sum<I: Iterator<Item = Self>>(counts: I) -> Self {
+        counts.fold(Self::default(), |sum, c| Self {
+            gold: sum.gold + c.gold,
+            found: sum.found + c.found,
+            correct: sum.correct + c.correct,
+        })
+    }
+}
+
+impl From<&TypeScore> for ChunkCounts {
+    fn from(score: &TypeScore) -> Self {
+        Self {
+            gold: score.gold,
+            found: score.found,
+            correct: score.correct,
+        }
+    }
+}
+
 impl ChunkCounts {
     /// Precision, recall and F1 as percentages, computed in conlleval's order of operations.
     pub fn prf(&self) -> (f64, f64, f64) {
@@ -219,14 +240,8 @@ impl Report {
             .filter(|(label, _)| !labels.contains(label))
             .map(|(label, counts)| (label.clone(), *counts))
             .collect();
-        let mut overall = ChunkCounts::default();
-        for counts in by_type.values() {
-            overall.gold += counts.gold;
-            overall.found += counts.found;
-            overall.correct += counts.correct;
-        }
         Report {
-            overall,
+            overall: by_type.values().copied().sum(),
             by_type,
             ..self.clone()
         }

@@ -74,6 +74,30 @@ pub(crate) async fn measure(
     }
 }
 
+/// Refuses (`413`) a request whose answer may be larger than one answer may be
+/// (`--max-answer`), before anything is tagged: `what` names what was sent, `advice` what to
+/// send instead.
+pub(crate) fn within_answer_limit(
+    state: &AppState,
+    cost: &Cost,
+    what: &str,
+    advice: &str,
+) -> Result<(), ServeError> {
+    let max = state.options.max_answer_bytes;
+    if cost.answer_bytes <= max {
+        return Ok(());
+    }
+    Err(ServeError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!(
+            "{what}: the answer would take up to {} MiB, over this server's {} MiB \
+             (--max-answer); {advice}",
+            mebibytes(cost.answer_bytes),
+            mebibytes(max)
+        ),
+    ))
+}
+
 /// Holds `cost`'s answer bytes of the answer budget, or says why not (`503`).
 pub(crate) fn hold(state: &AppState, cost: &Cost) -> Result<OwnedSemaphorePermit, ServeError> {
     let budget = u32::try_from(mebibytes(cost.answer_bytes)).unwrap_or(u32::MAX);

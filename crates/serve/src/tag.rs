@@ -9,7 +9,7 @@ use nertrain_tagger::{Record, TagOptions, TagSettings, Tagger};
 use serde::Deserialize;
 
 use crate::http::{RequestId, ServeError, Tally, json_answer, json_body};
-use crate::{AppState, mebibytes, queue};
+use crate::{AppState, queue};
 
 /// A `POST /tag` body.
 #[derive(Debug, Deserialize)]
@@ -55,23 +55,13 @@ pub(crate) async fn tag(
         }
     };
     let (texts, tokens, cost) = queue::measure(&version.tagger, texts, tag_options, &name).await?;
-    if cost.answer_bytes > options.max_answer_bytes {
-        return Err(ServeError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "{}: the answer would take up to {} MiB, over this server's {} MiB; send fewer \
-                 or shorter texts{}",
-                if single { "text" } else { "texts" },
-                mebibytes(cost.answer_bytes),
-                mebibytes(options.max_answer_bytes),
-                if tag_options.marginals || tag_options.nbest > 1 {
-                    ", or ask without probs and nbest"
-                } else {
-                    ""
-                }
-            ),
-        ));
-    }
+    let advice = if tag_options.marginals || tag_options.nbest > 1 {
+        "send fewer or shorter texts, or ask without probs and nbest"
+    } else {
+        "send fewer or shorter texts"
+    };
+    let what = if single { "text" } else { "texts" };
+    queue::within_answer_limit(state, &cost, what, advice)?;
     let held = queue::hold(state, &cost)?;
     let request = crate::batch::Request {
         tagger: version.tagger.clone(),

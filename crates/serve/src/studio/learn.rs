@@ -31,8 +31,8 @@ use std::time::{Duration, Instant};
 
 use nertrain_annotate::PreAnnotated;
 use nertrain_annotate::label_studio::{self, LabelingConfig, Target, Task};
-use nertrain_data::Scores;
 use nertrain_data::lock::{LockError, ProcessLock};
+use nertrain_data::{ChunkCounts, Scores};
 use nertrain_model::ModelFiles;
 use nertrain_model::job::{FitJob, JobEvent};
 use nertrain_tagger::{Tagger, lock};
@@ -1094,16 +1094,12 @@ impl Judgement {
     /// on any label with gold entities; on texts with no gold entity of those labels, when it
     /// finds no more (false) entities than the served model.
     fn of(previous: &Scores, new: &Scores, labels: &[String], margin: f64) -> Self {
-        let counts = |scores: &Scores| {
-            let mut sum = nertrain_data::ChunkCounts::default();
-            for label in labels {
-                if let Some(score) = scores.types.get(label) {
-                    sum.gold += score.gold;
-                    sum.found += score.found;
-                    sum.correct += score.correct;
-                }
-            }
-            sum
+        let counts = |scores: &Scores| -> ChunkCounts {
+            labels
+                .iter()
+                .filter_map(|label| scores.types.get(label))
+                .map(ChunkCounts::from)
+                .sum()
         };
         let (before, after) = (counts(previous), counts(new));
         let f1 = |scores: &Scores, label: &str| scores.types.get(label).map_or(0.0, |s| s.f1);

@@ -38,7 +38,7 @@ pub use learn::{
 
 use crate::http::{RequestId, ServeError, Tally, json_answer, json_body};
 use crate::served::Served;
-use crate::{AppState, Logger, mebibytes, queue};
+use crate::{AppState, Logger, queue};
 
 /// How the server works as Label Studio's ML backend.
 #[derive(Debug, Clone)]
@@ -346,17 +346,12 @@ pub(crate) async fn predict(
         queue::measure(&version.tagger, texts, tag_options, &name).await?;
     cost.answer_bytes =
         prediction_size_bound(&config, &texts, &tokens, predict.tasks.len(), &version.id);
-    if cost.answer_bytes > options.max_answer_bytes {
-        return Err(ServeError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "tasks: the predictions would take up to {} MiB, over this server's {} MiB \
-                 (--max-answer); send fewer or shorter tasks at a time",
-                mebibytes(cost.answer_bytes),
-                mebibytes(options.max_answer_bytes)
-            ),
-        ));
-    }
+    queue::within_answer_limit(
+        state,
+        &cost,
+        "tasks",
+        "send fewer or shorter tasks at a time",
+    )?;
     let held = queue::hold(state, &cost)?;
     let left_out = Arc::new(AtomicUsize::new(0));
     let tagged = Tagging {
