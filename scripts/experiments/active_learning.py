@@ -13,7 +13,9 @@ full-data F1 the curves are measured against.
 
 A strategy is one of select's (random, least-confidence, margin, entropy, expected-errors, mnlp,
 bald), optionally with options after colons: `mnlp:diversity=1`, `mnlp:regions=0.99`,
-`mnlp:regions=0.99:self`. With `regions`, select marks each chosen sentence's doubtful regions
+`mnlp:regions=0.99:self`, `mnlp:regions=budget` (the round's budget of the pool's least sure
+tokens, `select --regions budget`), `mnlp:regions=budget:floor=0.999` (none at or above 0.999).
+With `regions`, select marks each chosen sentence's doubtful regions
 and only they are revealed (widened to the gold entities they touch, as an annotator decides
 whole entities); outside them the model's entities stay as it pre-annotated them (what an
 annotator submits with the task) and the rest is unknown (`-`, a partial label) or, with
@@ -42,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nerscripts import mean_std, read_blocks, write_blocks  # noqa: E402 (scripts/nerscripts.py)
 STRATEGIES = ["random", "least-confidence", "margin", "entropy", "expected-errors", "mnlp", "bald"]
-STRATEGY_OPTIONS = {"diversity", "regions", "self"}
+STRATEGY_OPTIONS = {"diversity", "regions", "floor", "self"}
 
 
 def parse_strategy(spec):
@@ -55,7 +57,14 @@ def parse_strategy(spec):
         key, _, value = part.partition("=")
         if key not in STRATEGY_OPTIONS:
             raise argparse.ArgumentTypeError(f"{spec}: {key!r} is none of {sorted(STRATEGY_OPTIONS)}")
-        options[key] = float(value) if value else True
+        try:
+            options[key] = float(value) if value else True
+        except ValueError:
+            if (key, value) != ("regions", "budget"):
+                raise argparse.ArgumentTypeError(f"{spec}: {part!r}: expected a number") from None
+            options[key] = value
+    if "floor" in options and options.get("regions") != "budget":
+        raise argparse.ArgumentTypeError(f"{spec}: floor is the floor of regions=budget")
     if "self" in options and "regions" not in options:
         raise argparse.ArgumentTypeError(f"{spec}: self needs regions (what is left to the model)")
     return name, options
@@ -130,7 +139,10 @@ def select(options, model, texts, spec, seed, work):
     if "diversity" in extra:
         args += ["--diversity", str(extra["diversity"])]
     if "regions" in extra:
-        args += ["--regions", str(extra["regions"])]
+        regions = str(extra["regions"])
+        if "floor" in extra:
+            regions += f":{extra['floor']}"
+        args += ["--regions", regions]
     run(args)
     picked = []
     for task in json.loads(chosen.read_text(encoding="utf-8")):

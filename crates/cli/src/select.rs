@@ -8,7 +8,7 @@ use burn::tensor::Device;
 use clap::{Args, ValueEnum};
 use nertrain_annotate::label_studio::{self, CHECK, LabelingConfig, TASK_DATA_KEYS, Target};
 use nertrain_annotate::{CharSpan, PreAnnotated, doccano};
-use nertrain_tagger::{BudgetUnit, MAX_DIVERSITY, Selected, Selection, Strategy, Tagger};
+use nertrain_tagger::{BudgetUnit, MAX_DIVERSITY, Regions, Selected, Selection, Strategy, Tagger};
 
 use crate::{Result, UsageError};
 
@@ -64,11 +64,13 @@ pub struct SelectArgs {
     #[arg(long, default_value_t = 0.0, value_parser = diversity)]
     diversity: f64,
     /// Only each text's doubtful regions are to be decided: its runs of tokens whose most
-    /// probable tag has a marginal below this (above 0, at most 1), widened to whole
-    /// entities. Label Studio tasks show them as regions of a `check` control; what the rest
-    /// is read back as, `--rest` says.
-    #[arg(long, value_parser = threshold)]
-    regions: Option<f64>,
+    /// probable tag has a marginal below a cut, widened to whole entities. The cut is a
+    /// threshold (`0.99`: above 0, at most 1), or with `budget`, the pool's least sure tokens
+    /// first, as many as a budget of tokens takes (`budget:0.999`: none at or above 0.999).
+    /// Label Studio tasks show them as regions of a `check` control; what the rest is read
+    /// back as, `--rest` says.
+    #[arg(long, value_parser = parse_regions)]
+    regions: Option<Regions>,
     /// With `--regions`, what the tokens outside the regions are when an export of the tasks is
     /// read back: `unknown` (the tasks carry their regions as `known`: the regions and the
     /// entities are annotated, the rest trains as unknown), or `model` (the whole text as
@@ -168,13 +170,8 @@ fn diversity(value: &str) -> std::result::Result<f64, String> {
     }
 }
 
-fn threshold(value: &str) -> std::result::Result<f64, String> {
-    match value.parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
-        _ => Err(format!(
-            "expected a marginal above 0 and at most 1, found {value:?}"
-        )),
-    }
+fn parse_regions(value: &str) -> std::result::Result<Regions, String> {
+    value.parse()
 }
 
 fn similarity(value: &str) -> std::result::Result<f64, String> {

@@ -440,6 +440,8 @@ fn selection_settings_out_of_range_are_refused() {
     for (args, message) in [
         (vec!["--regions", "0"], "--regions"),
         (vec!["--regions", "1.5"], "--regions"),
+        (vec!["--regions", "budget:2"], "budget:0.9"),
+        (vec!["--regions", "lowest"], "budget:0.9"),
         (vec!["--diversity=-1"], "--diversity"),
         (vec!["--diversity", "101"], "--diversity"),
         (vec!["--budget-unit", "pages"], "expected texts or tokens"),
@@ -451,6 +453,17 @@ fn selection_settings_out_of_range_are_refused() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
         assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
     }
+    // A cut by a budget of tokens needs the budget counted in tokens.
+    let out = select(&[
+        "--input",
+        "data/sample/pool.txt",
+        "--budget",
+        "3",
+        "--regions",
+        "budget",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("count the budget in tokens"), "{}", stderr(&out));
     // BALD reads the spread of passes with dropout on: a model without dropout has none.
     let dir = scratch("select-no-dropout");
     let run = dir.join("run");

@@ -39,6 +39,7 @@ pub use dictionary::{
 pub use error::DataError;
 pub use io::{WriteError, write_output};
 pub use label::{Allowed, Label, TagColumn, known_tags};
+pub use partial::forced_labels;
 pub use scheme::{
     Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,
     render_spans, spans, transition_allowed,

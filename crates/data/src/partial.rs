@@ -5,7 +5,7 @@
 //! that an entity an annotator skipped is not taught as "no entity".
 
 use crate::label::{Allowed, Label, TagColumn};
-use crate::scheme::{Tag, TagScheme, spans};
+use crate::scheme::{Span, Tag, TagScheme, spans};
 
 /// Where a chunk that touches unknown tokens may begin or end: known from the tag, or open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +75,21 @@ pub(crate) fn labels_in(labels: &[Label], source: TagScheme, target: TagScheme) 
         start = end;
     }
     allowed.into_iter().map(Label::from_allowed).collect()
+}
+
+/// What each of `len` tokens may be in `target` when `entities` (token ranges, in order, none
+/// overlapping another) are known to be entities exactly, and nothing else is known: each
+/// entity's tokens carry its tags, the token after it may not continue it, and the rest is
+/// open. What an annotator's corrections force on a decoding.
+pub fn forced_labels(entities: &[Span], len: usize, target: TagScheme) -> Vec<Label> {
+    let rendered = crate::render_spans(entities, len, TagScheme::Iobes);
+    let mut labels = vec![Label::UNKNOWN; len];
+    for entity in entities {
+        for t in entity.start..entity.end.min(len) {
+            labels[t] = Label::Tag(rendered[t].clone());
+        }
+    }
+    labels_in(&labels, TagScheme::Iobes, target)
 }
 
 /// Whether a chunk whose first labelled token is `tag`, after unknown tokens, begins there.
@@ -249,5 +264,40 @@ mod tests {
         assert_eq!(except(&["I-PER"]).mask(tags.items()), [true, true, false]);
         assert_eq!(Allowed::Any.mask(tags.items()), [true; 3]);
         assert!(one(&["B-PER"]).intersect(except(&["B-PER"])).is_empty());
+    }
+
+    #[test]
+    fn forced_entities_are_exact_and_the_rest_is_open() {
+        let span = |start, end, label: &str| Span {
+            start,
+            end,
+            label: label.into(),
+        };
+        // Two touching PER entities, then a LOC at the end; tokens 3 and 4 are open.
+        let entities = [span(0, 2, "PER"), span(2, 3, "PER"), span(5, 6, "LOC")];
+        let iob2 = forced_labels(&entities, 6, TagScheme::Iob2);
+        assert_eq!(
+            iob2,
+            [
+                one(&["B-PER"]),
+                one(&["I-PER"]),
+                one(&["B-PER"]),
+                except(&["I-PER", "E-PER"]),
+                Label::UNKNOWN,
+                one(&["B-LOC"]),
+            ]
+        );
+        let iobes = forced_labels(&entities, 6, TagScheme::Iobes);
+        assert_eq!(
+            iobes[..3],
+            [one(&["B-PER"]), one(&["E-PER"]), one(&["S-PER"])]
+        );
+        assert_eq!(iobes[5], one(&["S-LOC"]));
+        // Nothing forced: everything open.
+        assert!(
+            forced_labels(&[], 3, TagScheme::Iob2)
+                .iter()
+                .all(|l| *l == Label::UNKNOWN)
+        );
     }
 }

@@ -949,3 +949,85 @@ fn host_entries_refuse_what_they_cannot_score() {
         Err(CrfError::Shape { .. })
     ));
 }
+
+/// Whether `path` of sequence `b` goes through allowed tags alone.
+fn through_allowed(p: &Problem, allowed: &[bool], b: usize, path: &[usize]) -> bool {
+    path.iter()
+        .enumerate()
+        .all(|(t, &y)| allowed[(b * p.time + t) * p.k + y])
+}
+
+#[test]
+fn forced_decoding_equals_enumeration_over_the_allowed_paths() {
+    let mut rng = StdRng::seed_from_u64(21);
+    for p in problems(22, 60) {
+        let allowed = partial_labels(&p, &mut rng);
+        let potentials = p.host();
+        for b in 0..p.batch() {
+            let start = b * p.time * p.k;
+            let row = &allowed[start..start + p.lengths[b] * p.k];
+            let restricted = potentials.restrict(&p.emissions_of(b), row).unwrap();
+            let paths: Vec<(Vec<usize>, f64)> = p
+                .paths(p.lengths[b])
+                .into_iter()
+                .filter(|path| through_allowed(&p, &allowed, b, path))
+                .map(|path| {
+                    let score = p.score(b, &path);
+                    (path, score)
+                })
+                .collect();
+            // The best allowed path, ties to the lowest tags as the Viterbi breaks them.
+            let best = paths
+                .iter()
+                .max_by(|x, y| x.1.total_cmp(&y.1).then(y.0.cmp(&x.0)))
+                .unwrap();
+            let (path, score) = potentials.row_viterbi(&restricted).unwrap();
+            assert_eq!(path, best.0, "k={} length={}", p.k, p.lengths[b]);
+            assert!((score - best.1).abs() < 1e-9, "{score} vs {}", best.1);
+            // Marginals conditioned on the allowed tags.
+            let log_total = {
+                let max = paths.iter().map(|x| x.1).fold(f64::NEG_INFINITY, f64::max);
+                max + paths.iter().map(|x| (x.1 - max).exp()).sum::<f64>().ln()
+            };
+            let fb = potentials.forward_backward(&restricted).unwrap();
+            assert!((fb.log_z - log_total).abs() < 1e-9);
+            for t in 0..p.lengths[b] {
+                for tag in 0..p.k {
+                    let want: f64 = paths
+                        .iter()
+                        .filter(|(q, _)| q[t] == tag)
+                        .map(|(_, s)| (s - log_total).exp())
+                        .sum();
+                    let got = fb.marginal(t, tag);
+                    assert!(
+                        (got - want).abs() < 1e-9,
+                        "t={t} tag={tag}: {got} vs {want}"
+                    );
+                    if !allowed[(b * p.time + t) * p.k + tag] {
+                        assert_eq!(got, 0.0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn forcing_a_token_to_no_tag_is_an_error() {
+    for p in problems(23, 10) {
+        let len = p.lengths[0];
+        let potentials = p.host();
+        let mut allowed = vec![true; len * p.k];
+        let token = len - 1;
+        allowed[token * p.k..(token + 1) * p.k].fill(false);
+        assert_eq!(
+            potentials.restrict(&p.emissions_of(0), &allowed),
+            Err(CrfError::NoAllowedPath { token })
+        );
+        let short = vec![true; len * p.k - 1];
+        assert!(matches!(
+            potentials.restrict(&p.emissions_of(0), &short),
+            Err(CrfError::Shape { .. })
+        ));
+    }
+}

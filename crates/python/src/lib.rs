@@ -161,10 +161,19 @@ fn select<'py>(
     budget_unit: &str,
     max_similarity: f64,
     diversity: f64,
-    regions: Option<f64>,
+    regions: Option<Bound<'py, PyAny>>,
     seed: u64,
     threads: Option<usize>,
 ) -> PyResult<Bound<'py, PyList>> {
+    // A threshold (0.99) or a rule ("budget", "budget:0.999"), as `select --regions` reads it.
+    let regions: Option<nertrain_tagger::Regions> = regions
+        .map(|r| {
+            r.str()?
+                .to_string()
+                .parse()
+                .map_err(|e| PyValueError::new_err(format!("regions: {e}")))
+        })
+        .transpose()?;
     let strategy: nertrain_tagger::Strategy = strategy
         .parse()
         .map_err(|e| PyValueError::new_err(format!("strategy: {e}")))?;
@@ -354,6 +363,7 @@ fn tagging_error(error: TaggingError) -> PyErr {
         | TaggingError::TooManyWords { .. }
         | TaggingError::NeedsColumns { .. }
         | TaggingError::UnseenFeatures(_)
+        | TaggingError::Forced { .. }
         | TaggingError::InvalidOption { .. } => PyValueError::new_err(message),
         TaggingError::Crf(_) | TaggingError::Backend(_) | TaggingError::Threads(_) => {
             PyRuntimeError::new_err(message)

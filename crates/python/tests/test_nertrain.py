@@ -343,14 +343,15 @@ def test_select_chooses_as_the_cli_does(model):
         for c, e in zip(chosen, expected):
             assert c["text"] == pool[c["index"]] == e["text"]
             assert [[x["start"], x["end"], x["label"]] for x in c["entities"]] == e["label"]
-    # A budget of tokens, regions to decide, and the model's own likeness of texts.
-    options = {"budget_unit": "tokens", "regions": 0.95, "diversity": 1.0}
-    for strategy in ["mnlp", "bald"]:
+    # A budget of tokens, regions to decide (below a threshold, or by the budget), and the
+    # model's own likeness of texts.
+    for strategy, regions in [("mnlp", 0.95), ("bald", 0.95), ("mnlp", "budget:0.5")]:
+        options = {"budget_unit": "tokens", "regions": regions, "diversity": 1.0}
         chosen = nertrain.select(model, pool, 40, strategy=strategy, **options)
         printed = cli(
             "select", "--model", str(model), "--input", str(SAMPLE / "pool.txt"),
             "--budget", "40", "--strategy", strategy, "--format", "doccano",
-            "--budget-unit", "tokens", "--regions", "0.95", "--diversity", "1",
+            "--budget-unit", "tokens", "--regions", str(regions), "--diversity", "1",
         )
         expected = [json.loads(line) for line in printed.splitlines()]
         assert [c["index"] + 1 for c in chosen] == [e["line"] for e in expected]
@@ -362,6 +363,8 @@ def test_select_chooses_as_the_cli_does(model):
         nertrain.select(model, pool, 4, budget_unit="pages")
     with pytest.raises(ValueError, match="regions"):
         nertrain.select(model, pool, 4, regions=2.0)
+    with pytest.raises(ValueError, match="regions"):
+        nertrain.select(model, pool, 4, regions="lowest")
 
 
 def test_fit_continues_a_model_as_the_cli_does(tmp_path, model):

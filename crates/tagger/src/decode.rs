@@ -204,6 +204,20 @@ impl<'a> Decoder<'a> {
         documents: &[Range<usize>],
         options: TagOptions,
     ) -> Result<Vec<Prediction>> {
+        self.decode_within(sentences, documents, &[], options)
+    }
+
+    /// [`Self::decode`] with the tags each sentence may have: `allowed[i]`, where given, is
+    /// `[len * tags]` for sentence `i` (missing or `None`: any tag), and its prediction is the
+    /// best path through allowed tags, with confidences, marginals and n-best paths conditioned
+    /// on them ([`Potentials::restrict`]).
+    pub fn decode_within(
+        &self,
+        sentences: &[Encoded],
+        documents: &[Range<usize>],
+        allowed: &[Option<Vec<bool>>],
+        options: TagOptions,
+    ) -> Result<Vec<Prediction>> {
         let constraints = options
             .constrained
             .then(|| Constraints::for_scheme(self.vocab.tags.items(), self.reading.train_scheme));
@@ -217,6 +231,8 @@ impl<'a> Decoder<'a> {
         // Batches are independent: they are decoded on all of rayon's threads, each taking whole
         // batches (finer-grained parallelism inside a batch costs more than it gains).
         let decode_batch = |indices: &Vec<usize>, emissions: &[Vec<f64>]| {
+            let restricted = restricted(&potentials, indices, emissions, allowed)?;
+            let emissions = restricted.as_deref().unwrap_or(emissions);
             self.predictions(
                 &potentials,
                 indices.iter().map(|&i| lengths[i]).collect(),
@@ -632,6 +648,29 @@ impl<'a> Decoder<'a> {
     }
 }
 
+/// The emissions of the sentences `indices` with each one's tags restricted to those
+/// `allowed[i]` allows ([`Potentials::restrict`]); `None` when no sentence of them has any.
+fn restricted(
+    potentials: &Potentials,
+    indices: &[usize],
+    emissions: &[Vec<f64>],
+    allowed: &[Option<Vec<bool>>],
+) -> Result<Option<Vec<Vec<f64>>>> {
+    let of = |i: usize| allowed.get(i).and_then(Option::as_ref);
+    if !indices.iter().any(|&i| of(i).is_some()) {
+        return Ok(None);
+    }
+    let rows = indices
+        .iter()
+        .zip(emissions)
+        .map(|(&i, row)| match of(i) {
+            Some(allowed) => potentials.restrict(row, allowed),
+            None => Ok(row.clone()),
+        })
+        .collect::<std::result::Result<_, CrfError>>()?;
+    Ok(Some(rows))
+}
+
 /// Every predicted entity's confidence and whether it matches a gold entity exactly, for a
 /// reliability table ([`nertrain_data::calibration`]).
 pub fn entity_confidences<'a>(
@@ -710,12 +749,14 @@ impl Tagger {
     /// [`nertrain_data::Sentence::features`]; none for text) when the model reads feature
     /// columns; `documents` are consecutive ranges of them read together (one range per
     /// sentence, or none, for a sentence-level reading). A document-level model reads them in
-    /// pieces of at most its `max_tokens`.
+    /// pieces of at most its `max_tokens`. `allowed[i]`, where given, are the tags sentence `i`
+    /// may have (`[len * tags]`), as [`Decoder::decode_within`] reads them.
     pub(crate) fn predict<S: AsRef<str> + Sync>(
         &self,
         sentences: &[Vec<S>],
         features: &[&[Vec<String>]],
         documents: &[Range<usize>],
+        allowed: &[Option<Vec<bool>>],
         options: TagOptions,
     ) -> Result<Vec<Prediction>> {
         let needs_columns = || Error::NeedsColumns {
@@ -751,7 +792,8 @@ impl Tagger {
                     });
             }
         }
-        self.decoder().decode(&encoded, &pieces, options)
+        self.decoder()
+            .decode_within(&encoded, &pieces, allowed, options)
     }
 
     /// `documents` cut into the pieces the model reads.

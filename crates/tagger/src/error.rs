@@ -45,6 +45,19 @@ pub enum Error {
         /// What was given and what was expected.
         message: String,
     },
+    /// An entity forced on a text (an annotator's correction) that decoding cannot take: text
+    /// `text` of those given, from 0, characters `start..end`.
+    #[error("text {}: the entity forced at {start}..{end}: {message}", text + 1)]
+    Forced {
+        /// Which text, from 0.
+        text: usize,
+        /// Its first character, in code points.
+        start: usize,
+        /// One past its last.
+        end: usize,
+        /// What is wrong with it.
+        message: String,
+    },
     /// A backend this build does not have, asked for to load a model on.
     #[error(transparent)]
     Backend(#[from] nertrain_model::BackendError),

@@ -47,6 +47,7 @@
 mod decode;
 mod error;
 mod evaluate;
+mod forced;
 mod options;
 mod record;
 mod select;
@@ -80,7 +81,8 @@ pub use options::{
 };
 pub use record::{Alternative, Entity, Record, TokenProbabilities, html_page, record_size_bound};
 pub use select::{
-    BALD_SAMPLES, BudgetUnit, MAX_DIVERSITY, Selected, Selection, Strategy, doubtful_regions,
+    BALD_SAMPLES, BudgetUnit, DEFAULT_FLOOR, MAX_DIVERSITY, PoolDoubt, Regions, Selected,
+    Selection, Strategy, doubtful_regions,
 };
 pub use stream::TagStream;
 use threads::Threads;
@@ -483,8 +485,34 @@ impl Tagger {
                 message: format!("{} token lists for {} texts", tokens.len(), texts.len()),
             });
         }
+        self.tag_tokens_forced(texts, tokens, &[], options)
+    }
+
+    /// [`Self::tag_tokens`] with `forced[i]` (entities in code points of `texts[i]`, none
+    /// overlapping another; missing or empty: none) taken as given: each text is decoded by
+    /// the best path through them, and its confidences and marginals are conditioned on them.
+    /// An entity covers every word it touches; one that touches none, crosses a sentence end,
+    /// overlaps another or has a label the model lacks is an error ([`Error::Forced`]).
+    pub fn tag_tokens_forced<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        tokens: Vec<Vec<Token>>,
+        forced: &[Vec<nertrain_annotate::CharSpan>],
+        options: TagOptions,
+    ) -> Result<Vec<Tagged>> {
+        if tokens.len() != texts.len() || forced.len() > texts.len() {
+            return Err(Error::InvalidOption {
+                option: "tokens",
+                message: format!(
+                    "{} token lists and {} forced lists for {} texts",
+                    tokens.len(),
+                    forced.len(),
+                    texts.len()
+                ),
+            });
+        }
         let documents: Vec<Range<usize>> = (0..texts.len()).map(|i| i..i + 1).collect();
-        self.run(|| self.tag_tokenized(texts, tokens, &documents, options))
+        self.run(|| self.tag_tokenized(texts, tokens, &documents, forced, options))
     }
 
     /// Tags the sentences of a CoNLL file read with the model's columns
@@ -541,7 +569,7 @@ impl Tagger {
             .map(|s| s.features.as_slice())
             .collect();
         let documents = corpus.documents(usize::MAX);
-        self.run(|| self.predict(&words, &features, &documents, options))
+        self.run(|| self.predict(&words, &features, &documents, &[], options))
     }
 
     /// Tags `texts`, cutting them into words first.
@@ -561,20 +589,15 @@ impl Tagger {
                 })
             })
             .collect::<Result<_>>()?;
-        self.tag_tokenized(texts, tokens, documents, options)
+        self.tag_tokenized(texts, tokens, documents, &[], options)
     }
 
-    /// Tags `texts` cut into `tokens`, reading each of `documents` together.
-    fn tag_tokenized<S: AsRef<str> + Sync>(
-        &self,
-        texts: &[S],
-        tokens: Vec<Vec<Token>>,
-        documents: &[Range<usize>],
-        options: TagOptions,
-    ) -> Result<Vec<Tagged>> {
-        let pieces: Vec<Vec<Range<usize>>> = texts
+    /// Each text's pieces (token ranges of `tokens[i]`), as the model reads them: its sentences,
+    /// the long ones cut.
+    fn pieces<S: AsRef<str>>(&self, texts: &[S], tokens: &[Vec<Token>]) -> Vec<Vec<Range<usize>>> {
+        texts
             .iter()
-            .zip(&tokens)
+            .zip(tokens)
             .map(|(text, tokens)| {
                 self.tokenizer
                     .sentences(text.as_ref(), tokens)
@@ -582,7 +605,33 @@ impl Tagger {
                     .flat_map(|sentence| cut_long(tokens, sentence))
                     .collect()
             })
-            .collect();
+            .collect()
+    }
+
+    /// Whether [`Self::tag_tokens_forced`] can take `forced` on `texts` cut into `tokens`: an
+    /// [`Error::Forced`] naming the first entity it cannot, found without decoding.
+    pub fn check_forced<S: AsRef<str>>(
+        &self,
+        texts: &[S],
+        tokens: &[Vec<Token>],
+        forced: &[Vec<nertrain_annotate::CharSpan>],
+    ) -> Result<()> {
+        let pieces = self.pieces(texts, tokens);
+        let tags = self.vocab.tags.items();
+        forced::piece_masks(tokens, &pieces, forced, tags, self.meta.train_scheme).map(drop)
+    }
+
+    /// Tags `texts` cut into `tokens`, reading each of `documents` together, with `forced`
+    /// entities taken as given ([`Self::tag_tokens_forced`]).
+    fn tag_tokenized<S: AsRef<str> + Sync>(
+        &self,
+        texts: &[S],
+        tokens: Vec<Vec<Token>>,
+        documents: &[Range<usize>],
+        forced: &[Vec<nertrain_annotate::CharSpan>],
+        options: TagOptions,
+    ) -> Result<Vec<Tagged>> {
+        let pieces = self.pieces(texts, &tokens);
         // Each text's first piece; the documents of texts become documents of pieces.
         let mut first_piece = Vec::with_capacity(texts.len() + 1);
         first_piece.push(0);
@@ -605,8 +654,14 @@ impl Tagger {
                 })
             })
             .collect();
+        let allowed = if forced.iter().all(Vec::is_empty) {
+            Vec::new()
+        } else {
+            let tags = self.vocab.tags.items();
+            forced::piece_masks(&tokens, &pieces, forced, tags, self.meta.train_scheme)?
+        };
         let mut predictions = self
-            .predict(&words, &[], &piece_documents, options)?
+            .predict(&words, &[], &piece_documents, &allowed, options)?
             .into_iter();
         let scheme = self.meta.file_scheme;
         Ok(texts

@@ -176,12 +176,71 @@ pub struct Selection {
     /// the best-scored candidates are taken in turn by their place in the worth order (1 for
     /// the best, towards 0 for the last) less this times their greatest likeness to one taken.
     pub diversity: f64,
-    /// With a threshold (above 0, at most 1): only each chosen text's doubtful regions are to be
-    /// decided, the runs of tokens whose most probable tag has a marginal below it, widened to
-    /// the whole of each predicted entity they touch; a text without one is not chosen.
-    pub regions: Option<f64>,
+    /// With regions: only each chosen text's doubtful regions are to be decided, the runs of
+    /// tokens whose most probable tag has a marginal below a cut ([`Regions`] says which),
+    /// widened to the whole of each predicted entity they touch; a text without one is not
+    /// chosen.
+    pub regions: Option<Regions>,
     /// The seed of the random strategy and of BALD's dropout masks.
     pub seed: u64,
+}
+
+/// Where the doubtful regions of a text are cut: how sure the model may be of a token (its most
+/// probable tag's marginal) that is still to be decided.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Regions {
+    /// Every token below this threshold (above 0, at most 1). A model sure of everything it
+    /// still gets wrong leaves nothing below it, and a loop of rounds runs dry.
+    Below(f64),
+    /// Every token below this floor (above 0, at most 1), as with [`Regions::Below`]; and when
+    /// the pool holds fewer than the token budget below it, the cut rises to the pool's least
+    /// sure tokens until they fill the budget. A loop of rounds has something to decide while
+    /// the model is not wholly sure of a token.
+    Budget(f64),
+}
+
+/// The floor of `budget` alone ([`Regions::Budget`]): the threshold the loop of rounds did best
+/// with on CoNLL-2003 (docs/results).
+pub const DEFAULT_FLOOR: f64 = 0.99;
+
+impl Regions {
+    /// The threshold, or the floor.
+    pub fn threshold(self) -> f64 {
+        match self {
+            Regions::Below(t) | Regions::Budget(t) => t,
+        }
+    }
+}
+
+impl std::fmt::Display for Regions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Regions::Below(t) => write!(f, "{t}"),
+            Regions::Budget(t) if *t == DEFAULT_FLOOR => write!(f, "budget"),
+            Regions::Budget(t) => write!(f, "budget:{t}"),
+        }
+    }
+}
+
+impl std::str::FromStr for Regions {
+    type Err = String;
+
+    /// `0.99` (below a threshold), `budget` or `budget:0.9` (by the token budget, with a floor:
+    /// [`DEFAULT_FLOOR`] without one).
+    fn from_str(text: &str) -> std::result::Result<Self, String> {
+        let expected = "; expected a marginal above 0, at most 1 (0.99), `budget`, or `budget:` and \
+                        one (budget:0.9)";
+        let threshold = |t: &str| match t.parse::<f64>() {
+            Ok(t) if t > 0.0 && t <= 1.0 => Ok(t),
+            _ => Err(format!("{text:?}{expected}")),
+        };
+        match text.split_once(':') {
+            None if text == "budget" => Ok(Regions::Budget(DEFAULT_FLOOR)),
+            Some(("budget", floor)) => threshold(floor).map(Regions::Budget),
+            None => threshold(text).map(Regions::Below),
+            Some(_) => Err(format!("{text:?}{expected}")),
+        }
+    }
 }
 
 /// The most [`Selection::diversity`] may be: beyond it, worth no longer orders candidates.
@@ -248,6 +307,101 @@ struct Scores {
     cost: Vec<usize>,
     /// The best-scored texts' tagging and regions, by their place in the pool.
     kept: HashMap<usize, TaggedRegions>,
+    /// With regions, the certainty their tokens are below.
+    cut: Option<f64>,
+}
+
+/// How sure the model is of each token of `tagged`: its most probable tag's marginal.
+fn certainties(tagged: &Tagged) -> impl Iterator<Item = f64> + '_ {
+    tagged
+        .marginals
+        .iter()
+        .map(|row| row.iter().copied().fold(0.0, f64::max))
+}
+
+/// A pool's doubt, token by token (1 − certainty: in f32 so, the certainties close to 1 stay
+/// apart), text after text: what a [`Regions::Budget`] cut is found from once the whole pool is
+/// seen, by `select` and by a server that refreshes a project's predictions alike.
+#[derive(Debug, Clone, Default)]
+pub struct PoolDoubt {
+    tokens: Vec<f32>,
+    /// The place of each text's tokens in `tokens`.
+    texts: Vec<Range<usize>>,
+}
+
+impl PoolDoubt {
+    /// Adds the next text of the pool, tagged with marginals.
+    pub fn add(&mut self, tagged: &Tagged) {
+        let start = self.tokens.len();
+        let doubt = certainties(tagged).map(|c| (1.0 - c) as f32);
+        self.tokens.extend(doubt);
+        self.texts.push(start..self.tokens.len());
+    }
+
+    /// Texts added.
+    pub fn texts(&self) -> usize {
+        self.texts.len()
+    }
+
+    /// The certainty a token must be below to be decided when `regions` cuts a pool with a
+    /// budget of `budget` tokens: a threshold as it is; a floor while the pool holds the budget
+    /// below it, or else the certainty below which it holds the budget (1 when it holds no
+    /// more).
+    pub fn cut(&self, regions: Regions, budget: usize) -> f64 {
+        match regions {
+            Regions::Below(threshold) => threshold,
+            // On a copy: finding the cut reorders it.
+            Regions::Budget(floor) => budget_cut(&mut self.tokens.clone(), budget, floor),
+        }
+    }
+
+    /// The texts' regions under the cut `at` and their cost: exact for the texts `kept`, their
+    /// tokens below it (before widening to entities) for the rest; a text without one is out.
+    fn cut_regions(
+        self,
+        at: f64,
+        worth: &mut [f64],
+        cost: &mut [usize],
+        kept: &mut HashMap<usize, TaggedRegions>,
+    ) {
+        for (i, range) in self.texts.into_iter().enumerate() {
+            let below = match kept.get_mut(&i) {
+                Some((tagged, regions)) => {
+                    *regions = doubtful_regions(tagged, at);
+                    regions.iter().map(ExactSizeIterator::len).sum()
+                }
+                None => self.tokens[range]
+                    .iter()
+                    .filter(|&&d| 1.0 - f64::from(d) < at)
+                    .count(),
+            };
+            cost[i] = below;
+            if below == 0 {
+                worth[i] = f64::NEG_INFINITY;
+            }
+        }
+        kept.retain(|&i, _| worth[i].is_finite());
+    }
+}
+
+/// The cut of [`Regions::Budget`]: `floor` while the pool holds `budget` tokens below it;
+/// otherwise the certainty below which it holds `budget` tokens (1 when it holds no more).
+/// `doubt` is each of the pool's tokens' 1 − certainty (kept so, in f32, to tell apart the
+/// certainties close to 1), in any order.
+fn budget_cut(doubt: &mut [f32], budget: usize, floor: f64) -> f64 {
+    let below_floor = doubt
+        .iter()
+        .filter(|&&d| 1.0 - f64::from(d) < floor)
+        .count();
+    if below_floor >= budget {
+        return floor;
+    }
+    if doubt.len() <= budget {
+        return 1.0;
+    }
+    // Most doubtful first: `budget` tokens lie before the one found.
+    let (_, &mut nth, _) = doubt.select_nth_unstable_by(budget, |a, b| b.total_cmp(a));
+    (1.0 - f64::from(nth)).min(1.0)
 }
 
 impl Tagger {
@@ -259,35 +413,7 @@ impl Tagger {
         texts: &[S],
         selection: &Selection,
     ) -> Result<Vec<Selected>> {
-        let invalid = |option, message: String| Err(Error::InvalidOption { option, message });
-        if !(0.0..=1.0).contains(&selection.max_similarity) {
-            return invalid(
-                "max_similarity",
-                format!("{}; expected 0 to 1", selection.max_similarity),
-            );
-        }
-        if !(0.0..=MAX_DIVERSITY).contains(&selection.diversity) {
-            return invalid(
-                "diversity",
-                format!("{}; expected 0 to {MAX_DIVERSITY}", selection.diversity),
-            );
-        }
-        if let Some(threshold) = selection.regions
-            && !(threshold > 0.0 && threshold <= 1.0)
-        {
-            return invalid(
-                "regions",
-                format!("{threshold}; expected a marginal above 0, at most 1"),
-            );
-        }
-        if selection.strategy == Strategy::Bald && self.network().dropout.prob == 0.0 {
-            return invalid(
-                "strategy",
-                "bald: the model was trained without dropout (model.dropout = 0), so passes \
-                 with dropout on all agree; choose another strategy"
-                    .into(),
-            );
-        }
+        self.check_selection(selection)?;
         // The best-scored texts' tagging is kept from scoring, so that those chosen are not
         // decoded again; a few more than the budget, for those passed over. Each text chosen
         // costs at least one unit of the budget.
@@ -296,6 +422,7 @@ impl Tagger {
             worth,
             cost,
             mut kept,
+            cut,
         } = self.scored(texts, selection, keep)?;
         let mut order: Vec<usize> = (0..texts.len()).filter(|&i| worth[i].is_finite()).collect();
         order.sort_by(|&a, &b| ranked(&worth, a, b));
@@ -323,9 +450,7 @@ impl Tagger {
             })?;
             let tagged = self.tag(&missing_texts, Layout::Texts, options)?;
             for (i, tagged) in missing.into_iter().zip(tagged) {
-                let regions = selection
-                    .regions
-                    .map_or_else(Vec::new, |threshold| doubtful_regions(&tagged, threshold));
+                let regions = cut.map_or_else(Vec::new, |cut| doubtful_regions(&tagged, cut));
                 kept.insert(i, (tagged, regions));
             }
         }
@@ -348,6 +473,50 @@ impl Tagger {
                 })
             })
             .collect())
+    }
+
+    /// Whether `selection` is one this model can choose by: its settings in their ranges.
+    fn check_selection(&self, selection: &Selection) -> Result<()> {
+        let invalid = |option, message: String| Err(Error::InvalidOption { option, message });
+        if !(0.0..=1.0).contains(&selection.max_similarity) {
+            return invalid(
+                "max_similarity",
+                format!("{}; expected 0 to 1", selection.max_similarity),
+            );
+        }
+        if !(0.0..=MAX_DIVERSITY).contains(&selection.diversity) {
+            return invalid(
+                "diversity",
+                format!("{}; expected 0 to {MAX_DIVERSITY}", selection.diversity),
+            );
+        }
+        if let Some(regions) = selection.regions {
+            let threshold = regions.threshold();
+            if !(threshold > 0.0 && threshold <= 1.0) {
+                return invalid(
+                    "regions",
+                    format!("{threshold}; expected a marginal above 0, at most 1"),
+                );
+            }
+            if matches!(regions, Regions::Budget(_)) && selection.unit != BudgetUnit::Tokens {
+                return invalid(
+                    "regions",
+                    format!(
+                        "{regions}: cuts regions by a budget of tokens; count the budget in \
+                         tokens"
+                    ),
+                );
+            }
+        }
+        if selection.strategy == Strategy::Bald && self.network().dropout.prob == 0.0 {
+            return invalid(
+                "strategy",
+                "bald: the model was trained without dropout (model.dropout = 0), so passes \
+                 with dropout on all agree; choose another strategy"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 
     /// Each text's worth of labelling under `strategy`, higher first (−∞ for a text without
@@ -407,14 +576,19 @@ impl Tagger {
                     cost: vec![1; texts.len()],
                     worth: random_worth,
                     kept: HashMap::new(),
+                    cut: None,
                 });
             }
         }
         let options = self.options_with(self.scoring_settings(selection))?;
         let begins = self.begins();
+        let floor = selection.regions.map(Regions::threshold);
+        // By budget the cut is known once the whole pool is seen.
+        let by_budget = matches!(selection.regions, Some(Regions::Budget(_)));
         let mut worth = Vec::with_capacity(texts.len());
         let mut cost = Vec::with_capacity(texts.len());
         let mut kept: Vec<(usize, TaggedRegions)> = Vec::new();
+        let mut doubt = PoolDoubt::default();
         let pool = texts.iter().map(|text| Ok(text.as_ref()));
         for tagged in self.tag_stream(pool, Layout::Texts, options) {
             for tagged in tagged? {
@@ -424,16 +598,18 @@ impl Tagger {
                 } else {
                     score_of(&tagged, strategy, &begins)
                 };
-                let regions = selection
-                    .regions
-                    .map_or_else(Vec::new, |threshold| doubtful_regions(&tagged, threshold));
-                if selection.regions.is_some() && regions.is_empty() {
+                let regions = floor.map_or_else(Vec::new, |t| doubtful_regions(&tagged, t));
+                // By budget the cut may rise above the floor: a text is out once it is known.
+                if floor.is_some() && regions.is_empty() && !by_budget {
                     score = f64::NEG_INFINITY;
+                }
+                if by_budget {
+                    doubt.add(&tagged);
                 }
                 worth.push(score);
                 cost.push(match selection.unit {
                     BudgetUnit::Texts => 1,
-                    BudgetUnit::Tokens if selection.regions.is_some() => {
+                    BudgetUnit::Tokens if floor.is_some() => {
                         regions.iter().map(ExactSizeIterator::len).sum()
                     }
                     BudgetUnit::Tokens => tagged.tokens.len(),
@@ -449,10 +625,18 @@ impl Tagger {
         }
         kept.sort_by(|a, b| ranked(&worth, a.0, b.0));
         kept.truncate(keep);
+        let mut kept: HashMap<usize, TaggedRegions> = kept.into_iter().collect();
+        let mut cut = floor;
+        if let (true, Some(regions)) = (by_budget, selection.regions) {
+            let at = doubt.cut(regions, selection.budget);
+            cut = Some(at);
+            doubt.cut_regions(at, &mut worth, &mut cost, &mut kept);
+        }
         Ok(Scores {
             worth,
             cost,
-            kept: kept.into_iter().collect(),
+            kept,
+            cut,
         })
     }
 }
@@ -532,11 +716,7 @@ fn score_of(tagged: &Tagged, strategy: Strategy, begins: &[bool]) -> f64 {
 /// probability is below it), so that an annotator decides whole entities; in order. `tagged`
 /// must carry marginals.
 pub fn doubtful_regions(tagged: &Tagged, threshold: f64) -> Vec<Range<usize>> {
-    let mut doubtful: Vec<bool> = tagged
-        .marginals
-        .iter()
-        .map(|row| row.iter().copied().fold(0.0, f64::max) < threshold)
-        .collect();
+    let mut doubtful: Vec<bool> = certainties(tagged).map(|c| c < threshold).collect();
     doubtful.resize(tagged.tokens.len(), false);
     for entity in &tagged.entities {
         let tokens = entity.tokens.clone();
@@ -1036,7 +1216,8 @@ mod tests {
             .iter()
             .map(|t| tagger.tokenize(t).unwrap().len())
             .collect();
-        for (budget, regions) in [(30, None), (15, None), (6, Some(0.99)), (40, Some(0.9))] {
+        let below = |t| Some(Regions::Below(t));
+        for (budget, regions) in [(30, None), (15, None), (6, below(0.99)), (40, below(0.9))] {
             let selection = Selection {
                 budget,
                 unit: BudgetUnit::Tokens,
@@ -1062,6 +1243,103 @@ mod tests {
                 .filter(|&i| regions.is_none() && tokens[i] <= left);
             assert_eq!(passed_over.count(), 0, "budget {budget}");
         }
+    }
+
+    #[test]
+    fn regions_are_spelled_as_they_parse() {
+        for (text, regions) in [
+            ("0.99", Regions::Below(0.99)),
+            ("budget", Regions::Budget(DEFAULT_FLOOR)),
+            ("budget:0.999", Regions::Budget(0.999)),
+        ] {
+            assert_eq!(text.parse::<Regions>(), Ok(regions));
+            assert_eq!(regions.to_string(), text);
+        }
+        for bad in ["0", "1.5", "budget:0", "budgets", "lowest:0.9", ""] {
+            let error = bad.parse::<Regions>().unwrap_err();
+            assert!(error.contains("budget:0.9"), "{error}");
+        }
+    }
+
+    #[test]
+    fn the_budget_cut_is_the_floor_until_the_pool_runs_short_of_it() {
+        let doubt = |certainties: &[f64]| -> Vec<f32> {
+            certainties.iter().map(|c| (1.0 - c) as f32).collect()
+        };
+        // Three tokens below 0.99: a budget of three takes the floor.
+        let pool = [0.5, 0.9, 0.95, 0.999, 0.9999, 1.0];
+        assert_eq!(budget_cut(&mut doubt(&pool), 3, 0.99), 0.99);
+        // A budget of four rises to the fourth least sure token's certainty (taking 0.999).
+        let cut = budget_cut(&mut doubt(&pool), 4, 0.99);
+        assert!(cut > 0.999 && (cut - 0.9999).abs() < 1e-6, "{cut}");
+        // Certainties a hair below 1 stay apart.
+        let close = [0.999_999_9, 0.999_999_99, 1.0];
+        let cut = budget_cut(&mut doubt(&close), 1, 0.99);
+        assert!(cut > 0.999_999_9 && cut < 1.0, "{cut}");
+        // A budget beyond the pool: everything not wholly sure.
+        assert_eq!(budget_cut(&mut doubt(&pool), 10, 0.99), 1.0);
+    }
+
+    #[test]
+    fn regions_by_budget_take_the_least_sure_tokens_and_do_not_run_dry() {
+        let tagger = fixture();
+        let options = tagger
+            .options_with(TagSettings {
+                marginals: true,
+                confidence: true,
+                ..TagSettings::default()
+            })
+            .unwrap();
+        let tagged = tagger.tag(&POOL, Layout::Texts, options).unwrap();
+        let mut sure: Vec<f64> = tagged.iter().flat_map(certainties).collect();
+        sure.sort_by(f64::total_cmp);
+        // Nothing is doubtful below the least sure token or entity.
+        let entities = tagged.iter().flat_map(|t| &t.entities);
+        let least = entities
+            .filter_map(|e| e.confidence)
+            .fold(sure[0], f64::min);
+        let select = |budget, regions| {
+            let selection = Selection {
+                strategy: Strategy::Mnlp,
+                budget,
+                unit: BudgetUnit::Tokens,
+                regions: Some(regions),
+                ..Selection::default()
+            };
+            tagger.select(&POOL, &selection).unwrap()
+        };
+        // A threshold under every token leaves nothing to decide; the budget still finds the
+        // least sure tokens.
+        assert!(select(8, Regions::Below(least)).is_empty());
+        let chosen = select(8, Regions::Budget(least));
+        let cost: usize = chosen.iter().map(Selected::cost).sum();
+        assert!(cost > 0 && cost <= 8, "{cost}");
+        // Each region holds one of the pool's 9 least sure tokens (the cut is the ninth's
+        // certainty, as an f32 of its doubt), or is an entity less sure than that.
+        let cut = sure[8] + 1e-6;
+        for selected in &chosen {
+            let own: Vec<f64> = certainties(&tagged[selected.index]).collect();
+            let unsure_entity = |region: &Range<usize>| {
+                let mut entities = tagged[selected.index].entities.iter();
+                entities.any(|e| e.tokens == *region && e.confidence.is_some_and(|c| c < cut))
+            };
+            for region in &selected.regions {
+                let below = own[region.clone()].iter().any(|&c| c < cut);
+                assert!(below || unsure_entity(region), "{region:?}: {own:?}");
+            }
+        }
+        // A floor under which the pool holds the budget: the threshold's regions, exactly.
+        let floor = Regions::Budget(sure[20]);
+        let as_threshold = select(8, Regions::Below(sure[20]));
+        assert_eq!(select(8, floor), as_threshold);
+        assert!(!as_threshold.is_empty());
+        // Counting texts, a budget of tokens cannot cut regions.
+        let selection = Selection {
+            regions: Some(Regions::Budget(DEFAULT_FLOOR)),
+            ..Selection::default()
+        };
+        let error = tagger.select(&POOL, &selection).unwrap_err().to_string();
+        assert!(error.contains("tokens"), "{error}");
     }
 
     #[test]

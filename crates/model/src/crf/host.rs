@@ -89,6 +89,30 @@ pub(super) fn partial_nll(p: &Tables, row: Row, allowed: &[bool]) -> f64 {
     ForwardBackward::new(p, row).log_z - ForwardBackward::new(p, restricted).log_z
 }
 
+/// The first token no path of finite score reaches (a path's score counts the end scores at
+/// the last token), if any: where restricted emissions leave no path.
+pub(super) fn first_unreachable(p: &Tables, row: Row) -> Option<usize> {
+    let (k, emissions) = (p.k, row.values);
+    let mut alpha: Vec<f64> = (0..k).map(|j| p.start[j] + emissions[j]).collect();
+    let finite = |alpha: &[f64]| alpha.iter().any(|a| a.is_finite());
+    if !finite(&alpha) {
+        return Some(0);
+    }
+    for t in 1..row.len {
+        alpha = (0..k)
+            .map(|j| {
+                let incoming = (0..k).map(|i| alpha[i] + p.transitions[i * k + j]);
+                log_sum_exp(incoming) + emissions[t * k + j]
+            })
+            .collect();
+        if !finite(&alpha) {
+            return Some(t);
+        }
+    }
+    let ends = (0..k).map(|j| alpha[j] + p.end[j]);
+    (!log_sum_exp(ends).is_finite()).then(|| row.len - 1)
+}
+
 /// Forward and backward log-scores of one sentence, `[t * k + tag]`.
 #[derive(Debug, Clone)]
 pub struct ForwardBackward<'a> {

@@ -92,6 +92,12 @@ pub enum CrfError {
     /// An n-best list of no paths.
     #[error("an n-best list needs n >= 1")]
     NoPaths,
+    /// Tags allowed per token that no path goes through (a token allowed no tag).
+    #[error("no path goes through the tags allowed (token {token} of the sentence at the latest)")]
+    NoAllowedPath {
+        /// The first token, from 0, that no allowed path reaches.
+        token: usize,
+    },
 }
 
 /// The CRF's size.
@@ -451,6 +457,29 @@ impl Potentials {
             path,
         )?;
         Ok(host::path_score(self.host(), row, path))
+    }
+
+    /// One sentence's emissions (`[len * k]`) with the tags `allowed` (`[len * k]`, whether
+    /// each token may carry each tag) alone possible: the others score −∞, so that
+    /// [`Self::row_viterbi`] of them is the best path through allowed tags and their
+    /// [`Self::forward_backward`] gives marginals and probabilities conditioned on the path
+    /// going through them (an annotator's corrections, forced). An error when no path does.
+    pub fn restrict(&self, emissions: &[f64], allowed: &[bool]) -> Result<Vec<f64>, CrfError> {
+        let shape = ("allowed tags", vec![allowed.len()], vec![emissions.len()]);
+        self.row(emissions, Some(shape), &[])?;
+        let restricted: Vec<f64> = emissions
+            .iter()
+            .zip(allowed)
+            .map(|(&e, &ok)| if ok { e } else { f64::NEG_INFINITY })
+            .collect();
+        let row = Row {
+            values: &restricted,
+            len: restricted.len() / self.num_tags(),
+        };
+        if let Some(token) = host::first_unreachable(self.host(), row) {
+            return Err(CrfError::NoAllowedPath { token });
+        }
+        Ok(restricted)
     }
 
     /// Negative log-likelihood of one sentence's partial labels (`allowed`: `[len * k]`,
