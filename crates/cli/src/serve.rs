@@ -9,9 +9,11 @@ use std::time::Duration;
 use burn::tensor::Device;
 use clap::Args;
 use nertrain_serve::auth::{Auth, Credentials, Guarded};
-use nertrain_serve::studio::{Connection, LearnSettings, StudioEvent, StudioOptions};
+use nertrain_serve::studio::{
+    Connection, LearnSettings, RefreshSettings, StudioEvent, StudioOptions,
+};
 use nertrain_serve::{LogLine, Logger, RequestLog, ServeOptions};
-use nertrain_tagger::{Strategy, Tagger};
+use nertrain_tagger::{Regions, Strategy, Tagger};
 
 use crate::Result;
 
@@ -65,6 +67,25 @@ pub struct ServeArgs {
     /// prediction score (the model's certainty: lowest first is most worth labelling).
     #[arg(long, default_value = "margin", value_parser = parse_strategy)]
     task_score: Strategy,
+    /// As Label Studio's ML backend, for a project whose labeling config has a `check`
+    /// control beside the entity labels: where each task's regions to decide are cut, as
+    /// `select --regions` cuts them. A threshold (`0.99`), or `budget[:FLOOR]` (the floor
+    /// 0.99 without one): a task's tokens below the floor, or the cut that the tasks not yet
+    /// annotated need to hold --region-budget tokens when they hold fewer below it.
+    #[arg(long, default_value = "budget", value_parser = parse_regions)]
+    regions: Regions,
+    /// With `--regions budget`: the tokens to decide that the regions of the tasks not yet
+    /// annotated should hold (about what annotators decide between two versions).
+    #[arg(long, default_value_t = 2000, value_parser = crate::count(1, 100_000_000))]
+    region_budget: usize,
+    /// When a version is served, Label Studio's tasks without an annotation get its
+    /// predictions (and the project its model version), read and posted this many tasks a
+    /// request.
+    #[arg(long, default_value_t = 100, value_parser = crate::count(1, 10_000))]
+    refresh_page: usize,
+    /// Requests a second at most to Label Studio while refreshing its predictions.
+    #[arg(long, default_value_t = 5.0, value_parser = per_second)]
+    refresh_rate: f64,
     /// Learn from the Label Studio project's annotations into versions DIR/v1, DIR/v2, ...,
     /// serving each that does no worse on held-out tasks; a restart serves the newest
     /// accepted. Label Studio's address and key come from LABEL_STUDIO_URL and
@@ -106,6 +127,19 @@ pub struct ServeArgs {
     /// Ask every route but /health for the credentials: /tag, /model and the page too.
     #[arg(long)]
     auth_all: bool,
+}
+
+fn per_second(value: &str) -> std::result::Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(v) if (0.01..=1000.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "expected requests a second, 0.01 to 1000, found {value:?}"
+        )),
+    }
+}
+
+fn parse_regions(value: &str) -> std::result::Result<Regions, String> {
+    value.parse()
 }
 
 fn parse_strategy(name: &str) -> std::result::Result<Strategy, String> {
@@ -209,6 +243,7 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
         studio: StudioOptions {
             strategy: args.task_score,
+            regions: args.regions,
             train_into: args.train_into.clone(),
             connection,
             learn: LearnSettings {
@@ -224,6 +259,13 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
                 keep_versions: args.keep_versions,
                 max_export_bytes: args.max_export as u64,
                 label_margin: args.label_margin,
+                base_model: args.model.clone(),
+                refresh: RefreshSettings {
+                    page_size: args.refresh_page,
+                    per_second: args.refresh_rate,
+                    budget: args.region_budget,
+                    ..RefreshSettings::default()
+                },
             },
         },
         auth,
@@ -292,6 +334,18 @@ fn studio_line(event: &StudioEvent) -> String {
             record.seconds
         ),
         StudioEvent::Failed { message } => format!("learning failed: {message}"),
+        StudioEvent::Switched { name, id } => format!("serving {name} ({id}), chosen by hand"),
+        StudioEvent::Refreshed(status) => format!(
+            "Label Studio in step: project {}'s {} tasks without an annotation have version {}'s \
+             predictions ({} annotated, {} unreadable; regions below {:.6}; {:.1} s)",
+            status.project,
+            status.predicted,
+            status.version,
+            status.annotated,
+            status.unreadable,
+            status.cut.unwrap_or(f64::NAN),
+            status.seconds
+        ),
     }
 }
 

@@ -1,7 +1,8 @@
 //! Who may use the routes that start work or change what is served: HTTP Basic credentials, as
 //! Label Studio sends them to an ML backend whose authentication is `BASIC_AUTH`, compared in
-//! constant time. `/setup`, `/predict`, `/webhook` and `/versions` always ask for them when the
-//! server has credentials; with [`Guarded::Every`] every route but `/health` does.
+//! constant time. `/setup`, `/predict`, `/webhook` and `/versions` (with `/versions/NAME/serve`,
+//! which changes the version served) always ask for them when the server has credentials; with
+//! [`Guarded::Every`] every route but `/health` does.
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
@@ -111,7 +112,7 @@ pub struct Auth {
 impl Auth {
     fn guards(&self, path: &str) -> bool {
         match self.guarded {
-            Guarded::Studio => STUDIO_ROUTES.contains(&path),
+            Guarded::Studio => STUDIO_ROUTES.contains(&path) || path.starts_with("/versions/"),
             Guarded::Every => path != "/health",
         }
     }
@@ -209,6 +210,7 @@ mod tests {
         };
         assert!(studio.guards("/setup") && studio.guards("/webhook"));
         assert!(studio.guards("/predict") && studio.guards("/versions"));
+        assert!(studio.guards("/versions/v2/serve") && studio.guards("/versions/base/serve"));
         assert!(!studio.guards("/tag") && !studio.guards("/"));
         let every = Auth {
             credentials,

@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
+use nertrain_annotate::CharSpan;
 use nertrain_tagger::{Layout, TagOptions, Tagged, Tagger, Token, lock};
 use tokio::sync::oneshot;
 
@@ -59,6 +60,7 @@ struct Job {
     tokens: Vec<Vec<Token>>,
     options: TagOptions,
     words: usize,
+    forced: Vec<Vec<CharSpan>>,
     reply: Box<dyn Reply>,
 }
 
@@ -72,6 +74,9 @@ pub(crate) struct Request {
     /// Words in all.
     pub words: usize,
     pub options: TagOptions,
+    /// Entities forced on each text (an annotator's corrections; empty: none), as
+    /// [`Tagger::tag_tokens_forced`] takes them. A request with some is tagged alone.
+    pub forced: Vec<Vec<CharSpan>>,
 }
 
 /// Whether a request was queued.
@@ -124,6 +129,7 @@ impl Batcher {
             tokens,
             words,
             options,
+            forced,
         } = request;
         let count = texts.len();
         let before = self.queued.fetch_add(count, Ordering::SeqCst);
@@ -141,6 +147,7 @@ impl Batcher {
             texts,
             tokens,
             options,
+            forced,
             reply: Box::new(Typed { sender, answer }),
         };
         let sender = lock(&self.sender);
@@ -189,9 +196,16 @@ fn run(receiver: &mpsc::Receiver<Job>, options: &ServeOptions, queued: &AtomicUs
         while !jobs.is_empty() {
             let options = jobs[0].options;
             let tagger = jobs[0].tagger.clone();
-            let (group, rest): (Vec<Job>, Vec<Job>) = jobs
-                .into_iter()
-                .partition(|job| job.options == options && Arc::ptr_eq(&job.tagger, &tagger));
+            let (group, rest): (Vec<Job>, Vec<Job>) = if jobs[0].forced.is_empty() {
+                jobs.into_iter().partition(|job| {
+                    job.options == options
+                        && Arc::ptr_eq(&job.tagger, &tagger)
+                        && job.forced.is_empty()
+                })
+            } else {
+                let rest = jobs.split_off(1);
+                (jobs, rest)
+            };
             jobs = rest;
             tag_group(group, &tagger, options);
         }
@@ -205,7 +219,7 @@ fn tag_group(mut group: Vec<Job>, tagger: &Tagger, options: TagOptions) {
     if let [job] = group.as_mut_slice() {
         let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
         let tokens = Some(std::mem::take(&mut job.tokens));
-        let tagged = tag_texts(&texts, tokens, tagger, options);
+        let tagged = tag_texts(&texts, tokens, &job.forced, tagger, options);
         group.remove(0).reply.send(tagged, tagger);
         return;
     }
@@ -217,7 +231,7 @@ fn tag_group(mut group: Vec<Job>, tagger: &Tagger, options: TagOptions) {
         .iter()
         .flat_map(|job| job.texts.iter().map(String::as_str))
         .collect();
-    if let Ok(mut tagged) = tag_texts(&texts, Some(tokens), tagger, options) {
+    if let Ok(mut tagged) = tag_texts(&texts, Some(tokens), &[], tagger, options) {
         for job in group.into_iter().rev() {
             let mine = tagged.split_off(tagged.len() - job.texts.len());
             job.reply.send(Ok(mine), tagger);
@@ -226,16 +240,17 @@ fn tag_group(mut group: Vec<Job>, tagger: &Tagger, options: TagOptions) {
     }
     for job in group {
         let texts: Vec<&str> = job.texts.iter().map(String::as_str).collect();
-        let tagged = tag_texts(&texts, None, tagger, options);
+        let tagged = tag_texts(&texts, None, &[], tagger, options);
         job.reply.send(tagged, tagger);
     }
 }
 
-/// Tags `texts` on the tagger's threads, from their `tokens` when given, or says why tagging
-/// failed (a panic included).
+/// Tags `texts` on the tagger's threads, from their `tokens` when given (with `forced`
+/// entities, which need them), or says why tagging failed (a panic included).
 fn tag_texts(
     texts: &[&str],
     tokens: Option<Vec<Vec<Token>>>,
+    forced: &[Vec<CharSpan>],
     tagger: &Tagger,
     options: TagOptions,
 ) -> Result<Vec<Tagged>, String> {
@@ -256,7 +271,7 @@ fn tag_texts(
             panic!("failpoint serve-panic");
         }
         match tokens {
-            Some(tokens) => tagger.tag_tokens(texts, tokens, options),
+            Some(tokens) => tagger.tag_tokens_forced(texts, tokens, forced, options),
             None => tagger.tag(texts, Layout::Texts, options),
         }
         .map_err(|error| error.to_string())

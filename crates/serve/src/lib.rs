@@ -251,6 +251,7 @@ fn router(state: Arc<AppState>, log: Logger) -> Router {
         .route("/predict", post(studio::predict))
         .route("/webhook", post(studio::webhook))
         .route("/versions", get(studio::versions))
+        .route("/versions/{name}/serve", post(studio::serve_version))
         .fallback(|| async { ServeError::new(StatusCode::NOT_FOUND, "no such path; see GET /") })
         .method_not_allowed_fallback(|| async {
             ServeError::new(StatusCode::METHOD_NOT_ALLOWED, "method not allowed here")

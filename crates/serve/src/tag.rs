@@ -69,6 +69,7 @@ pub(crate) async fn tag(
         tokens,
         words: cost.tokens,
         options: tag_options,
+        forced: Vec::new(),
     };
     drop(version);
     // One piece: its answer is serialised where it is made, on the batching thread.

@@ -60,12 +60,12 @@ struct LabelsValue {
 /// The spans of Label Studio regions over `text`, each region's `text` checked against the
 /// characters at its offsets (code points, or UTF-16 units where only they fit: realigned and
 /// counted); an error names a region with other than one label, or whose text is at neither.
-fn region_spans(
+fn region_spans<E>(
     text: &str,
     regions: Vec<LabelsValue>,
     tally: &mut Tally,
-    at: &dyn Fn(String) -> DataError,
-) -> Result<Vec<CharSpan>, DataError> {
+    at: &dyn Fn(String) -> E,
+) -> Result<Vec<CharSpan>, E> {
     let mut chars: Option<Vec<char>> = None;
     let mut utf16: Option<Utf16Offsets> = None;
     let mut spans = Vec::with_capacity(regions.len());
@@ -301,6 +301,50 @@ struct AnnotationResult {
     value: Option<Box<RawValue>>,
 }
 
+/// What Label Studio sends with an interactive pre-annotation (`params.context` of a
+/// `/predict`): the results an annotator has drawn on the task so far.
+#[derive(Debug, Default, Deserialize)]
+pub struct Context {
+    #[serde(default)]
+    result: Vec<AnnotationResult>,
+}
+
+impl Context {
+    /// Whether it holds no result.
+    pub fn is_empty(&self) -> bool {
+        self.result.is_empty()
+    }
+
+    /// The entities drawn by `targets`' controls (entity controls on one `<Text>`, whose text is
+    /// `text`), checked as an export's regions are; the [`CHECK`] control's regions and results
+    /// of other kinds are left out. An error names the result (`context.result[i]`).
+    pub fn spans_on(&self, targets: &[&Target], text: &str) -> Result<Vec<CharSpan>, String> {
+        let mut spans = Vec::new();
+        for (i, result) in self.result.iter().enumerate() {
+            let at = |message: String| format!("context.result[{i}]: {message}");
+            let ours = targets.iter().any(|t| {
+                result.from_name.as_deref() == Some(t.from_name.as_str())
+                    && result.to_name.as_deref() == Some(t.to_name.as_str())
+            });
+            if !ours || result.kind.as_deref() != Some("labels") {
+                continue;
+            }
+            let Some(value) = &result.value else {
+                return Err(at("a `labels` result without a value".into()));
+            };
+            let region: LabelsValue = serde_json::from_str(value.get())
+                .map_err(|e| at(format!("a `labels` result: {e}")))?;
+            spans.extend(region_spans(
+                text,
+                vec![region],
+                &mut Tally::default(),
+                &at,
+            )?);
+        }
+        Ok(spans)
+    }
+}
+
 impl Task {
     /// The task's text for `target`: `data[target.data_key]`, or an error naming the field
     /// (`tasks[{index}].data.{key}`, as a request gives them).
@@ -455,6 +499,11 @@ fn task_text(data: &HashMap<String, Value>) -> Result<(&str, String), String> {
 /// to be decided in, `known`), and its annotations only the results on the target's object.
 /// The importer then reads the text the project labels whatever else a task's data holds
 /// (metadata, other texts), which it cannot tell apart without the project's labeling config.
+///
+/// A task without `known` whose annotations mark regions of the [`CHECK`] control (an ML
+/// backend's prediction with regions to decide, submitted) was decided there alone: it is given
+/// an empty `known`, so that those regions are read as the parts decided, and the rest (but the
+/// entities) as unknown.
 pub fn narrow_tasks(tasks: &[Task], target: &Target) -> Result<Vec<u8>, String> {
     let data_key = &target.data_key;
     let mut narrowed = Vec::with_capacity(tasks.len());
@@ -472,6 +521,12 @@ pub fn narrow_tasks(tasks: &[Task], target: &Target) -> Result<Vec<u8>, String> 
         // The regions a task was to be decided in (`select --regions`) go with its text.
         if let Some(known) = task.data.get(KNOWN) {
             data.insert(KNOWN.into(), known.clone());
+        } else if task.annotations.iter().any(|a| {
+            a.result
+                .iter()
+                .any(|r| r.from_name.as_deref() == Some(CHECK))
+        }) {
+            data.insert(KNOWN.into(), Value::Array(Vec::new()));
         }
         let mut annotations = task.annotations.clone();
         for annotation in &mut annotations {
@@ -532,9 +587,9 @@ impl Region {
         }
     }
 
-    /// The region `start..end` of `text` to decide, as a region named `id` of the [`CHECK`]
-    /// control on `to_name`.
-    fn check(text: &str, (start, end): (usize, usize), id: String, to_name: &str) -> Self {
+    /// The region `start..end` of `text` (code points) to decide, as a region named `id` of
+    /// the [`CHECK`] control on `to_name`.
+    pub fn check(text: &str, (start, end): (usize, usize), id: String, to_name: &str) -> Self {
         Self {
             id,
             from_name: CHECK.to_string(),
@@ -894,6 +949,18 @@ mod tests {
                 })
                 .collect::<Vec<_>>()
         );
+        // Submitted from a backend's prediction (no data.known), narrowed for learning: decided
+        // in its check regions alone.
+        let live = region_tasks(false, |result| result.clone());
+        let tasks: Vec<Task> = serde_json::from_str(&live).unwrap();
+        let narrowed = narrow_tasks(&tasks, &Target::default_ner()).unwrap();
+        let narrowed = read_written(
+            "ls-regions-live",
+            "e.json",
+            std::str::from_utf8(&narrowed).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(narrowed.texts[0].known, Some(vec![(16, 23)]));
         // JSON-MIN: the control's key and the data's, flattened.
         let min = r#"[{"id": 1, "text": "Anna met Bob today", "known": [[9, 12]], "annotation_id": 2,
             "label": [{"start": 0, "end": 4, "text": "Anna", "labels": ["PER"]}],

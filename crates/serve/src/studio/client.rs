@@ -1,9 +1,12 @@
-//! Label Studio's REST API, as much of it as learning needs: a project's annotated tasks.
+//! Label Studio's REST API, as much of it as learning needs: a project's labeling config and
+//! annotated tasks; and to keep the project in step with the served version, its tasks page by
+//! page, predictions imported, and the project's model version set.
 
 use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
+use nertrain_annotate::label_studio::{Prediction, Task};
 use serde::{Deserialize, Serialize};
 
 /// Label Studio's origin and an API key: a legacy token, or a personal access token (a JWT
@@ -40,6 +43,40 @@ struct Access {
 struct ProjectAnswer {
     label_config: String,
 }
+
+/// A page of a project's tasks, as the Data Manager lists them (oldest first).
+#[derive(Debug, Deserialize)]
+pub(crate) struct TasksPage {
+    /// The project's tasks in all.
+    pub total: usize,
+    pub tasks: Vec<ListedTask>,
+}
+
+/// A task as the Data Manager lists it: the task, and how many annotations it has.
+#[derive(Debug, Deserialize)]
+pub(crate) struct ListedTask {
+    #[serde(flatten)]
+    pub task: Task,
+    #[serde(default)]
+    pub total_annotations: usize,
+}
+
+/// A prediction for a task, as Label Studio imports it.
+#[derive(Serialize)]
+pub(crate) struct TaskPrediction {
+    pub task: i64,
+    #[serde(flatten)]
+    pub prediction: Prediction,
+}
+
+/// What setting a project's model version sends.
+#[derive(Serialize)]
+struct ModelVersion<'a> {
+    model_version: &'a str,
+}
+
+/// The most of an error answer's body a message repeats.
+const ERROR_BODY: u64 = 300;
 
 impl Connection {
     /// A connection to the Label Studio at `url`, which must be an origin (`http://host:port`,
@@ -115,8 +152,88 @@ impl Connection {
         Ok(answer.label_config)
     }
 
+    /// Page `page` (from 1) of `project`'s tasks, `size` a page.
+    pub(crate) fn tasks_page(
+        &self,
+        project: u64,
+        page: usize,
+        size: usize,
+    ) -> Result<TasksPage, String> {
+        let path = format!("/api/tasks?project={project}&page={page}&page_size={size}");
+        serde_json::from_slice(&self.get(&path, 256 << 20)?)
+            .map_err(|e| format!("{}{path}: expected a page of tasks: {e}", self.base()))
+    }
+
+    /// Imports `predictions` into `project`: how many Label Studio made.
+    pub(crate) fn import_predictions(
+        &self,
+        project: u64,
+        predictions: &[TaskPrediction],
+    ) -> Result<usize, String> {
+        #[derive(Deserialize)]
+        struct Created {
+            created: usize,
+        }
+        let path = format!("/api/projects/{project}/import/predictions");
+        let body = serde_json::to_vec(predictions).map_err(|e| e.to_string())?;
+        let answer = self.send("POST", &path, body)?;
+        let created: Created = serde_json::from_slice(&answer)
+            .map_err(|e| format!("{}{path}: expected {{\"created\": N}}: {e}", self.base()))?;
+        Ok(created.created)
+    }
+
+    /// Sets `project`'s model version: the predictions whose scores the Data Manager sorts by.
+    pub(crate) fn set_model_version(&self, project: u64, version: &str) -> Result<(), String> {
+        let path = format!("/api/projects/{project}");
+        let body = serde_json::to_vec(&ModelVersion {
+            model_version: version,
+        })
+        .map_err(|e| e.to_string())?;
+        self.send("PATCH", &path, body).map(drop)
+    }
+
     fn base(&self) -> &str {
         &self.origin
+    }
+
+    /// The answer to `method path` with a JSON `body`, of at most a MiB; an error answer's
+    /// status and the start of its body in the message.
+    fn send(&self, method: &str, path: &str, body: Vec<u8>) -> Result<Vec<u8>, String> {
+        let agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(300)))
+            .http_status_as_error(false)
+            .build()
+            .new_agent();
+        let authorization = self.authorization(&agent, self.base())?;
+        let url = format!("{}{path}", self.base());
+        let request = match method {
+            "PATCH" => agent.patch(&url),
+            _ => agent.post(&url),
+        };
+        let mut response = request
+            .header("Authorization", &authorization)
+            .content_type("application/json")
+            .send(&body[..])
+            .map_err(|e| format!("{method} {url}: {e}"))?;
+        let status = response.status();
+        let limit = if status.is_success() {
+            1 << 20
+        } else {
+            ERROR_BODY
+        };
+        let mut answer = Vec::new();
+        response
+            .body_mut()
+            .with_config()
+            .reader()
+            .take(limit)
+            .read_to_end(&mut answer)
+            .map_err(|e| format!("{method} {url}: {e}"))?;
+        if !status.is_success() {
+            let said = String::from_utf8_lossy(&answer);
+            return Err(format!("{method} {url}: {status}: {said}"));
+        }
+        Ok(answer)
     }
 
     /// The body of `GET path`, of at most `limit` bytes.

@@ -40,6 +40,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use super::client::Connection;
+use super::refresh::{RefreshSettings, RefreshStatus, Refresher};
 use crate::served::{Served, Version, weights_id};
 use crate::{LogLine, Logger};
 
@@ -81,6 +82,10 @@ pub struct LearnSettings {
     /// F1 points a new version may lose on any one label of the held-out tasks and still be
     /// served.
     pub label_margin: f64,
+    /// The model the server started from (`--model`): what serving `base` goes back to.
+    pub base_model: PathBuf,
+    /// How Label Studio's predictions are refreshed once a version is served.
+    pub refresh: RefreshSettings,
 }
 
 impl Default for LearnSettings {
@@ -98,6 +103,8 @@ impl Default for LearnSettings {
             keep_versions: 3,
             max_export_bytes: 256 << 20,
             label_margin: 5.0,
+            base_model: PathBuf::new(),
+            refresh: RefreshSettings::default(),
         }
     }
 }
@@ -118,11 +125,20 @@ pub enum StudioEvent {
     },
     /// A version was trained, and served or kept.
     Finished(VersionRecord),
-    /// A training failed.
+    /// A training failed (or a refresh of Label Studio's predictions).
     Failed {
         /// Why.
         message: String,
     },
+    /// A version was served by hand (`POST /versions/NAME/serve`).
+    Switched {
+        /// Its name (`v3`), or `base`.
+        name: String,
+        /// Its weights' id.
+        id: String,
+    },
+    /// Every task of a project without an annotation has the served version's prediction.
+    Refreshed(RefreshStatus),
 }
 
 /// A version trained.
@@ -193,6 +209,8 @@ pub struct Progress {
 pub struct LearningStatus {
     /// Where versions go.
     pub dir: PathBuf,
+    /// The weights' id of the model the server started from (`base`).
+    pub base: String,
     /// The project learned from.
     pub project: Option<u64>,
     /// The version served (`vN`), or none: the model the server started with.
@@ -205,6 +223,9 @@ pub struct LearningStatus {
     pub pending: bool,
     /// Why the last training failed, until one succeeds.
     pub last_error: Option<String>,
+    /// Label Studio's predictions brought in step with the served version: the last refresh,
+    /// or the one under way.
+    pub refresh: Option<RefreshStatus>,
 }
 
 /// The model the server starts with: the newest version served before in `dir`, or `base`.
@@ -248,6 +269,8 @@ struct State {
     set_up: Option<Connection>,
     /// The project whose training is asked for.
     requested: Option<u64>,
+    /// The project the last `/setup` named: the one refreshed before a version is learnt.
+    setup_project: Option<u64>,
     /// Annotation events since the last training was asked for.
     annotations: usize,
     training: Option<(Progress, Instant)>,
@@ -264,6 +287,7 @@ impl State {
             registry,
             set_up: None,
             requested: None,
+            setup_project: None,
             annotations: 0,
             training: None,
             last_started: None,
@@ -283,6 +307,8 @@ struct Shared {
     state: Mutex<State>,
     wake: Condvar,
     interrupt: Arc<AtomicBool>,
+    /// Brings Label Studio's predictions in step with each version served.
+    refresher: Refresher,
     /// Held while the server lives: one server per versions directory.
     _lock: ProcessLock,
 }
@@ -389,12 +415,18 @@ impl Learner {
                 served: None,
                 versions: Vec::new(),
             });
+        let refresher =
+            Refresher::start(&dir, settings.refresh.clone(), served.clone(), log.clone())?;
+        if let (Some(connection), Some(project)) = (&connection, registry.project) {
+            refresher.resume(project, connection.clone());
+        }
         let shared = Arc::new(Shared {
             dir,
             settings,
             connection,
             served,
             log,
+            refresher,
             state: Mutex::new(State::new(registry)),
             wake: Condvar::new(),
             interrupt: Arc::new(AtomicBool::new(false)),
@@ -437,6 +469,12 @@ impl Learner {
                 Ok(())
             }
         }
+    }
+
+    /// Notes the project a `/setup` names: Label Studio's predictions of it are refreshed when
+    /// a version is served, before learning has bound the server to a project.
+    pub(crate) fn note_project(&self, project: u64) {
+        lock(&self.shared.state).setup_project = Some(project);
     }
 
     /// Asks for a training on `project`'s annotations, outright or as one more annotation
@@ -490,6 +528,7 @@ impl Learner {
         let state = lock(&self.shared.state);
         LearningStatus {
             dir: self.shared.dir.clone(),
+            base: state.registry.base.clone(),
             project: state.registry.project,
             served: state.registry.served.clone(),
             versions: state.registry.versions.clone(),
@@ -499,7 +538,65 @@ impl Learner {
             }),
             pending: state.requested.is_some(),
             last_error: state.last_error.clone(),
+            refresh: self.shared.refresher.status(),
         }
+    }
+
+    /// Where regions to decide are cut for the served `version`, once its refresh has found it
+    /// from the project's tasks.
+    pub(crate) fn cut_for(&self, version: &str) -> Option<f64> {
+        self.shared.refresher.cut_for(version)
+    }
+
+    /// Serves the accepted version `name` (`vN`, or `base`: the model the server started from)
+    /// from now on, as a restart would; Label Studio's predictions are refreshed. Says what is
+    /// served, or why not (a name that is not one, or a version not accepted or removed).
+    pub(crate) fn serve_version(&self, name: &str) -> Result<VersionRecordServed, ServeRefusal> {
+        let shared = &self.shared;
+        let (dir, project) = {
+            let state = lock(&shared.state);
+            let project = state.registry.project.or(state.setup_project);
+            if name == BASE {
+                (shared.settings.base_model.clone(), project)
+            } else {
+                let record = state.registry.versions.iter().find(|r| r.name == name);
+                match record {
+                    None => return Err(ServeRefusal::Unknown(name.to_string())),
+                    Some(r) if !r.served => {
+                        return Err(ServeRefusal::NotAccepted(
+                            name.to_string(),
+                            r.reason.clone(),
+                        ));
+                    }
+                    Some(r) if r.pruned => return Err(ServeRefusal::Removed(name.to_string())),
+                    Some(_) => (shared.dir.join(name), project),
+                }
+            }
+        };
+        let current = shared.served.get();
+        let version = load_version(shared, &dir, &current.tagger)
+            .map_err(|e| ServeRefusal::Load(e.to_string()))?;
+        let id = version.id.clone();
+        {
+            let mut state = lock(&shared.state);
+            let mut registry = state.registry.clone();
+            registry.served = (name != BASE).then(|| name.to_string());
+            write_registry(&shared.dir, &registry)
+                .map_err(|e| ServeRefusal::Load(e.to_string()))?;
+            shared.served.replace(version);
+            state.registry = registry;
+        }
+        (shared.log)(LogLine::Studio(StudioEvent::Switched {
+            name: name.to_string(),
+            id: id.clone(),
+        }));
+        if let Some(project) = project {
+            refresh(shared, project);
+        }
+        Ok(VersionRecordServed {
+            name: name.to_string(),
+            id,
+        })
     }
 
     /// Stops a training under way (its child killed; its version is not served) and waits for
@@ -507,6 +604,7 @@ impl Learner {
     /// not answer is left behind (the process is ending), so that a server stops in time
     /// whatever Label Studio does. Says whether the thread ended.
     pub(crate) fn stop(&self, deadline: Instant) -> bool {
+        self.shared.refresher.stop();
         lock(&self.shared.state).stopping = true;
         self.shared.interrupt.store(true, Ordering::SeqCst);
         self.shared.wake.notify_all();
@@ -1196,13 +1294,74 @@ fn publish(
     }
     prune(&shared.dir, &mut registry, shared.settings.keep_versions);
     write_registry(&shared.dir, &registry)?;
+    let switched = version.is_some();
     if let Some(version) = version {
         shared.served.replace(version);
     }
     state.registry = registry;
     drop(state);
     (shared.log)(LogLine::Studio(StudioEvent::Finished(record)));
+    if switched {
+        refresh(shared, project);
+    }
     Ok(())
+}
+
+/// Asks for `project`'s predictions to be refreshed with the served version, when Label Studio
+/// can be reached.
+fn refresh(shared: &Shared, project: u64) {
+    let connection = {
+        let state = lock(&shared.state);
+        shared.connection.clone().or_else(|| state.set_up.clone())
+    };
+    if let Some(connection) = connection {
+        shared.refresher.want(project, connection);
+    }
+}
+
+/// The name that serves the model the server started from.
+pub(crate) const BASE: &str = "base";
+
+/// A version served by hand.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct VersionRecordServed {
+    pub name: String,
+    pub id: String,
+}
+
+/// Why a version cannot be served.
+#[derive(Debug)]
+pub(crate) enum ServeRefusal {
+    /// No version has the name.
+    Unknown(String),
+    /// It was trained, but judged worse than the version served then (the reason).
+    NotAccepted(String, String),
+    /// Its directory was removed (`--keep-versions`).
+    Removed(String),
+    /// It could not be loaded.
+    Load(String),
+}
+
+impl std::fmt::Display for ServeRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeRefusal::Unknown(name) => write!(
+                f,
+                "no version is named {name:?}; GET /model lists them (or serve {BASE:?})"
+            ),
+            ServeRefusal::NotAccepted(name, reason) => {
+                write!(
+                    f,
+                    "{name} was never accepted ({reason}); serve an accepted version"
+                )
+            }
+            ServeRefusal::Removed(name) => write!(
+                f,
+                "{name} was removed from disk (--keep-versions); its record alone is left"
+            ),
+            ServeRefusal::Load(message) => f.write_str(message),
+        }
+    }
 }
 
 fn write_registry(dir: &Path, registry: &Registry) -> Result<(), LearnError> {

@@ -17,6 +17,7 @@
 
 mod client;
 mod learn;
+mod refresh;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -27,14 +28,19 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use nertrain_annotate::CharSpan;
+use nertrain_annotate::label_studio::Context;
 use nertrain_annotate::label_studio::{CHECK, LabelingConfig, Prediction, Region, Target, Task};
-use nertrain_tagger::{Strategy, TagOptions, TagSettings, Tagged, Tagger, Token, lock};
+use nertrain_tagger::{
+    DEFAULT_FLOOR, Regions, Strategy, TagOptions, TagSettings, Tagged, Tagger, Token,
+    doubtful_regions, lock,
+};
 use serde::{Deserialize, Serialize};
 
 pub use client::Connection;
 pub use learn::{
     LabelF1, LearnSettings, LearningStatus, Progress, StudioEvent, VersionRecord, model_to_serve,
 };
+pub use refresh::{RefreshPhase, RefreshSettings, RefreshStatus};
 
 use crate::http::{RequestId, ServeError, Tally, json_answer, json_body};
 use crate::served::Served;
@@ -45,6 +51,10 @@ use crate::{AppState, Logger, queue};
 pub struct StudioOptions {
     /// The strategy whose worth makes a task's score.
     pub strategy: Strategy,
+    /// Where the doubtful regions of a task shown as the [`CHECK`] control's regions are
+    /// cut, for a project whose labeling config has one: a task's tokens less sure than
+    /// this ([`Regions::threshold`]).
+    pub regions: Regions,
     /// Learn from the annotations into this directory's versions (`v1`, `v2`, ...); off
     /// without it.
     pub train_into: Option<PathBuf>,
@@ -59,6 +69,7 @@ impl Default for StudioOptions {
     fn default() -> Self {
         Self {
             strategy: Strategy::Margin,
+            regions: Regions::Budget(DEFAULT_FLOOR),
             train_into: None,
             connection: None,
             learn: LearnSettings::default(),
@@ -74,6 +85,7 @@ struct Project {
 /// The backend's state: the projects set up, and the learner.
 pub(crate) struct Studio {
     strategy: Strategy,
+    regions: Regions,
     projects: Mutex<HashMap<u64, Project>>,
     learner: Option<learn::Learner>,
 }
@@ -85,10 +97,13 @@ impl Studio {
         served: Arc<Served>,
         log: Logger,
     ) -> std::io::Result<Self> {
+        let mut settings = options.learn.clone();
+        settings.refresh.strategy = options.strategy;
+        settings.refresh.regions = options.regions;
         let learner = match &options.train_into {
             Some(dir) => Some(learn::Learner::start(
                 dir.clone(),
-                options.learn.clone(),
+                settings,
                 options.connection.clone(),
                 served,
                 log,
@@ -97,9 +112,17 @@ impl Studio {
         };
         Ok(Self {
             strategy: options.strategy,
+            regions: options.regions,
             projects: Mutex::new(HashMap::new()),
             learner,
         })
+    }
+
+    /// Where regions to decide are cut for `version`: as its refresh found it from the
+    /// project's tasks, or before that (and without learning), at the threshold or floor.
+    fn cut(&self, version: &str) -> f64 {
+        let found = self.learner.as_ref().and_then(|l| l.cut_for(version));
+        found.unwrap_or_else(|| self.regions.threshold())
     }
 
     /// What learning did, when the server learns.
@@ -158,6 +181,15 @@ struct PredictRequest {
     label_config: Option<String>,
     #[serde(default)]
     project: Option<ProjectUid>,
+    #[serde(default)]
+    params: Option<PredictParams>,
+}
+
+/// A `/predict`'s `params`: with an interactive pre-annotation, the annotator's regions.
+#[derive(Debug, Deserialize)]
+struct PredictParams {
+    #[serde(default)]
+    context: Option<Context>,
 }
 
 /// A `POST /webhook` body.
@@ -210,6 +242,9 @@ pub(crate) async fn setup(
     let config = LabelingConfig::parse(&setup.schema).map_err(bad)?;
     let version = state.served.get();
     config.check_labels(&version.info.labels).map_err(bad)?;
+    if let Some(learner) = &state.studio.learner {
+        learner.note_project(project);
+    }
     if let Some(learner) = &state.studio.learner
         && !learner.configured()
         && let (Some(url), Some(key)) = (&setup.hostname, &setup.access_token)
@@ -245,6 +280,9 @@ struct Source {
 struct Object {
     data_key: String,
     targets: Vec<usize>,
+    /// The `<Text>` name the [`CHECK`] control marks regions on, where the config has one on
+    /// this text.
+    check: Option<String>,
 }
 
 /// The objects of `config`'s entity controls, in the config's order.
@@ -259,15 +297,24 @@ fn objects(config: &LabelingConfig) -> Vec<Object> {
             None => objects.push(Object {
                 data_key: target.data_key.clone(),
                 targets: vec![i],
+                check: None,
             }),
         }
+    }
+    for object in &mut objects {
+        object.check = config
+            .targets
+            .iter()
+            .find(|t| t.from_name == CHECK && t.data_key == object.data_key)
+            .map(|t| t.to_name.clone());
     }
     objects
 }
 
 /// A bound on the bytes of the predictions of `texts` (each with its tokens), as serialised:
-/// each token may start a region, which names its control, object, label and id and repeats
-/// its text (escaped, six bytes a byte at most).
+/// each token may start a region (and one of the [`CHECK`] control besides, where the config
+/// has one), which names its control, object, label and id and repeats its text (escaped, six
+/// bytes a byte at most).
 fn prediction_size_bound(
     config: &LabelingConfig,
     texts: &[String],
@@ -278,7 +325,8 @@ fn prediction_size_bound(
     let longest = |f: fn(&Target) -> usize| config.targets.iter().map(f).max().unwrap_or(0);
     let names = longest(|t| t.from_name.len()) + 2 * longest(|t| t.to_name.len());
     let label = longest(|t| t.labels.iter().map(String::len).max().unwrap_or(0));
-    let region = 160 + names + label + 6 * 20;
+    let checks = config.targets.iter().any(|t| t.from_name == CHECK);
+    let region = (160 + names + label + 6 * 20) * if checks { 2 } else { 1 };
     let regions: usize = texts
         .iter()
         .zip(tokens)
@@ -313,20 +361,10 @@ pub(crate) async fn predict(
     let version = state.served.get();
     config.check_labels(&version.info.labels).map_err(bad)?;
     let objects = Arc::new(objects(&config));
-    let most = predict.tasks.len().saturating_mul(objects.len());
-    if most > options.max_queued_texts {
-        return Err(ServeError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            format!(
-                "{} tasks × {} texts each: {most} texts to tag, more than this server ever \
-                 queues ({}, --max-queued); send fewer tasks at a time",
-                predict.tasks.len(),
-                objects.len(),
-                options.max_queued_texts
-            ),
-        ));
-    }
+    within_queue(state, predict.tasks.len(), objects.len())?;
     let (texts, sources) = texts_to_tag(&config, &objects, &predict.tasks)?;
+    let context = predict.params.as_ref().and_then(|p| p.context.as_ref());
+    let forced = forced_spans(context, &config, &objects, &texts, &sources)?;
     let name = |i: usize| {
         let source = &sources[i];
         format!(
@@ -334,16 +372,30 @@ pub(crate) async fn predict(
             source.task, objects[source.object].data_key
         )
     };
+    let checks = objects.iter().any(|o| o.check.is_some());
     let tag_options = version
         .tagger
         .options_with(TagSettings {
             confidence: true,
+            marginals: checks,
             ..state.studio.strategy.settings()
         })
         .map_err(|e| ServeError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     let count = texts.len();
     let (texts, tokens, mut cost) =
         queue::measure(&version.tagger, texts, tag_options, &name).await?;
+    if !forced.is_empty() {
+        let refused = |e: nertrain_tagger::Error| {
+            ServeError::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                format!("params.context: {e}"),
+            )
+        };
+        version
+            .tagger
+            .check_forced(&texts, &tokens, &forced)
+            .map_err(refused)?;
+    }
     cost.answer_bytes =
         prediction_size_bound(&config, &texts, &tokens, predict.tasks.len(), &version.id);
     queue::within_answer_limit(
@@ -357,6 +409,7 @@ pub(crate) async fn predict(
     let tagged = Tagging {
         texts,
         tokens,
+        forced,
         sources,
         options: tag_options,
     };
@@ -367,6 +420,7 @@ pub(crate) async fn predict(
         config,
         objects,
         strategy: state.studio.strategy,
+        cut: state.studio.cut(&version.id),
         model_version: version.id.clone(),
         left_out: left_out.clone(),
     };
@@ -385,6 +439,22 @@ pub(crate) async fn predict(
         }),
     };
     Ok(json_answer(body, held, tally))
+}
+
+/// Whether `tasks` of `texts` texts each are no more texts than the server ever queues.
+fn within_queue(state: &AppState, tasks: usize, texts: usize) -> Result<(), ServeError> {
+    let most = tasks.saturating_mul(texts);
+    let max = state.options.max_queued_texts;
+    if most > max {
+        return Err(ServeError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!(
+                "{tasks} tasks × {texts} texts each: {most} texts to tag, more than this server \
+                 ever queues ({max}, --max-queued); send fewer tasks at a time",
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The labeling config a `/predict` names: its own, or its project's as `/setup` gave it.
@@ -428,10 +498,43 @@ fn texts_to_tag(
     Ok((texts, sources))
 }
 
+/// The entities an annotator has drawn (an interactive pre-annotation's `context`), to be
+/// forced on each of `texts` (from `sources`); none without a context.
+fn forced_spans(
+    context: Option<&Context>,
+    config: &LabelingConfig,
+    objects: &[Object],
+    texts: &[String],
+    sources: &[Source],
+) -> Result<Vec<Vec<CharSpan>>, ServeError> {
+    let Some(context) = context.filter(|c| !c.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    if sources.iter().any(|s| s.task > 0) {
+        return Err(bad(
+            "params.context: the annotator's regions go with one task, and this request has more",
+        ));
+    }
+    texts
+        .iter()
+        .zip(sources)
+        .map(|(text, source)| {
+            let object = &objects[source.object];
+            let targets: Vec<&Target> =
+                object.targets.iter().map(|&t| &config.targets[t]).collect();
+            context.spans_on(&targets, text).map_err(|e| {
+                ServeError::new(StatusCode::UNPROCESSABLE_ENTITY, format!("params.{e}"))
+            })
+        })
+        .collect()
+}
+
 /// The texts of a request, cut into words, with where each came from and how to tag them.
 struct Tagging {
     texts: Vec<String>,
     tokens: Vec<Vec<Token>>,
+    /// Entities forced on each text; empty: none.
+    forced: Vec<Vec<CharSpan>>,
     sources: Vec<Source>,
     options: TagOptions,
 }
@@ -449,6 +552,7 @@ async fn tag_in_pieces(
     let Tagging {
         mut texts,
         mut tokens,
+        mut forced,
         mut sources,
         options,
     } = tagging;
@@ -471,6 +575,7 @@ async fn tag_in_pieces(
         }
         let rest_texts = texts.split_off(taken);
         let rest_tokens = tokens.split_off(taken);
+        let rest_forced = forced.split_off(taken.min(forced.len()));
         let rest_sources = sources.split_off(taken);
         let piece = Piece {
             tasks: first_task..end_task,
@@ -489,6 +594,7 @@ async fn tag_in_pieces(
             tokens: std::mem::replace(&mut tokens, rest_tokens),
             words,
             options,
+            forced: std::mem::replace(&mut forced, rest_forced),
         };
         let answer = move |tagged, tagger: &Tagger| piece.answer(tagged, tagger);
         results.extend(queue::submit(state, id, request, answer).await?);
@@ -497,8 +603,13 @@ async fn tag_in_pieces(
     Ok(results)
 }
 
-/// A text of a task, and its entities kept, each with its target and confidence.
-type TextSpans = (String, Vec<(usize, CharSpan, f64)>);
+/// A text of a task, its entities kept (each with its target and confidence), and where it has
+/// a [`CHECK`] control, the `<Text>` it marks and the regions to decide there (code points).
+type TextSpans = (
+    String,
+    Vec<(usize, CharSpan, f64)>,
+    Option<(String, Vec<(usize, usize)>)>,
+);
 
 /// Tasks answered together: their predictions from their texts tagged.
 struct Piece {
@@ -510,6 +621,8 @@ struct Piece {
     config: Arc<LabelingConfig>,
     objects: Arc<Vec<Object>>,
     strategy: Strategy,
+    /// A token less sure than this is in a region to decide, on a text with a [`CHECK`] control.
+    cut: f64,
     model_version: String,
     left_out: Arc<AtomicUsize>,
 }
@@ -523,8 +636,16 @@ impl Piece {
             let mut certainty: f64 = 1.0;
             let mut spans: Vec<TextSpans> = Vec::new();
             while let Some((source, tagged)) = texts.next_if(|(s, _)| s.task == task) {
-                let on_it = &self.objects[source.object].targets;
+                let object = &self.objects[source.object];
+                let on_it = &object.targets;
                 let worth = tagger.worth_of(&tagged, self.strategy);
+                let checked = object.check.clone().map(|to_name| {
+                    let tokens = &tagged.tokens;
+                    let regions = doubtful_regions(&tagged, self.cut);
+                    let offsets = regions.iter();
+                    let offsets = offsets.map(|r| (tokens[r.start].start, tokens[r.end - 1].end));
+                    (to_name, offsets.collect())
+                });
                 if worth.is_finite() {
                     certainty = certainty.min(self.strategy.certainty(worth));
                 }
@@ -545,15 +666,21 @@ impl Piece {
                         self.left_out.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                spans.push((tagged.text, kept));
+                spans.push((tagged.text, kept, checked));
             }
             let id = self.task_ids[n].map_or_else(|| format!("t{task}"), |id| id.to_string());
             let mut result = Vec::new();
-            for (text, kept) in &spans {
+            for (text, kept, checked) in &spans {
                 for (i, (target, span, probability)) in kept.iter().enumerate() {
                     let target = &self.config.targets[*target];
                     let region = format!("{id}-{}-{i}", target.to_name);
                     result.push(Region::new(text, span, *probability, region, target));
+                }
+                if let Some((to_name, regions)) = checked {
+                    for (i, &offsets) in regions.iter().enumerate() {
+                        let region = format!("{id}-{to_name}-{CHECK}-{i}");
+                        result.push(Region::check(text, offsets, region, to_name));
+                    }
                 }
             }
             predictions.push(Prediction {
@@ -603,20 +730,60 @@ pub(crate) async fn webhook(
     Ok(small_answer(&WebhookAnswer { status }))
 }
 
+/// `POST /versions/{name}/serve`: serves the accepted version `name` (`vN`, or `base`: the model
+/// the server started from) from now on, without a restart; Label Studio's predictions are
+/// refreshed with it.
+pub(crate) async fn serve_version(
+    State(state): State<Arc<AppState>>,
+    axum::extract::Path(name): axum::extract::Path<String>,
+) -> Result<Response, ServeError> {
+    if state.studio.learner.is_none() {
+        return Err(ServeError::new(
+            StatusCode::CONFLICT,
+            "this server has no versions: start nertrain serve with --train-into DIR to learn \
+             them",
+        ));
+    }
+    // Loading a model reads its files: not on the async runtime.
+    let answer = tokio::task::spawn_blocking(move || {
+        let learner = state.studio.learner.as_ref().expect("checked above");
+        learner.serve_version(&name)
+    })
+    .await
+    .map_err(|e| ServeError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    match answer {
+        Ok(served) => Ok(small_answer(&served)),
+        Err(refusal) => {
+            let status = match refusal {
+                learn::ServeRefusal::Unknown(_) => StatusCode::NOT_FOUND,
+                learn::ServeRefusal::NotAccepted(..) | learn::ServeRefusal::Removed(_) => {
+                    StatusCode::CONFLICT
+                }
+                learn::ServeRefusal::Load(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            };
+            Err(ServeError::new(status, refusal.to_string()))
+        }
+    }
+}
+
 /// `GET /versions`' answer.
 #[derive(Serialize)]
 struct Versions {
     versions: Vec<String>,
 }
 
-/// `GET /versions`: the served version's id, then those trained and kept.
+/// `GET /versions`: the served version's id, then those that may be served instead (the accepted
+/// versions kept on disk, and the model the server started from): Label Studio's list of model
+/// versions.
 pub(crate) async fn versions(State(state): State<Arc<AppState>>) -> Response {
     let mut versions = vec![state.served.get().id.clone()];
     if let Some(status) = state.studio.status() {
-        for record in status.versions {
-            if let Some(id) = record.id
-                && !versions.contains(&id)
-            {
+        let servable = status
+            .versions
+            .into_iter()
+            .filter(|r| r.served && !r.pruned);
+        for id in servable.filter_map(|r| r.id).chain([status.base]) {
+            if !versions.contains(&id) {
                 versions.push(id);
             }
         }

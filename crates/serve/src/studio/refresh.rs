@@ -1,0 +1,559 @@
+//! Keeping Label Studio in step with the served version. Once a version is served (learnt, or
+//! chosen by hand), every task of the project without an annotation is given the new version's
+//! prediction (its entities, its regions to decide and its score, as `/predict` answers) and
+//! the project's model version is switched to it, so that the Data Manager's order by
+//! prediction score is the new model's doubt.
+//!
+//! The tasks are read a page at a time, at a bounded pace of requests, in two passes where the
+//! regions are cut by a budget: the first measures the pool's doubt to find the cut
+//! ([`PoolDoubt`]), the second posts the predictions. Progress is saved after every page
+//! (`DIR/refresh.json`), so a refresh cut short resumes where it stopped; a newer version served
+//! meanwhile ends it, and its own refresh begins.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use nertrain_annotate::label_studio::LabelingConfig;
+use nertrain_tagger::{
+    PoolDoubt, Regions, Strategy, TagOptions, TagSettings, Tagged, Tagger, Token, lock,
+};
+use serde::{Deserialize, Serialize};
+
+use super::client::{Connection, ListedTask, TaskPrediction};
+use super::learn::StudioEvent;
+use super::{Object, Piece, Source, objects, texts_to_tag};
+use crate::served::{Served, Version};
+use crate::{LogLine, Logger};
+
+/// The file that says how far the last refresh went.
+const PROGRESS: &str = "refresh.json";
+
+/// How a refresh reads Label Studio, and what it posts.
+#[derive(Debug, Clone)]
+pub struct RefreshSettings {
+    /// Tasks a page.
+    pub page_size: usize,
+    /// Requests to Label Studio a second at most.
+    pub per_second: f64,
+    /// The strategy whose worth makes a task's score.
+    pub strategy: Strategy,
+    /// Where regions to decide are cut.
+    pub regions: Regions,
+    /// With [`Regions::Budget`], the tokens the pool's regions should hold.
+    pub budget: usize,
+}
+
+impl Default for RefreshSettings {
+    fn default() -> Self {
+        Self {
+            page_size: 100,
+            per_second: 5.0,
+            strategy: Strategy::Margin,
+            regions: Regions::Below(nertrain_tagger::DEFAULT_FLOOR),
+            budget: 2000,
+        }
+    }
+}
+
+/// Where a refresh is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RefreshPhase {
+    /// Reading the tasks to find where the regions are cut.
+    Measuring,
+    /// Posting the predictions.
+    Posting,
+    /// Every task without an annotation has the version's prediction, and the project's model
+    /// version is the version.
+    Done,
+    /// Stopped by an error (the next version served, or a restart, tries again).
+    Failed,
+}
+
+/// What a refresh did, and is doing: `GET /model` shows it, and `DIR/refresh.json` keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RefreshStatus {
+    /// The model version whose predictions are posted.
+    pub version: String,
+    /// The Label Studio project.
+    pub project: u64,
+    /// Where it is.
+    pub phase: RefreshPhase,
+    /// Pages of the project's tasks.
+    pub pages: usize,
+    /// Pages done in this phase.
+    pub page: usize,
+    /// Tasks given the version's prediction.
+    pub predicted: usize,
+    /// Tasks passed over: annotated already.
+    pub annotated: usize,
+    /// Tasks passed over: their text could not be read (missing, or too long to tag).
+    pub unreadable: usize,
+    /// The certainty a token is below to be in a region to decide, once known.
+    pub cut: Option<f64>,
+    /// Seconds it has taken (over every run, when it was resumed).
+    pub seconds: f64,
+    /// Why it failed.
+    pub error: Option<String>,
+}
+
+/// The refreshing thread, and what it shares.
+pub(crate) struct Refresher {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+struct Shared {
+    settings: RefreshSettings,
+    served: Arc<Served>,
+    file: PathBuf,
+    log: Logger,
+    state: Mutex<State>,
+    wake: Condvar,
+    stopping: AtomicBool,
+}
+
+struct State {
+    /// The project whose refresh is asked for, with the connection to reach it.
+    wanted: Option<(u64, Connection)>,
+    status: Option<RefreshStatus>,
+}
+
+impl Refresher {
+    /// The refresher of versions in `dir`, with the progress a refresh left there.
+    pub(crate) fn start(
+        dir: &Path,
+        settings: RefreshSettings,
+        served: Arc<Served>,
+        log: Logger,
+    ) -> std::io::Result<Self> {
+        let file = dir.join(PROGRESS);
+        let status = match std::fs::read(&file) {
+            Ok(bytes) => Some(
+                serde_json::from_slice(&bytes)
+                    .map_err(|e| std::io::Error::other(format!("{}: {e}", file.display())))?,
+            ),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => {
+                return Err(std::io::Error::new(
+                    e.kind(),
+                    format!("{}: {e}", file.display()),
+                ));
+            }
+        };
+        let shared = Arc::new(Shared {
+            settings,
+            served,
+            file,
+            log,
+            state: Mutex::new(State {
+                wanted: None,
+                status,
+            }),
+            wake: Condvar::new(),
+            stopping: AtomicBool::new(false),
+        });
+        let thread = {
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name("nertrain-refresh".into())
+                .spawn(move || run(&shared))?
+        };
+        Ok(Self {
+            shared,
+            thread: Mutex::new(Some(thread)),
+        })
+    }
+
+    /// Asks for `project`'s tasks to be given the served version's predictions (a refresh of
+    /// another version under way ends at its next page).
+    pub(crate) fn want(&self, project: u64, connection: Connection) {
+        lock(&self.shared.state).wanted = Some((project, connection));
+        self.shared.wake.notify_all();
+    }
+
+    /// Asks for the refresh of the served version to go on, if one was cut short.
+    pub(crate) fn resume(&self, project: u64, connection: Connection) {
+        let served = self.shared.served.get().id.clone();
+        let unfinished = lock(&self.shared.state).status.as_ref().is_some_and(|s| {
+            s.version == served && s.project == project && s.phase != RefreshPhase::Done
+        });
+        if unfinished {
+            self.want(project, connection);
+        }
+    }
+
+    /// What the last refresh did, or the one under way is doing.
+    pub(crate) fn status(&self) -> Option<RefreshStatus> {
+        lock(&self.shared.state).status.clone()
+    }
+
+    /// Where regions are cut for `version`, once its refresh has found it.
+    pub(crate) fn cut_for(&self, version: &str) -> Option<f64> {
+        let state = lock(&self.shared.state);
+        let status = state.status.as_ref()?;
+        (status.version == version).then_some(status.cut).flatten()
+    }
+
+    /// Ends the refresh at its next step, and the thread with it.
+    pub(crate) fn stop(&self) {
+        self.shared
+            .stopping
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        self.shared.wake.notify_all();
+        if let Some(thread) = lock(&self.thread).take()
+            && thread.is_finished()
+        {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Shared {
+    fn stopping(&self) -> bool {
+        self.stopping.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Whether the refresh of `version` should end: the server stops, another refresh is
+    /// asked for, or another version is served.
+    fn superseded(&self, version: &str) -> bool {
+        self.stopping() || lock(&self.state).wanted.is_some() || self.served.get().id != version
+    }
+
+    /// Keeps `status` as the one shown and in `DIR/refresh.json`.
+    fn save(&self, status: &RefreshStatus) -> Result<(), String> {
+        lock(&self.state).status = Some(status.clone());
+        let bytes = serde_json::to_vec_pretty(status).expect("a status serialises");
+        nertrain_data::io::write_atomic(&self.file, &bytes)
+            .map_err(|e| format!("{}: {e}", self.file.display()))
+    }
+}
+
+/// Refreshes each project asked for, until stopped.
+fn run(shared: &Shared) {
+    loop {
+        let (project, connection) = {
+            let mut state = lock(&shared.state);
+            loop {
+                if shared.stopping() {
+                    return;
+                }
+                if let Some(wanted) = state.wanted.take() {
+                    break wanted;
+                }
+                state = shared
+                    .wake
+                    .wait(state)
+                    .unwrap_or_else(std::sync::PoisonError::into_inner);
+            }
+        };
+        let version = shared.served.get();
+        let mut status = resumed(shared, &version.id, project);
+        let started = Instant::now();
+        let seconds = status.seconds;
+        let outcome = refresh(shared, &version, &connection, &mut status, started);
+        status.seconds = seconds + started.elapsed().as_secs_f64();
+        match outcome {
+            Ok(()) if status.phase == RefreshPhase::Done => {
+                (shared.log)(LogLine::Studio(StudioEvent::Refreshed(status.clone())));
+            }
+            Ok(()) => {}
+            Err(message) => {
+                status.phase = RefreshPhase::Failed;
+                status.error = Some(message.clone());
+                (shared.log)(LogLine::Studio(StudioEvent::Failed {
+                    message: format!("refreshing Label Studio's predictions: {message}"),
+                }));
+            }
+        }
+        // A status that cannot be saved is still shown; the next refresh starts afresh.
+        let _ = shared.save(&status);
+    }
+}
+
+/// The refresh of `version` on `project` where the last one of it stopped, or a new one.
+fn resumed(shared: &Shared, version: &str, project: u64) -> RefreshStatus {
+    let saved = lock(&shared.state).status.clone();
+    match saved {
+        Some(s)
+            if s.version == version && s.project == project && s.phase != RefreshPhase::Done =>
+        {
+            RefreshStatus {
+                // A failed refresh goes on from its last page, in the phase it failed in.
+                phase: if s.cut.is_some() {
+                    RefreshPhase::Posting
+                } else {
+                    RefreshPhase::Measuring
+                },
+                error: None,
+                ..s
+            }
+        }
+        _ => RefreshStatus {
+            version: version.to_string(),
+            project,
+            phase: RefreshPhase::Measuring,
+            pages: 0,
+            page: 0,
+            predicted: 0,
+            annotated: 0,
+            unreadable: 0,
+            cut: None,
+            seconds: 0.0,
+            error: None,
+        },
+    }
+}
+
+/// What a refresh reads and tags with.
+struct Reading<'a> {
+    connection: &'a Connection,
+    config: Arc<LabelingConfig>,
+    objects: Arc<Vec<Object>>,
+    options: TagOptions,
+    pace: Pace,
+}
+
+/// Gives `project`'s tasks without an annotation `version`'s predictions, from where `status`
+/// says, saving it after every page; ends early (not done) when superseded.
+fn refresh(
+    shared: &Shared,
+    version: &Version,
+    connection: &Connection,
+    status: &mut RefreshStatus,
+    started: Instant,
+) -> Result<(), String> {
+    let project = status.project;
+    let mut pace = Pace::new(shared.settings.per_second);
+    pace.wait(shared);
+    let config = LabelingConfig::parse(&connection.label_config(project)?)
+        .map_err(|e| format!("project {project}'s labeling config: {e}"))?;
+    config
+        .check_labels(&version.info.labels)
+        .map_err(|e| format!("project {project}: {e}"))?;
+    let objects = objects(&config);
+    let checks = objects.iter().any(|o| o.check.is_some());
+    let options = version
+        .tagger
+        .options_with(TagSettings {
+            confidence: true,
+            marginals: checks,
+            ..shared.settings.strategy.settings()
+        })
+        .map_err(|e| e.to_string())?;
+    let mut reading = Reading {
+        connection,
+        config: Arc::new(config),
+        objects: Arc::new(objects),
+        options,
+        pace,
+    };
+    let save = |status: &RefreshStatus| {
+        let mut shown = status.clone();
+        shown.seconds += started.elapsed().as_secs_f64();
+        shared.save(&shown)
+    };
+    if status.phase == RefreshPhase::Measuring {
+        status.cut = Some(if checks {
+            match measure(shared, version, &mut reading, status)? {
+                Some(cut) => cut,
+                None => return Ok(()),
+            }
+        } else {
+            shared.settings.regions.threshold()
+        });
+        status.phase = RefreshPhase::Posting;
+        status.page = 0;
+        save(status)?;
+    }
+    let cut = status.cut.unwrap_or(shared.settings.regions.threshold());
+    while status.page < status.pages.max(1) {
+        if shared.superseded(&version.id) {
+            return Ok(());
+        }
+        reading.pace.wait(shared);
+        let page = connection.tasks_page(project, status.page + 1, shared.settings.page_size)?;
+        status.pages = page.total.div_ceil(shared.settings.page_size);
+        let tagged = tag_page(version, &reading, page.tasks, status)?;
+        let predictions = predict(shared, version, &reading, tagged, cut);
+        if !predictions.is_empty() {
+            reading.pace.wait(shared);
+            status.predicted += connection.import_predictions(project, &predictions)?;
+        }
+        status.page += 1;
+        save(status)?;
+    }
+    // Label Studio refuses a model version it has no prediction of: with every task annotated
+    // there is nothing to sort.
+    if status.predicted > 0 {
+        reading.pace.wait(shared);
+        connection.set_model_version(project, &version.id)?;
+    }
+    status.phase = RefreshPhase::Done;
+    Ok(())
+}
+
+/// The first pass with regions by budget: every task without an annotation tagged for its
+/// doubt, and the cut that doubt gives; `None` when superseded.
+fn measure(
+    shared: &Shared,
+    version: &Version,
+    reading: &mut Reading,
+    status: &mut RefreshStatus,
+) -> Result<Option<f64>, String> {
+    // The pool's doubt is not saved: measuring resumes from the first page.
+    let mut doubt = PoolDoubt::default();
+    let mut counted = status.clone();
+    counted.page = 0;
+    loop {
+        if shared.superseded(&version.id) {
+            return Ok(None);
+        }
+        reading.pace.wait(shared);
+        let size = shared.settings.page_size;
+        let page = reading
+            .connection
+            .tasks_page(status.project, counted.page + 1, size)?;
+        counted.pages = page.total.div_ceil(size);
+        let page = tag_page(version, reading, page.tasks, &mut counted)?;
+        for tagged in &page.tagged {
+            doubt.add(tagged);
+        }
+        counted.page += 1;
+        status.page = counted.page;
+        status.pages = counted.pages;
+        lock(&shared.state).status = Some(status.clone());
+        if counted.page >= counted.pages {
+            break;
+        }
+    }
+    Ok(Some(
+        doubt.cut(shared.settings.regions, shared.settings.budget),
+    ))
+}
+
+/// A page's tasks without an annotation, their texts tagged.
+struct PageTagged {
+    tagged: Vec<Tagged>,
+    /// Where each text came from (its task by its place in `ids`).
+    sources: Vec<Source>,
+    ids: Vec<Option<i64>>,
+}
+
+/// A page's tasks without an annotation, their texts tagged. Tasks annotated, or whose text
+/// cannot be read, are counted in `status` and passed over.
+fn tag_page(
+    version: &Version,
+    reading: &Reading,
+    tasks: Vec<ListedTask>,
+    status: &mut RefreshStatus,
+) -> Result<PageTagged, String> {
+    let tagger: &Tagger = &version.tagger;
+    let mut texts: Vec<String> = Vec::new();
+    let mut tokens: Vec<Vec<Token>> = Vec::new();
+    let mut sources: Vec<Source> = Vec::new();
+    let mut ids: Vec<Option<i64>> = Vec::new();
+    for listed in tasks {
+        if listed.total_annotations > 0 {
+            status.annotated += 1;
+            continue;
+        }
+        let task = std::slice::from_ref(&listed.task);
+        let Ok((task_texts, task_sources)) = texts_to_tag(&reading.config, &reading.objects, task)
+        else {
+            status.unreadable += 1;
+            continue;
+        };
+        let cut: Option<Vec<Vec<Token>>> = task_texts.iter().map(|t| tagger.tokenize(t)).collect();
+        let Some(cut) = cut else {
+            status.unreadable += 1;
+            continue;
+        };
+        let n = ids.len();
+        sources.extend(task_sources.into_iter().map(|s| Source {
+            task: n,
+            object: s.object,
+        }));
+        texts.extend(task_texts);
+        tokens.extend(cut);
+        ids.push(listed.task.id);
+    }
+    let tagged = if texts.is_empty() {
+        Vec::new()
+    } else {
+        tagger
+            .tag_tokens(&texts, tokens, reading.options)
+            .map_err(|e| e.to_string())?
+    };
+    Ok(PageTagged {
+        tagged,
+        sources,
+        ids,
+    })
+}
+
+/// The predictions of a page's tasks, from their texts tagged, with regions cut at `cut`.
+fn predict(
+    shared: &Shared,
+    version: &Version,
+    reading: &Reading,
+    page: PageTagged,
+    cut: f64,
+) -> Vec<TaskPrediction> {
+    let PageTagged {
+        tagged,
+        sources,
+        ids,
+    } = page;
+    let piece = Piece {
+        tasks: 0..ids.len(),
+        task_ids: ids.clone(),
+        sources,
+        config: reading.config.clone(),
+        objects: reading.objects.clone(),
+        strategy: shared.settings.strategy,
+        cut,
+        model_version: version.id.clone(),
+        left_out: Arc::new(AtomicUsize::new(0)),
+    };
+    let predictions = piece.answer(tagged, &version.tagger);
+    ids.into_iter()
+        .zip(predictions)
+        .filter_map(|(id, prediction)| {
+            Some(TaskPrediction {
+                task: id?,
+                prediction,
+            })
+        })
+        .collect()
+}
+
+/// Requests at most so many a second: each waits for its turn.
+struct Pace {
+    every: Duration,
+    next: Instant,
+}
+
+impl Pace {
+    fn new(per_second: f64) -> Self {
+        Self {
+            every: Duration::from_secs_f64(1.0 / per_second.max(0.01)),
+            next: Instant::now(),
+        }
+    }
+
+    /// Waits for the next request's turn (or for the server to stop).
+    fn wait(&mut self, shared: &Shared) {
+        while !shared.stopping() {
+            let now = Instant::now();
+            if now >= self.next {
+                break;
+            }
+            std::thread::sleep((self.next - now).min(Duration::from_millis(100)));
+        }
+        self.next = Instant::now() + self.every;
+    }
+}
