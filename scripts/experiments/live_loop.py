@@ -1,0 +1,379 @@
+#!/usr/bin/env python3
+"""The annotation loop, live in a real Label Studio, end to end: what
+scripts/experiments/active_learning.py simulates with files, through Label Studio and
+`nertrain serve` as its ML backend.
+
+A model is trained on the same random sentences the file loop starts from; the rest of the
+training file is imported as tasks into a project whose labeling config has the `check` control;
+the backend (`--regions budget`, the task score by mnlp) gives every task its prediction and
+regions to decide. Each round, a simulated annotator takes tasks in the Data Manager's order by
+prediction score (the least sure first), decides each task's regions from gold (widened to the
+gold entities they touch, as in the file loop), accepts the model's entities elsewhere, and
+submits, until the round's tokens are decided; the backend is then asked to learn, judges the
+version on its held-out tasks, serves it if it does no worse and refreshes Label Studio's
+predictions. Each round records the served model's test F1 against the tokens decided, the
+round's seconds (annotating, training, refreshing), and `/predict`'s p99 while learning against
+idle.
+
+Writes, under --out: results.jsonl (a line per round) and summary.json, with the file loop's
+test F1 at the same tokens when --file-results names its results.jsonl.
+
+    scripts/experiments/live_loop.py --label-studio http://localhost:8080 --token T   # CoNLL-2003
+    scripts/experiments/live_loop.py --quick --label-studio URL --token T             # the sample (CI)
+
+Label Studio must be running (scripts/ci/label_studio_live.sh starts one for CI), with the
+backend's loopback address allowed (ML_BLOCK_LOCAL_IP=false SSRF_PROTECTION_ENABLED=false).
+"""
+
+import argparse
+import base64
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from pathlib import Path
+
+import requests
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from nerscripts import read_blocks, write_blocks  # noqa: E402
+from active_learning import gold_entities, interpolate, text_of, token_offsets  # noqa: E402
+
+CONFIG = """<View>
+  <Labels name="label" toName="text">
+    <Label value="PER"/><Label value="LOC"/><Label value="ORG"/><Label value="MISC"/>
+  </Labels>
+  <Labels name="check" toName="text"><Label value="check" background="#cccccc"/></Labels>
+  <Text name="text" value="$text"/>
+</View>"""
+
+AUTH = ("loop", "live-loop-secret")
+
+
+class Studio:
+    def __init__(self, url, token):
+        self.url = url.rstrip("/")
+        self.session = requests.Session()
+        self.session.headers["Authorization"] = f"Token {token}"
+
+    def call(self, method, path, **kwargs):
+        response = self.session.request(method, self.url + path, timeout=600, **kwargs)
+        if response.status_code >= 400:
+            sys.exit(f"{method} {path}: {response.status_code} {response.text[:500]}")
+        return response.json() if response.content else None
+
+
+def wait_for(what, condition, seconds, server=None):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if server is not None and server.poll() is not None:
+            sys.exit(f"nertrain serve exited with {server.returncode} while waiting for {what}")
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.5)
+    sys.exit(f"timed out after {seconds} s waiting for {what}")
+
+
+def run(args):
+    done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"{' '.join(map(str, args))}\n{done.stderr}")
+    return done.stdout
+
+
+def test_f1(options, model):
+    out = run([options.binary, "eval", "--model", str(model), "--data", str(options.test), "--json"])
+    return json.loads(out)["overall"]["f1"]
+
+
+def annotation(sentence, prediction):
+    """What the annotator submits for a task: its regions to decide (widened to the gold
+    entities they touch) with their gold entities, the model's entities elsewhere, and the
+    regions decided as `check` regions; and the tokens decided."""
+    text = text_of(sentence)
+    offsets = token_offsets(sentence)
+    tags = [line.split()[-1] for line in sentence]
+    result = prediction["result"]
+    checks = [(r["value"]["start"], r["value"]["end"]) for r in result if r["from_name"] == "check"]
+    decided = [any(s < ce and cs < e for cs, ce in checks) for s, e in offsets]
+    gold = gold_entities(tags)
+    for start, end in gold:
+        if any(decided[start:end]):
+            decided[start:end] = [True] * (end - start)
+    region = lambda s, e, name, label: {"from_name": name, "to_name": "text", "type": "labels",
+                                        "value": {"start": s, "end": e, "text": text[s:e], "labels": [label]}}
+    submitted = [region(offsets[s][0], offsets[e - 1][1], "label", tags[s][2:])
+                 for s, e in gold if decided[s]]
+    for r in result:
+        if r["from_name"] != "label":
+            continue
+        s, e = r["value"]["start"], r["value"]["end"]
+        if not any(decided[i] for i, (a, b) in enumerate(offsets) if a < e and s < b):
+            submitted.append(region(s, e, "label", r["value"]["labels"][0]))
+    t = 0
+    while t < len(decided):
+        if decided[t]:
+            end = t
+            while end < len(decided) and decided[end]:
+                end += 1
+            submitted.append(region(offsets[t][0], offsets[end - 1][1], "check", "check"))
+            t = end
+        else:
+            t += 1
+    return submitted, sum(decided)
+
+
+def in_order(studio, project, version, limit):
+    """Up to `limit` tasks without an annotation in the Data Manager's order by prediction score
+    (lowest first), each with its prediction of `version`."""
+    query = json.dumps({"ordering": ["tasks:predictions_score"], "filters": {
+        "conjunction": "and", "items": [{"filter": "filter:tasks:total_annotations",
+                                         "operator": "equal", "type": "Number", "value": 0}]}})
+    tasks = studio.call("GET", f"/api/tasks?project={project}&page_size={limit}&fields=all"
+                               f"&query={urllib.parse.quote(query)}")["tasks"]
+    out = []
+    for task in tasks:
+        mine = [p for p in task.get("predictions", []) if p["model_version"] == version]
+        if mine:
+            out.append((task, mine[-1]))
+    return out
+
+
+class Latency:
+    """/predict of 10 tasks asked back to back on a thread of its own while it runs."""
+
+    def __init__(self, backend, texts):
+        self.body = {"tasks": [{"id": i, "data": {"text": t}} for i, t in enumerate(texts[:10])],
+                     "label_config": CONFIG}
+        self.backend, self.times, self.failures = backend, [], 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.loop)
+        self.thread.start()
+
+    def loop(self):
+        while not self.stop.is_set():
+            started = time.perf_counter()
+            response = requests.post(self.backend + "/predict", json=self.body, auth=AUTH, timeout=60)
+            self.times.append(time.perf_counter() - started)
+            self.failures += not response.ok
+
+    def end(self):
+        self.stop.set()
+        self.thread.join()
+        ordered = sorted(self.times)
+        p99 = ordered[min(len(ordered) - 1, int(round(0.99 * (len(ordered) - 1))))] if ordered else None
+        return {"requests": len(self.times), "failures": self.failures,
+                "p99_ms": round(1000 * p99, 1) if p99 is not None else None}
+
+
+def up(backend):
+    try:
+        return requests.get(backend + "/health", timeout=2).ok
+    except requests.ConnectionError:
+        return False
+
+
+def learning(backend):
+    return requests.get(backend + "/model", timeout=10).json()["learning"]
+
+
+def refreshed(backend, version, server):
+    def done():
+        refresh = learning(backend).get("refresh") or {}
+        return refresh if refresh.get("version") == version and refresh.get("phase") in ("done", "failed") else None
+    status = wait_for(f"the refresh of {version}", done, 3600, server)
+    if status["phase"] != "done":
+        sys.exit(f"the refresh of {version} failed: {status}")
+    return status
+
+
+def options():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="the shipped sample, tiny rounds")
+    parser.add_argument("--label-studio", required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--config", default="configs/conll-adam.toml")
+    parser.add_argument("--data", default=str(ROOT.parent / "shared/data/conll2003"))
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--start", type=int, default=500)
+    parser.add_argument("--step", type=int, default=2000, help="tokens decided a round")
+    parser.add_argument("--until-share", type=float, default=0.14)
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--patience", type=int, default=4)
+    parser.add_argument("--heldout-percent", type=int, default=10)
+    parser.add_argument("--set", action="append", default=[], help="more fit overrides")
+    parser.add_argument("--port", type=int, default=8936)
+    parser.add_argument("--out", default="runs/live-loop")
+    parser.add_argument("--binary", default=None)
+    parser.add_argument("--file-results", help="active_learning.py's results.jsonl to compare with")
+    parser.add_argument("--file-strategy", default="mnlp:regions=budget")
+    options = parser.parse_args()
+    if options.quick:
+        options.config, options.data = "configs/sample.toml", str(ROOT / "data/sample")
+        options.start, options.epochs, options.step, options.until_share = 60, 3, 600, 0.35
+    else:
+        options.set.append('model.char_features="none"')
+    if options.binary is None:
+        target = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
+        options.binary = str(target / "release" / "nertrain")
+    data = Path(options.data)
+    options.dev = data / "valid.txt" if (data / "valid.txt").exists() else data / "dev.txt"
+    options.test = data / "test.txt"
+    options.train = data / "train.txt"
+    return options
+
+
+def start(options, out):
+    """The initial model, the project with the rest as tasks, and the backend connected to it."""
+    train = read_blocks(options.train)
+    order = list(range(len(train)))
+    random.Random(options.seed).shuffle(order)
+    initial = order[: options.start]
+    write_blocks(out / "initial.txt", [train[i] for i in initial])
+    run([options.binary, "fit", "--config", options.config, "--overwrite",
+         "--set", f"data.train={json.dumps(str(out / 'initial.txt'))}",
+         "--set", f"data.dev={json.dumps(str(options.dev))}",
+         "--set", f"data.test={json.dumps(str(options.test))}",
+         "--set", 'data.context="sentence"', "--set", "model.mention_dim=0",
+         "--set", f"train.output={json.dumps(str(out / 'base'))}",
+         "--set", f"train.seed={options.seed}", "--set", f"train.epochs={options.epochs}",
+         "--set", f"train.patience={options.patience}", *sum((["--set", s] for s in options.set), [])])
+    return train, initial
+
+
+def main():
+    opts = options()
+    out = Path(opts.out)
+    out.mkdir(parents=True, exist_ok=True)
+    studio = Studio(opts.label_studio, opts.token)
+    backend = f"http://127.0.0.1:{opts.port}"
+    train, initial = start(opts, out)
+    total_tokens = sum(len(s) for s in train)
+    rest = [i for i in range(len(train)) if i not in set(initial)]
+    project = studio.call("POST", "/api/projects", json={"title": f"live loop seed {opts.seed}", "label_config": CONFIG})
+    pid = project["id"]
+    for chunk in range(0, len(rest), 2000):
+        studio.call("POST", f"/api/projects/{pid}/import",
+                    json=[{"text": text_of(train[i]), "line": i} for i in rest[chunk:chunk + 2000]])
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABEL_STUDIO_", "BASIC_AUTH_"))}
+    env.update(BASIC_AUTH_USER=AUTH[0], BASIC_AUTH_PASS=AUTH[1],
+               LABEL_STUDIO_URL=opts.label_studio, LABEL_STUDIO_API_KEY=opts.token)
+    log = open(out / "serve.log", "w")
+    server = subprocess.Popen(
+        [opts.binary, "serve", "--model", str(out / "base"), "--addr", f"127.0.0.1:{opts.port}",
+         "--train-into", str(out / "versions"), "--train-interval", "0", "--train-every", "1000000",
+         "--train-epochs", str(opts.epochs), "--heldout-percent", str(opts.heldout_percent),
+         "--label-margin", "100", "--task-score", "mnlp", "--regions", "budget",
+         "--region-budget", str(opts.step), "--refresh-rate", "20", "--refresh-page", "200"],
+        stderr=log, env=env, cwd=ROOT)
+    results = []
+    try:
+        wait_for("nertrain serve", lambda: up(backend), 60, server)
+        ml = studio.call("POST", "/api/ml", json={
+            "url": backend, "project": pid, "title": "nertrain", "auth_method": "BASIC_AUTH",
+            "basic_auth_user": AUTH[0], "basic_auth_pass": AUTH[1]})
+        basic = "Basic " + base64.b64encode(f"{AUTH[0]}:{AUTH[1]}".encode()).decode()
+        for hook in studio.call("GET", f"/api/webhooks?project={pid}"):
+            studio.call("PATCH", f"/api/webhooks/{hook['id']}", json={"headers": {"Authorization": basic}})
+        served = requests.get(backend + "/model", timeout=5).json()["version"]
+        started = time.perf_counter()
+        requests.post(backend + "/versions/base/serve", auth=AUTH, timeout=120).raise_for_status()
+        refresh = refreshed(backend, served, server)
+        decided = sum(len(train[i]) for i in initial)
+        record = {"seed": opts.seed, "round": 0, "sentences": len(initial), "tokens": decided,
+                  "test_f1": test_f1(opts, out / "base"), "version": served, "served": True,
+                  "refresh_seconds": round(time.perf_counter() - started, 2), "refresh_tasks": refresh["predicted"]}
+        results.append(record)
+        print(json.dumps(record), file=sys.stderr)
+        texts = [text_of(train[i]) for i in rest[:10]]
+        model_dir, annotated = out / "base", 0
+        for rnd in range(1, 10**6):
+            if decided >= opts.until_share * total_tokens:
+                break
+            round_started = time.perf_counter()
+            this_round, tasks_done = 0, 0
+            for task, prediction in in_order(studio, pid, served, 1000):
+                if this_round >= opts.step:
+                    break
+                if not any(r["from_name"] == "check" for r in prediction["result"]):
+                    continue
+                submitted, count = annotation(train[task["data"]["line"]], prediction)
+                if this_round + count > opts.step and this_round > 0:
+                    continue
+                studio.call("POST", f"/api/tasks/{task['id']}/annotations", json={"result": submitted})
+                this_round += count
+                tasks_done += 1
+            if this_round == 0:
+                print(f"round {rnd}: no task has a region to decide; the model is sure of the rest", file=sys.stderr)
+                break
+            decided += this_round
+            annotated += tasks_done
+            annotating = time.perf_counter() - round_started
+            idle = Latency(backend, texts)
+            time.sleep(3)
+            idle = idle.end()
+            count = len(learning(backend)["versions"])
+            busy = Latency(backend, texts)
+            trained_at = time.perf_counter()
+            requests.post(backend + "/webhook", auth=AUTH, timeout=30,
+                          json={"action": "START_TRAINING", "project": {"id": pid}}).raise_for_status()
+            state = wait_for(f"round {rnd}'s version", lambda: (lambda l: l if len(l["versions"]) > count
+                             and l["training"] is None and not l["pending"] else None)(learning(backend)), 7200, server)
+            busy = busy.end()
+            training = time.perf_counter() - trained_at
+            newest = state["versions"][-1]
+            refresh_seconds = 0.0
+            if newest["served"]:
+                served, model_dir = newest["id"], out / "versions" / newest["name"]
+                refresh_started = time.perf_counter()
+                refreshed(backend, served, server)
+                refresh_seconds = time.perf_counter() - refresh_started
+            record = {"seed": opts.seed, "round": rnd, "sentences": len(initial) + annotated, "tokens": decided,
+                      "test_f1": test_f1(opts, model_dir), "version": served, "served": newest["served"],
+                      "heldout_f1": newest["heldout_f1"], "annotate_seconds": round(annotating, 2),
+                      "train_seconds": round(training, 2), "refresh_seconds": round(refresh_seconds, 2),
+                      "predict_idle": idle, "predict_learning": busy}
+            results.append(record)
+            print(json.dumps(record), file=sys.stderr)
+    finally:
+        server.terminate()
+        server.wait(60)
+        log.close()
+        with open(out / "results.jsonl", "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in results)
+    summary = {"total_tokens": total_tokens, "rounds": results}
+    if opts.file_results:
+        file_runs = [json.loads(l) for l in Path(opts.file_results).read_text().splitlines() if l]
+        curve = sorted((r["tokens"], r["test_f1"]) for r in file_runs
+                       if r["seed"] == opts.seed and r["strategy"] == opts.file_strategy)
+        summary["file_loop_at_equal_tokens"] = [
+            {"tokens": r["tokens"], "live": r["test_f1"], "file": interpolate(curve, r["tokens"])}
+            for r in results]
+        gaps = [abs(p["live"] - p["file"]) for p in summary["file_loop_at_equal_tokens"] if p["file"] is not None]
+        summary["largest_gap"] = max(gaps) if gaps else None
+    p99 = [r["predict_learning"]["p99_ms"] / r["predict_idle"]["p99_ms"] for r in results[1:]
+           if r["predict_learning"]["p99_ms"] and r["predict_idle"]["p99_ms"]]
+    summary["p99_learning_over_idle_median"] = statistics.median(p99) if p99 else None
+    if opts.quick:
+        # What CI checks of the loop on the sample: rounds that learn, and /predict answered
+        # throughout.
+        served = [r for r in results[1:] if r["served"]]
+        if len(results) < 3 or not served or results[-1]["test_f1"] <= results[0]["test_f1"]:
+            sys.exit(f"the live loop did not learn: {[(r['tokens'], r['test_f1']) for r in results]}")
+        failures = sum(r[k]["failures"] for r in results[1:] for k in ("predict_idle", "predict_learning"))
+        if failures:
+            sys.exit(f"{failures} /predict requests failed during the loop")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in summary.items() if k != "rounds"}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,257 @@
+"""The annotation loop inside a real Label Studio, driven through its own REST API: a project
+whose labeling config has the `check` control beside the entity labels; the backend's
+predictions carry each task's regions to decide (as /predict answers them); Label Studio's
+interactive pre-annotation endpoint decodes a task again with the annotator's entity forced;
+annotations submitted as an annotator leaves them (gold inside the regions, the model's
+entities elsewhere) train a version, and once it is served Label Studio's predictions and
+scores are refreshed and the project's model version switched, so that the Data Manager's order
+by prediction score changes; a version is rolled back and forth through the authenticated API
+and shows in Label Studio's model-version list. Measures the refresh per task, and writes the
+figures as JSON.
+
+Run by scripts/ci/label_studio_live.sh beside live.py: loopback only, bounded in time.
+"""
+
+import argparse
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+from pathlib import Path
+
+import requests
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from live import AUTH, REGIONS_CONFIG, Studio, check, sentences, spans, up, wait_for  # noqa: E402
+
+
+def predict_direct(backend, task, context=None):
+    """The backend's own /predict of one task (with an interactive context when given)."""
+    body = {"tasks": [{"id": task["id"], "data": task["data"]}], "label_config": REGIONS_CONFIG}
+    if context is not None:
+        body["params"] = {"context": context}
+    response = requests.post(backend + "/predict", json=body, auth=AUTH, timeout=60)
+    check(response.ok, f"/predict: {response.status_code} {response.text[:300]}")
+    return response.json()["results"][0]
+
+
+def regions_of(result, from_name):
+    return sorted((r["value"]["start"], r["value"]["end"], r["value"]["labels"][0])
+                  for r in result if r["from_name"] == from_name)
+
+
+def ordered(studio, project):
+    """The project's tasks without an annotation as the Data Manager orders them by prediction
+    score, lowest first: (task id, score) of each."""
+    query = json.dumps({"ordering": ["tasks:predictions_score"], "filters": {
+        "conjunction": "and", "items": [{"filter": "filter:tasks:total_annotations",
+                                         "operator": "equal", "type": "Number", "value": 0}]}})
+    tasks = studio.call("GET", f"/api/tasks?project={project}&page_size=1000&fields=all"
+                               f"&query={urllib.parse.quote(query)}")["tasks"]
+    return [(t["id"], t.get("predictions_score")) for t in tasks]
+
+
+def model(backend):
+    return requests.get(backend + "/model", timeout=5).json()
+
+
+def refreshed(backend, version):
+    """Waits for the refresh of `version` to end; its status."""
+    def done():
+        refresh = model(backend)["learning"].get("refresh") or {}
+        if refresh.get("version") == version and refresh.get("phase") in ("done", "failed"):
+            return refresh
+        return None
+    status = wait_for(f"Label Studio's predictions refreshed with {version}", done, 180)
+    check(status["phase"] == "done", f"the refresh of {version} failed: {status}")
+    return status
+
+
+def in_step(studio, project, version, unannotated):
+    """Checks that Label Studio is in step with `version`: the project's model version, and a
+    prediction of it for every task without an annotation, scored."""
+    got = studio.call("GET", f"/api/projects/{project}")["model_version"]
+    check(got == version, f"the project's model version is {got}, not {version}")
+    predictions = studio.call("GET", f"/api/predictions?project={project}")
+    of_version = {p["task"]: p for p in predictions if p["model_version"] == version}
+    missing = [t for t in unannotated if t not in of_version]
+    check(not missing, f"tasks without a prediction of {version}: {missing[:10]}")
+    return of_version
+
+
+def serve_version(backend, name, auth=AUTH):
+    return requests.post(f"{backend}/versions/{name}/serve", auth=auth, timeout=120)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--nertrain", required=True)
+    parser.add_argument("--model", required=True, help="the model to serve first")
+    parser.add_argument("--data", required=True, help="a CoNLL file whose sentences become tasks")
+    parser.add_argument("--label-studio", required=True)
+    parser.add_argument("--token", required=True)
+    parser.add_argument("--port", type=int, default=8935)
+    parser.add_argument("--tasks", type=int, default=60)
+    parser.add_argument("--annotate", type=int, default=24, help="tasks annotated before training")
+    parser.add_argument("--results", required=True)
+    args = parser.parse_args()
+
+    studio = Studio(args.label_studio, args.token)
+    backend = f"http://127.0.0.1:{args.port}"
+    work = Path(tempfile.mkdtemp(prefix="nertrain-ls-loop-"))
+    log = open(work / "serve.log", "w")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABEL_STUDIO_", "BASIC_AUTH_"))}
+    env.update(BASIC_AUTH_USER=AUTH[0], BASIC_AUTH_PASS=AUTH[1],
+               LABEL_STUDIO_URL=args.label_studio, LABEL_STUDIO_API_KEY=args.token)
+    server = subprocess.Popen(
+        [args.nertrain, "serve", "--model", args.model, "--addr", f"127.0.0.1:{args.port}",
+         "--train-into", str(work / "versions"), "--threads", "1", "--train-interval", "0",
+         "--train-every", "100000", "--train-epochs", "3", "--regions", "budget",
+         "--region-budget", "40", "--refresh-rate", "50", "--refresh-page", "25",
+         # Few held-out tasks judge a version here: a label with one entity there must not
+         # decide it.
+         "--label-margin", "100"],
+        stderr=log, env=env)
+    results, passed = {}, False
+    try:
+        wait_for("nertrain serve", lambda: up(server, backend), 60)
+        base_id = model(backend)["version"]
+        gold = sentences(args.data)[: args.tasks]
+        texts = [spans(tokens, tags)[0] for tokens, tags in gold]
+        project = studio.call("POST", "/api/projects", json={"title": "nertrain loop", "label_config": REGIONS_CONFIG})
+        pid = project["id"]
+        studio.call("POST", f"/api/projects/{pid}/import", json=[{"text": t} for t in texts])
+        tasks = studio.call("GET", f"/api/tasks?project={pid}&page_size=1000")["tasks"]
+        check(len(tasks) == len(texts), f"{len(tasks)} tasks imported of {len(texts)}")
+        by_id = {t["id"]: t for t in tasks}
+        gold_of = {t["id"]: spans(*gold[texts.index(t["data"]["text"])])[1] for t in tasks}
+        ml = studio.call("POST", "/api/ml", json={
+            "url": backend, "project": pid, "title": "nertrain", "auth_method": "BASIC_AUTH",
+            "basic_auth_user": AUTH[0], "basic_auth_pass": AUTH[1], "is_interactive": True})
+        # Label Studio's webhook to the backend, with the credentials it does not send itself.
+        hooks = [h for h in studio.call("GET", f"/api/webhooks?project={pid}") if h["url"] == backend + "/webhook"]
+        basic = "Basic " + base64.b64encode(f"{AUTH[0]}:{AUTH[1]}".encode()).decode()
+        for hook in hooks:
+            studio.call("PATCH", f"/api/webhooks/{hook['id']}", json={"headers": {"Authorization": basic}})
+
+        # Serving the base model again refreshes every task: its predictions carry the regions
+        # to decide, exactly as the backend's own /predict answers them, and the project's model
+        # version is the base model's.
+        started = time.perf_counter()
+        response = serve_version(backend, "base")
+        check(response.ok, f"/versions/base/serve: {response.status_code} {response.text}")
+        status = refreshed(backend, base_id)
+        results["refresh_base"] = {"tasks": status["predicted"], "seconds": round(time.perf_counter() - started, 2),
+                                   "cut": status["cut"]}
+        base_predictions = in_step(studio, pid, base_id, list(by_id))
+        with_regions = 0
+        for task_id, prediction in base_predictions.items():
+            direct = predict_direct(backend, by_id[task_id])
+            for from_name in ("label", "check"):
+                check(regions_of(prediction["result"], from_name) == regions_of(direct["result"], from_name),
+                      f"task {task_id}: the refreshed {from_name} regions are not /predict's")
+            with_regions += bool(regions_of(prediction["result"], "check"))
+        check(with_regions > 0, "no refreshed prediction has a region to decide")
+        results["tasks_with_regions"] = with_regions
+        before = ordered(studio, pid)
+
+        # Interactive pre-annotation through Label Studio: the annotator draws the first word of
+        # a task as an ORG; the backend decodes the task again with it forced.
+        task = next(t for t in tasks if len(t["data"]["text"].split()[0]) > 2)
+        word = task["data"]["text"].split()[0]
+        drawn = {"from_name": "label", "to_name": "text", "type": "labels",
+                 "value": {"start": 0, "end": len(word), "text": word, "labels": ["ORG"]}}
+        answer = studio.call("POST", f"/api/ml/{ml['id']}/interactive-annotating",
+                             json={"task": task["id"], "context": {"result": [drawn]}})
+        check("data" in answer and not answer.get("errors"), f"interactive pre-annotation: {answer}")
+        entities = regions_of(answer["data"]["result"], "label")
+        check((0, len(word), "ORG") in entities, f"the forced entity is not in {entities}")
+        direct = predict_direct(backend, task, {"result": [drawn]})
+        check(entities == regions_of(direct["result"], "label"),
+              f"interactive {entities} != /predict's {regions_of(direct['result'], 'label')}")
+        results["interactive_entities"] = len(entities)
+
+        # Annotations as an annotator leaves them: gold entities where they touch a region to
+        # decide, the model's entities elsewhere, and the regions kept.
+        annotated = sorted(by_id)[: args.annotate]
+        for task_id in annotated:
+            result = base_predictions[task_id]["result"]
+            checks = [(r["value"]["start"], r["value"]["end"]) for r in result if r["from_name"] == "check"]
+            touches = lambda s, e: any(s < ce and cs < e for cs, ce in checks)
+            text = by_id[task_id]["data"]["text"]
+            entities = [(s, e, label) for s, e, label in gold_of[task_id] if touches(s, e)]
+            entities += [(r["value"]["start"], r["value"]["end"], r["value"]["labels"][0]) for r in result
+                         if r["from_name"] == "label" and not touches(r["value"]["start"], r["value"]["end"])]
+            submitted = [{"from_name": "label", "to_name": "text", "type": "labels",
+                          "value": {"start": s, "end": e, "text": text[s:e], "labels": [label]}}
+                         for s, e, label in entities]
+            submitted += [r for r in result if r["from_name"] == "check"]
+            studio.call("POST", f"/api/tasks/{task_id}/annotations", json={"result": submitted})
+        unannotated = [t for t in by_id if t not in annotated]
+
+        # A training asked for from Label Studio; the version served is refreshed into it.
+        studio.call("POST", f"/api/ml/{ml['id']}/train", json={})
+        def trained():
+            learning = model(backend)["learning"]
+            return learning if learning["versions"] and learning["training"] is None and not learning["pending"] else None
+        learning = wait_for("a version trained on the annotations", trained, 300)
+        newest = learning["versions"][-1]
+        check(newest["served"], f"the version trained was not served: {newest}")
+        check(newest["train_tasks"] + newest["heldout_tasks"] == len(annotated),
+              f"the version did not learn from the {len(annotated)} tasks annotated: {newest}")
+        results["heldout_partial"] = newest["heldout_partial"]
+        started = time.perf_counter()
+        status = refreshed(backend, newest["id"])
+        results["refresh_new"] = {"tasks": status["predicted"], "annotated": status["annotated"],
+                                  "seconds": round(status["seconds"], 2)}
+        check(status["annotated"] == len(annotated) and status["predicted"] == len(unannotated),
+              f"refresh counts: {status}")
+        new_predictions = in_step(studio, pid, newest["id"], unannotated)
+        after = ordered(studio, pid)
+        check([t for t, _ in after] != [t for t, _ in before if t in unannotated],
+              "the Data Manager's order by prediction score did not change with the new version")
+        scores = {t: new_predictions[t]["score"] for t in unannotated}
+        check(all(abs(s - scores[t]) < 1e-9 for t, s in after),
+              "the Data Manager sorts by other scores than the new version's")
+        check([s for _, s in after] == sorted(s for _, s in after), "the order is not by score")
+        results["order_changed"] = sum(a != b for a, b in zip([t for t, _ in after],
+                                                               [t for t, _ in before if t in unannotated]))
+
+        # Rolled back to the base model and forth again, through the authenticated API.
+        check(serve_version(backend, "base", auth=None).status_code == 401, "serving without credentials")
+        for name, version in (("base", base_id), (newest["name"], newest["id"])):
+            response = serve_version(backend, name)
+            check(response.ok and response.json()["id"] == version, f"serve {name}: {response.text}")
+            check(model(backend)["version"] == version, f"not serving {name}")
+            refreshed(backend, version)
+            in_step(studio, pid, version, unannotated)
+        listed = studio.call("GET", f"/api/ml/{ml['id']}/versions")["versions"]
+        check(base_id in listed and newest["id"] in listed, f"Label Studio's model versions: {listed}")
+        results["label_studio_versions"] = listed
+        per_task = results["refresh_new"]["seconds"] / max(1, len(unannotated))
+        results["refresh_seconds_per_task"] = round(per_task, 4)
+
+        print(json.dumps(results, indent=2))
+        Path(args.results).write_text(json.dumps(results, indent=2) + "\n")
+        passed = True
+    finally:
+        server.terminate()
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+        log.close()
+        print((work / "serve.log").read_text()[-3000:], file=sys.stderr)
+        if passed:
+            shutil.rmtree(work)
+        else:
+            print(f"kept for a look: {work}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
