@@ -108,15 +108,21 @@ def main():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LABEL_STUDIO_", "BASIC_AUTH_"))}
     env.update(BASIC_AUTH_USER=AUTH[0], BASIC_AUTH_PASS=AUTH[1],
                LABEL_STUDIO_URL=args.label_studio, LABEL_STUDIO_API_KEY=args.token)
-    server = subprocess.Popen(
-        [args.nertrain, "serve", "--model", args.model, "--addr", f"127.0.0.1:{args.port}",
-         "--train-into", str(work / "versions"), "--threads", "1", "--train-interval", "0",
-         "--train-every", "100000", "--train-epochs", "3", "--regions", "budget",
-         "--region-budget", "40", "--refresh-rate", "50", "--refresh-page", "25",
-         # Few held-out tasks judge a version here: a label with one entity there must not
-         # decide it.
-         "--label-margin", "100"],
-        stderr=log, env=env)
+
+    def start(refresh):
+        return subprocess.Popen(
+            [args.nertrain, "serve", "--model", args.model, "--addr", f"127.0.0.1:{args.port}",
+             "--train-into", str(work / "versions"), "--threads", "1", "--train-interval", "0",
+             "--train-every", "100000", "--train-epochs", "3", "--regions", "budget",
+             "--region-budget", "40",
+             # Few held-out tasks judge a version here: a label with one entity there must not
+             # decide it.
+             "--label-margin", "100"] + refresh,
+            stderr=log, env=env)
+
+    # Slow enough to be caught mid-way.
+    slow = ["--refresh-rate", "4", "--refresh-page", "4"]
+    server = start(slow)
     results, passed = {}, False
     try:
         wait_for("nertrain serve", lambda: up(server, backend), 60)
@@ -141,11 +147,35 @@ def main():
 
         # Serving the base model again refreshes every task: its predictions carry the regions
         # to decide, exactly as the backend's own /predict answers them, and the project's model
-        # version is the base model's.
+        # version is the base model's. A server killed mid-way goes on from its last page.
         started = time.perf_counter()
         response = serve_version(backend, "base")
         check(response.ok, f"/versions/base/serve: {response.status_code} {response.text}")
+        def posting(at_least):
+            refresh = model(backend)["learning"].get("refresh") or {}
+            return refresh if refresh.get("phase") == "posting" and refresh["page"] >= at_least else None
+        cut_short = wait_for("a refresh two pages in", lambda: posting(2), 120)
+        server.kill()
+        server.wait(30)
+        saved = json.loads((work / "versions" / "refresh.json").read_text())
+        check(saved["phase"] == "posting" and saved["page"] >= cut_short["page"], f"saved: {saved}")
+        server = start(slow)
+        wait_for("the restarted server", lambda: up(server, backend), 60)
         status = refreshed(backend, base_id)
+        # Resumed, not begun again: the pages posted before the kill were not posted twice
+        # (but the one under way when it came, at most).
+        counts = {}
+        for p in studio.call("GET", f"/api/predictions?project={pid}"):
+            if p["model_version"] == base_id:
+                counts[p["task"]] = counts.get(p["task"], 0) + 1
+        twice = sum(c > 1 for c in counts.values())
+        check(len(counts) == len(tasks) and twice <= 4,
+              f"{len(counts)} tasks with a prediction, {twice} with two: begun again, not resumed")
+        results["refresh_resumed_at_page"] = saved["page"]
+        server.terminate()
+        server.wait(30)
+        server = start(["--refresh-rate", "50", "--refresh-page", "25"])
+        wait_for("the server, refreshing faster", lambda: up(server, backend), 60)
         results["refresh_base"] = {"tasks": status["predicted"], "seconds": round(time.perf_counter() - started, 2),
                                    "cut": status["cut"]}
         base_predictions = in_step(studio, pid, base_id, list(by_id))

@@ -417,8 +417,8 @@ impl Learner {
             });
         let refresher =
             Refresher::start(&dir, settings.refresh.clone(), served.clone(), log.clone())?;
-        if let (Some(connection), Some(project)) = (&connection, registry.project) {
-            refresher.resume(project, connection.clone());
+        if let Some(connection) = &connection {
+            refresher.resume(connection.clone());
         }
         let shared = Arc::new(Shared {
             dir,

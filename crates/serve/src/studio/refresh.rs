@@ -82,6 +82,8 @@ pub struct RefreshStatus {
     pub project: u64,
     /// Where it is.
     pub phase: RefreshPhase,
+    /// Tasks a page.
+    pub page_size: usize,
     /// Pages of the project's tasks.
     pub pages: usize,
     /// Pages done in this phase.
@@ -176,12 +178,14 @@ impl Refresher {
     }
 
     /// Asks for the refresh of the served version to go on, if one was cut short.
-    pub(crate) fn resume(&self, project: u64, connection: Connection) {
+    pub(crate) fn resume(&self, connection: Connection) {
         let served = self.shared.served.get().id.clone();
-        let unfinished = lock(&self.shared.state).status.as_ref().is_some_and(|s| {
-            s.version == served && s.project == project && s.phase != RefreshPhase::Done
-        });
-        if unfinished {
+        let unfinished = lock(&self.shared.state)
+            .status
+            .as_ref()
+            .filter(|s| s.version == served && s.phase != RefreshPhase::Done)
+            .map(|s| s.project);
+        if let Some(project) = unfinished {
             self.want(project, connection);
         }
     }
@@ -251,7 +255,8 @@ fn run(shared: &Shared) {
             }
         };
         let version = shared.served.get();
-        let mut status = resumed(shared, &version.id, project);
+        let saved = lock(&shared.state).status.clone();
+        let mut status = resumed(saved, &version.id, project, shared.settings.page_size);
         let started = Instant::now();
         let seconds = status.seconds;
         let outcome = refresh(shared, &version, &connection, &mut status, started);
@@ -274,20 +279,30 @@ fn run(shared: &Shared) {
     }
 }
 
-/// The refresh of `version` on `project` where the last one of it stopped, or a new one.
-fn resumed(shared: &Shared, version: &str, project: u64) -> RefreshStatus {
-    let saved = lock(&shared.state).status.clone();
+/// The refresh of `version` on `project` in pages of `page_size` tasks: where `saved` (the last
+/// one) stopped, when it is of them and not done; otherwise a new one.
+fn resumed(
+    saved: Option<RefreshStatus>,
+    version: &str,
+    project: u64,
+    page_size: usize,
+) -> RefreshStatus {
     match saved {
         Some(s)
-            if s.version == version && s.project == project && s.phase != RefreshPhase::Done =>
+            if s.version == version
+                && s.project == project
+                && s.page_size == page_size
+                && s.phase != RefreshPhase::Done =>
         {
             RefreshStatus {
-                // A failed refresh goes on from its last page, in the phase it failed in.
+                // A failed refresh goes on from its last page, in the phase it failed in (the
+                // pool's doubt is not saved: measuring starts again).
                 phase: if s.cut.is_some() {
                     RefreshPhase::Posting
                 } else {
                     RefreshPhase::Measuring
                 },
+                page: if s.cut.is_some() { s.page } else { 0 },
                 error: None,
                 ..s
             }
@@ -296,6 +311,7 @@ fn resumed(shared: &Shared, version: &str, project: u64) -> RefreshStatus {
             version: version.to_string(),
             project,
             phase: RefreshPhase::Measuring,
+            page_size,
             pages: 0,
             page: 0,
             predicted: 0,
@@ -327,6 +343,7 @@ fn refresh(
     started: Instant,
 ) -> Result<(), String> {
     let project = status.project;
+    let size = status.page_size;
     let mut pace = Pace::new(shared.settings.per_second);
     pace.wait(shared);
     let config = LabelingConfig::parse(&connection.label_config(project)?)
@@ -375,8 +392,8 @@ fn refresh(
             return Ok(());
         }
         reading.pace.wait(shared);
-        let page = connection.tasks_page(project, status.page + 1, shared.settings.page_size)?;
-        status.pages = page.total.div_ceil(shared.settings.page_size);
+        let page = connection.tasks_page(project, status.page + 1, size)?;
+        status.pages = page.total.div_ceil(size);
         let tagged = tag_page(version, &reading, page.tasks, status)?;
         let predictions = predict(shared, version, &reading, tagged, cut);
         if !predictions.is_empty() {
@@ -413,7 +430,7 @@ fn measure(
             return Ok(None);
         }
         reading.pace.wait(shared);
-        let size = shared.settings.page_size;
+        let size = status.page_size;
         let page = reading
             .connection
             .tasks_page(status.project, counted.page + 1, size)?;
@@ -547,7 +564,12 @@ impl Pace {
 
     /// Waits for the next request's turn (or for the server to stop).
     fn wait(&mut self, shared: &Shared) {
-        while !shared.stopping() {
+        self.wait_unless(&shared.stopping);
+    }
+
+    /// Waits for the next request's turn, or until `stop` is set.
+    fn wait_unless(&mut self, stop: &AtomicBool) {
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
             let now = Instant::now();
             if now >= self.next {
                 break;
@@ -555,5 +577,77 @@ impl Pace {
             std::thread::sleep((self.next - now).min(Duration::from_millis(100)));
         }
         self.next = Instant::now() + self.every;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(phase: RefreshPhase, page: usize, cut: Option<f64>) -> RefreshStatus {
+        RefreshStatus {
+            phase,
+            page,
+            pages: 10,
+            predicted: 100 * page,
+            cut,
+            error: Some("Label Studio went away".into()),
+            ..resumed(None, "v-a", 7, 100)
+        }
+    }
+
+    #[test]
+    fn a_refresh_cut_short_goes_on_from_its_last_page() {
+        let posting = status(RefreshPhase::Failed, 4, Some(0.99));
+        let again = resumed(Some(posting.clone()), "v-a", 7, 100);
+        assert_eq!(
+            (again.phase, again.page, again.predicted, again.error),
+            (RefreshPhase::Posting, 4, 400, None)
+        );
+        // Measuring is not saved page by page: it starts again.
+        let measuring = status(RefreshPhase::Measuring, 4, None);
+        let again = resumed(Some(measuring), "v-a", 7, 100);
+        assert_eq!((again.phase, again.page), (RefreshPhase::Measuring, 0));
+        // Another version, project or page size, or one done: a new refresh.
+        let done = status(RefreshPhase::Done, 10, Some(0.99));
+        for (saved, version, project, size) in [
+            (posting.clone(), "v-b", 7, 100),
+            (posting.clone(), "v-a", 8, 100),
+            (posting, "v-a", 7, 25),
+            (done, "v-a", 7, 100),
+        ] {
+            let fresh = resumed(Some(saved), version, project, size);
+            assert_eq!(
+                (
+                    fresh.phase,
+                    fresh.page,
+                    fresh.predicted,
+                    fresh.version.as_str()
+                ),
+                (RefreshPhase::Measuring, 0, 0, version)
+            );
+        }
+    }
+
+    #[test]
+    fn requests_keep_their_pace_until_told_to_stop() {
+        let stop = AtomicBool::new(false);
+        let mut pace = Pace::new(50.0);
+        let started = Instant::now();
+        for _ in 0..6 {
+            pace.wait_unless(&stop);
+        }
+        // Five intervals of 20 ms after the first request, which goes at once.
+        assert!(
+            started.elapsed() >= Duration::from_millis(100),
+            "{:?}",
+            started.elapsed()
+        );
+        let mut slow = Pace::new(0.01);
+        slow.wait_unless(&stop);
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        let stopped = Instant::now();
+        slow.wait_unless(&stop);
+        assert!(stopped.elapsed() < Duration::from_secs(1));
     }
 }
