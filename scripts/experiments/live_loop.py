@@ -211,6 +211,8 @@ def options():
     parser.add_argument("--heldout-percent", type=int, default=10)
     parser.add_argument("--set", action="append", default=[], help="more fit overrides")
     parser.add_argument("--port", type=int, default=8936)
+    parser.add_argument("--refresh-page", type=int, default=1000,
+                        help="tasks a page of the backend's refresh of Label Studio's predictions")
     parser.add_argument("--out", default="runs/live-loop")
     parser.add_argument("--binary", default=None)
     parser.add_argument("--file-results", help="active_learning.py's results.jsonl to compare with")
@@ -272,7 +274,8 @@ def main():
          "--train-into", str(out / "versions"), "--train-interval", "0", "--train-every", "1000000",
          "--train-epochs", str(opts.epochs), "--heldout-percent", str(opts.heldout_percent),
          "--label-margin", "100", "--task-score", "mnlp", "--regions", "budget",
-         "--region-budget", str(opts.step), "--refresh-rate", "20", "--refresh-page", "200"],
+         "--region-budget", str(opts.step), "--refresh-rate", "20",
+         "--refresh-page", str(opts.refresh_page)],
         stderr=log, env=env, cwd=ROOT)
     results = []
     try:

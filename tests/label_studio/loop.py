@@ -260,6 +260,22 @@ def main():
             check(model(backend)["version"] == version, f"not serving {name}")
             refreshed(backend, version)
             in_step(studio, pid, version, unannotated)
+        # The page shows the refresh done, and a button to serve the version not served.
+        browser = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+        check(browser, "the page check needs Chromium (apt-get install chromium)")
+        response = serve_version(backend, "base")
+        check(response.ok, f"serve base: {response.text}")
+        refreshed(backend, base_id)
+        dom = subprocess.run(
+            [browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+             f"--user-data-dir={work / 'profile'}", "--virtual-time-budget=5000", "--dump-dom",
+             backend + "/"], capture_output=True, text=True, timeout=120).stdout
+        check(f"Label Studio in step: Label Studio's predictions for version {base_id}" in dom,
+              "the page does not show the refresh done")
+        check(f">serve {newest['name']}</button>" in dom, f"the page has no button to serve {newest['name']}")
+        response = serve_version(backend, newest["name"])
+        check(response.ok, f"serve {newest['name']}: {response.text}")
+        refreshed(backend, newest["id"])
         listed = studio.call("GET", f"/api/ml/{ml['id']}/versions")["versions"]
         check(base_id in listed and newest["id"] in listed, f"Label Studio's model versions: {listed}")
         results["label_studio_versions"] = listed

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
 use nertrain_annotate::label_studio::{self, CHECK, LabelingConfig, TASK_DATA_KEYS, Target};
-use nertrain_annotate::{CharSpan, PreAnnotated, doccano};
+use nertrain_annotate::{PreAnnotated, doccano};
 use nertrain_tagger::{BudgetUnit, MAX_DIVERSITY, Regions, Selected, Selection, Strategy, Tagger};
 
 use crate::{Result, UsageError};
@@ -200,12 +200,7 @@ fn pre_annotated(
                     left_out += 1;
                     continue;
                 }
-                let span = CharSpan {
-                    start: e.start,
-                    end: e.end,
-                    label: e.label.clone(),
-                };
-                spans.push((span, e.confidence.unwrap_or(1.0)));
+                spans.push((e.span(), e.confidence.unwrap_or(1.0)));
             }
             PreAnnotated {
                 regions: selected.region_offsets(),

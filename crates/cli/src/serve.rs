@@ -80,8 +80,9 @@ pub struct ServeArgs {
     region_budget: usize,
     /// When a version is served, Label Studio's tasks without an annotation get its
     /// predictions (and the project its model version), read and posted this many tasks a
-    /// request.
-    #[arg(long, default_value_t = 100, value_parser = crate::count(1, 10_000))]
+    /// request. Label Studio recounts every task of the project after each import of
+    /// predictions, so fewer, larger pages are much faster on a large project.
+    #[arg(long, default_value_t = 500, value_parser = crate::count(1, 10_000))]
     refresh_page: usize,
     /// Requests a second at most to Label Studio while refreshing its predictions.
     #[arg(long, default_value_t = 5.0, value_parser = per_second)]

@@ -463,7 +463,11 @@ fn selection_settings_out_of_range_are_refused() {
         "budget",
     ]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
-    assert!(stderr(&out).contains("count the budget in tokens"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("count the budget in tokens"),
+        "{}",
+        stderr(&out)
+    );
     // BALD reads the spread of passes with dropout on: a model without dropout has none.
     let dir = scratch("select-no-dropout");
     let run = dir.join("run");

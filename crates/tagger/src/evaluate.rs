@@ -11,7 +11,7 @@ use nertrain_data::{
 };
 use serde::Serialize;
 
-use crate::{Result, TagOptions, Tagged, Tagger, entity_confidences, entity_types};
+use crate::{Entity, Result, TagOptions, Tagged, Tagger, entity_confidences, entity_types};
 
 /// A model's predictions on a tagged corpus, scored.
 #[derive(Debug, Clone)]
@@ -267,15 +267,7 @@ impl Tagger {
         let mut misaligned = Vec::new();
         for (text, tagged) in gold.texts.iter().zip(&tagged) {
             let (tags, bad) = gold.tags(text, &tagged.tokens);
-            let found: Vec<CharSpan> = tagged
-                .entities
-                .iter()
-                .map(|e| CharSpan {
-                    start: e.start,
-                    end: e.end,
-                    label: e.label.clone(),
-                })
-                .collect();
+            let found: Vec<CharSpan> = tagged.entities.iter().map(Entity::span).collect();
             let typed = |spans: &'_ [CharSpan]| -> Vec<(CharSpan, String)> {
                 spans.iter().map(|s| (s.clone(), s.label.clone())).collect()
             };

@@ -166,15 +166,7 @@ mod tests {
             .unwrap();
         assert_eq!(entities(&free), entities(&plain[0]));
         // Forcing what the model predicts changes no tag, and makes those entities certain.
-        let own: Vec<CharSpan> = free
-            .entities
-            .iter()
-            .map(|e| CharSpan {
-                start: e.start,
-                end: e.end,
-                label: e.label.clone(),
-            })
-            .collect();
+        let own: Vec<CharSpan> = free.entities.iter().map(crate::Entity::span).collect();
         let same = tag(&tagger, own).unwrap();
         assert_eq!(same.tags, free.tags);
         for entity in &same.entities {

@@ -26,6 +26,17 @@ pub struct Entity {
     pub tokens: Range<usize>,
 }
 
+impl Entity {
+    /// Its characters and label, as the annotation tools' readers and writers take spans.
+    pub fn span(&self) -> nertrain_annotate::CharSpan {
+        nertrain_annotate::CharSpan {
+            start: self.start,
+            end: self.end,
+            label: self.label.clone(),
+        }
+    }
+}
+
 /// A token with its tag and p(tag | text) for every tag of the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TokenProbabilities {

@@ -372,14 +372,7 @@ pub(crate) async fn predict(
             source.task, objects[source.object].data_key
         )
     };
-    let checks = objects.iter().any(|o| o.check.is_some());
-    let tag_options = version
-        .tagger
-        .options_with(TagSettings {
-            confidence: true,
-            marginals: checks,
-            ..state.studio.strategy.settings()
-        })
+    let tag_options = predict_options(&version.tagger, state.studio.strategy, &objects)
         .map_err(|e| ServeError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     let count = texts.len();
     let (texts, tokens, mut cost) =
@@ -455,6 +448,20 @@ fn within_queue(state: &AppState, tasks: usize, texts: usize) -> Result<(), Serv
         ));
     }
     Ok(())
+}
+
+/// What the texts of `objects` are tagged with for their predictions: entity confidences, what
+/// `strategy`'s task score needs, and marginals where a [`CHECK`] control shows regions.
+fn predict_options(
+    tagger: &Tagger,
+    strategy: Strategy,
+    objects: &[Object],
+) -> nertrain_tagger::Result<TagOptions> {
+    tagger.options_with(TagSettings {
+        confidence: true,
+        marginals: objects.iter().any(|o| o.check.is_some()),
+        ..strategy.settings()
+    })
 }
 
 /// The labeling config a `/predict` names: its own, or its project's as `/setup` gave it.
@@ -656,12 +663,7 @@ impl Piece {
                         .iter()
                         .find(|&&t| self.config.targets[t].labels.contains(&entity.label));
                     if let Some(&target) = taker {
-                        let span = CharSpan {
-                            start: entity.start,
-                            end: entity.end,
-                            label: entity.label,
-                        };
-                        kept.push((target, span, entity.confidence.unwrap_or(1.0)));
+                        kept.push((target, entity.span(), entity.confidence.unwrap_or(1.0)));
                     } else {
                         self.left_out.fetch_add(1, Ordering::Relaxed);
                     }

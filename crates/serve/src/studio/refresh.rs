@@ -17,14 +17,12 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nertrain_annotate::label_studio::LabelingConfig;
-use nertrain_tagger::{
-    PoolDoubt, Regions, Strategy, TagOptions, TagSettings, Tagged, Tagger, Token, lock,
-};
+use nertrain_tagger::{PoolDoubt, Regions, Strategy, TagOptions, Tagged, Tagger, Token, lock};
 use serde::{Deserialize, Serialize};
 
 use super::client::{Connection, ListedTask, TaskPrediction};
 use super::learn::StudioEvent;
-use super::{Object, Piece, Source, objects, texts_to_tag};
+use super::{Object, Piece, Source, objects, predict_options, texts_to_tag};
 use crate::served::{Served, Version};
 use crate::{LogLine, Logger};
 
@@ -49,7 +47,7 @@ pub struct RefreshSettings {
 impl Default for RefreshSettings {
     fn default() -> Self {
         Self {
-            page_size: 100,
+            page_size: 500,
             per_second: 5.0,
             strategy: Strategy::Margin,
             regions: Regions::Below(nertrain_tagger::DEFAULT_FLOOR),
@@ -353,13 +351,7 @@ fn refresh(
         .map_err(|e| format!("project {project}: {e}"))?;
     let objects = objects(&config);
     let checks = objects.iter().any(|o| o.check.is_some());
-    let options = version
-        .tagger
-        .options_with(TagSettings {
-            confidence: true,
-            marginals: checks,
-            ..shared.settings.strategy.settings()
-        })
+    let options = predict_options(&version.tagger, shared.settings.strategy, &objects)
         .map_err(|e| e.to_string())?;
     let mut reading = Reading {
         connection,
