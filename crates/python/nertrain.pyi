@@ -161,7 +161,7 @@ def select(
     budget_unit: str = "texts",
     max_similarity: float = 0.7,
     diversity: float = 0.0,
-    regions: Optional[float] = None,
+    regions: Union[float, str, None] = None,
     seed: int = 1,
     threads: Optional[int] = None,
 ) -> List[Dict[str, Any]]:
@@ -171,8 +171,10 @@ def select(
     ``mnlp``, ``bald`` or ``random``; ``budget`` counts texts, or with ``budget_unit="tokens"``
     tokens to decide. A text whose words overlap a chosen one's by more than ``max_similarity``
     (Jaccard) is skipped; ``diversity`` weighs a text's likeness to those chosen (in the
-    model's own representation) against its worth. With ``regions`` (a marginal threshold),
-    only each text's doubtful regions are to be decided. Returns, best first, each chosen
+    model's own representation) against its worth. With ``regions`` (a marginal threshold such as
+    ``0.99``, or ``"budget"`` / ``"budget:0.9"``: the tokens below a floor, or while the pool
+    holds fewer than ``budget`` of them, its least sure tokens until they fill it; as
+    ``select --regions``), only each text's doubtful regions are to be decided. Returns, best first, each chosen
     text's record as ``tag`` makes it (its entities with confidences, to pre-annotate it) with
     its ``index`` in ``texts``, its ``score`` and, with ``regions``, its ``regions``
     (``(start, end)`` tuples in code points).
