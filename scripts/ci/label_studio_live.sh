@@ -52,7 +52,7 @@ printf 'LOC\tZorblat\n' >"$work/extra.tsv"
 "$venv/bin/python" tests/label_studio/loop.py --nertrain "$nertrain" --model "$work/weak" \
     --data data/sample/dev.txt --label-studio "http://localhost:$port" --token $token \
     --results "$work/loop.json"
-"$venv/bin/python" scripts/experiments/live_loop.py --quick --binary "$nertrain" \
+"$venv/bin/python" scripts/experiments/live_loop.py --quick --binary "$nertrain" --port 8937 \
     --label-studio "http://localhost:$port" --token $token --out "$work/live-loop" >/dev/null
 python3 - "$results" "$work/loop.json" "$work/live-loop/summary.json" <<'EOF'
 import json, sys
