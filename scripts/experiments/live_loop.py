@@ -131,20 +131,33 @@ def annotation(sentence, prediction):
     return submitted, sum(decided)
 
 
-def in_order(studio, project, version, limit):
-    """Up to `limit` tasks without an annotation in the Data Manager's order by prediction score
-    (lowest first), each with its prediction of `version`."""
+def in_order(studio, project, version, page_size=1000):
+    """The tasks without an annotation in the Data Manager's order by prediction score (lowest
+    first), a page at a time, each with its prediction of `version`."""
     query = json.dumps({"ordering": ["tasks:predictions_score"], "filters": {
         "conjunction": "and", "items": [{"filter": "filter:tasks:total_annotations",
                                          "operator": "equal", "type": "Number", "value": 0}]}})
-    tasks = studio.call("GET", f"/api/tasks?project={project}&page_size={limit}&fields=all"
-                               f"&query={urllib.parse.quote(query)}")["tasks"]
-    out = []
-    for task in tasks:
-        mine = [p for p in task.get("predictions", []) if p["model_version"] == version]
-        if mine:
-            out.append((task, mine[-1]))
-    return out
+    # Annotating takes tasks out of the filtered list, so a later page may repeat one passed
+    # over (skipped) or miss one that moved up: a round reads a page or two, and the order is
+    # kept but for those.
+    seen = set()
+    for page in range(1, 10**6):
+        response = studio.session.get(
+            f"{studio.url}/api/tasks?project={project}&page={page}&page_size={page_size}"
+            f"&fields=all&query={urllib.parse.quote(query)}", timeout=600)
+        if response.status_code == 404:  # past the last page
+            return
+        response.raise_for_status()
+        answer = response.json()
+        for task in answer["tasks"]:
+            if task["id"] in seen:
+                continue
+            seen.add(task["id"])
+            mine = [p for p in task.get("predictions", []) if p["model_version"] == version]
+            if mine:
+                yield task, mine[-1]
+        if len(answer["tasks"]) < page_size:
+            return
 
 
 class Latency:
@@ -303,7 +316,7 @@ def main():
                 break
             round_started = time.perf_counter()
             this_round, tasks_done = 0, 0
-            for task, prediction in in_order(studio, pid, served, 1000):
+            for task, prediction in in_order(studio, pid, served):
                 if this_round >= opts.step:
                     break
                 if not any(r["from_name"] == "check" for r in prediction["result"]):
