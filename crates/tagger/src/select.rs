@@ -350,20 +350,31 @@ impl PoolDoubt {
     pub fn cut(&self, regions: Regions, budget: usize) -> f64 {
         match regions {
             Regions::Below(threshold) => threshold,
-            // On a copy: finding the cut reorders it.
-            Regions::Budget(floor) => budget_cut(&mut self.tokens.clone(), budget, floor),
+            Regions::Budget(floor) => budget_cut(&self.tokens, budget, floor),
         }
     }
 
-    /// The texts' regions under the cut `at` and their cost: exact for the texts `kept`, their
-    /// tokens below it (before widening to entities) for the rest; a text without one is out.
+    /// The texts' regions under the cut `at` and their cost, given those (and their cost) cut
+    /// at `floor` as the pool was read: at the floor these stand, as a threshold's; above it,
+    /// exact for the texts `kept`, their tokens below it (before widening to entities) for the
+    /// rest. A text without one is out.
     fn cut_regions(
         self,
         at: f64,
+        floor: f64,
         worth: &mut [f64],
         cost: &mut [usize],
         kept: &mut HashMap<usize, TaggedRegions>,
     ) {
+        if at == floor {
+            for (w, &c) in worth.iter_mut().zip(cost.iter()) {
+                if c == 0 {
+                    *w = f64::NEG_INFINITY;
+                }
+            }
+            kept.retain(|&i, _| worth[i].is_finite());
+            return;
+        }
         for (i, range) in self.texts.into_iter().enumerate() {
             let below = match kept.get_mut(&i) {
                 Some((tagged, regions)) => {
@@ -387,8 +398,8 @@ impl PoolDoubt {
 /// The cut of [`Regions::Budget`]: `floor` while the pool holds `budget` tokens below it;
 /// otherwise the certainty below which it holds `budget` tokens (1 when it holds no more).
 /// `doubt` is each of the pool's tokens' 1 − certainty (kept so, in f32, to tell apart the
-/// certainties close to 1), in any order.
-fn budget_cut(doubt: &mut [f32], budget: usize, floor: f64) -> f64 {
+/// certainties close to 1), in any order; it is copied only when the cut rises above the floor.
+fn budget_cut(doubt: &[f32], budget: usize, floor: f64) -> f64 {
     let below_floor = doubt
         .iter()
         .filter(|&&d| 1.0 - f64::from(d) < floor)
@@ -399,7 +410,9 @@ fn budget_cut(doubt: &mut [f32], budget: usize, floor: f64) -> f64 {
     if doubt.len() <= budget {
         return 1.0;
     }
-    // Most doubtful first: `budget` tokens lie before the one found.
+    // Most doubtful first: `budget` tokens lie before the one found (on a copy: finding it
+    // reorders it).
+    let mut doubt = doubt.to_vec();
     let (_, &mut nth, _) = doubt.select_nth_unstable_by(budget, |a, b| b.total_cmp(a));
     (1.0 - f64::from(nth)).min(1.0)
 }
@@ -627,10 +640,10 @@ impl Tagger {
         kept.truncate(keep);
         let mut kept: HashMap<usize, TaggedRegions> = kept.into_iter().collect();
         let mut cut = floor;
-        if let (true, Some(regions)) = (by_budget, selection.regions) {
+        if let (true, Some(regions), Some(floor)) = (by_budget, selection.regions, floor) {
             let at = doubt.cut(regions, selection.budget);
             cut = Some(at);
-            doubt.cut_regions(at, &mut worth, &mut cost, &mut kept);
+            doubt.cut_regions(at, floor, &mut worth, &mut cost, &mut kept);
         }
         Ok(Scores {
             worth,
@@ -1268,16 +1281,16 @@ mod tests {
         };
         // Three tokens below 0.99: a budget of three takes the floor.
         let pool = [0.5, 0.9, 0.95, 0.999, 0.9999, 1.0];
-        assert_eq!(budget_cut(&mut doubt(&pool), 3, 0.99), 0.99);
+        assert_eq!(budget_cut(&doubt(&pool), 3, 0.99), 0.99);
         // A budget of four rises to the fourth least sure token's certainty (taking 0.999).
-        let cut = budget_cut(&mut doubt(&pool), 4, 0.99);
+        let cut = budget_cut(&doubt(&pool), 4, 0.99);
         assert!(cut > 0.999 && (cut - 0.9999).abs() < 1e-6, "{cut}");
         // Certainties a hair below 1 stay apart.
         let close = [0.999_999_9, 0.999_999_99, 1.0];
-        let cut = budget_cut(&mut doubt(&close), 1, 0.99);
+        let cut = budget_cut(&doubt(&close), 1, 0.99);
         assert!(cut > 0.999_999_9 && cut < 1.0, "{cut}");
         // A budget beyond the pool: everything not wholly sure.
-        assert_eq!(budget_cut(&mut doubt(&pool), 10, 0.99), 1.0);
+        assert_eq!(budget_cut(&doubt(&pool), 10, 0.99), 1.0);
     }
 
     #[test]
