@@ -10,8 +10,10 @@ regions to decide. Each round, a simulated annotator takes tasks in the Data Man
 prediction score (the least sure first), decides each task's regions from gold (widened to the
 gold entities they touch, as in the file loop), accepts the model's entities elsewhere, and
 submits, until the round's tokens are decided; the backend is then asked to learn, judges the
-version on its held-out tasks, serves it if it does no worse and refreshes Label Studio's
-predictions. Each round records the served model's test F1 against the tokens decided, the
+version on the corpus's dev file (`serve --dev`, as the file loop chooses on it; or, with
+--judge heldout, on a share of the tasks annotated), serves it if it does no worse and
+refreshes Label Studio's predictions (when it is not served, the served version's regions are
+re-cut for the tasks left). Each round records the served model's test F1 against the tokens decided, the
 round's seconds (annotating, training, refreshing), and `/predict`'s p99 while learning against
 idle.
 
@@ -200,7 +202,8 @@ def learning(backend):
 
 def refreshed(backend, version, server):
     def done():
-        refresh = learning(backend).get("refresh") or {}
+        status = learning(backend)
+        refresh = (status.get("refresh") or {}) if not status.get("refresh_asked") else {}
         return refresh if refresh.get("version") == version and refresh.get("phase") in ("done", "failed") else None
     status = wait_for(f"the refresh of {version}", done, 3600, server)
     if status["phase"] != "done":
@@ -221,6 +224,9 @@ def options():
     parser.add_argument("--until-share", type=float, default=0.14)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--patience", type=int, default=4)
+    parser.add_argument("--judge", choices=["dev", "heldout"], default="dev",
+                        help="what chooses each version's epoch and judges it: the corpus's dev "
+                             "file (serve --dev), or --heldout-percent of the tasks annotated")
     parser.add_argument("--heldout-percent", type=int, default=10)
     parser.add_argument("--set", action="append", default=[], help="more fit overrides")
     parser.add_argument("--port", type=int, default=8936)
@@ -281,11 +287,12 @@ def main():
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LABEL_STUDIO_", "BASIC_AUTH_"))}
     env.update(BASIC_AUTH_USER=AUTH[0], BASIC_AUTH_PASS=AUTH[1],
                LABEL_STUDIO_URL=opts.label_studio, LABEL_STUDIO_API_KEY=opts.token)
+    judging = ["--dev", str(opts.dev)] if opts.judge == "dev" else ["--heldout-percent", str(opts.heldout_percent)]
     log = open(out / "serve.log", "w")
     server = subprocess.Popen(
         [opts.binary, "serve", "--model", str(out / "base"), "--addr", f"127.0.0.1:{opts.port}",
          "--train-into", str(out / "versions"), "--train-interval", "0", "--train-every", "1000000",
-         "--train-epochs", str(opts.epochs), "--heldout-percent", str(opts.heldout_percent),
+         "--train-epochs", str(opts.epochs), *judging,
          "--label-margin", "100", "--task-score", "mnlp", "--regions", "budget",
          "--region-budget", str(opts.step), "--refresh-rate", "20",
          "--refresh-page", str(opts.refresh_page)],
@@ -342,20 +349,23 @@ def main():
             requests.post(backend + "/webhook", auth=AUTH, timeout=30,
                           json={"action": "START_TRAINING", "project": {"id": pid}}).raise_for_status()
             state = wait_for(f"round {rnd}'s version", lambda: (lambda l: l if len(l["versions"]) > count
-                             and l["training"] is None and not l["pending"] else None)(learning(backend)), 7200, server)
+                             and l["training"] is None and not l["pending"] and not l["refresh_asked"]
+                             else None)(learning(backend)), 7200, server)
             busy = busy.end()
             training = time.perf_counter() - trained_at
             newest = state["versions"][-1]
-            refresh_seconds = 0.0
             if newest["served"]:
                 served, model_dir = newest["id"], out / "versions" / newest["name"]
-                refresh_started = time.perf_counter()
-                refreshed(backend, served, server)
-                refresh_seconds = time.perf_counter() - refresh_started
+            # Into the new version, or the served one's regions re-cut for the tasks left.
+            refresh_started = time.perf_counter()
+            refresh = refreshed(backend, served, server)
+            refresh_seconds = time.perf_counter() - refresh_started
             record = {"seed": opts.seed, "round": rnd, "sentences": len(initial) + annotated, "tokens": decided,
                       "test_f1": test_f1(opts, model_dir), "version": served, "served": newest["served"],
                       "heldout_f1": newest["heldout_f1"], "annotate_seconds": round(annotating, 2),
                       "train_seconds": round(training, 2), "refresh_seconds": round(refresh_seconds, 2),
+                      "refresh_posted": refresh["predicted"], "refresh_stood": refresh.get("stood", 0),
+                      "cut": refresh.get("cut"), "judge": opts.judge,
                       "predict_idle": idle, "predict_learning": busy}
             results.append(record)
             print(json.dumps(record), file=sys.stderr)

@@ -63,7 +63,8 @@ def model(backend):
 def refreshed(backend, version):
     """Waits for the refresh of `version` to end; its status."""
     def done():
-        refresh = model(backend)["learning"].get("refresh") or {}
+        learning = model(backend)["learning"]
+        refresh = (learning.get("refresh") or {}) if not learning["refresh_asked"] else {}
         if refresh.get("version") == version and refresh.get("phase") in ("done", "failed"):
             return refresh
         return None
@@ -84,8 +85,93 @@ def in_step(studio, project, version, unannotated):
     return of_version
 
 
+def annotate(studio, task, prediction, gold):
+    """Submits `task` as an annotator leaves it: `gold` entities where they touch a region to
+    decide of `prediction`, the model's entities elsewhere, and the regions kept."""
+    result = prediction["result"]
+    checks = [(r["value"]["start"], r["value"]["end"]) for r in result if r["from_name"] == "check"]
+    touches = lambda s, e: any(s < ce and cs < e for cs, ce in checks)
+    text = task["data"]["text"]
+    entities = [(s, e, label) for s, e, label in gold if touches(s, e)]
+    entities += [(r["value"]["start"], r["value"]["end"], r["value"]["labels"][0]) for r in result
+                 if r["from_name"] == "label" and not touches(r["value"]["start"], r["value"]["end"])]
+    submitted = [{"from_name": "label", "to_name": "text", "type": "labels",
+                  "value": {"start": s, "end": e, "text": text[s:e], "labels": [label]}}
+                 for s, e, label in entities]
+    submitted += [r for r in result if r["from_name"] == "check"]
+    studio.call("POST", f"/api/tasks/{task['id']}/annotations", json={"result": submitted})
+
+
+def trained_one_more(backend, count):
+    """Waits for the training asked for to end with a version more than `count`, and for the
+    refresh it asks for to begin; learning's status."""
+    def done():
+        learning = model(backend)["learning"]
+        if len(learning["versions"]) > count and learning["training"] is None \
+                and not learning["pending"] and not learning["refresh_asked"]:
+            return learning
+        return None
+    return wait_for("a version trained on the annotations", done, 300)
+
+
 def serve_version(backend, name, auth=AUTH):
     return requests.post(f"{backend}/versions/{name}/serve", auth=auth, timeout=120)
+
+
+def judged_on_dev(args, studio, pid, ml, server, start, by_id, gold_of, annotated, served, work):
+    """A server judging on a gold dev file (`--dev`): every annotated task is trained on, the
+    version is judged on the file, and when it is not served Label Studio's predictions of the
+    served version are re-cut for the tasks left, posting only where the cut moved."""
+    # A dev file the served version tags without a mistake (its own entities, on texts outside
+    # the project), so that a new version can only be served by doing as well: it is not.
+    backend = f"http://127.0.0.1:{args.port}"
+    texts = [spans(*s)[0] for s in sentences(args.data)[args.tasks: args.tasks + 20]]
+    lines = []
+    for i, text in enumerate(texts):
+        result = predict_direct(backend, {"id": 10**6 + i, "data": {"text": text}})
+        lines.append({"text": text, "label": [list(r) for r in regions_of(result["result"], "label")]})
+    check(sum(len(l["label"]) for l in lines) >= 5, f"too few entities on the dev texts: {lines}")
+    dev = work / "dev.jsonl"
+    dev.write_text("".join(json.dumps(l) + "\n" for l in lines))
+    server.terminate()
+    server.wait(30)
+    server = start(["--refresh-rate", "50", "--refresh-page", "25", "--dev", str(dev)])
+    try:
+        wait_for("the server judging on dev", lambda: up(server, backend), 60)
+        count = len(model(backend)["learning"]["versions"])
+        predictions = in_step(studio, pid, served["id"], [t for t in by_id if t not in annotated])
+        more = sorted(t for t in by_id if t not in annotated)[:8]
+        for task_id in more:
+            annotate(studio, by_id[task_id], predictions[task_id], gold_of[task_id])
+        annotated = annotated + more
+        left = [t for t in by_id if t not in annotated]
+        studio.call("POST", f"/api/ml/{ml['id']}/train", json={})
+        learning = trained_one_more(backend, count)
+        newest = learning["versions"][-1]
+        check(newest["dev"] == str(dev.resolve()) and newest["reason"].startswith("dev F1"),
+              f"not judged on the dev file: {newest}")
+        check(newest["train_tasks"] == len(annotated) and newest["heldout_tasks"] == 0,
+              f"a task was held out, or not trained on: {newest}")
+        check(not newest["served"] and newest["previous_f1"] == 100.0,
+              f"a version below the served one's dev F1 100 was served: {newest}")
+        # The served version's regions re-cut for the tasks left: every one has its prediction,
+        # posted again or standing.
+        recut = refreshed(backend, served["id"])
+        check(recut["annotated"] == len(annotated) and recut["predicted"] + recut["stood"] == len(left),
+              f"the re-cut after {newest['name']}: {recut}")
+        in_step(studio, pid, served["id"], left)
+        # Served again by hand, with nothing annotated since: the cut cannot move, and what was
+        # posted stands.
+        check(serve_version(backend, served["name"]).ok, "serving the served version again")
+        again = refreshed(backend, served["id"])
+        check(again["stood"] == len(left) and again["predicted"] == 0 and again["cut"] == recut["cut"],
+              f"served again with nothing new, it posted again: {again}")
+        return {"version": newest["name"], "dev_f1": newest["heldout_f1"], "reason": newest["reason"],
+                "recut": {k: recut[k] for k in ("cut", "predicted", "stood", "annotated")},
+                "again": {k: again[k] for k in ("cut", "predicted", "stood")}}
+    finally:
+        server.terminate()
+        server.wait(30)
 
 
 def main():
@@ -210,26 +296,12 @@ def main():
         # decide, the model's entities elsewhere, and the regions kept.
         annotated = sorted(by_id)[: args.annotate]
         for task_id in annotated:
-            result = base_predictions[task_id]["result"]
-            checks = [(r["value"]["start"], r["value"]["end"]) for r in result if r["from_name"] == "check"]
-            touches = lambda s, e: any(s < ce and cs < e for cs, ce in checks)
-            text = by_id[task_id]["data"]["text"]
-            entities = [(s, e, label) for s, e, label in gold_of[task_id] if touches(s, e)]
-            entities += [(r["value"]["start"], r["value"]["end"], r["value"]["labels"][0]) for r in result
-                         if r["from_name"] == "label" and not touches(r["value"]["start"], r["value"]["end"])]
-            submitted = [{"from_name": "label", "to_name": "text", "type": "labels",
-                          "value": {"start": s, "end": e, "text": text[s:e], "labels": [label]}}
-                         for s, e, label in entities]
-            submitted += [r for r in result if r["from_name"] == "check"]
-            studio.call("POST", f"/api/tasks/{task_id}/annotations", json={"result": submitted})
+            annotate(studio, by_id[task_id], base_predictions[task_id], gold_of[task_id])
         unannotated = [t for t in by_id if t not in annotated]
 
         # A training asked for from Label Studio; the version served is refreshed into it.
         studio.call("POST", f"/api/ml/{ml['id']}/train", json={})
-        def trained():
-            learning = model(backend)["learning"]
-            return learning if learning["versions"] and learning["training"] is None and not learning["pending"] else None
-        learning = wait_for("a version trained on the annotations", trained, 300)
+        learning = trained_one_more(backend, 0)
         newest = learning["versions"][-1]
         check(newest["served"], f"the version trained was not served: {newest}")
         check(newest["train_tasks"] + newest["heldout_tasks"] == len(annotated),
@@ -279,6 +351,8 @@ def main():
         listed = studio.call("GET", f"/api/ml/{ml['id']}/versions")["versions"]
         check(base_id in listed and newest["id"] in listed, f"Label Studio's model versions: {listed}")
         results["label_studio_versions"] = listed
+        results["dev"] = judged_on_dev(args, studio, pid, ml, server, start, by_id, gold_of,
+                                       annotated, newest, work)
         per_task = results["refresh_new"]["seconds"] / max(1, len(unannotated))
         results["refresh_seconds_per_task"] = round(per_task, 4)
 

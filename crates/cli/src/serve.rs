@@ -2,12 +2,13 @@
 //! SIGTERM, printing a line per request on stderr.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use burn::tensor::Device;
 use clap::Args;
+use nertrain_annotate::LabelledFile;
 use nertrain_serve::auth::{Auth, Credentials, Guarded};
 use nertrain_serve::studio::{
     Connection, LearnSettings, RefreshSettings, StudioEvent, StudioOptions,
@@ -106,6 +107,16 @@ pub struct ServeArgs {
     /// The share of annotated tasks held out to judge versions, in percent, chosen by task id.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..=90))]
     heldout_percent: u64,
+    /// A gold file (CoNLL columns, or an export `eval` reads) that chooses each version's epoch
+    /// and judges it against the served model in place of held-out tasks, so that every
+    /// annotated task is trained on: where the user has a dev set.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "train_into",
+        conflicts_with = "heldout_percent"
+    )]
+    dev: Option<PathBuf>,
     /// The least seconds between the starts of two trainings; one asked for sooner waits.
     #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(0..=86_400))]
     train_interval: u64,
@@ -211,6 +222,25 @@ fn auth(args: &ServeArgs) -> Result<Option<Auth>> {
     }))
 }
 
+/// The dev file versions are judged on, checked before serving (gold tags on every token of a
+/// CoNLL file, or an export that reads), by an absolute path: the trainings run elsewhere.
+fn judging_file(file: &Path, tagger: &Tagger) -> Result<PathBuf> {
+    let what = "judging versions (--dev)";
+    match nertrain_annotate::read_labelled(file, &tagger.meta().columns)? {
+        LabelledFile::Columns(gold) => {
+            let gold = gold.complete(what)?;
+            if gold.sentences.is_empty() {
+                return Err(format!("{}: no sentence to judge versions on", file.display()).into());
+            }
+        }
+        LabelledFile::Spans(annotated) if annotated.texts.is_empty() => {
+            return Err(format!("{}: no text to judge versions on", file.display()).into());
+        }
+        LabelledFile::Spans(_) => {}
+    }
+    Ok(std::fs::canonicalize(file).map_err(|e| format!("{}: {e}", file.display()))?)
+}
+
 pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
     if !(args.label_margin >= 0.0 && args.label_margin <= 100.0) {
         return Err("--label-margin: expected F1 points from 0 to 100".into());
@@ -225,6 +255,11 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         args.dictionaries
             .apply(Tagger::load_with_threads(&model, device, args.threads)?)?;
     nertrain_serve::check_servable(&tagger)?;
+    let dev = args
+        .dev
+        .as_deref()
+        .map(|file| judging_file(file, &tagger))
+        .transpose()?;
     let threads = tagger.threads();
     // The async side only moves bytes; tagging runs on the tagger's threads.
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -253,6 +288,7 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
                 threads: args.train_threads,
                 tag_threads: args.threads,
                 heldout_percent: args.heldout_percent,
+                dev,
                 every: args.train_every,
                 dictionaries: args.dictionaries.files.clone(),
                 replace_dictionary: args.dictionaries.replace_dictionary,
@@ -318,10 +354,18 @@ fn studio_line(event: &StudioEvent) -> String {
             project,
             train_tasks,
             heldout_tasks,
-        } => format!(
-            "learning: training {version} on project {project}'s annotations ({train_tasks} \
-             tasks, {heldout_tasks} held out)"
-        ),
+            dev,
+        } => match dev {
+            Some(dev) => format!(
+                "learning: training {version} on project {project}'s annotations ({train_tasks} \
+                 tasks; judged on {})",
+                dev.display()
+            ),
+            None => format!(
+                "learning: training {version} on project {project}'s annotations ({train_tasks} \
+                 tasks, {heldout_tasks} held out)"
+            ),
+        },
         StudioEvent::Finished(record) => format!(
             "learning: {} ({}) {}: {} ({:.1} s)",
             record.name,
@@ -338,10 +382,13 @@ fn studio_line(event: &StudioEvent) -> String {
         StudioEvent::Switched { name, id } => format!("serving {name} ({id}), chosen by hand"),
         StudioEvent::Refreshed(status) => format!(
             "Label Studio in step: project {}'s {} tasks without an annotation have version {}'s \
-             predictions ({} annotated, {} unreadable; regions below {:.6}; {:.1} s)",
+             predictions ({} posted, {} standing from before; {} annotated, {} unreadable; \
+             regions below {:.6}; {:.1} s)",
             status.project,
-            status.predicted,
+            status.predicted + status.stood,
             status.version,
+            status.predicted,
+            status.stood,
             status.annotated,
             status.unreadable,
             status.cut.unwrap_or(f64::NAN),

@@ -140,6 +140,37 @@ fn learning_where_others_reach_needs_credentials_and_a_url_never_shows_its_passw
 }
 
 #[test]
+fn a_dev_file_to_judge_versions_is_checked_before_serving() {
+    let model = sample_model("sentence");
+    let versions = scratch("serve-guard-dev");
+    let dir = versions.to_str().unwrap();
+    let untagged = versions.with_extension("untagged.txt");
+    std::fs::write(&untagged, "Peter B-PER\nlives\n").unwrap();
+    let serve = |extra: &[&str]| {
+        let mut args = vec!["--model", model.to_str().unwrap(), "--addr", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        stderr(&refused_serve(&args, &[]))
+    };
+    let missing = serve(&["--train-into", dir, "--dev", "no/such/dev.txt"]);
+    assert!(missing.contains("no/such/dev.txt"), "{missing}");
+    // A token without a gold tag: named by file and line.
+    let file = untagged.to_str().unwrap();
+    let message = serve(&["--train-into", dir, "--dev", file]);
+    assert!(
+        message.contains(file) && message.contains(":2"),
+        "{message}"
+    );
+    // It replaces the held-out tasks, and judges only what is learned.
+    let dev = "data/sample/dev.txt";
+    let both = serve(&["--train-into", dir, "--dev", dev, "--heldout-percent", "10"]);
+    assert!(both.contains("--heldout-percent"), "{both}");
+    let alone = serve(&["--dev", dev]);
+    assert!(alone.contains("--train-into"), "{alone}");
+    std::fs::remove_file(&untagged).ok();
+    std::fs::remove_dir_all(&versions).ok();
+}
+
+#[test]
 fn setup_can_neither_redirect_learning_nor_name_a_path() {
     let model = sample_model("sentence");
     let versions = scratch("serve-guard-setup");

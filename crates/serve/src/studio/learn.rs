@@ -3,18 +3,21 @@
 //!
 //! 1. **fetch** the project's labeling config and annotated tasks;
 //! 2. **stage** them: split by task id into those trained on and a fixed share held out (never
-//!    trained on), each narrowed to the text of the config's first `<Labels>` on a `<Text>`, so
+//!    trained on) — or all trained on, where a gold dev file judges instead — each narrowed to the text of the config's first `<Labels>` on a `<Text>`, so
 //!    that the importer reads the text the project labels whatever else a task holds;
 //! 3. **train**: the served model continued on them into `DIR/vN` by a [`FitJob`] that
 //!    `nertrain fit --job` runs in a process of its own (so that serving links no training code
 //!    and a training that fails or is killed cannot take the server with it; the served model's
 //!    own training file is rehearsed when it is at hand), its progress and outcome read from the
 //!    job's [`JobEvent`]s;
-//! 4. **judge** the new version and the served one on the held-out tasks (`nertrain eval`, in
+//! 4. **judge** the new version and the served one on the held-out tasks or the dev file
+//!    (`nertrain eval`, in
 //!    processes of their own too: scoring in the server would hold the served model's turn for
 //!    as long as the held-out share takes, and it grows with the project), read as `Scores`;
 //! 5. **publish**: the version is recorded, and served only if it does no worse; otherwise it
-//!    stays on disk and the status says why.
+//!    stays on disk and the status says why. Either way Label Studio is brought in step: with
+//!    the new version's predictions, or with the served version's regions re-cut for the tasks
+//!    still without an annotation (fewer now, so the cut a region budget needs has moved).
 //!
 //! Each step fails with its own [`LearnError`]. One training runs at a time; events that come
 //! during it make one more. `DIR/versions.json`, replaced whole after each version, says which
@@ -56,14 +59,20 @@ const EXPORT: &str = "export.json";
 pub struct LearnSettings {
     /// The `nertrain` binary that trains (`fit`).
     pub trainer: PathBuf,
-    /// Epochs of continued training at most (the best on the held-out tasks is kept).
+    /// Epochs of continued training at most (the best on the held-out tasks, or the dev file, is
+    /// kept).
     pub epochs: usize,
     /// Threads training takes, so that tagging keeps the rest.
     pub threads: usize,
     /// Threads a version tags with once served (by default one per core).
     pub tag_threads: Option<usize>,
-    /// The share of annotated tasks held out, in percent, chosen by task id.
+    /// The share of annotated tasks held out, in percent, chosen by task id (none with
+    /// [`dev`](Self::dev)).
     pub heldout_percent: u64,
+    /// A gold file (any that `nertrain eval` scores) that chooses each version's epoch and
+    /// judges it against the served model in place of held-out tasks, so that every annotated
+    /// task is trained on.
+    pub dev: Option<PathBuf>,
     /// Annotation events that start a training (a training asked for outright starts one).
     pub every: usize,
     /// Dictionary files every version is judged and served with, beside the dictionary stored
@@ -96,6 +105,7 @@ impl Default for LearnSettings {
             threads: 1,
             tag_threads: None,
             heldout_percent: 20,
+            dev: None,
             every: 10,
             dictionaries: Vec::new(),
             replace_dictionary: false,
@@ -122,6 +132,8 @@ pub enum StudioEvent {
         train_tasks: usize,
         /// Tasks held out.
         heldout_tasks: usize,
+        /// The dev file that judges it, in place of held-out tasks.
+        dev: Option<PathBuf>,
     },
     /// A version was trained, and served or kept.
     Finished(VersionRecord),
@@ -150,7 +162,8 @@ pub struct VersionRecord {
     pub id: Option<String>,
     /// Whether it was served.
     pub served: bool,
-    /// Its span F1 on the held-out tasks, over the project's labels.
+    /// Its span F1 on the held-out tasks (or the [`dev`](Self::dev) file), over the project's
+    /// labels.
     pub heldout_f1: f64,
     /// The F1 of the version served before it, on the same tasks.
     pub previous_f1: f64,
@@ -164,6 +177,9 @@ pub struct VersionRecord {
     pub train_tasks: usize,
     /// Annotated tasks held out.
     pub heldout_tasks: usize,
+    /// The gold dev file that chose its epoch and judged it, in place of held-out tasks.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dev: Option<PathBuf>,
     /// Of them, those annotated only in part (`select --regions`), scored on their known parts.
     #[serde(default)]
     pub heldout_partial: usize,
@@ -226,6 +242,9 @@ pub struct LearningStatus {
     /// Label Studio's predictions brought in step with the served version: the last refresh,
     /// or the one under way.
     pub refresh: Option<RefreshStatus>,
+    /// Whether a refresh is asked for and not yet begun ([`refresh`](Self::refresh) is the last
+    /// one until it begins).
+    pub refresh_asked: bool,
 }
 
 /// The model the server starts with: the newest version served before in `dir`, or `base`.
@@ -539,6 +558,7 @@ impl Learner {
             pending: state.requested.is_some(),
             last_error: state.last_error.clone(),
             refresh: self.shared.refresher.status(),
+            refresh_asked: self.shared.refresher.asked(),
         }
     }
 
@@ -817,6 +837,14 @@ impl std::fmt::Display for LearnError {
                 tasks,
                 heldout,
                 percent,
+            } if *percent == 0 => write!(
+                f,
+                "{tasks} annotated tasks: a version needs tasks to train on; annotate some"
+            ),
+            Self::TooFew {
+                tasks,
+                heldout,
+                percent,
             } => write!(
                 f,
                 "{tasks} annotated tasks, {heldout} of them held out: a version needs tasks to \
@@ -876,8 +904,11 @@ struct Staged {
     /// `DIR/data/vN`.
     dir: PathBuf,
     train: PathBuf,
-    /// The held-out tasks as texts annotated in full (a partly annotated task's known parts).
+    /// What chooses the epoch and judges: the held-out tasks as texts annotated in full (a
+    /// partly annotated task's known parts), or the dev file.
     heldout: PathBuf,
+    /// Whether [`heldout`](Self::heldout) is the dev file.
+    dev: bool,
     train_tasks: usize,
     heldout_tasks: usize,
     /// Held-out tasks annotated only in part, scored on their known parts.
@@ -913,6 +944,7 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), LearnError> {
         project,
         train_tasks: staged.train_tasks,
         heldout_tasks: staged.heldout_tasks,
+        dev: shared.settings.dev.clone(),
     }));
     let from = current.tagger.dir().to_path_buf();
     let output = shared.dir.join(&name);
@@ -922,11 +954,17 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), LearnError> {
         (&output, "heldout-new.json"),
     ]
     .map(|(model, scores)| score(shared, &name, &staged, model, scores));
+    let on = if staged.dev {
+        JudgedOn::Dev
+    } else {
+        JudgedOn::Heldout
+    };
     let judgement = Judgement::of(
         &previous?,
         &new?,
         &staged.labels,
         shared.settings.label_margin,
+        on,
     );
     let version = if judgement.served {
         Some(load_version(shared, &output, &current.tagger)?)
@@ -949,6 +987,7 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), LearnError> {
         train_tasks: staged.train_tasks,
         heldout_tasks: staged.heldout_tasks,
         heldout_partial: staged.heldout_partial,
+        dev: shared.settings.dev.clone(),
         open_labels: staged.open_labels,
         reason: judgement.reason,
         seconds: started.elapsed().as_secs_f64(),
@@ -983,25 +1022,33 @@ fn fetch(shared: &Shared, project: u64, name: &str) -> Result<Fetched, LearnErro
     Ok(Fetched { target, export })
 }
 
-/// Stage: the tasks split by id into trained on and held out, each narrowed to the target's
-/// text, written under `DIR/data/vN`; the held-out ones as texts annotated in full.
+/// Stage: the tasks split by id into trained on and held out (none held out where a dev file
+/// judges), each narrowed to the target's text, written under `DIR/data/vN`; the held-out ones
+/// as texts annotated in full.
 fn stage(
     shared: &Shared,
     name: &str,
     fetched: Fetched,
     model_labels: &[String],
 ) -> Result<Staged, LearnError> {
-    let percent = shared.settings.heldout_percent;
+    let dev = shared.settings.dev.clone();
+    let percent = if dev.is_some() {
+        0
+    } else {
+        shared.settings.heldout_percent
+    };
     let export = std::fs::read(&fetched.export).map_err(file_error(&fetched.export))?;
     let (train, heldout) = split(&export, percent)?;
     drop(export);
     let _ = std::fs::remove_file(&fetched.export);
-    if heldout.is_empty() || train.is_empty() {
-        return Err(LearnError::TooFew {
-            tasks: train.len() + heldout.len(),
-            heldout: heldout.len(),
-            percent,
-        });
+    let tasks = train.len() + heldout.len();
+    let too_few = |heldout: usize| LearnError::TooFew {
+        tasks,
+        heldout,
+        percent,
+    };
+    if train.is_empty() || (dev.is_none() && heldout.is_empty()) {
+        return Err(too_few(heldout.len()));
     }
     let dir = shared.dir.join("data").join(name);
     let narrow = |tasks: &[Task], file: &str| -> Result<PathBuf, LearnError> {
@@ -1012,10 +1059,38 @@ fn stage(
         Ok(path)
     };
     let train_file = narrow(&train, "train.json")?;
-    let heldout_tasks = narrow(&heldout, "heldout-tasks.json")?;
-    let read = nertrain_annotate::read_annotated(&heldout_tasks)
-        .map_err(|e| LearnError::Export(e.to_string()))?;
-    let heldout_partial = read.texts.iter().filter(|t| t.is_partial()).count();
+    let (heldout_file, heldout_partial) = match &dev {
+        Some(dev) => (dev.clone(), 0),
+        None => {
+            let tasks = narrow(&heldout, "heldout-tasks.json")?;
+            write_heldout(&tasks, &dir.join("heldout.jsonl"))?.ok_or_else(|| too_few(0))?
+        }
+    };
+    let labels = fetched.target.labels.clone();
+    Ok(Staged {
+        train_tasks: train.len(),
+        heldout_tasks: heldout.len(),
+        heldout_partial,
+        open_labels: model_labels
+            .iter()
+            .filter(|label| !labels.contains(label))
+            .cloned()
+            .collect(),
+        labels,
+        dir,
+        train: train_file,
+        heldout: heldout_file,
+        dev: dev.is_some(),
+    })
+}
+
+/// The held-out tasks (narrowed, in `tasks`) written to `file` as texts annotated in full: each
+/// task's known parts. Says how many tasks are known in part only, or `None` when no text is
+/// left to judge on.
+fn write_heldout(tasks: &Path, file: &Path) -> Result<Option<(PathBuf, usize)>, LearnError> {
+    let read =
+        nertrain_annotate::read_annotated(tasks).map_err(|e| LearnError::Export(e.to_string()))?;
+    let partial = read.texts.iter().filter(|t| t.is_partial()).count();
     let parts: Vec<PreAnnotated> = read
         .texts
         .iter()
@@ -1031,31 +1106,11 @@ fn stage(
         })
         .collect();
     if parts.is_empty() {
-        return Err(LearnError::TooFew {
-            tasks: train.len() + heldout.len(),
-            heldout: 0,
-            percent,
-        });
+        return Ok(None);
     }
-    let heldout_file = dir.join("heldout.jsonl");
     let lines = nertrain_annotate::doccano::lines(&parts);
-    nertrain_data::io::write_atomic(&heldout_file, lines.as_bytes())
-        .map_err(file_error(&heldout_file))?;
-    let labels = fetched.target.labels.clone();
-    Ok(Staged {
-        train_tasks: train.len(),
-        heldout_tasks: heldout.len(),
-        heldout_partial,
-        open_labels: model_labels
-            .iter()
-            .filter(|label| !labels.contains(label))
-            .cloned()
-            .collect(),
-        labels,
-        dir,
-        train: train_file,
-        heldout: heldout_file,
-    })
+    nertrain_data::io::write_atomic(file, lines.as_bytes()).map_err(file_error(file))?;
+    Ok(Some((file.to_path_buf(), partial)))
 }
 
 /// Train: the served model continued on the staged tasks into `output` (`nertrain fit --job`,
@@ -1079,7 +1134,8 @@ fn train(
     let job = FitJob {
         start_from: from.to_path_buf(),
         train: staged.train.clone(),
-        // The held-out tasks choose the epoch and judge the version; they are never trained on.
+        // The held-out tasks (or the dev file) choose the epoch and judge the version; they are
+        // never trained on.
         heldout: staged.heldout.clone(),
         output: output.to_path_buf(),
         epochs,
@@ -1157,7 +1213,7 @@ fn score(
         .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
         .map_err(|message| LearnError::File {
             path: scores.clone(),
-            message: format!("scoring the held-out tasks: {message}"),
+            message: format!("scoring {}: {message}", staged.heldout.display()),
         })
 }
 
@@ -1172,7 +1228,35 @@ pub struct LabelF1 {
     pub new: f64,
 }
 
-/// Whether a new version is served, judged on the held-out texts by the project's labels only.
+/// What a version is judged on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JudgedOn {
+    /// The annotated tasks held out.
+    Heldout,
+    /// The gold dev file.
+    Dev,
+}
+
+impl JudgedOn {
+    /// The F1 it gives, by name.
+    fn f1(self) -> &'static str {
+        match self {
+            Self::Heldout => "held-out F1",
+            Self::Dev => "dev F1",
+        }
+    }
+
+    /// It, as the subject of a sentence with no gold entity.
+    fn without_entities(self) -> &'static str {
+        match self {
+            Self::Heldout => "the held-out tasks have",
+            Self::Dev => "the dev file has",
+        }
+    }
+}
+
+/// Whether a new version is served, judged on the held-out texts (or the dev file) by the
+/// project's labels only.
 #[derive(Debug, Clone, PartialEq)]
 struct Judgement {
     served: bool,
@@ -1191,7 +1275,7 @@ impl Judgement {
     /// when its F1 is not below the served model's and it loses no more than `margin` F1 points
     /// on any label with gold entities; on texts with no gold entity of those labels, when it
     /// finds no more (false) entities than the served model.
-    fn of(previous: &Scores, new: &Scores, labels: &[String], margin: f64) -> Self {
+    fn of(previous: &Scores, new: &Scores, labels: &[String], margin: f64, on: JudgedOn) -> Self {
         let counts = |scores: &Scores| -> ChunkCounts {
             labels
                 .iter()
@@ -1218,9 +1302,11 @@ impl Judgement {
         let (served, reason) = if after.gold == 0 {
             let served = found.1 <= found.0;
             let reason = format!(
-                "the held-out tasks have no entity of the project's labels: it finds {} (all \
-                 false) against the served model's {}",
-                found.1, found.0
+                "{} no entity of the project's labels: it finds {} (all false) against the \
+                 served model's {}",
+                on.without_entities(),
+                found.1,
+                found.0
             );
             (served, reason)
         } else {
@@ -1229,21 +1315,22 @@ impl Judgement {
                 .filter(|(_, l)| l.gold > 0 && l.previous - l.new > margin)
                 .map(|(label, l)| format!("{label} {:.2} → {:.2}", l.previous, l.new))
                 .collect();
+            let f1 = on.f1();
             if new_f1 < previous_f1 {
                 let reason =
-                    format!("held-out F1 {new_f1:.2} is below the served model's {previous_f1:.2}");
+                    format!("{f1} {new_f1:.2} is below the served model's {previous_f1:.2}");
                 (false, reason)
             } else if !lost.is_empty() {
                 let reason = format!(
-                    "held-out F1 {new_f1:.2} (served: {previous_f1:.2}), but it loses more than \
+                    "{f1} {new_f1:.2} (served: {previous_f1:.2}), but it loses more than \
                      {margin} F1 points on {}",
                     lost.join(", ")
                 );
                 (false, reason)
             } else {
                 let reason = format!(
-                    "held-out F1 {new_f1:.2} is not below the served model's {previous_f1:.2}, \
-                     and no label loses more than {margin} points"
+                    "{f1} {new_f1:.2} is not below the served model's {previous_f1:.2}, and no \
+                     label loses more than {margin} points"
                 );
                 (true, reason)
             }
@@ -1278,7 +1365,9 @@ fn load_version(shared: &Shared, output: &Path, served: &Tagger) -> Result<Versi
 }
 
 /// Publish: the version recorded in `versions.json` (replaced whole), then served if it is to be,
-/// so that a restart serves it too; then the versions past those kept are removed.
+/// so that a restart serves it too; then the versions past those kept are removed. Label Studio
+/// is refreshed either way: into the new version, or with the served one's regions re-cut for
+/// the pool the new annotations left (posted only if the cut moved).
 fn publish(
     shared: &Shared,
     project: u64,
@@ -1294,16 +1383,13 @@ fn publish(
     }
     prune(&shared.dir, &mut registry, shared.settings.keep_versions);
     write_registry(&shared.dir, &registry)?;
-    let switched = version.is_some();
     if let Some(version) = version {
         shared.served.replace(version);
     }
     state.registry = registry;
     drop(state);
     (shared.log)(LogLine::Studio(StudioEvent::Finished(record)));
-    if switched {
-        refresh(shared, project);
-    }
+    refresh(shared, project);
     Ok(())
 }
 
@@ -1480,12 +1566,23 @@ mod tests {
         let labels = ["PER".to_string()];
         let previous = scores(&[("PER", 0, 18, 0)]);
         let worse = scores(&[("PER", 0, 36, 0)]);
-        let judged = Judgement::of(&previous, &worse, &labels, 5.0);
+        let judged = Judgement::of(&previous, &worse, &labels, 5.0, JudgedOn::Heldout);
         assert!(!judged.served, "{judged:?}");
         assert!(judged.reason.contains("finds 36"), "{}", judged.reason);
+        assert!(
+            judged
+                .reason
+                .starts_with("the held-out tasks have no entity")
+        );
+        let on_dev = Judgement::of(&previous, &worse, &labels, 5.0, JudgedOn::Dev);
+        assert!(
+            on_dev.reason.starts_with("the dev file has no entity"),
+            "{}",
+            on_dev.reason
+        );
         assert_eq!(judged.found, (18, 36));
         let better = scores(&[("PER", 0, 4, 0)]);
-        assert!(Judgement::of(&previous, &better, &labels, 5.0).served);
+        assert!(Judgement::of(&previous, &better, &labels, 5.0, JudgedOn::Heldout).served);
     }
 
     #[test]
@@ -1495,7 +1592,7 @@ mod tests {
         let labels = ["PER".to_string()];
         let previous = scores(&[("PER", 10, 10, 9), ("LOC", 0, 12, 0)]);
         let forgot = scores(&[("PER", 10, 10, 8), ("LOC", 0, 0, 0)]);
-        let judged = Judgement::of(&previous, &forgot, &labels, 5.0);
+        let judged = Judgement::of(&previous, &forgot, &labels, 5.0, JudgedOn::Heldout);
         assert!(!judged.served, "{judged:?}");
         assert!((judged.previous_f1 - 90.0).abs() < 1e-9);
         assert_eq!(judged.labels.keys().collect::<Vec<_>>(), ["PER"]);
@@ -1506,10 +1603,17 @@ mod tests {
         let labels = ["ORG".to_string(), "PER".to_string()];
         let previous = scores(&[("PER", 50, 50, 40), ("ORG", 10, 10, 9)]);
         let new = scores(&[("PER", 50, 50, 48), ("ORG", 10, 10, 8)]);
-        let judged = Judgement::of(&previous, &new, &labels, 5.0);
+        let judged = Judgement::of(&previous, &new, &labels, 5.0, JudgedOn::Heldout);
         assert!(judged.new_f1 > judged.previous_f1);
         assert!(!judged.served && judged.reason.contains("ORG 90.00 → 80.00"));
-        assert!(Judgement::of(&previous, &new, &labels, 10.0).served);
+        assert!(
+            judged.reason.starts_with("held-out F1 "),
+            "{}",
+            judged.reason
+        );
+        let on_dev = Judgement::of(&previous, &new, &labels, 5.0, JudgedOn::Dev);
+        assert!(on_dev.reason.starts_with("dev F1 "), "{}", on_dev.reason);
+        assert!(Judgement::of(&previous, &new, &labels, 10.0, JudgedOn::Heldout).served);
     }
 
     fn record(name: &str, served: bool) -> VersionRecord {
@@ -1524,6 +1628,7 @@ mod tests {
             train_tasks: 1,
             heldout_tasks: 1,
             heldout_partial: 0,
+            dev: None,
             open_labels: Vec::new(),
             reason: String::new(),
             seconds: 0.0,

@@ -9,6 +9,11 @@
 //! ([`PoolDoubt`]), the second posts the predictions. Progress is saved after every page
 //! (`DIR/refresh.json`), so a refresh cut short resumes where it stopped; a newer version served
 //! meanwhile ends it, and its own refresh begins.
+//!
+//! The served version is refreshed again after a version is trained and not served: the tasks
+//! annotated since leave the pool, so the cut a region budget needs may have moved. The
+//! predictions posted before stand where nothing has changed: the same version, the same cut,
+//! a task Label Studio had then.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize};
@@ -94,10 +99,37 @@ pub struct RefreshStatus {
     pub unreadable: usize,
     /// The certainty a token is below to be in a region to decide, once known.
     pub cut: Option<f64>,
+    /// Tasks passed over: the prediction posted before stands (the same version, cut where it
+    /// was, on a task read then).
+    #[serde(default)]
+    pub stood: usize,
+    /// The highest task id read.
+    #[serde(default)]
+    pub newest_task: Option<i64>,
+    /// The last refresh of the same version on the same project, when it was done: what it
+    /// posted stands where the cut has not moved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub before: Option<Posted>,
     /// Seconds it has taken (over every run, when it was resumed).
     pub seconds: f64,
     /// Why it failed.
     pub error: Option<String>,
+}
+
+/// What a refresh done posted: the cut of its regions, on the tasks up to the newest it read.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Posted {
+    /// The certainty its regions were cut at.
+    pub cut: f64,
+    /// The highest task id it read: those above were imported since.
+    pub newest_task: i64,
+}
+
+impl Posted {
+    /// Whether the prediction posted for task `id` stands at `cut`.
+    fn stands(&self, id: Option<i64>, cut: f64) -> bool {
+        self.cut == cut && id.is_some_and(|id| id <= self.newest_task)
+    }
 }
 
 /// The refreshing thread, and what it shares.
@@ -193,6 +225,11 @@ impl Refresher {
         lock(&self.shared.state).status.clone()
     }
 
+    /// Whether a refresh is asked for and not yet begun.
+    pub(crate) fn asked(&self) -> bool {
+        lock(&self.shared.state).wanted.is_some()
+    }
+
     /// Where regions are cut for `version`, once its refresh has found it.
     pub(crate) fn cut_for(&self, version: &str) -> Option<f64> {
         let state = lock(&self.shared.state);
@@ -237,14 +274,19 @@ impl Shared {
 /// Refreshes each project asked for, until stopped.
 fn run(shared: &Shared) {
     loop {
-        let (project, connection) = {
+        // The refresh taken up is shown at once, so that no one reads the last one's as its.
+        let (connection, version, mut status) = {
             let mut state = lock(&shared.state);
             loop {
                 if shared.stopping() {
                     return;
                 }
-                if let Some(wanted) = state.wanted.take() {
-                    break wanted;
+                if let Some((project, connection)) = state.wanted.take() {
+                    let version = shared.served.get();
+                    let saved = state.status.clone();
+                    let status = resumed(saved, &version.id, project, shared.settings.page_size);
+                    state.status = Some(status.clone());
+                    break (connection, version, status);
                 }
                 state = shared
                     .wake
@@ -252,9 +294,6 @@ fn run(shared: &Shared) {
                     .unwrap_or_else(std::sync::PoisonError::into_inner);
             }
         };
-        let version = shared.served.get();
-        let saved = lock(&shared.state).status.clone();
-        let mut status = resumed(saved, &version.id, project, shared.settings.page_size);
         let started = Instant::now();
         let seconds = status.seconds;
         let outcome = refresh(shared, &version, &connection, &mut status, started);
@@ -278,7 +317,8 @@ fn run(shared: &Shared) {
 }
 
 /// The refresh of `version` on `project` in pages of `page_size` tasks: where `saved` (the last
-/// one) stopped, when it is of them and not done; otherwise a new one.
+/// one) stopped, when it is of them and not done; otherwise a new one, which knows what `saved`
+/// posted when it was of them and done.
 fn resumed(
     saved: Option<RefreshStatus>,
     version: &str,
@@ -305,7 +345,16 @@ fn resumed(
                 ..s
             }
         }
-        _ => RefreshStatus {
+        saved => RefreshStatus {
+            before: saved
+                .filter(|s| s.version == version && s.project == project)
+                .filter(|s| s.phase == RefreshPhase::Done)
+                .and_then(|s| {
+                    Some(Posted {
+                        cut: s.cut?,
+                        newest_task: s.newest_task?,
+                    })
+                }),
             version: version.to_string(),
             project,
             phase: RefreshPhase::Measuring,
@@ -316,6 +365,8 @@ fn resumed(
             annotated: 0,
             unreadable: 0,
             cut: None,
+            stood: 0,
+            newest_task: None,
             seconds: 0.0,
             error: None,
         },
@@ -386,7 +437,16 @@ fn refresh(
         reading.pace.wait(shared);
         let page = connection.tasks_page(project, status.page + 1, size)?;
         status.pages = page.total.div_ceil(size);
-        let tagged = tag_page(version, &reading, page.tasks, status)?;
+        let newest = page.tasks.iter().filter_map(|t| t.task.id).max();
+        status.newest_task = status.newest_task.max(newest);
+        let mut tasks = page.tasks;
+        if let Some(before) = status.before {
+            let unchanged =
+                |t: &ListedTask| t.total_annotations == 0 && before.stands(t.task.id, cut);
+            status.stood += tasks.iter().filter(|t| unchanged(t)).count();
+            tasks.retain(|t| !unchanged(t));
+        }
+        let tagged = tag_page(version, &reading, tasks, status)?;
         let predictions = predict(shared, version, &reading, tagged, cut);
         if !predictions.is_empty() {
             reading.pace.wait(shared);
@@ -397,7 +457,7 @@ fn refresh(
     }
     // Label Studio refuses a model version it has no prediction of: with every task annotated
     // there is nothing to sort.
-    if status.predicted > 0 {
+    if status.predicted + status.stood > 0 {
         reading.pace.wait(shared);
         connection.set_model_version(project, &version.id)?;
     }
@@ -618,6 +678,32 @@ mod tests {
                 ),
                 (RefreshPhase::Measuring, 0, 0, version)
             );
+        }
+    }
+
+    #[test]
+    fn a_refresh_of_the_version_done_before_keeps_what_it_posted() {
+        let done = RefreshStatus {
+            newest_task: Some(90),
+            ..status(RefreshPhase::Done, 10, Some(0.97))
+        };
+        let again = resumed(Some(done.clone()), "v-a", 7, 100);
+        let before = again.before.expect("the done refresh is known");
+        assert_eq!(
+            (again.phase, again.page, again.stood),
+            (RefreshPhase::Measuring, 0, 0)
+        );
+        // Its predictions stand on the tasks it read, where the cut has not moved.
+        assert!(before.stands(Some(90), 0.97) && before.stands(Some(3), 0.97));
+        assert!(!before.stands(Some(91), 0.97), "a task imported since");
+        assert!(!before.stands(Some(3), 0.96) && !before.stands(None, 0.97));
+        // Another version or project, or a refresh not done, posted nothing that stands.
+        for (saved, version, project) in [
+            (done.clone(), "v-b", 7),
+            (done.clone(), "v-a", 8),
+            (RefreshStatus { cut: None, ..done }, "v-a", 7),
+        ] {
+            assert_eq!(resumed(Some(saved), version, project, 100).before, None);
         }
     }
 
