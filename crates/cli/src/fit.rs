@@ -39,6 +39,10 @@ pub struct FitArgs {
     /// other setting is taken with it.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["config", "overrides", "start_from", "resume", "overwrite"])]
     job: Option<PathBuf>,
+    /// Check the settings (the file and every --set) and print the resolved experiment as TOML
+    /// on stdout, then stop: no data is read, nothing is written. A sweep checks its keys so.
+    #[arg(long, conflicts_with_all = ["job", "resume", "overwrite"])]
+    check: bool,
 }
 
 /// Whether `error` is a mistake in the experiment's settings that the command line made (a
@@ -53,6 +57,11 @@ pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
 
 /// Trains; exits with 128 + the signal's number when a signal stopped the run.
 pub fn run(args: FitArgs, backend: Option<Backend>) -> Result<()> {
+    if args.check {
+        let experiment = experiment(&args, None, backend)?;
+        print!("{}", experiment.to_toml());
+        return Ok(());
+    }
     let job = args.job.as_deref().map(FitJob::read).transpose()?;
     let mut result = train(&args, job.as_ref(), backend);
     if let Some(job) = &job
@@ -99,8 +108,12 @@ struct Ended {
     signal: i32,
 }
 
-/// Trains as `args` or `job` say; `None` when stdout closed under it (the run is saved).
-fn train(args: &FitArgs, job: Option<&FitJob>, backend: Option<Backend>) -> Result<Option<Ended>> {
+/// The experiment `args` or `job` describe.
+fn experiment(
+    args: &FitArgs,
+    job: Option<&FitJob>,
+    backend: Option<Backend>,
+) -> Result<Experiment> {
     let mut experiment = match (job, &args.config, &args.start_from) {
         (Some(job), _, _) => Experiment::for_job(job)?,
         (None, Some(config), _) => Experiment::load(config, &args.overrides)?,
@@ -113,6 +126,12 @@ fn train(args: &FitArgs, job: Option<&FitJob>, backend: Option<Backend>) -> Resu
     if let Some(model) = &args.start_from {
         experiment.train.start_from = Some(model.clone());
     }
+    Ok(experiment)
+}
+
+/// Trains as `args` or `job` say; `None` when stdout closed under it (the run is saved).
+fn train(args: &FitArgs, job: Option<&FitJob>, backend: Option<Backend>) -> Result<Option<Ended>> {
+    let experiment = experiment(args, job, backend)?;
     let device = experiment.train.backend.device()?;
     eprintln!("{}", experiment.to_toml());
     let interrupt = Arc::new(AtomicBool::new(false));

@@ -136,6 +136,12 @@ fn resumed_training_matches_an_uninterrupted_run() {
         tagged(&split),
         "the best models predict alike"
     );
+    // Written alike too, byte for byte (parameter ids included), as a sweep's restored trial
+    // is checked against an uninterrupted one.
+    for file in ["model.bpk", "dev.json", "vocab.json", "model.json"] {
+        let read = |dir: &Path| std::fs::read(dir.join(file)).unwrap();
+        assert!(read(&whole) == read(&split), "{file} differs after resuming");
+    }
 }
 
 #[test]
@@ -384,6 +390,45 @@ fn unseen_tags_and_very_long_sentences_are_handled() {
         "{}",
         stdout(&out)
     );
+}
+
+#[test]
+fn fit_check_prints_the_resolved_experiment_and_writes_nothing() {
+    let output = scratch("fit-check").join("run");
+    let out = output.to_str().unwrap();
+    let checked = nertrain(&[
+        "fit",
+        "--config",
+        "configs/sample.toml",
+        "--set",
+        "train.lr=0.02",
+        "--set",
+        &format!("train.output={out:?}"),
+        "--check",
+    ]);
+    assert!(checked.status.success(), "{}", stderr(&checked));
+    let resolved: toml::Table = stdout(&checked).parse().expect("TOML on stdout");
+    assert_eq!(resolved["train"]["lr"].as_float(), Some(0.02));
+    assert_eq!(resolved["model"]["hidden"].as_integer(), Some(50));
+    assert!(!output.exists(), "--check wrote {}", output.display());
+    // A key the experiment lacks, or a value of the wrong type: an error naming it.
+    for (set, says) in [
+        ("train.lrr=0.1", "unknown key `train.lrr`"),
+        ("model.hidden=1.5", "model.hidden"),
+    ] {
+        let refused = nertrain(&[
+            "fit",
+            "--config",
+            "configs/sample.toml",
+            "--set",
+            set,
+            "--check",
+        ]);
+        assert!(
+            !refused.status.success() && stderr(&refused).contains(says),
+            "{set}"
+        );
+    }
 }
 
 #[test]

@@ -1,6 +1,5 @@
 use burn::config::Config;
-use burn::module::Module;
-use burn::module::Param;
+use burn::module::{Module, ModuleMapper, Param, ParamId};
 use burn::nn::{Dropout, DropoutConfig, Embedding, Linear, LinearConfig};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use nertrain_data::{Batch, Casing, MentionCasing, Vectors, Vocab};
@@ -225,7 +224,7 @@ impl NetworkConfig {
             + chars.as_ref().map_or(0, CharCnn::d_output)
             + char_lstm.as_ref().map_or(0, CharLstm::d_output)
             + char_lm.as_ref().map_or(0, CharLm::d_output);
-        Network {
+        let network = Network {
             words: uniform_embedding(sizes.words, self.word_dim, device),
             casing,
             chars,
@@ -239,7 +238,43 @@ impl NetworkConfig {
             crf: CrfConfig::new(sizes.tags).init(device),
             dictionary,
             features,
-        }
+        };
+        network.map(&mut NumberedIds(0))
+    }
+}
+
+/// Numbers a module's parameters in the order it visits them. Burn draws parameter ids at random
+/// and writes them into the weights file, so without this two runs that learn the same weights
+/// (a run, and the same run stopped and resumed in another process) would write other bytes.
+struct NumberedIds(u64);
+
+impl NumberedIds {
+    fn next(&mut self) -> ParamId {
+        self.0 += 1;
+        ParamId::from(self.0)
+    }
+}
+
+impl ModuleMapper for NumberedIds {
+    fn map_float<const D: usize>(&mut self, mut param: Param<Tensor<D>>) -> Param<Tensor<D>> {
+        param.id = self.next();
+        param
+    }
+
+    fn map_int<const D: usize>(
+        &mut self,
+        mut param: Param<Tensor<D, Int>>,
+    ) -> Param<Tensor<D, Int>> {
+        param.id = self.next();
+        param
+    }
+
+    fn map_bool<const D: usize>(
+        &mut self,
+        mut param: Param<Tensor<D, burn::tensor::Bool>>,
+    ) -> Param<Tensor<D, burn::tensor::Bool>> {
+        param.id = self.next();
+        param
     }
 }
 
@@ -690,10 +725,12 @@ impl Network {
                 found += 1;
             }
         }
+        let id = self.words.weight.id;
         self.words.weight = Param::from_tensor(Tensor::from_data(
             TensorData::new(weights, [n, dim]),
             &device,
         ));
+        self.words.weight.id = id;
         (self, found)
     }
 
