@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# A real two-node Ray cluster (pinned, from PyPI: scripts/requirements-ray.txt) on loopback
+# only, and tests/ray/cluster.py against it: the sweep (scripts/sweep.py) with a node lost
+# mid-trial, and Ray Data tagging (scripts/experiments/ray_tag.py).
+#
+# Ray talks over the machine's interface address even when told 127.0.0.1, so the cluster, the
+# driver and every trial run in a network namespace of their own where only loopback exists
+# (../shared/specs/ray-on-loopback.md): nothing can leave the machine.
+# Usage: scripts/ci/ray_cluster.sh NERTRAIN WHEEL RESULTS.json
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+nertrain=$(realpath "$1")
+wheel=$(realpath "$2")
+results=$(realpath -m "$3")
+venv=${RAY_VENV:-$HOME/.cache/nertrain-ray-2.60.0}
+if ! "$venv/bin/python" -c "import ray.tune, ray.data" 2>/dev/null; then
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q -r scripts/requirements-ray.txt
+fi
+"$venv/bin/pip" install -q --force-reinstall --no-deps "$wheel"
+# Root makes the namespace itself; anyone else maps to root in a user namespace of their own.
+as=(--net)
+[ "$(id -u)" = 0 ] || as=(--net --map-root-user)
+exec timeout 900 unshare "${as[@]}" bash -s "$venv" "$nertrain" "$results" <<'EOF'
+set -euo pipefail
+venv=$1 nertrain=$2 results=$3
+ip link set lo up
+export PATH="$venv/bin:$PATH" RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=disabled
+# A lost node is noticed within seconds, not the default half minute.
+export RAY_health_check_period_ms=500 RAY_health_check_failure_threshold=4
+trap 'ray stop --force >/dev/null 2>&1 || true' EXIT
+ray start --head --port=6393 --num-cpus=1 --include-dashboard=false --disable-usage-stats >/dev/null
+ray start --address=127.0.0.1:6393 --num-cpus=1 --disable-usage-stats \
+    --node-manager-port=6401 >/dev/null
+# The second node's raylet (its workers are its children): what losing the node stops.
+raylet=$(pgrep -f -- 'raylet.*--node_manager_port=6401' | head -1)
+[ -n "$raylet" ] || { echo "no raylet for the second node" >&2; exit 1; }
+python tests/ray/cluster.py --nertrain "$nertrain" --address 127.0.0.1:6393 \
+    --experiment tests/ray/experiment.toml --space tests/ray/space.toml \
+    --space-lost tests/ray/space-lost.toml \
+    --second-node-pids "$raylet" --results "$results"
+EOF
