@@ -227,7 +227,8 @@ def snapshot(pid, run, into):
 
 
 def restore(checkpoint, run):
-    """The run directory put back as the checkpoint has it; how many epochs were reported. A fit
+    """The run directory put back as the checkpoint has it; how many epochs were reported, and
+    the CPU seconds fit had used by then (in the processes before this one). A fit
     still ending there (its node lost, it saves on the way out) is waited for first."""
     lock = run / ".nertrain.lock"
     if lock.exists():
@@ -238,9 +239,9 @@ def restore(checkpoint, run):
             shutil.rmtree(run)
         shutil.copytree(saved, run)
     reported = run / "reported.json"
-    count = json.loads(reported.read_text())["epochs"] if reported.exists() else 0
+    saved = json.loads(reported.read_text()) if reported.exists() else {}
     reported.unlink(missing_ok=True)
-    return count
+    return saved.get("epochs", 0), saved.get("cpu_seconds", 0.0)
 
 
 def trial(config, binary, experiment, runs):
@@ -251,7 +252,7 @@ def trial(config, binary, experiment, runs):
     run = Path(runs) / tune.get_context().get_trial_id()
     node = ray.get_runtime_context().get_node_id()
     checkpoint = tune.get_checkpoint()
-    reported = restore(checkpoint, run) if checkpoint else 0
+    reported, cpu_before = restore(checkpoint, run) if checkpoint else (0, 0.0)
     cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
     command = [binary, "fit", "--config", str(experiment), *sets(config),
                "--set", f"train.output={json.dumps(str(run))}",
@@ -276,9 +277,10 @@ def trial(config, binary, experiment, runs):
                     else:
                         shutil.copytree(run, saved, dirs_exist_ok=True,
                                         ignore=shutil.ignore_patterns(".nertrain.lock"))
-                    Path(saved, "reported.json").write_text(json.dumps({"epochs": reported}))
+                    Path(saved, "reported.json").write_text(
+                        json.dumps({"epochs": reported, "cpu_seconds": cpu_before + cpu}))
                     tune.report({"epoch": line["epoch"], "dev_f1": line["dev_f1"], "loss": line["loss"],
-                                 "cpu_seconds": cpu, "finished": False, "node": node},
+                                 "cpu_seconds": cpu_before + cpu, "finished": False, "node": node},
                                 checkpoint=tune.Checkpoint.from_directory(saved))
             if ended:
                 break
@@ -288,7 +290,8 @@ def trial(config, binary, experiment, runs):
         # The outcome, as one more result (every result carries the metric the scheduler reads).
         dev = json.loads((run / "dev.json").read_text())
         tune.report({"epoch": len(metrics(run)), "dev_f1": dev["overall"]["f1"],
-                     "cpu_seconds": cpu, "finished": True, "epochs": len(metrics(run)), "node": node})
+                     "cpu_seconds": cpu_before + cpu, "finished": True, "epochs": len(metrics(run)),
+                     "node": node})
     finally:
         # Stopped by the scheduler (or failing): fit saves its run on SIGTERM and exits.
         if child.poll() is None:
@@ -395,7 +398,7 @@ def summarize(options, home, grid, keys):
         lines.append(f"| {r['trial']} | {values} | {r['best_dev_f1']:.2f} | {r['epochs']} | "
                      f"{r['cpu_seconds']:.0f} | {r['state']} |")
     total = sum(r["cpu_seconds"] for r in rows)
-    lines.append(f"\n{len(rows)} trials, {total / 3600:.2f} CPU-hours in fit.")
+    lines.append(f"\n{len(rows)} trials, {total:.0f} CPU-seconds ({total / 3600:.2f} CPU-hours) in fit.")
     (home / "trials.md").write_text("\n".join(lines) + "\n")
     (home / "trials.json").write_text(json.dumps(rows, indent=2) + "\n")
     best = rows[0]

@@ -3,12 +3,14 @@ loopback (scripts/ci/ray_cluster.sh starts it in a network namespace of its own 
 inside it):
 
 1. search spaces a user gets wrong are errors before any trial starts;
-2. a sweep on the sample with ASHA: trials that trail are stopped and leave runs that
-   `nertrain eval` reads; the best experiment written runs as is;
+2. a sweep on the sample with ASHA, its driver killed mid-way (no fit outlives it) and resumed:
+   trials that trail are stopped and leave runs that `nertrain eval` reads; the best experiment
+   written runs as is;
 3. a sweep that runs every trial: the second node is lost while its trial runs, Tune restores
    the trial on the head, fit resumes it, and its model equals an uninterrupted run's, byte for
    byte;
-4. Ray Data tags the sample's raw text as `nertrain tag --input` does.
+4. Ray Data tags the sample's raw text as `nertrain tag --input` does;
+5. usage.md's example runs as written.
 """
 
 import argparse
@@ -122,11 +124,36 @@ def ended(process, work, name):
     check(process.wait(600) == 0, f"the sweep failed: {(work / f'{name}.out').read_text()[-3000:]}")
 
 
+def fits_of(runs):
+    """The pids of `nertrain fit` processes writing under `runs`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if proc.name.isdigit() and b"fit" in command and any(str(runs).encode() in c for c in command):
+            found.append(int(proc.name))
+    return found
+
+
 def asha(args, work):
-    """ASHA on both nodes: trials that trail are stopped, and leave runs `eval` reads; the best
-    experiment runs as is."""
+    """ASHA on both nodes, its driver killed mid-way and the sweep resumed: no fit outlives its
+    trial, trials that trail are stopped and leave runs `eval` reads, and the best experiment
+    runs as is."""
     started = time.monotonic()
     process, home = start_sweep(args, work, "asha", args.space)
+    deadline = time.monotonic() + 300
+    while not any(lines[-1].get("epoch", 0) >= 2 for lines in results(home / "tune").values()):
+        check(time.monotonic() < deadline and process.poll() is None, "no trial reached its second epoch")
+        time.sleep(0.2)
+    process.kill()
+    process.wait()
+    deadline = time.monotonic() + 60
+    while fits_of(home / "runs"):
+        check(time.monotonic() < deadline, f"fit outlived the killed sweep: pids {fits_of(home / 'runs')}")
+        time.sleep(0.5)
+    process, _ = start_sweep(args, work, "asha", args.space, "--resume")
     ended(process, work, "asha")
     trials = {row["trial"]: row for row in json.loads((home / "trials.json").read_text())}
     stopped = [t for t, row in trials.items() if row["state"] == "stopped"]
@@ -139,6 +166,7 @@ def asha(args, work):
     best = home / "best.toml"
     checked = subprocess.run([args.nertrain, "fit", "--config", str(best), "--check"], capture_output=True, cwd=ROOT)
     check(checked.returncode == 0, f"{best} does not run as is: {checked.stderr}")
+    check(len(trials) == 4, f"the resumed sweep has {len(trials)} trials, not 4")
     return {"seconds": round(time.monotonic() - started, 1), "trials": len(trials), "stopped": len(stopped),
             "table": (home / "trials.md").read_text()}
 
@@ -189,6 +217,23 @@ def same_metrics(a, b):
     return read(a) == read(b)
 
 
+def docs_example(args):
+    """usage.md's example, as written (the cluster found by Ray itself), into runs/sweeps/try."""
+    home = ROOT / "runs" / "sweeps" / "try"
+    check(not home.exists(), f"{home} is there already: move it away to run this test")
+    try:
+        done = subprocess.run([sys.executable, "scripts/sweep.py", "run", "--experiment", "configs/sample.toml",
+                               "--space", "configs/sweeps/sample.toml", "--name", "try", "--binary", args.nertrain],
+                              capture_output=True, text=True, cwd=ROOT, timeout=600)
+        check(done.returncode == 0, f"usage.md's sweep failed: {done.stderr[-2000:]}")
+        rows = json.loads((home / "trials.json").read_text())
+        check(len(rows) == 4 and (home / "best.toml").exists(), f"usage.md's sweep: {rows}")
+        return {"trials": len(rows), "best_dev_f1": rows[0]["best_dev_f1"]}
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+        shutil.rmtree(ROOT / "runs" / "sweeps" / "try-best", ignore_errors=True)
+
+
 def ray_data(args, work):
     """The sample's raw text tagged on Ray Data against tag --input: one tagger (an actor with a
     CPU of one node) and the reading of the input's splits on the other node's CPU."""
@@ -230,6 +275,7 @@ def main():
     try:
         report = {"errors": bad_spaces(args, work)}
         report["ray_data"] = ray_data(args, work)
+        report["docs_example"] = docs_example(args)
         _, second = nodes(args.address)
         report["asha"] = asha(args, work)
         report["lost_node"] = lost_node(args, work, second)
