@@ -149,14 +149,17 @@ def sets(values):
 
 
 def check_keys(binary, experiment, space):
-    """Every key and every value kind of `space` against the experiment, by `fit --check`: a
-    range's ends, each choice and grid value."""
+    """Every key and every value kind of `space` against the experiment (`--config FILE` and
+    the sweep's own `--set`s), by `fit --check`: a range's ends, each choice and grid value."""
+    checked = subprocess.run([binary, "fit", *experiment, "--check"], capture_output=True, text=True, cwd=ROOT)
+    if checked.returncode != 0:
+        raise SweepError(checked.stderr.strip().removeprefix("error: "))
     for key, (kind, values) in space.items():
         probes = values if kind in ("choice", "grid") else [
             float(v) if kind in ("uniform", "loguniform") else int(v) for v in values]
         for value in probes:
             checked = subprocess.run(
-                [binary, "fit", "--config", str(experiment), *sets({key: value}), "--check"],
+                [binary, "fit", *experiment, *sets({key: value}), "--check"],
                 capture_output=True, text=True, cwd=ROOT)
             if checked.returncode != 0:
                 message = checked.stderr.strip().removeprefix("error: ")
@@ -254,7 +257,7 @@ def trial(config, binary, experiment, runs):
     checkpoint = tune.get_checkpoint()
     reported, cpu_before = restore(checkpoint, run) if checkpoint else (0, 0.0)
     cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
-    command = [binary, "fit", "--config", str(experiment), *sets(config),
+    command = [binary, "fit", *experiment, *sets(config),
                "--set", f"train.output={json.dumps(str(run))}",
                "--resume" if checkpoint else "--overwrite"]
     log = open(run.parent / f"{run.name}.log", "ab")
@@ -328,7 +331,7 @@ def run_sweep(options):
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
     from ray.tune.search import BasicVariantGenerator
     space, settings = read_space(options.space)
-    experiment = Path(options.experiment).resolve()
+    experiment = experiment_args(options)
     check_keys(options.binary, experiment, space)
     epochs = experiment_epochs(options.binary, experiment, space)
     if options.address:
@@ -365,9 +368,15 @@ def run_sweep(options):
     summarize(options, home, grid, list(space))
 
 
+def experiment_args(options):
+    """The experiment as `fit` is given it: its file, and the settings every trial shares."""
+    return ["--config", str(Path(options.experiment).resolve()),
+            *[arg for setting in options.set for arg in ("--set", setting)]]
+
+
 def experiment_epochs(binary, experiment, space):
     """The most epochs a trial may run: the experiment's, or the space's largest."""
-    resolved = subprocess.run([binary, "fit", "--config", str(experiment), "--check"],
+    resolved = subprocess.run([binary, "fit", *experiment, "--check"],
                               capture_output=True, text=True, cwd=ROOT, check=True).stdout
     epochs = tomllib.loads(resolved)["train"]["epochs"]
     kind, values = space.get("train.epochs", (None, None))
@@ -404,11 +413,11 @@ def summarize(options, home, grid, keys):
     best = rows[0]
     output = Path(options.storage) / f"{options.name}-best"
     resolved = subprocess.run(
-        [options.binary, "fit", "--config", str(Path(options.experiment).resolve()), *sets(best["config"]),
+        [options.binary, "fit", *experiment_args(options), *sets(best["config"]),
          "--set", f"train.output={json.dumps(str(output))}", "--check"],
         capture_output=True, text=True, cwd=ROOT, check=True).stdout
     (home / "best.toml").write_text(f"# The best trial of sweep {options.name} ({best['trial']}, dev F1 "
-                                    f"{best['best_dev_f1']:.2f}): {options.experiment} with "
+                                    f"{best['best_dev_f1']:.2f}): {' '.join([options.experiment, *options.set])} with "
                                     f"{json.dumps(best['config'])}\n{resolved}")
     print("\n".join(lines))
     print(f"\nbest: {home / 'best.toml'}")
@@ -433,7 +442,7 @@ def confirm(options):
         check_address(options.address)
     start_ray(options.address)
     fit_remote = ray.remote(num_cpus=options.cpus_per_trial)(confirm_fit)
-    jobs = {(name, seed): fit_remote.remote(options.binary, str(Path(options.experiment).resolve()),
+    jobs = {(name, seed): fit_remote.remote(options.binary, experiment_args(options),
                                             {**config, "train.seed": seed},
                                             str(home / "confirm" / f"{name.replace(' ', '-')}-seed{seed}"),
                                             options.cpus_per_trial)
@@ -454,7 +463,7 @@ def confirm(options):
 
 def confirm_fit(binary, experiment, config, output, cpus):
     """One confirmation fit: its best dev F1 and that model's test F1."""
-    subprocess.run([binary, "fit", "--config", experiment, *sets(config),
+    subprocess.run([binary, "fit", *experiment, *sets(config),
                     "--set", f"train.output={json.dumps(output)}", "--overwrite"],
                    check=True, capture_output=True, cwd=ROOT, env={**os.environ, "RAYON_NUM_THREADS": str(cpus)})
     dev = json.loads(Path(output, "dev.json").read_text())["overall"]["f1"]
@@ -506,6 +515,8 @@ def main():
         command.add_argument("--name", required=True, help="the sweep's name: STORAGE/NAME")
         command.add_argument("--address", help="an existing Ray cluster's HOST:PORT (default: a local Ray)")
         command.add_argument("--cpus-per-trial", type=int, default=1)
+        command.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                             help="a setting of the experiment every trial shares (as fit --set)")
         command.add_argument("--binary", default=str(Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
                                                      / "release" / "nertrain"))
         if name == "run":
