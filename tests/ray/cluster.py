@@ -10,7 +10,7 @@ inside it):
    the trial on the head, fit resumes it, and its model equals an uninterrupted run's, byte for
    byte;
 4. Ray Data tags the sample's raw text as `nertrain tag --input` does;
-5. usage.md's example runs as written.
+5. usage.md's example runs as written, and its best configuration is confirmed on seeds.
 """
 
 import argparse
@@ -228,7 +228,16 @@ def docs_example(args):
         check(done.returncode == 0, f"usage.md's sweep failed: {done.stderr[-2000:]}")
         rows = json.loads((home / "trials.json").read_text())
         check(len(rows) == 4 and (home / "best.toml").exists(), f"usage.md's sweep: {rows}")
-        return {"trials": len(rows), "best_dev_f1": rows[0]["best_dev_f1"]}
+        # Its best configuration confirmed on two seeds beside the experiment as it is.
+        done = subprocess.run([sys.executable, "scripts/sweep.py", "confirm", "--experiment", "configs/sample.toml",
+                               "--name", "try", "--top", "1", "--seeds", "1", "2", "--binary", args.nertrain],
+                              capture_output=True, text=True, cwd=ROOT, timeout=600)
+        check(done.returncode == 0, f"confirm failed: {done.stderr[-2000:]}")
+        table = (home / "confirm.md").read_text().splitlines()
+        check(len(table) == 4 and table[2].startswith("| experiment as it is") and rows[0]["trial"] in table[3],
+              f"confirm.md: {table}")
+        check((home / "expected-best.svg").read_text().startswith("<svg"), "no expected-best.svg")
+        return {"trials": len(rows), "best_dev_f1": rows[0]["best_dev_f1"], "confirm": table[2:]}
     finally:
         shutil.rmtree(home, ignore_errors=True)
         shutil.rmtree(ROOT / "runs" / "sweeps" / "try-best", ignore_errors=True)
