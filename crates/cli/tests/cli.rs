@@ -140,7 +140,10 @@ fn resumed_training_matches_an_uninterrupted_run() {
     // is checked against an uninterrupted one.
     for file in ["model.bpk", "dev.json", "vocab.json", "model.json"] {
         let read = |dir: &Path| std::fs::read(dir.join(file)).unwrap();
-        assert!(read(&whole) == read(&split), "{file} differs after resuming");
+        assert!(
+            read(&whole) == read(&split),
+            "{file} differs after resuming"
+        );
     }
 }
 
