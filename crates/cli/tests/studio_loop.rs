@@ -196,7 +196,11 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn accepted_versions_are_served_by_hand_with_the_credentials() {
     let base = sample_model("sentence");
-    let other = sample_model("document");
+    // Another model: the same recipe with another seed (weights files are written alike for
+    // alike weights, so it must learn others).
+    let other = scratch("studio-loop-other").join("run");
+    let fitted = common::fit_small(&other, 2, &["--set", "train.seed=7"]);
+    assert!(fitted.status.success(), "{}", stderr(&fitted));
     let server = Server::start(&base, &[], None);
     let base_id = served_id(&server);
     // Without versions, there is nothing to serve.
