@@ -347,8 +347,9 @@ fn resumed(
         }
         saved => RefreshStatus {
             before: saved
-                .filter(|s| s.version == version && s.project == project)
-                .filter(|s| s.phase == RefreshPhase::Done)
+                .filter(|s| {
+                    s.version == version && s.project == project && s.phase == RefreshPhase::Done
+                })
                 .and_then(|s| {
                     Some(Posted {
                         cut: s.cut?,
@@ -441,10 +442,9 @@ fn refresh(
         status.newest_task = status.newest_task.max(newest);
         let mut tasks = page.tasks;
         if let Some(before) = status.before {
-            let unchanged =
-                |t: &ListedTask| t.total_annotations == 0 && before.stands(t.task.id, cut);
-            status.stood += tasks.iter().filter(|t| unchanged(t)).count();
-            tasks.retain(|t| !unchanged(t));
+            let read = tasks.len();
+            tasks.retain(|t| t.total_annotations > 0 || !before.stands(t.task.id, cut));
+            status.stood += read - tasks.len();
         }
         let tagged = tag_page(version, &reading, tasks, status)?;
         let predictions = predict(shared, version, &reading, tagged, cut);
