@@ -45,7 +45,11 @@ class Record(_RecordBase, total=False):
     nbest: List[Alternative]
     """With ``nbest > 1``: the best paths' entities and probabilities."""
 
-class ModelInfo(TypedDict):
+class _ModelInfoOptional(TypedDict, total=False):
+    thresholds: Dict[str, float]
+    """By label, the confidence below which entities are left out; absent when none."""
+
+class ModelInfo(_ModelInfoOptional):
     """What a model is, as ``nertrain serve`` answers ``GET /model``."""
 
     labels: List[str]
@@ -98,6 +102,7 @@ class Tagger:
         *,
         dictionaries: Sequence[StrPath] = (),
         replace_dictionary: bool = False,
+        thresholds: Optional[Mapping[str, float]] = None,
     ) -> None:
         """Loads a model directory written by ``nertrain fit``.
 
@@ -105,11 +110,22 @@ class Tagger:
         added to the model's own for the labels it has dictionary features for, or replace those
         labels' entries with ``replace_dictionary``: as ``nertrain tag --dictionary``.
 
+        ``thresholds`` maps labels to confidences (0 to 1): entities below their label's are left
+        out, their words tagged ``O``, in place of the thresholds stored with the model
+        (``thresholds.json``, which ``nertrain eval --thresholds --store`` writes); ``{}`` keeps
+        every entity. As ``nertrain tag --threshold``.
+
         Raises FileNotFoundError when it is not there, ValueError when it is not a model.
         """
 
     def tag(
-        self, texts: Sequence[str], probs: bool = False, nbest: int = 1, lines: bool = False
+        self,
+        texts: Sequence[str],
+        probs: bool = False,
+        nbest: int = 1,
+        lines: bool = False,
+        *,
+        all_entities: bool = False,
     ) -> List[Record]:
         """Tags each text (one document, for a model that reads documents): one record a text.
 
@@ -117,7 +133,8 @@ class Tagger:
         With ``lines``, the texts are a file's lines, read as ``nertrain tag --input`` reads
         them: for a model that reads documents, lines up to a blank one are one document.
         Texts are tagged a chunk at a time, as ``tag --input`` tags them; Ctrl-C (or any
-        signal handler that raises) stops the call between two chunks.
+        signal handler that raises) stops the call between two chunks. ``all_entities`` keeps
+        every entity, whatever the tagger's thresholds.
         """
 
     @property

@@ -89,3 +89,46 @@ impl DictionaryArgs {
         Ok(tagger)
     }
 }
+
+/// Confidence thresholds given when a model is loaded, in place of those stored with it
+/// (`thresholds.json`, which `eval --thresholds --store` writes).
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct ThresholdArgs {
+    /// Leave out entities of LABEL whose confidence is below T (0 to 1), their words tagged O;
+    /// repeatable. Given, these replace the thresholds stored with the model.
+    #[arg(long = "threshold", value_name = "LABEL=T", value_parser = label_number)]
+    pub thresholds: Vec<(String, f64)>,
+    /// Keep every entity, whatever thresholds are stored with the model.
+    #[arg(long, conflicts_with = "thresholds")]
+    pub all_entities: bool,
+}
+
+impl ThresholdArgs {
+    /// `tagger` with these thresholds (none with --all-entities), or as it is when none are
+    /// given; a label the model lacks or a number out of range is a usage error.
+    pub fn apply(&self, tagger: Tagger) -> Result<Tagger> {
+        if self.thresholds.is_empty() && !self.all_entities {
+            return Ok(tagger);
+        }
+        let thresholds = self.thresholds.iter().cloned().collect();
+        tagger.with_thresholds(thresholds).map_err(|e| match e {
+            nertrain_tagger::Error::InvalidOption { message, .. } => {
+                UsageError(format!("--threshold {message}")).into()
+            }
+            other => other.into(),
+        })
+    }
+}
+
+/// Parses `LABEL=NUMBER` (`--threshold PER=0.8`, `--recall PER=95`).
+pub fn label_number(value: &str) -> std::result::Result<(String, f64), String> {
+    let parsed = value
+        .split_once('=')
+        .and_then(|(label, number)| Some((label.trim(), number.trim().parse::<f64>().ok()?)));
+    match parsed {
+        Some((label, number)) if !label.is_empty() && number.is_finite() => {
+            Ok((label.to_string(), number))
+        }
+        _ => Err(format!("expected LABEL=NUMBER (PER=0.8), found {value:?}")),
+    }
+}

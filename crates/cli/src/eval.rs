@@ -1,14 +1,18 @@
 //! `nertrain eval`: scores a model on a gold file (through `nertrain-tagger`), or a file of
 //! predictions, and prints conlleval's report, JSON, or confusion and reliability tables.
 
+use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 use clap::Args;
+use nertrain_data::{OperatingPoint, THRESHOLD_GRID};
+use nertrain_model::LabelThreshold;
 use nertrain_tagger::{FileEvaluation, MAX_CONSISTENCY, TagSettings, Tagger};
+use serde::Serialize;
 
-use crate::Result;
+use crate::{Result, UsageError};
 
 #[derive(Args)]
 pub struct EvalArgs {
@@ -17,6 +21,8 @@ pub struct EvalArgs {
     model: Option<PathBuf>,
     #[command(flatten)]
     dictionaries: crate::common::DictionaryArgs,
+    #[command(flatten)]
+    thresholds: crate::common::ThresholdArgs,
     /// A tagged CoNLL file to predict and score (read with the model's columns; `-`: stdin), or
     /// text with character spans (`.jsonl`: `{"text", "spans": [{"start", "end", "label"}]}` a
     /// line), tagged as `tag` tags text and scored as exact character spans.
@@ -38,6 +44,19 @@ pub struct EvalArgs {
     /// Print a confusion table of entity types, with missed and spurious entities.
     #[arg(long)]
     confusion: bool,
+    /// Print each label's precision and recall with its entities below a confidence threshold
+    /// left out, at thresholds from 0 to 0.99 (with --json: at every threshold that changes
+    /// them). Every entity is scored, whatever thresholds the model has.
+    #[arg(long = "thresholds", conflicts_with_all = ["predicted", "thresholds", "all_entities"])]
+    sweep: bool,
+    /// Choose LABEL's threshold on this file: the highest that keeps its recall at PERCENT or
+    /// more (an error when every entity kept falls short); repeatable.
+    #[arg(long, value_name = "LABEL=PERCENT", value_parser = crate::common::label_number, requires = "sweep")]
+    recall: Vec<(String, f64)>,
+    /// Store the thresholds chosen with --recall in the model directory (thresholds.json),
+    /// beside those of other labels: `tag`, `eval`, `serve` and Python then apply them.
+    #[arg(long, requires = "recall")]
+    store: bool,
     /// Decode without the tag scheme's constraints.
     #[arg(long)]
     unconstrained: bool,
@@ -66,21 +85,27 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
         (_, _, Some(path)) => FileEvaluation::of_predictions(path)?,
         (Some(model), Some(data), None) => {
             let tagger = args.dictionaries.apply(Tagger::load(model, device)?)?;
+            let tagger = args.thresholds.apply(tagger)?;
             let settings = TagSettings {
                 unconstrained: args.unconstrained,
                 consistency: args.consistency,
-                confidence: args.calibration || args.json,
+                confidence: args.calibration || args.json || args.sweep,
                 batch_size: Some(args.batch_size),
+                all_entities: args.sweep,
                 ..TagSettings::default()
             };
             let options = crate::tag_options(&tagger, settings)?;
-            if crate::input::is_stdin(data) {
+            let evaluation = if crate::input::is_stdin(data) {
                 let (text, stdin) = crate::input::read(data)?;
                 let gold = nertrain_data::parse_tagged(&text, &stdin, &tagger.meta().columns)?;
                 tagger.evaluate_gold(gold, options)?
             } else {
                 tagger.evaluate_file(data, options)?
+            };
+            if args.sweep {
+                return sweep(&args, &tagger, &evaluation, data);
             }
+            evaluation
         }
         _ => return Err("give --model DIR --data FILE, or --predicted FILE".into()),
     };
@@ -111,4 +136,88 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `--thresholds`: each label's precision and recall by confidence threshold, and the thresholds
+/// `--recall` chooses, stored with `--store`.
+fn sweep(args: &EvalArgs, tagger: &Tagger, evaluation: &FileEvaluation, data: &Path) -> Result<()> {
+    for warning in &evaluation.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let labels = evaluation.by_label.clone().unwrap_or_default();
+    let chosen = evaluation.thresholds_for_recall(data, &args.recall);
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let curves: BTreeMap<&String, ThresholdCurve> = labels
+            .iter()
+            .map(|(label, entities)| {
+                let curve = ThresholdCurve {
+                    gold: entities.gold,
+                    all: entities.at(0.0),
+                    curve: entities.curve(),
+                };
+                (label, curve)
+            })
+            .collect();
+        let chosen = chosen.as_ref().ok();
+        let json = nertrain_data::io::to_sorted_json(
+            &(SweepJson {
+                labels: curves,
+                chosen,
+            }),
+            true,
+        )?;
+        writeln!(out, "{json}")?;
+    } else {
+        for (label, entities) in &labels {
+            writeln!(out, "{label} ({} gold)", entities.gold)?;
+            writeln!(out, "threshold      kept  precision     recall        F1")?;
+            for threshold in THRESHOLD_GRID {
+                let p = entities.at(threshold);
+                writeln!(
+                    out,
+                    "{threshold:>9.2}  {:>8}  {:>8.2}%  {:>8.2}%  {:>8.2}",
+                    p.kept, p.precision, p.recall, p.f1
+                )?;
+            }
+            writeln!(out)?;
+        }
+    }
+    let chosen = chosen.map_err(|e| UsageError(format!("--{e}")))?;
+    for (label, threshold) in &chosen {
+        if let (Some(how), false) = (&threshold.chosen, args.json) {
+            writeln!(
+                out,
+                "{label}: threshold {:.6} keeps recall {:.2}% (asked {}%) at precision {:.2}%",
+                threshold.threshold, how.recall, how.target_recall, how.precision
+            )?;
+        }
+    }
+    if args.store && !chosen.is_empty() {
+        tagger.store_thresholds(chosen)?;
+        eprintln!(
+            "stored in {}",
+            tagger.dir().join("thresholds.json").display()
+        );
+    }
+    Ok(())
+}
+
+/// One label's operating points in `eval --thresholds --json`.
+#[derive(Serialize)]
+struct ThresholdCurve {
+    /// Its gold entities.
+    gold: usize,
+    /// Its scores with every entity kept.
+    all: OperatingPoint,
+    /// Its scores at each threshold that changes them, highest first.
+    curve: Vec<OperatingPoint>,
+}
+
+/// What `eval --thresholds --json` prints.
+#[derive(Serialize)]
+struct SweepJson<'a> {
+    labels: BTreeMap<&'a String, ThresholdCurve>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    chosen: Option<&'a BTreeMap<String, LabelThreshold>>,
 }

@@ -25,6 +25,8 @@ pub struct ServeArgs {
     model: PathBuf,
     #[command(flatten)]
     dictionaries: crate::common::DictionaryArgs,
+    #[command(flatten)]
+    thresholds: crate::common::ThresholdArgs,
     /// Where to listen (port 0: any free port, printed when listening).
     #[arg(long, default_value = "127.0.0.1:8080")]
     addr: SocketAddr,
@@ -251,9 +253,18 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         Some(dir) => nertrain_serve::studio::model_to_serve(dir, &args.model)?,
         None => args.model.clone(),
     };
+    if args.train_into.is_some() && !args.thresholds.thresholds.is_empty() {
+        return Err(crate::UsageError(
+            "--threshold: a server that learns serves new weights, which thresholds chosen for \
+             these are not: choose each version's with `eval --thresholds --store`"
+                .into(),
+        )
+        .into());
+    }
     let tagger =
         args.dictionaries
             .apply(Tagger::load_with_threads(&model, device, args.threads)?)?;
+    let tagger = args.thresholds.apply(tagger)?;
     nertrain_serve::check_servable(&tagger)?;
     let dev = args
         .dev

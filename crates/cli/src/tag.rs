@@ -32,6 +32,8 @@ pub struct TagArgs {
     model: PathBuf,
     #[command(flatten)]
     dictionaries: crate::common::DictionaryArgs,
+    #[command(flatten)]
+    thresholds: crate::common::ThresholdArgs,
     /// Texts to tag; each is one input (and one document, for a model that reads documents).
     /// Without texts or --input, lines are read from stdin when it is not a terminal.
     #[arg(conflicts_with = "input")]
@@ -82,6 +84,7 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
     let tagger = args
         .dictionaries
         .apply(Tagger::load(&args.model, device)?)?;
+    let tagger = args.thresholds.apply(tagger)?;
     let settings = TagSettings {
         unconstrained: args.unconstrained,
         consistency: args.consistency,

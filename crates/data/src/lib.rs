@@ -16,6 +16,7 @@ mod error;
 pub mod io;
 mod label;
 pub mod lock;
+mod operating;
 mod partial;
 mod scheme;
 mod score;
@@ -39,6 +40,7 @@ pub use dictionary::{
 pub use error::DataError;
 pub use io::{WriteError, write_output};
 pub use label::{Allowed, Label, TagColumn, known_tags};
+pub use operating::{LabelConfidences, OperatingPoint, THRESHOLD_GRID, label_confidences};
 pub use partial::forced_labels;
 pub use scheme::{
     Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,

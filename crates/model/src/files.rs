@@ -13,12 +13,15 @@
 //! dictionary.json  the dictionaries' labels and entries, when the model reads dictionary
 //!             features; model.json holds its SHA-256, so that every interface that loads the
 //!             model computes the same features from the same entries
+//! thresholds.json  per-label confidence thresholds chosen on a gold file (`eval --thresholds
+//!             --store`), when a user chose them; deleted when new weights are published
 //! ```
 //!
 //! Every size a description gives is checked before anything of that size is allocated, and the
 //! weight file's size against the description before the model is built: a changed or damaged
 //! file is an error naming it, never gigabytes allocated or a panic in a layer.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use burn::config::Config;
@@ -38,6 +41,7 @@ const WEIGHTS: &str = "model.bpk";
 const DEV_SCORES: &str = "dev.json";
 const TEST_SCORES: &str = "test.json";
 const DICTIONARY: &str = "dictionary.json";
+const THRESHOLDS: &str = "thresholds.json";
 
 /// Bumped whenever a model file's layout or meaning changes.
 pub const FORMAT_VERSION: u32 = 1;
@@ -162,6 +166,46 @@ pub struct ModelMeta {
     /// The dictionaries it reads features from (`dictionary.json`), when it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dictionary: Option<DictionaryMeta>,
+    /// The files it was trained and chosen on, and their sizes; absent in models written before
+    /// they were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataSummary>,
+}
+
+/// What a model was trained, chosen and tested on, as its run read them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSummary {
+    /// The training file (with the dev file after it, for a model trained on dev too).
+    pub train: FileSummary,
+    /// The dev file, on which the epoch was chosen.
+    pub dev: FileSummary,
+    /// The test file, when the run scored one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test: Option<FileSummary>,
+}
+
+/// A data file as a run read it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSummary {
+    /// Its path, as the experiment named it.
+    pub path: PathBuf,
+    /// Its sentences.
+    pub sentences: usize,
+    /// Their words.
+    pub tokens: usize,
+}
+
+impl FileSummary {
+    /// The summary of a corpus as read.
+    pub fn of<L>(corpus: &nertrain_data::Corpus<L>) -> Self {
+        Self {
+            path: corpus.path.clone(),
+            sentences: corpus.sentences.len(),
+            tokens: corpus.sentences.iter().map(|s| s.words.len()).sum(),
+        }
+    }
 }
 
 /// What `model.json` says of the model's dictionary.
@@ -234,6 +278,41 @@ pub struct RecordedScores {
     /// Overall and per-type scores.
     #[serde(flatten)]
     pub scores: Scores,
+}
+
+/// `thresholds.json`: the confidence below which the model's entities of each label are left
+/// out, chosen on a gold file by `nertrain eval --thresholds`. It belongs to the weights it was
+/// chosen for: a run that publishes new weights deletes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredThresholds {
+    /// By label: the threshold, and how it was chosen.
+    pub labels: BTreeMap<String, LabelThreshold>,
+}
+
+/// One label's confidence threshold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LabelThreshold {
+    /// Entities of the label whose confidence is below it are left out (their words tagged `O`).
+    pub threshold: f64,
+    /// How it was chosen, when it was chosen on a gold file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen: Option<ChosenThreshold>,
+}
+
+/// How a threshold was chosen: the file, the recall asked for, and what it gave there.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChosenThreshold {
+    /// The gold file it was chosen on (a dev file).
+    pub file: PathBuf,
+    /// The recall asked for, in percent.
+    pub target_recall: f64,
+    /// The label's precision on the file at the threshold, in percent.
+    pub precision: f64,
+    /// The label's recall on the file at the threshold, in percent.
+    pub recall: f64,
 }
 
 /// Settings of a [`NetworkConfig`] out of their range: the settings (its fields' names) and what
@@ -404,6 +483,73 @@ impl ModelFiles {
         Dictionary::new(stored.labels, stored.entries)
             .map(Some)
             .map_err(|e| FileError::invalid(&path, e))
+    }
+
+    /// The SHA-256 of the weights file, in hex: what a model card names the weights by.
+    pub fn weights_sha256(&self) -> Result<String, FileError> {
+        let path = self.weights_file();
+        let bytes = std::fs::read(&path).map_err(|source| FileError::Io {
+            path: path.clone(),
+            action: "read",
+            source,
+        })?;
+        Ok(sha256_hex(&bytes))
+    }
+
+    /// Where the confidence thresholds are (`thresholds.json`), when they were chosen.
+    pub fn thresholds_file(&self) -> PathBuf {
+        self.path.join(THRESHOLDS)
+    }
+
+    /// The model's confidence thresholds, when they were chosen: each a number from 0 to 1 for
+    /// one of `labels` (the model's entity types).
+    pub fn read_thresholds(
+        &self,
+        labels: &[String],
+    ) -> Result<Option<StoredThresholds>, FileError> {
+        let path = self.thresholds_file();
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(FileError::Io {
+                    path,
+                    action: "read",
+                    source,
+                });
+            }
+        };
+        let stored: StoredThresholds = serde_json::from_str(&text)
+            .map_err(|e| FileError::invalid(&path, format!("not nertrain thresholds: {e}")))?;
+        for (label, threshold) in &stored.labels {
+            if !labels.contains(label) {
+                return Err(FileError::invalid(
+                    &path,
+                    format!(
+                        "labels.{label}: not a label of the model ({})",
+                        labels.join(", ")
+                    ),
+                ));
+            }
+            if !(0.0..=1.0).contains(&threshold.threshold) {
+                return Err(FileError::invalid(
+                    &path,
+                    format!(
+                        "labels.{label}.threshold: expected a number from 0 to 1, found {}",
+                        threshold.threshold
+                    ),
+                ));
+            }
+        }
+        Ok(Some(stored))
+    }
+
+    /// Writes the confidence thresholds (`thresholds.json`), replacing the last ones atomically.
+    pub fn write_thresholds(&self, thresholds: &StoredThresholds) -> Result<(), FileError> {
+        let path = self.thresholds_file();
+        let json = serde_json::to_string_pretty(thresholds)
+            .map_err(|e| FileError::invalid(&path, format!("cannot write JSON: {e}")))?;
+        Ok(nertrain_data::io::write_atomic(&path, json.as_bytes())?)
     }
 
     /// Whether the directory holds a model: its `model.json` is a nertrain model description.

@@ -28,8 +28,9 @@ pub use char_lm::{CharLm, CharLmConfig, Highway, WordStates};
 pub use char_lstm::{CharLstm, CharLstmConfig};
 pub use crf::{Constraints, Crf, CrfConfig, CrfError, Marginals, Potentials, Reduction};
 pub use files::{
-    CrfOptions, DocumentContext, FORMAT_VERSION, FileError, ModelFiles, ModelMeta, RecordedScores,
-    StartedFrom,
+    ChosenThreshold, CrfOptions, DataSummary, DocumentContext, FORMAT_VERSION, FileError,
+    FileSummary, LabelThreshold, ModelFiles, ModelMeta, RecordedScores, StartedFrom,
+    StoredThresholds,
 };
 pub use grow::{GrowError, first_non_finite, grown_from};
 pub use inputs::BatchTensors;

@@ -16,6 +16,7 @@
 
 #![warn(missing_docs)]
 
+use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -43,17 +44,23 @@ struct Tagger {
 #[pymethods]
 impl Tagger {
     #[new]
-    #[pyo3(signature = (model_dir, threads = None, *, dictionaries = Vec::new(), replace_dictionary = false))]
+    #[pyo3(signature = (model_dir, threads = None, *, dictionaries = Vec::new(), replace_dictionary = false, thresholds = None))]
     fn new(
         py: Python<'_>,
         model_dir: PathBuf,
         threads: Option<usize>,
         dictionaries: Vec<PathBuf>,
         replace_dictionary: bool,
+        thresholds: Option<BTreeMap<String, f64>>,
     ) -> PyResult<Self> {
         let inner = py
             .detach(|| {
-                load(&model_dir, threads)?.with_dictionaries(&dictionaries, replace_dictionary)
+                let tagger = load(&model_dir, threads)?
+                    .with_dictionaries(&dictionaries, replace_dictionary)?;
+                match thresholds {
+                    Some(thresholds) => tagger.with_thresholds(thresholds),
+                    None => Ok(tagger),
+                }
             })
             .map_err(tagging_error)?;
         Ok(Self {
@@ -67,7 +74,7 @@ impl Tagger {
     /// lines, read as `tag --input` reads them: for a model that reads documents, lines up to a
     /// blank one are one document. Texts are tagged a chunk at a time, as `tag --input` tags
     /// them; Ctrl-C stops the call between two.
-    #[pyo3(signature = (texts, probs = false, nbest = 1, lines = false))]
+    #[pyo3(signature = (texts, probs = false, nbest = 1, lines = false, *, all_entities = false))]
     fn tag<'py>(
         &self,
         py: Python<'py>,
@@ -75,10 +82,12 @@ impl Tagger {
         probs: bool,
         nbest: usize,
         lines: bool,
+        all_entities: bool,
     ) -> PyResult<Bound<'py, PyList>> {
         let settings = TagSettings {
             marginals: probs,
             nbest,
+            all_entities,
             ..TagSettings::default()
         };
         let options = self.inner.options_with(settings).map_err(tagging_error)?;

@@ -23,6 +23,9 @@ struct TagRequest {
     probs: bool,
     #[serde(default = "one")]
     nbest: usize,
+    /// Keep every entity, whatever the model's confidence thresholds.
+    #[serde(default)]
+    all_entities: bool,
 }
 
 fn one() -> usize {
@@ -136,6 +139,7 @@ fn parse_request(
     let settings = TagSettings {
         marginals: request.probs,
         nbest: request.nbest,
+        all_entities: request.all_entities,
         ..TagSettings::default()
     };
     let options = tagger

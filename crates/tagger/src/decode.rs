@@ -3,7 +3,7 @@
 //! marginals, document consistency, tags converted back to the files' scheme, and conlleval
 //! scoring against gold tags. Training's dev and test evaluation decodes here too.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 
 use burn::tensor::Device;
@@ -44,6 +44,10 @@ pub struct TagOptions {
     pub dropout_samples: usize,
     /// The seed of those passes' dropout masks.
     pub dropout_seed: u64,
+    /// Leave out the best path's entities below the tagger's confidence thresholds
+    /// ([`Tagger::thresholds`](crate::Tagger::thresholds)), their words tagged `O`. The n best
+    /// paths and the marginals are the model's as decoded.
+    pub thresholds: bool,
 }
 
 impl Default for TagOptions {
@@ -58,6 +62,7 @@ impl Default for TagOptions {
             representation: false,
             dropout_samples: 0,
             dropout_seed: 0,
+            thresholds: false,
         }
     }
 }
@@ -697,6 +702,7 @@ impl Tagger {
         TagOptions {
             constrained: self.meta.crf.constrained_decoding,
             consistency: self.meta.document.map_or(0.0, |d| d.consistency),
+            thresholds: true,
             ..TagOptions::default()
         }
     }
@@ -792,8 +798,24 @@ impl Tagger {
                     });
             }
         }
-        self.decoder()
-            .decode_within(&encoded, &pieces, allowed, options)
+        let thresholds = options.thresholds && !self.thresholds.is_empty();
+        let decoding = TagOptions {
+            confidence: options.confidence || thresholds,
+            ..options
+        };
+        let mut predictions = self
+            .decoder()
+            .decode_within(&encoded, &pieces, allowed, decoding)?;
+        if thresholds {
+            let scheme = self.meta.file_scheme;
+            for prediction in &mut predictions {
+                leave_out_below(prediction, &self.thresholds, scheme);
+                if !options.confidence {
+                    prediction.confidences.clear();
+                }
+            }
+        }
+        Ok(predictions)
     }
 
     /// `documents` cut into the pieces the model reads.
@@ -832,6 +854,31 @@ impl Tagger {
             &self.word_gates,
         )
     }
+}
+
+/// Leaves out `prediction`'s entities below their label's threshold, its tags written again
+/// from the entities kept so that none is broken.
+fn leave_out_below(
+    prediction: &mut Prediction,
+    thresholds: &BTreeMap<String, f64>,
+    scheme: TagScheme,
+) {
+    let keep: Vec<bool> = prediction
+        .spans
+        .iter()
+        .zip(&prediction.confidences)
+        .map(|(span, confidence)| thresholds.get(&span.label).is_none_or(|t| confidence >= t))
+        .collect();
+    if keep.iter().all(|&k| k) {
+        return;
+    }
+    let mut kept = keep.iter();
+    prediction.spans.retain(|_| *kept.next().unwrap_or(&true));
+    let mut kept = keep.iter();
+    prediction
+        .confidences
+        .retain(|_| *kept.next().unwrap_or(&true));
+    prediction.tags = render_spans(&prediction.spans, prediction.tags.len(), scheme);
 }
 
 /// The seed of a sentence's dropout masks: its words and characters, and `seed`.

@@ -1,17 +1,20 @@
 //! Scoring a model on gold data: CoNLL files by conlleval's rules over the file's own tokens, and
 //! span-annotated text by exact character spans over what [`Tagger::tag`] finds in it.
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::Path;
 
 use nertrain_annotate::{AnnotatedCorpus, CharSpan, LabelledFile, Misaligned, read_labelled};
 use nertrain_data::{
-    CalibrationBin, ColumnSpec, Confusion, Corpus, Report, Scorer, Scores, SpanScorer, TagScheme,
-    calibration, read_tagged,
+    CalibrationBin, ColumnSpec, Confusion, Corpus, LabelConfidences, Report, Scorer, Scores,
+    SpanScorer, TagScheme, calibration, label_confidences, read_tagged, spans,
 };
 use serde::Serialize;
 
-use crate::{Entity, Result, TagOptions, Tagged, Tagger, entity_confidences, entity_types};
+use nertrain_model::{ChosenThreshold, LabelThreshold, ModelFiles, StoredThresholds};
+
+use crate::{Entity, Error, Result, TagOptions, Tagged, Tagger, entity_confidences, entity_types};
 
 /// A model's predictions on a tagged corpus, scored.
 #[derive(Debug, Clone)]
@@ -22,6 +25,9 @@ pub struct Evaluation {
     pub report: Report,
     /// With `confidence`: predicted entities binned by confidence, with their precision.
     pub calibration: Option<Vec<CalibrationBin>>,
+    /// With `confidence`: each label's predicted entities by confidence, for its precision and
+    /// recall at any threshold.
+    pub by_label: Option<BTreeMap<String, LabelConfidences>>,
 }
 
 /// A model's entities in span-annotated texts, scored as exact character spans.
@@ -35,6 +41,8 @@ pub struct SpanEvaluation {
     pub misaligned: Vec<Misaligned>,
     /// Entity counts by exact character span and type; token counts over the model's tokens.
     pub report: Report,
+    /// With `confidence`: each label's predicted entities by confidence.
+    pub by_label: Option<BTreeMap<String, LabelConfidences>>,
 }
 
 /// A model scored on a gold file, as `nertrain eval` scores it.
@@ -46,6 +54,9 @@ pub struct FileEvaluation {
     pub report: Report,
     /// For a CoNLL file with `confidence`: predicted entities binned by confidence.
     pub calibration: Option<Vec<CalibrationBin>>,
+    /// With `confidence`: each label's predicted entities by confidence, for its operating
+    /// points ([`LabelConfidences`]).
+    pub by_label: Option<BTreeMap<String, LabelConfidences>>,
     /// What the caller should know about the gold data: tags the model never saw, IOBES tags
     /// read by conlleval's rules, spans between the model's tokens.
     pub warnings: Vec<String>,
@@ -70,6 +81,7 @@ impl FileEvaluation {
         Ok(Self {
             report: Scorer::score_corpus(&gold, &predicted),
             calibration: None,
+            by_label: None,
             warnings,
             scored: Scored::Conll { gold, predicted },
         })
@@ -138,6 +150,57 @@ impl FileEvaluation {
         text
     }
 
+    /// For each of `targets` (a label and a recall in percent), the highest confidence
+    /// threshold that keeps the label's recall on this file, as `thresholds.json` records it
+    /// (`file` names this file there); an error naming the first label whose recall is out of a
+    /// threshold's reach, or that was not scored with confidences.
+    pub fn thresholds_for_recall(
+        &self,
+        file: &Path,
+        targets: &[(String, f64)],
+    ) -> Result<BTreeMap<String, LabelThreshold>> {
+        let invalid = |message: String| Error::InvalidOption {
+            option: "recall",
+            message,
+        };
+        let by_label = self.by_label.as_ref().ok_or_else(|| {
+            invalid("the file was scored without confidences; thresholds need them".into())
+        })?;
+        let mut chosen = BTreeMap::new();
+        for (label, target) in targets {
+            if !(0.0..=100.0).contains(target) {
+                return Err(invalid(format!(
+                    "{label}={target}: expected a percentage from 0 to 100"
+                )));
+            }
+            let Some(entities) = by_label.get(label).filter(|l| l.gold > 0) else {
+                return Err(invalid(format!(
+                    "{label}: {} has no gold entity of this label to measure recall on",
+                    file.display()
+                )));
+            };
+            let Some(point) = entities.for_recall(*target) else {
+                return Err(invalid(format!(
+                    "{label}={target}: out of a threshold's reach on {}: with every entity kept \
+                     the recall is {:.2}% (a threshold only leaves entities out)",
+                    file.display(),
+                    entities.at(0.0).recall
+                )));
+            };
+            let threshold = LabelThreshold {
+                threshold: point.threshold.clamp(0.0, 1.0),
+                chosen: Some(ChosenThreshold {
+                    file: file.to_path_buf(),
+                    target_recall: *target,
+                    precision: point.precision,
+                    recall: point.recall,
+                }),
+            };
+            chosen.insert(label.clone(), threshold);
+        }
+        Ok(chosen)
+    }
+
     /// Entity types confused with each other, with missed and spurious entities (CoNLL files).
     pub fn confusion(&self) -> Option<Confusion> {
         let Scored::Conll { gold, predicted } = &self.scored else {
@@ -176,6 +239,7 @@ impl Tagger {
         Ok(FileEvaluation {
             report: evaluation.report.clone(),
             calibration: None,
+            by_label: evaluation.by_label.clone(),
             warnings,
             scored: Scored::Spans(evaluation),
         })
@@ -218,12 +282,25 @@ impl Tagger {
         Ok(FileEvaluation {
             report: evaluation.report,
             calibration: evaluation.calibration,
+            by_label: evaluation.by_label,
             warnings,
             scored: Scored::Conll {
                 gold,
                 predicted: evaluation.predicted,
             },
         })
+    }
+
+    /// Stores `chosen` thresholds in the model's `thresholds.json`, beside those stored for other
+    /// labels, so that every interface that loads the model applies them.
+    pub fn store_thresholds(&self, chosen: BTreeMap<String, LabelThreshold>) -> Result<()> {
+        let files = ModelFiles::new(self.dir());
+        let labels = entity_types(self.labels());
+        let mut stored = files.read_thresholds(&labels)?.unwrap_or(StoredThresholds {
+            labels: BTreeMap::new(),
+        });
+        stored.labels.extend(chosen);
+        Ok(files.write_thresholds(&stored)?)
     }
 
     /// Predicts a tagged corpus's sentences (its `-DOCSTART-` blocks are the documents) and scores
@@ -233,11 +310,20 @@ impl Tagger {
         let calibration = options
             .confidence
             .then(|| calibration(entity_confidences(gold, &predictions)));
+        let by_label = options.confidence.then(|| {
+            label_confidences(
+                gold.sentences
+                    .iter()
+                    .zip(&predictions)
+                    .map(|(s, p)| (spans(&s.tags), p.spans.as_slice(), p.confidences.as_slice())),
+            )
+        });
         let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
         Ok(Evaluation {
             report: Scorer::score_corpus(gold, &predicted),
             predicted,
             calibration,
+            by_label,
         })
     }
 
@@ -265,7 +351,16 @@ impl Tagger {
         let mut scorer = SpanScorer::new();
         let mut gold_tags = Vec::with_capacity(tagged.len());
         let mut misaligned = Vec::new();
+        let mut by_label: BTreeMap<String, LabelConfidences> = BTreeMap::new();
         for (text, tagged) in gold.texts.iter().zip(&tagged) {
+            for span in &text.spans {
+                by_label.entry(span.label.clone()).or_default().gold += 1;
+            }
+            for entity in &tagged.entities {
+                let correct = text.spans.contains(&entity.span());
+                let label = by_label.entry(entity.label.clone()).or_default();
+                label.found.extend(entity.confidence.map(|c| (c, correct)));
+            }
             let (tags, bad) = gold.tags(text, &tagged.tokens);
             let found: Vec<CharSpan> = tagged.entities.iter().map(Entity::span).collect();
             let typed = |spans: &'_ [CharSpan]| -> Vec<(CharSpan, String)> {
@@ -281,6 +376,7 @@ impl Tagger {
             gold_tags,
             misaligned,
             report: scorer.report(),
+            by_label: options.confidence.then_some(by_label),
         })
     }
 }

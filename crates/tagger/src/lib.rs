@@ -54,6 +54,7 @@ mod select;
 mod stream;
 mod threads;
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
@@ -176,6 +177,9 @@ pub struct Tagger {
     dir: PathBuf,
     /// Where its calls run, one at a time.
     threads: Threads,
+    /// By label, the confidence below which the best path's entities are left out: the
+    /// model's `thresholds.json`, or those a caller set ([`Tagger::with_thresholds`]).
+    thresholds: BTreeMap<String, f64>,
 }
 
 /// What a loaded model is: `nertrain serve`'s `GET /model`.
@@ -207,6 +211,9 @@ pub struct ModelInfo {
     /// labels, entries and SHA-256.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dictionary: Option<DictionaryMeta>,
+    /// By label, the confidence below which entities are left out ([`Tagger::thresholds`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub thresholds: BTreeMap<String, f64>,
 }
 
 /// One text tagged: its tokens, the best path's tags, and what [`TagOptions`] asked for.
@@ -261,7 +268,16 @@ impl Tagger {
         let (meta, vocab, network) = files.load(device)?;
         let tokenizer = files.tokenizer(&meta)?;
         let dictionary = files.read_dictionary(&meta)?;
+        let labels = entity_types(vocab.tags.items());
+        let thresholds = files
+            .read_thresholds(&labels)?
+            .map(|stored| {
+                let labels = stored.labels.into_iter();
+                labels.map(|(label, t)| (label, t.threshold)).collect()
+            })
+            .unwrap_or_default();
         Ok(Self {
+            thresholds,
             dictionary,
             dictionary_meta: meta.dictionary.clone(),
             meta,
@@ -300,7 +316,36 @@ impl Tagger {
             trained_by: meta.nertrain_version.clone(),
             nertrain_version: env!("CARGO_PKG_VERSION").into(),
             dictionary: self.dictionary_meta.clone(),
+            thresholds: self.thresholds.clone(),
         }
+    }
+
+    /// By label, the confidence below which [`Self::tag`] leaves the best path's entities out
+    /// (unless [`TagSettings::all_entities`]): the model's `thresholds.json`, or those set with
+    /// [`Self::with_thresholds`]. Empty: every entity is kept.
+    pub fn thresholds(&self) -> &BTreeMap<String, f64> {
+        &self.thresholds
+    }
+
+    /// The tagger with `thresholds` in place of the model's (an empty map keeps every entity):
+    /// each a number from 0 to 1 for one of the model's entity types.
+    pub fn with_thresholds(mut self, thresholds: BTreeMap<String, f64>) -> Result<Self> {
+        let labels = entity_types(self.labels());
+        for (label, &threshold) in &thresholds {
+            let message = if !labels.contains(label) {
+                format!("{label}: not a label of the model ({})", labels.join(", "))
+            } else if !(0.0..=1.0).contains(&threshold) {
+                format!("{label}={threshold}: expected a number from 0 to 1")
+            } else {
+                continue;
+            };
+            return Err(Error::InvalidOption {
+                option: "threshold",
+                message,
+            });
+        }
+        self.thresholds = thresholds;
+        Ok(self)
     }
 
     /// The tagger with the entries of dictionary `files` added to the model's, or, with

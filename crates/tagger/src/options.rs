@@ -42,6 +42,8 @@ pub struct TagSettings {
     pub dropout_samples: usize,
     /// The seed of their dropout masks.
     pub dropout_seed: u64,
+    /// Keep every entity of the best path, whatever the tagger's confidence thresholds.
+    pub all_entities: bool,
 }
 
 impl Default for TagSettings {
@@ -56,6 +58,7 @@ impl Default for TagSettings {
             representation: false,
             dropout_samples: 0,
             dropout_seed: 0,
+            all_entities: false,
         }
     }
 }
@@ -114,6 +117,7 @@ impl TagSettings {
             representation: self.representation,
             dropout_samples: self.dropout_samples,
             dropout_seed: self.dropout_seed,
+            thresholds: defaults.thresholds && !self.all_entities,
         })
     }
 }
@@ -159,6 +163,7 @@ mod tests {
     fn defaults() -> TagOptions {
         TagOptions {
             consistency: 4.0,
+            thresholds: true,
             ..TagOptions::default()
         }
     }
@@ -183,6 +188,7 @@ mod tests {
             representation: true,
             dropout_samples: 3,
             dropout_seed: 9,
+            all_entities: true,
         };
         let options = changed.resolve(defaults(), true).unwrap();
         assert!(!options.constrained && options.marginals && !options.confidence);
@@ -192,6 +198,7 @@ mod tests {
         );
         assert!(options.representation);
         assert_eq!((options.dropout_samples, options.dropout_seed), (3, 9));
+        assert!(!options.thresholds);
     }
 
     #[test]

@@ -11,6 +11,8 @@
 //! metrics.jsonl  one JSON object per epoch
 //! curves.svg     loss, dev F1 and learning rate per epoch
 //! test.json      the best model's test scores, when the experiment names a test set
+//! thresholds.json confidence thresholds a user chose for the weights (`eval --thresholds
+//!                --store`); deleted when other weights are published
 //! checkpoint/    the last epoch's weights, optimiser and loop state, for `fit --resume`; when
 //!                that epoch was the best, also its weights and dev scores as published above
 //! .nertrain.lock the writer's lock: `fit` holds an advisory lock on it while it runs, and
@@ -147,7 +149,7 @@ impl ModelDir {
     }
 
     /// Every file and directory of a run, the only ones `clear` deletes, the description first.
-    fn run_files(&self) -> [PathBuf; 10] {
+    fn run_files(&self) -> [PathBuf; 11] {
         [
             self.files.meta_file(),
             self.files.vocab_file(),
@@ -158,6 +160,7 @@ impl ModelDir {
             self.metrics_file(),
             self.curves_file(),
             self.files.test_scores_file(),
+            self.files.thresholds_file(),
             self.checkpoint_path(),
         ]
     }
@@ -409,11 +412,27 @@ impl ModelDir {
             }
             return Err(e);
         }
+        self.forget_thresholds_of_other_weights(&staged)?;
         for (path, _) in &staged {
             std::fs::rename(with_suffix(path, PARTIAL), path)
                 .map_err(|e| Error::io(path, "write", e))?;
         }
         Ok(())
+    }
+
+    /// Deletes the thresholds chosen for the published weights when `staged` replaces them with
+    /// others, before they are replaced: thresholds never outlive the weights they were chosen
+    /// for, even across a crash. Publishing the same weights again (a resumed run) keeps them.
+    fn forget_thresholds_of_other_weights(&self, staged: &[(PathBuf, Vec<u8>)]) -> Result<()> {
+        let thresholds = self.files.thresholds_file();
+        let weights = self.files.weights_file();
+        let Some((_, new)) = staged.iter().find(|(path, _)| *path == weights) else {
+            return Ok(());
+        };
+        if !thresholds.exists() || std::fs::read(&weights).is_ok_and(|old| old == *new) {
+            return Ok(());
+        }
+        remove_if_present(&thresholds)
     }
 
     /// The committed checkpoint, if there is one.

@@ -1,0 +1,214 @@
+//! Operating points end to end: `eval --thresholds` chooses per-label confidence thresholds on
+//! a gold file, `--store` keeps them with the model, and `tag` and `eval` apply them (or those
+//! given, or none); a run that publishes new weights forgets them.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{fit_small, nertrain, scratch, stderr, stdout, tag_json, workspace};
+use serde_json::Value;
+
+/// A copy of the binary's stored sample model, to write thresholds into.
+fn model_copy(name: &str) -> PathBuf {
+    let from = workspace().join("crates/cli/tests/fixtures/before-tokenizers/sentence");
+    let dir = scratch(name).join("model");
+    std::fs::create_dir_all(&dir).unwrap();
+    for file in ["model.json", "vocab.json", "model.bpk"] {
+        std::fs::copy(from.join(file), dir.join(file)).unwrap();
+    }
+    dir
+}
+
+fn eval_json(model: &Path, extra: &[&str]) -> Value {
+    let mut args = vec![
+        "eval",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        "data/sample/dev.txt",
+        "--json",
+    ];
+    args.extend(extra);
+    let out = nertrain(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
+const TEXTS: [&str; 2] = [
+    "Peter Weber lives in Berlin and works for Siemens.",
+    "Anna Schmidt, who works for Siemens, arrived in Lisbon on Monday.",
+];
+
+#[test]
+fn thresholds_chosen_on_dev_keep_the_recall_asked_and_apply_everywhere() {
+    let model = model_copy("chosen");
+    let all = eval_json(&model, &[]);
+    let per = &all["types"]["PER"];
+    let sweep = eval_json(&model, &["--thresholds", "--recall", "PER=60"]);
+    // With every entity kept, the sweep's scores are eval's.
+    let kept = &sweep["labels"]["PER"]["all"];
+    assert_eq!(kept["recall"], per["recall"]);
+    assert_eq!(kept["precision"], per["precision"]);
+    let threshold = sweep["chosen"]["PER"]["threshold"].as_f64().unwrap();
+    let chosen = &sweep["chosen"]["PER"]["chosen"];
+    assert!(0.0 < threshold && threshold < 1.0, "{sweep}");
+    // The curve runs from the most confident entity down, each point a threshold.
+    let curve = sweep["labels"]["PER"]["curve"].as_array().unwrap();
+    let recalls: Vec<f64> = curve
+        .iter()
+        .map(|p| p["recall"].as_f64().unwrap())
+        .collect();
+    assert!(recalls.windows(2).all(|w| w[0] <= w[1]), "{recalls:?}");
+    assert!(
+        !model.join("thresholds.json").exists(),
+        "stored without --store"
+    );
+
+    let out = nertrain(&[
+        "eval",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        "data/sample/dev.txt",
+        "--thresholds",
+        "--recall",
+        "PER=60",
+        "--store",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("PER: threshold"), "{}", stdout(&out));
+    let stored: Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("thresholds.json")).unwrap())
+            .unwrap();
+    assert_eq!(stored["labels"]["PER"]["threshold"], threshold);
+    assert_eq!(stored["labels"]["PER"]["chosen"]["target_recall"], 60.0);
+
+    // eval now applies them: PER at the recall and precision chosen, other labels as before.
+    let applied = eval_json(&model, &[]);
+    let per_applied = &applied["types"]["PER"];
+    assert_eq!(per_applied["recall"], chosen["recall"]);
+    assert_eq!(per_applied["precision"], chosen["precision"]);
+    assert!(per_applied["recall"].as_f64() >= Some(60.0));
+    assert!(per_applied["found"].as_u64() < per["found"].as_u64());
+    assert_eq!(applied["types"]["LOC"], all["types"]["LOC"]);
+    assert_eq!(eval_json(&model, &["--all-entities"]), all);
+
+    // tag leaves the entities below it out, tagging their words O, and keeps the rest.
+    let tagged = tag_json(&model, &TEXTS);
+    let mut every = vec!["--all-entities"];
+    every.extend(TEXTS);
+    let untouched = tag_json(&model, &every);
+    let mut dropped = 0;
+    for (with, without) in tagged.iter().zip(&untouched) {
+        let entities = |record: &Value| record["entities"].as_array().unwrap().clone();
+        let expected: Vec<Value> = entities(without)
+            .into_iter()
+            .filter(|e| e["label"] != "PER" || e["confidence"].as_f64().unwrap() >= threshold)
+            .collect();
+        dropped += entities(without).len() - expected.len();
+        assert_eq!(entities(with), expected);
+    }
+    assert!(
+        dropped > 0,
+        "the texts have a PER entity under the threshold"
+    );
+    let conll = nertrain(&[
+        "tag",
+        "--model",
+        model.to_str().unwrap(),
+        "--format",
+        "conll",
+        TEXTS[0],
+    ]);
+    let tags: Vec<String> = stdout(&conll)
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(1).map(str::to_string))
+        .collect();
+    assert_eq!(&tags[..2], ["O", "O"], "Peter Weber, left out: {tags:?}");
+    assert!(tags.contains(&"B-LOC".to_string()), "{tags:?}");
+
+    // Thresholds given replace the stored ones.
+    let mut given = vec!["--threshold", "PER=0"];
+    given.extend(TEXTS);
+    assert_eq!(tag_json(&model, &given), untouched);
+}
+
+#[test]
+fn bad_thresholds_and_recalls_out_of_reach_are_usage_errors() {
+    let model = model_copy("bad");
+    let m = model.to_str().unwrap();
+    let unknown = nertrain(&["tag", "--model", m, "--threshold", "CITY=0.5", "x"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(stderr(&unknown).contains("CITY: not a label of the model (LOC, MISC, ORG, PER)"));
+    let range = nertrain(&["tag", "--model", m, "--threshold", "PER=1.5", "x"]);
+    assert_eq!(range.status.code(), Some(2));
+    assert!(
+        stderr(&range).contains("expected a number from 0 to 1"),
+        "{}",
+        stderr(&range)
+    );
+    let shape = nertrain(&["tag", "--model", m, "--threshold", "PER", "x"]);
+    assert_eq!(shape.status.code(), Some(2));
+    assert!(
+        stderr(&shape).contains("expected LABEL=NUMBER"),
+        "{}",
+        stderr(&shape)
+    );
+    let dev = ["--data", "data/sample/dev.txt", "--thresholds"];
+    let mut args = vec!["eval", "--model", m];
+    args.extend(dev);
+    args.extend(["--recall", "PER=99.9", "--store"]);
+    let reach = nertrain(&args);
+    assert_eq!(reach.status.code(), Some(2));
+    assert!(
+        stderr(&reach).contains("PER=99.9: out of a threshold's reach on data/sample/dev.txt"),
+        "{}",
+        stderr(&reach)
+    );
+    assert!(!model.join("thresholds.json").exists());
+    std::fs::write(
+        model.join("thresholds.json"),
+        r#"{"labels": {"PER": {"threshold": 2}}}"#,
+    )
+    .unwrap();
+    let broken = nertrain(&["tag", "--model", m, "x"]);
+    assert_eq!(broken.status.code(), Some(1));
+    assert!(
+        stderr(&broken).contains("thresholds.json: labels.PER.threshold: expected a number"),
+        "{}",
+        stderr(&broken)
+    );
+}
+
+#[test]
+fn new_weights_forget_the_thresholds_chosen_for_the_old() {
+    let run = scratch("forget").join("run");
+    assert!(fit_small(&run, 1, &[]).status.success());
+    let store = |recall: &str| {
+        let out = nertrain(&[
+            "eval",
+            "--model",
+            run.to_str().unwrap(),
+            "--data",
+            "data/sample/dev.txt",
+            "--thresholds",
+            "--recall",
+            recall,
+            "--store",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+    };
+    // One epoch in, the model's entities may be few: a recall of 0 is in reach of any.
+    store("PER=0");
+    let weights = std::fs::read(run.join("model.bpk")).unwrap();
+    let resumed = fit_small(&run, 3, &["--resume"]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert_ne!(std::fs::read(run.join("model.bpk")).unwrap(), weights);
+    assert!(!run.join("thresholds.json").exists());
+    // An overwrite starts a run afresh, thresholds included.
+    store("PER=0");
+    let again = fit_small(&run, 1, &["--overwrite"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(!run.join("thresholds.json").exists());
+}
