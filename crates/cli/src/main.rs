@@ -7,6 +7,7 @@
 
 mod alloc;
 mod bench;
+mod card;
 mod common;
 mod convert;
 mod eval;
@@ -63,6 +64,8 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Rewrite the tag column of a CoNLL file in another tag scheme; other columns stay as they are.
     Convert(convert::ConvertArgs),
+    /// Write a model's card: README.md with Hugging Face metadata, from its run directory.
+    Card(card::CardArgs),
 }
 
 fn run(cli: Cli) -> Result<()> {
@@ -78,6 +81,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Report(args) => report::run(args),
         Command::Bench(args) => bench::run(args, &device()?),
         Command::Convert(args) => convert::run(args),
+        Command::Card(args) => card::run(args),
     }
 }
 

@@ -6,6 +6,7 @@
 #![warn(missing_docs)]
 
 mod bench;
+mod card;
 pub mod config;
 mod curves;
 mod error;
@@ -17,6 +18,7 @@ mod optim;
 mod step;
 
 pub use bench::{BenchOptions, BenchResult, bench};
+pub use card::{CARD_MARK, model_card};
 pub use config::{ConfigError, ConfigOrigin, DataConfig, Experiment, Optimizer, TrainConfig};
 pub use error::Error;
 pub use fit::{EpochMetrics, FitEvent, FitOptions, FitOutcome, fit};

@@ -14,8 +14,8 @@ use nertrain_data::{
 };
 use nertrain_model::files::DictionaryMeta;
 use nertrain_model::{
-    DocumentContext, FORMAT_VERSION, ModelFiles, ModelMeta, Network, NetworkConfig, StartedFrom,
-    VocabSizes, first_non_finite,
+    DataSummary, DocumentContext, FORMAT_VERSION, FileSummary, ModelFiles, ModelMeta, Network,
+    NetworkConfig, StartedFrom, VocabSizes, first_non_finite,
 };
 use rand::SeedableRng;
 use rand::rngs::StdRng;
@@ -115,6 +115,11 @@ pub(super) fn prepare(
         let ((mut meta, vocab, vectors, dictionary), start) =
             describe_new_run(experiment, &corpora, file_scheme, device, events)?;
         meta.trained_on_dev = with_dev;
+        meta.data = Some(DataSummary {
+            train: FileSummary::of(&train),
+            dev: FileSummary::of(&dev),
+            test: test.as_ref().map(FileSummary::of),
+        });
         (meta, vocab, None, vectors, start, dictionary)
     };
     let EncodedCorpora {
@@ -625,6 +630,7 @@ fn describe(
         tokenizer,
         started_from: None,
         dictionary: None,
+        data: None,
     }
 }
 

@@ -1,0 +1,123 @@
+//! `nertrain card`: a run's model card, its Hugging Face metadata equal to the scores the run
+//! recorded, and a README.md of someone else's never replaced.
+
+mod common;
+
+use common::{fit_small, nertrain, scratch, stderr, stdout};
+use serde_json::Value;
+
+/// The card's front matter: each `key: value` line, its value JSON (YAML's flow style).
+fn front_matter(card: &str) -> serde_json::Map<String, Value> {
+    let mut lines = card.lines();
+    assert_eq!(lines.next(), Some("---"), "{card}");
+    lines
+        .take_while(|l| *l != "---")
+        .map(|line| {
+            let (key, value) = line.split_once(": ").unwrap();
+            (key.to_string(), serde_json::from_str(value).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn the_card_holds_the_scores_the_run_recorded() {
+    let run = scratch("card").join("run");
+    assert!(fit_small(&run, 2, &[]).status.success());
+    let threshold = nertrain(&[
+        "eval",
+        "--model",
+        run.to_str().unwrap(),
+        "--data",
+        "data/sample/dev.txt",
+        "--thresholds",
+        "--recall",
+        "LOC=0",
+        "--store",
+    ]);
+    assert!(threshold.status.success(), "{}", stderr(&threshold));
+    let out = nertrain(&["card", "--model", run.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let card = std::fs::read_to_string(run.join("README.md")).unwrap();
+    let meta = front_matter(&card);
+    assert_eq!(meta["library_name"], "nertrain");
+    let index = &meta["model-index"][0];
+    assert_eq!(index["name"], "run");
+    let results = index["results"].as_array().unwrap();
+    assert_eq!(results.len(), 2, "dev and test");
+    for (result, (file, split, path)) in results.iter().zip([
+        ("dev.json", "validation", "data/sample/dev.txt"),
+        ("test.json", "test", "data/sample/test.txt"),
+    ]) {
+        let recorded: Value =
+            serde_json::from_str(&std::fs::read_to_string(run.join(file)).unwrap()).unwrap();
+        assert_eq!(result["dataset"]["split"], split);
+        assert_eq!(result["dataset"]["type"], "sample");
+        assert!(
+            card.contains(&format!("`{path}`")),
+            "the data table names {path}"
+        );
+        let metric = |name: &str| {
+            let metrics = result["metrics"].as_array().unwrap();
+            let found = metrics.iter().find(|m| m["name"] == name);
+            found.unwrap_or_else(|| panic!("{name} in {result}"))["value"].clone()
+        };
+        assert_eq!(metric("F1"), recorded["overall"]["f1"]);
+        assert_eq!(metric("Recall"), recorded["overall"]["recall"]);
+        let types = recorded["types"].as_object().unwrap();
+        assert_eq!(types.len(), 4);
+        for (label, scores) in types {
+            for (key, name) in [
+                ("f1", "F1"),
+                ("precision", "Precision"),
+                ("recall", "Recall"),
+            ] {
+                assert_eq!(
+                    metric(&format!("{label} {name}")),
+                    scores[key],
+                    "{label} {key}"
+                );
+            }
+        }
+    }
+    for section in [
+        "## Training data",
+        "## Model",
+        "## Confidence thresholds",
+        "## How to tag",
+    ] {
+        assert!(card.contains(section), "{section}");
+    }
+    assert!(card.contains("```toml\n"), "the experiment");
+    // Written again, it is the same card; a README.md of someone else's stays as it was.
+    let again = nertrain(&["card", "--model", run.to_str().unwrap(), "--output", "-"]);
+    assert_eq!(stdout(&again), card);
+    assert!(
+        nertrain(&["card", "--model", run.to_str().unwrap()])
+            .status
+            .success()
+    );
+    std::fs::write(run.join("README.md"), "my notes\n").unwrap();
+    let refused = nertrain(&["card", "--model", run.to_str().unwrap()]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains("did not write"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(
+        std::fs::read_to_string(run.join("README.md")).unwrap(),
+        "my notes\n"
+    );
+}
+
+#[test]
+fn a_directory_that_is_not_a_model_is_named() {
+    let dir = scratch("card-empty");
+    let out = nertrain(&["card", "--model", dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("not a nertrain model directory"),
+        "{}",
+        stderr(&out)
+    );
+}
