@@ -496,6 +496,51 @@ impl ModelFiles {
         Ok(sha256_hex(&bytes))
     }
 
+    /// Copies the model's files (not a run's checkpoint, metrics or experiment) into `dir`,
+    /// created when missing: each written atomically, and a file of the model's names that this
+    /// model lacks (its thresholds, say) deleted there, so that `dir` holds this model alone.
+    pub fn copy_to(&self, dir: &Path) -> Result<ModelFiles, FileError> {
+        let to = ModelFiles::new(dir);
+        let io = |path: &Path, action, source| FileError::Io {
+            path: path.to_path_buf(),
+            action,
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, "create", e))?;
+        // The description last: a copy cut short is not a model.
+        let names = [
+            VOCAB,
+            WEIGHTS,
+            DEV_SCORES,
+            TEST_SCORES,
+            DICTIONARY,
+            THRESHOLDS,
+            META,
+        ];
+        for name in names {
+            let (from, target) = (self.path.join(name), to.path.join(name));
+            match std::fs::read(&from) {
+                Ok(bytes) => nertrain_data::io::write_atomic(&target, &bytes)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    if matches!(name, META | VOCAB | WEIGHTS) {
+                        return Err(FileError::invalid(
+                            &self.path,
+                            format!("not a nertrain model directory ({name} is missing)"),
+                        ));
+                    }
+                    match std::fs::remove_file(&target) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                            return Err(io(&target, "delete", e));
+                        }
+                        _ => {}
+                    }
+                }
+                Err(e) => return Err(io(&from, "read", e)),
+            }
+        }
+        Ok(to)
+    }
+
     /// Where the confidence thresholds are (`thresholds.json`), when they were chosen.
     pub fn thresholds_file(&self) -> PathBuf {
         self.path.join(THRESHOLDS)

@@ -137,6 +137,15 @@ impl Tagger {
         self.inner.feature_columns().to_vec()
     }
 
+    /// Copies the model's files (not its run's checkpoint or metrics) into `dir`, created when
+    /// missing, so that `Tagger(dir)` loads the same model: what the spaCy component saves with
+    /// a pipeline.
+    fn copy_to(&self, py: Python<'_>, dir: PathBuf) -> PyResult<()> {
+        py.detach(|| nertrain_model::ModelFiles::new(&self.dir).copy_to(&dir))
+            .map(drop)
+            .map_err(|e| tagging_error(e.into()))
+    }
+
     fn __repr__(&self) -> String {
         format!("nertrain.Tagger({:?})", self.dir.display().to_string())
     }

@@ -84,6 +84,34 @@ def test_tag_equals_the_cli_json(tagger, model):
         assert tagger.tag(TEXTS, **kwargs) == expected
 
 
+def test_thresholds_stored_or_given_apply_as_the_cli_applies_them(tmp_path, model):
+    copy = tmp_path / "model"
+    nertrain.Tagger(model).copy_to(copy)
+    assert sorted(p.name for p in copy.iterdir()) == sorted(
+        name for name in ["model.json", "vocab.json", "model.bpk", "dev.json", "test.json"]
+        if (model / name).exists()
+    )
+    cli("eval", "--model", str(copy), "--data", str(SAMPLE / "dev.txt"), "--thresholds",
+        "--recall", "PER=50", "--store")
+    stored = nertrain.Tagger(copy)
+    assert set(stored.info["thresholds"]) == {"PER"}
+    printed = cli("tag", "--model", str(copy), "--format", "json", "--", *TEXTS)
+    assert stored.tag(TEXTS) == [json.loads(line) for line in printed.splitlines()]
+    every = cli("tag", "--model", str(copy), "--format", "json", "--all-entities", "--", *TEXTS)
+    every = [json.loads(line) for line in every.splitlines()]
+    assert stored.tag(TEXTS, all_entities=True) == every
+    assert nertrain.Tagger(copy, thresholds={}).tag(TEXTS) == every
+    assert sum(len(r["entities"]) for r in stored.tag(TEXTS)) < sum(len(r["entities"]) for r in every)
+    given = cli("tag", "--model", str(copy), "--format", "json", "--threshold", "LOC=0.95", "--", *TEXTS)
+    assert nertrain.Tagger(copy, thresholds={"LOC": 0.95}).tag(TEXTS) == [
+        json.loads(line) for line in given.splitlines()]
+    with pytest.raises(ValueError, match="CITY: not a label of the model"):
+        nertrain.Tagger(copy, thresholds={"CITY": 0.5})
+    # A copy of a model with thresholds carries them; one without loses any stale ones there.
+    nertrain.Tagger(model).copy_to(copy)
+    assert "thresholds" not in nertrain.Tagger(copy).info
+
+
 def test_entity_offsets_slice_the_python_string(tagger):
     for text, record in zip(TEXTS, tagger.tag(TEXTS)):
         assert record["text"] == text

@@ -155,6 +155,10 @@ class Tagger:
     def info(self) -> ModelInfo:
         """What the model is, with the scores its run recorded."""
 
+    def copy_to(self, dir: StrPath) -> None:
+        """Copies the model's files (not its run's checkpoint or metrics) into ``dir``, created
+        when missing, so that ``Tagger(dir)`` loads the same model."""
+
 def evaluate(
     model_dir: StrPath,
     path: StrPath,

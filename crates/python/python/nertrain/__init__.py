@@ -1,0 +1,9 @@
+"""Train, evaluate and run BiLSTM-CRF named-entity taggers (nertrain, in Rust) from Python.
+
+The module is the Rust extension `nertrain.nertrain`, re-exported; `nertrain.spacy` is its spaCy
+pipeline component (`nlp.add_pipe("nertrain", config={"model": DIR})`).
+"""
+
+from .nertrain import Tagger, __version__, evaluate, fit, select
+
+__all__ = ["Tagger", "__version__", "evaluate", "fit", "select"]
