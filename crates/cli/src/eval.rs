@@ -9,7 +9,7 @@ use burn::tensor::Device;
 use clap::Args;
 use nertrain_data::{OperatingPoint, THRESHOLD_GRID};
 use nertrain_model::LabelThreshold;
-use nertrain_tagger::{FileEvaluation, MAX_CONSISTENCY, TagSettings, Tagger};
+use nertrain_tagger::{FileEvaluation, MAX_CONSISTENCY, TagOptions, TagSettings, Tagger};
 use serde::Serialize;
 
 use crate::{Result, UsageError};
@@ -103,7 +103,7 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
                 tagger.evaluate_file(data, options)?
             };
             if args.sweep {
-                return sweep(&args, &tagger, &evaluation, data);
+                return sweep(&args, tagger, &evaluation, data, options);
             }
             evaluation
         }
@@ -140,12 +140,30 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
 
 /// `--thresholds`: each label's precision and recall by confidence threshold, and the thresholds
 /// `--recall` chooses, stored with `--store`.
-fn sweep(args: &EvalArgs, tagger: &Tagger, evaluation: &FileEvaluation, data: &Path) -> Result<()> {
+fn sweep(
+    args: &EvalArgs,
+    tagger: Tagger,
+    evaluation: &FileEvaluation,
+    data: &Path,
+    options: TagOptions,
+) -> Result<()> {
     for warning in &evaluation.warnings {
         eprintln!("warning: {warning}");
     }
     let labels = evaluation.by_label.clone().unwrap_or_default();
-    let chosen = evaluation.thresholds_for_recall(data, &args.recall);
+    let (tagger, chosen) = if args.recall.is_empty() {
+        (Some(tagger), Ok(BTreeMap::new()))
+    } else if crate::input::is_stdin(data) {
+        return Err(UsageError(
+            "--recall: choosing reads the file again; give a file, not stdin".into(),
+        )
+        .into());
+    } else {
+        match tagger.choose_for_recall(data, &args.recall, options) {
+            Ok((tagger, chosen)) => (Some(tagger), Ok(chosen)),
+            Err(e) => (None, Err(e)),
+        }
+    };
     let mut out = std::io::stdout().lock();
     if args.json {
         let curves: BTreeMap<&String, ThresholdCurve> = labels
@@ -186,14 +204,19 @@ fn sweep(args: &EvalArgs, tagger: &Tagger, evaluation: &FileEvaluation, data: &P
     let chosen = chosen.map_err(|e| UsageError(format!("--{e}")))?;
     for (label, threshold) in &chosen {
         if let (Some(how), false) = (&threshold.chosen, args.json) {
+            let how_far = if threshold.bias > 0.0 {
+                format!("bias {:.4} raises", threshold.bias)
+            } else {
+                format!("threshold {:.6} keeps", threshold.threshold)
+            };
             writeln!(
                 out,
-                "{label}: threshold {:.6} keeps recall {:.2}% (asked {}%) at precision {:.2}%",
-                threshold.threshold, how.recall, how.target_recall, how.precision
+                "{label}: {how_far} recall to {:.2}% (asked {}%) at precision {:.2}%",
+                how.recall, how.target_recall, how.precision
             )?;
         }
     }
-    if args.store && !chosen.is_empty() {
+    if let (true, Some(tagger)) = (args.store && !chosen.is_empty(), tagger) {
         tagger.store_thresholds(chosen)?;
         eprintln!(
             "stored in {}",

@@ -253,10 +253,11 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         Some(dir) => nertrain_serve::studio::model_to_serve(dir, &args.model)?,
         None => args.model.clone(),
     };
-    if args.train_into.is_some() && !args.thresholds.thresholds.is_empty() {
+    let given = &args.thresholds;
+    if args.train_into.is_some() && !(given.thresholds.is_empty() && given.biases.is_empty()) {
         return Err(crate::UsageError(
-            "--threshold: a server that learns serves new weights, which thresholds chosen for \
-             these are not: choose each version's with `eval --thresholds --store`"
+            "--threshold, --bias: a server that learns serves new weights, which thresholds \
+             chosen for these are not: choose each version's with `eval --thresholds --store`"
                 .into(),
         )
         .into());

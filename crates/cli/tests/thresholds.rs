@@ -135,6 +135,75 @@ fn thresholds_chosen_on_dev_keep_the_recall_asked_and_apply_everywhere() {
 }
 
 #[test]
+fn a_recall_past_the_models_own_is_bought_with_a_bias() {
+    let model = model_copy("bias");
+    let all = eval_json(&model, &[]);
+    let per = &all["types"]["PER"];
+    assert!(per["recall"].as_f64() < Some(95.0), "{per}");
+    let out = nertrain(&[
+        "eval",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        "data/sample/dev.txt",
+        "--thresholds",
+        "--recall",
+        "PER=95",
+        "--store",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("PER: bias"), "{}", stdout(&out));
+    let stored: Value =
+        serde_json::from_str(&std::fs::read_to_string(model.join("thresholds.json")).unwrap())
+            .unwrap();
+    let bias = stored["labels"]["PER"]["bias"].as_f64().unwrap();
+    assert!(
+        bias > 0.0 && stored["labels"]["PER"]["threshold"] == 0.0,
+        "{stored}"
+    );
+    // Decoded with the bias, dev's PER recall is the one chosen, paid for in precision.
+    let biased = eval_json(&model, &[]);
+    let chosen = &stored["labels"]["PER"]["chosen"];
+    assert_eq!(biased["types"]["PER"]["recall"], chosen["recall"]);
+    assert!(biased["types"]["PER"]["recall"].as_f64() >= Some(95.0));
+    assert!(biased["types"]["PER"]["found"].as_u64() > per["found"].as_u64());
+    assert_eq!(eval_json(&model, &["--all-entities"]), all);
+    let given = format!("PER={bias}");
+    assert_eq!(eval_json(&model, &["--bias", &given]), biased);
+    // The path stays well formed: every I- tag continues an entity of its type.
+    let out = nertrain(&[
+        "tag",
+        "--model",
+        model.to_str().unwrap(),
+        "--format",
+        "conll",
+        "--input",
+        "data/sample/pool.txt",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut before = "O".to_string();
+    let lines = stdout(&out);
+    assert!(lines.lines().filter(|l| l.contains("-PER")).count() > 20);
+    for line in lines.lines() {
+        let tag = line.split_whitespace().nth(1).unwrap_or("O").to_string();
+        if let Some(label) = tag.strip_prefix("I-") {
+            assert!(before.ends_with(label), "{before} then {tag}");
+        }
+        before = tag;
+    }
+    let range = nertrain(&[
+        "tag",
+        "--model",
+        model.to_str().unwrap(),
+        "--bias",
+        "PER=101",
+        "x",
+    ]);
+    assert_eq!(range.status.code(), Some(2));
+    assert!(stderr(&range).contains("--bias PER=101: expected a number from -100 to 100"));
+}
+
+#[test]
 fn bad_thresholds_and_recalls_out_of_reach_are_usage_errors() {
     let model = model_copy("bad");
     let m = model.to_str().unwrap();
@@ -162,7 +231,9 @@ fn bad_thresholds_and_recalls_out_of_reach_are_usage_errors() {
     let reach = nertrain(&args);
     assert_eq!(reach.status.code(), Some(2));
     assert!(
-        stderr(&reach).contains("PER=99.9: out of a threshold's reach on data/sample/dev.txt"),
+        stderr(&reach).contains(
+            "PER=99.9: out of reach on data/sample/dev.txt: the model's own entities keep 93.75%"
+        ),
         "{}",
         stderr(&reach)
     );

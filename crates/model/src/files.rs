@@ -296,10 +296,21 @@ pub struct StoredThresholds {
 pub struct LabelThreshold {
     /// Entities of the label whose confidence is below it are left out (their words tagged `O`).
     pub threshold: f64,
+    /// Added to the emission scores of the label's tags when the best path is chosen: above 0,
+    /// a recall past the model's own is bought with precision.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bias: f64,
     /// How it was chosen, when it was chosen on a gold file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chosen: Option<ChosenThreshold>,
 }
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
+}
+
+/// The largest bias a label's tags may have in `thresholds.json`.
+pub const MAX_BIAS: f64 = 100.0;
 
 /// How a threshold was chosen: the file, the recall asked for, and what it gave there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -573,6 +584,16 @@ impl ModelFiles {
                     format!(
                         "labels.{label}: not a label of the model ({})",
                         labels.join(", ")
+                    ),
+                ));
+            }
+            if !threshold.bias.is_finite() || threshold.bias.abs() > MAX_BIAS {
+                return Err(FileError::invalid(
+                    &path,
+                    format!(
+                        "labels.{label}.bias: expected a number from -{MAX_BIAS} to {MAX_BIAS}, \
+                         found {}",
+                        threshold.bias
                     ),
                 ));
             }

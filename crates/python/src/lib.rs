@@ -44,7 +44,7 @@ struct Tagger {
 #[pymethods]
 impl Tagger {
     #[new]
-    #[pyo3(signature = (model_dir, threads = None, *, dictionaries = Vec::new(), replace_dictionary = false, thresholds = None))]
+    #[pyo3(signature = (model_dir, threads = None, *, dictionaries = Vec::new(), replace_dictionary = false, thresholds = None, biases = None))]
     fn new(
         py: Python<'_>,
         model_dir: PathBuf,
@@ -52,15 +52,19 @@ impl Tagger {
         dictionaries: Vec<PathBuf>,
         replace_dictionary: bool,
         thresholds: Option<BTreeMap<String, f64>>,
+        biases: Option<BTreeMap<String, f64>>,
     ) -> PyResult<Self> {
         let inner = py
             .detach(|| {
                 let tagger = load(&model_dir, threads)?
                     .with_dictionaries(&dictionaries, replace_dictionary)?;
-                match thresholds {
-                    Some(thresholds) => tagger.with_thresholds(thresholds),
-                    None => Ok(tagger),
+                // Either given replaces what the model stores, as `tag --threshold` does.
+                if thresholds.is_none() && biases.is_none() {
+                    return Ok(tagger);
                 }
+                tagger
+                    .with_thresholds(thresholds.unwrap_or_default())?
+                    .with_biases(biases.unwrap_or_default())
             })
             .map_err(tagging_error)?;
         Ok(Self {

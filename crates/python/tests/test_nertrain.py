@@ -105,8 +105,14 @@ def test_thresholds_stored_or_given_apply_as_the_cli_applies_them(tmp_path, mode
     given = cli("tag", "--model", str(copy), "--format", "json", "--threshold", "LOC=0.95", "--", *TEXTS)
     assert nertrain.Tagger(copy, thresholds={"LOC": 0.95}).tag(TEXTS) == [
         json.loads(line) for line in given.splitlines()]
+    biased = cli("tag", "--model", str(copy), "--format", "json", "--bias", "PER=1.5", "--", *TEXTS)
+    assert nertrain.Tagger(copy, biases={"PER": 1.5}).tag(TEXTS) == [
+        json.loads(line) for line in biased.splitlines()]
+    assert nertrain.Tagger(copy, biases={"PER": 1.5}).info["biases"] == {"PER": 1.5}
     with pytest.raises(ValueError, match="CITY: not a label of the model"):
         nertrain.Tagger(copy, thresholds={"CITY": 0.5})
+    with pytest.raises(ValueError, match="expected a number from -100 to 100"):
+        nertrain.Tagger(copy, biases={"PER": 1e9})
     # A copy of a model with thresholds carries them; one without loses any stale ones there.
     nertrain.Tagger(model).copy_to(copy)
     assert "thresholds" not in nertrain.Tagger(copy).info

@@ -214,6 +214,12 @@ def test_thresholds_leave_entities_out_as_the_cli_does(model, tmp_path):
     assert compare(list(nlp.pipe(TEXTS)), expected) == 0
     every = cli_entities(model, TEXTS, tmp_path)
     assert sum(map(len, expected)) < sum(map(len, every))
+    nlp = spacy.blank("en")
+    nlp.add_pipe("nertrain", config={"model": str(model), "biases": {"PER": 1.5},
+                                     "batch_size": 1000})
+    biased = cli_entities(model, TEXTS, tmp_path, "--bias", "PER=1.5")
+    assert compare(list(nlp.pipe(TEXTS)), biased) == 0
+    assert biased != every
 
 
 def test_displacy_renders_the_entities(model):

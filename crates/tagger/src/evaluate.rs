@@ -7,8 +7,8 @@ use std::path::Path;
 
 use nertrain_annotate::{AnnotatedCorpus, CharSpan, LabelledFile, Misaligned, read_labelled};
 use nertrain_data::{
-    CalibrationBin, ColumnSpec, Confusion, Corpus, LabelConfidences, Report, Scorer, Scores,
-    SpanScorer, TagScheme, calibration, label_confidences, read_tagged, spans,
+    CalibrationBin, ColumnSpec, Confusion, Corpus, LabelConfidences, OperatingPoint, Report,
+    Scorer, Scores, SpanScorer, TagScheme, calibration, label_confidences, read_tagged, spans,
 };
 use serde::Serialize;
 
@@ -150,57 +150,6 @@ impl FileEvaluation {
         text
     }
 
-    /// For each of `targets` (a label and a recall in percent), the highest confidence
-    /// threshold that keeps the label's recall on this file, as `thresholds.json` records it
-    /// (`file` names this file there); an error naming the first label whose recall is out of a
-    /// threshold's reach, or that was not scored with confidences.
-    pub fn thresholds_for_recall(
-        &self,
-        file: &Path,
-        targets: &[(String, f64)],
-    ) -> Result<BTreeMap<String, LabelThreshold>> {
-        let invalid = |message: String| Error::InvalidOption {
-            option: "recall",
-            message,
-        };
-        let by_label = self.by_label.as_ref().ok_or_else(|| {
-            invalid("the file was scored without confidences; thresholds need them".into())
-        })?;
-        let mut chosen = BTreeMap::new();
-        for (label, target) in targets {
-            if !(0.0..=100.0).contains(target) {
-                return Err(invalid(format!(
-                    "{label}={target}: expected a percentage from 0 to 100"
-                )));
-            }
-            let Some(entities) = by_label.get(label).filter(|l| l.gold > 0) else {
-                return Err(invalid(format!(
-                    "{label}: {} has no gold entity of this label to measure recall on",
-                    file.display()
-                )));
-            };
-            let Some(point) = entities.for_recall(*target) else {
-                return Err(invalid(format!(
-                    "{label}={target}: out of a threshold's reach on {}: with every entity kept \
-                     the recall is {:.2}% (a threshold only leaves entities out)",
-                    file.display(),
-                    entities.at(0.0).recall
-                )));
-            };
-            let threshold = LabelThreshold {
-                threshold: point.threshold.clamp(0.0, 1.0),
-                chosen: Some(ChosenThreshold {
-                    file: file.to_path_buf(),
-                    target_recall: *target,
-                    precision: point.precision,
-                    recall: point.recall,
-                }),
-            };
-            chosen.insert(label.clone(), threshold);
-        }
-        Ok(chosen)
-    }
-
     /// Entity types confused with each other, with missed and spurious entities (CoNLL files).
     pub fn confusion(&self) -> Option<Confusion> {
         let Scored::Conll { gold, predicted } = &self.scored else {
@@ -289,6 +238,142 @@ impl Tagger {
                 predicted: evaluation.predicted,
             },
         })
+    }
+
+    /// Chooses, on the gold file `path`, how each label of `targets` (a label and a recall in
+    /// percent) reaches its recall: the highest confidence threshold that keeps it, when the
+    /// model's own entities reach it; otherwise the smallest bias of the label's emission scores
+    /// that does (each bias tried is a decoding of the file). Returns the tagger, its thresholds
+    /// and biases cleared, and the choices as `thresholds.json` records them; an error names the
+    /// first label out of reach.
+    pub fn choose_for_recall(
+        self,
+        path: &Path,
+        targets: &[(String, f64)],
+        options: TagOptions,
+    ) -> Result<(Self, BTreeMap<String, LabelThreshold>)> {
+        let invalid = |message: String| Error::InvalidOption {
+            option: "recall",
+            message,
+        };
+        let mut tagger = self
+            .with_thresholds(BTreeMap::new())?
+            .with_biases(BTreeMap::new())?;
+        let options = TagOptions {
+            thresholds: true,
+            confidence: true,
+            ..options
+        };
+        let kept = tagger.label_entities(path, options)?;
+        let mut chosen = BTreeMap::new();
+        for (label, target) in targets {
+            if !(0.0..=100.0).contains(target) {
+                return Err(invalid(format!(
+                    "{label}={target}: expected a percentage from 0 to 100"
+                )));
+            }
+            let Some(entities) = kept.get(label).filter(|l| l.gold > 0) else {
+                return Err(invalid(format!(
+                    "{label}: {} has no gold entity of this label to measure recall on",
+                    path.display()
+                )));
+            };
+            let (threshold, bias, point) = match entities.for_recall(*target) {
+                Some(point) => (point.threshold.clamp(0.0, 1.0), 0.0, point),
+                None => {
+                    let found;
+                    (tagger, found) = tagger.bias_for_recall(path, label, *target, options)?;
+                    let (bias, point) = found.map_err(|most| {
+                        invalid(format!(
+                            "{label}={target}: out of reach on {}: the model's own entities \
+                             keep {:.2}%, and with its emission scores raised (by up to \
+                             {SCANNED_BIAS}) {:.2}% at most (a recall of exact spans: a bias \
+                             does not mend boundaries)",
+                            path.display(),
+                            entities.at(0.0).recall,
+                            most.recall
+                        ))
+                    })?;
+                    (0.0, bias, point)
+                }
+            };
+            let how = ChosenThreshold {
+                file: path.to_path_buf(),
+                target_recall: *target,
+                precision: point.precision,
+                recall: point.recall,
+            };
+            let choice = LabelThreshold {
+                threshold,
+                bias,
+                chosen: Some(how),
+            };
+            chosen.insert(label.clone(), choice);
+        }
+        Ok((tagger.with_biases(BTreeMap::new())?, chosen))
+    }
+
+    /// Each label's entities on the gold file `path`, decoded with `options` (confidences on).
+    fn label_entities(
+        &self,
+        path: &Path,
+        options: TagOptions,
+    ) -> Result<BTreeMap<String, LabelConfidences>> {
+        Ok(self
+            .evaluate_file(path, options)?
+            .by_label
+            .unwrap_or_default())
+    }
+
+    /// The smallest bias of `label`'s emission scores whose decoding of `path` keeps `target`
+    /// percent of its gold entities, with its scores; when none up to [`SCANNED_BIAS`] does,
+    /// the scores of the one that kept the most. Biases are tried in steps of
+    /// [`BIAS_STEP`], then halved between the last two: recall rises with the bias only so
+    /// far, and then falls as the label's spans run into each other. Other labels keep the
+    /// tagger's biases.
+    fn bias_for_recall(
+        self,
+        path: &Path,
+        label: &str,
+        target: f64,
+        options: TagOptions,
+    ) -> Result<(Self, BiasFound)> {
+        let mut tagger = self;
+        let at = |tagger: Self, bias: f64| -> Result<(Self, OperatingPoint)> {
+            let mut biases = tagger.biases().clone();
+            biases.insert(label.to_string(), bias);
+            let tagger = tagger.with_biases(biases)?;
+            let entities = tagger.label_entities(path, options)?;
+            let point = entities.get(label).cloned().unwrap_or_default().at(0.0);
+            Ok((tagger, point))
+        };
+        let mut most: Option<OperatingPoint> = None;
+        let (mut low, mut high) = (0.0, BIAS_STEP);
+        let mut best = loop {
+            let point;
+            (tagger, point) = at(tagger, high)?;
+            if point.recall >= target {
+                break point;
+            }
+            if most.is_none_or(|m| point.recall > m.recall) {
+                most = Some(point);
+            }
+            if high >= SCANNED_BIAS {
+                return Ok((tagger, Err(most.unwrap_or(point))));
+            }
+            (low, high) = (high, high + BIAS_STEP);
+        };
+        for _ in 0..8 {
+            let middle = (low + high) / 2.0;
+            let point;
+            (tagger, point) = at(tagger, middle)?;
+            if point.recall >= target {
+                (high, best) = (middle, point);
+            } else {
+                low = middle;
+            }
+        }
+        Ok((tagger, Ok((high, best))))
     }
 
     /// Stores `chosen` thresholds in the model's `thresholds.json`, beside those stored for other
@@ -380,6 +465,16 @@ impl Tagger {
         })
     }
 }
+
+/// The steps in which biases are tried for a recall ([`Tagger::choose_for_recall`]), and the
+/// largest tried: emission scores are a few units apart, and past this a label's spans have
+/// long since begun to run into each other.
+const BIAS_STEP: f64 = 0.25;
+const SCANNED_BIAS: f64 = 10.0;
+
+/// A bias and the scores it gives, or the scores of the bias that kept the most when none
+/// reaches a recall.
+type BiasFound = std::result::Result<(f64, OperatingPoint), OperatingPoint>;
 
 /// One `word gold predicted` line.
 fn push_row(text: &mut String, columns: [&str; 3]) {

@@ -96,6 +96,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// after the last sentence-final stop within it when there is one.
 pub const MAX_PIECE_TOKENS: usize = 250;
 
+/// The largest bias ([`Tagger::with_biases`]) a label may have: emission scores are a few units,
+/// and past this every word would be the label's.
+pub const MAX_BIAS: f64 = nertrain_model::files::MAX_BIAS;
+
 /// The most words one text may have: its tokens, pieces and batches take memory in proportion
 /// to its words, so a bound on them bounds the memory any input takes.
 pub const MAX_TEXT_WORDS: usize = 1_000_000;
@@ -180,6 +184,9 @@ pub struct Tagger {
     /// By label, the confidence below which the best path's entities are left out: the
     /// model's `thresholds.json`, or those a caller set ([`Tagger::with_thresholds`]).
     thresholds: BTreeMap<String, f64>,
+    /// By label, what is added to the emission scores of its tags when the best path is chosen
+    /// ([`Tagger::with_biases`]): the model's `thresholds.json`, or those a caller set.
+    biases: BTreeMap<String, f64>,
 }
 
 /// What a loaded model is: `nertrain serve`'s `GET /model`.
@@ -214,6 +221,9 @@ pub struct ModelInfo {
     /// By label, the confidence below which entities are left out ([`Tagger::thresholds`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub thresholds: BTreeMap<String, f64>,
+    /// By label, the bias of its tags' emission scores in decoding ([`Tagger::biases`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub biases: BTreeMap<String, f64>,
 }
 
 /// One text tagged: its tokens, the best path's tags, and what [`TagOptions`] asked for.
@@ -269,15 +279,22 @@ impl Tagger {
         let tokenizer = files.tokenizer(&meta)?;
         let dictionary = files.read_dictionary(&meta)?;
         let labels = entity_types(vocab.tags.items());
-        let thresholds = files
+        let stored = files
             .read_thresholds(&labels)?
-            .map(|stored| {
-                let labels = stored.labels.into_iter();
-                labels.map(|(label, t)| (label, t.threshold)).collect()
-            })
+            .map(|s| s.labels)
             .unwrap_or_default();
+        let thresholds = stored
+            .iter()
+            .map(|(l, t)| (l.clone(), t.threshold))
+            .collect();
+        let biases = stored
+            .iter()
+            .filter(|(_, t)| t.bias != 0.0)
+            .map(|(l, t)| (l.clone(), t.bias))
+            .collect();
         Ok(Self {
             thresholds,
+            biases,
             dictionary,
             dictionary_meta: meta.dictionary.clone(),
             meta,
@@ -317,6 +334,7 @@ impl Tagger {
             nertrain_version: env!("CARGO_PKG_VERSION").into(),
             dictionary: self.dictionary_meta.clone(),
             thresholds: self.thresholds.clone(),
+            biases: self.biases.clone(),
         }
     }
 
@@ -330,22 +348,47 @@ impl Tagger {
     /// The tagger with `thresholds` in place of the model's (an empty map keeps every entity):
     /// each a number from 0 to 1 for one of the model's entity types.
     pub fn with_thresholds(mut self, thresholds: BTreeMap<String, f64>) -> Result<Self> {
+        self.check_labels("threshold", &thresholds, 0.0..=1.0)?;
+        self.thresholds = thresholds;
+        Ok(self)
+    }
+
+    /// By label, what [`Self::tag`] adds to the emission scores of the label's tags when it
+    /// chooses the best path (unless [`TagSettings::all_entities`]): above 0, more of its
+    /// entities are found (recall bought with precision), below 0 fewer. The path stays
+    /// well-formed; confidences, marginals and n-best paths are the model's own.
+    pub fn biases(&self) -> &BTreeMap<String, f64> {
+        &self.biases
+    }
+
+    /// The tagger with `biases` in place of the model's (an empty map: none), each from
+    /// -[`MAX_BIAS`] to [`MAX_BIAS`] for one of the model's entity types.
+    pub fn with_biases(mut self, biases: BTreeMap<String, f64>) -> Result<Self> {
+        self.check_labels("bias", &biases, -MAX_BIAS..=MAX_BIAS)?;
+        self.biases = biases.into_iter().filter(|(_, b)| *b != 0.0).collect();
+        Ok(self)
+    }
+
+    /// Whether each of `values` is for one of the model's entity types and in `range`.
+    fn check_labels(
+        &self,
+        option: &'static str,
+        values: &BTreeMap<String, f64>,
+        range: std::ops::RangeInclusive<f64>,
+    ) -> Result<()> {
         let labels = entity_types(self.labels());
-        for (label, &threshold) in &thresholds {
+        for (label, value) in values {
             let message = if !labels.contains(label) {
                 format!("{label}: not a label of the model ({})", labels.join(", "))
-            } else if !(0.0..=1.0).contains(&threshold) {
-                format!("{label}={threshold}: expected a number from 0 to 1")
+            } else if !range.contains(value) {
+                let (low, high) = range.clone().into_inner();
+                format!("{label}={value}: expected a number from {low} to {high}")
             } else {
                 continue;
             };
-            return Err(Error::InvalidOption {
-                option: "threshold",
-                message,
-            });
+            return Err(Error::InvalidOption { option, message });
         }
-        self.thresholds = thresholds;
-        Ok(self)
+        Ok(())
     }
 
     /// The tagger with the entries of dictionary `files` added to the model's, or, with

@@ -340,23 +340,24 @@ fn thresholds_section(card: &mut String, run: &Run) {
         return;
     };
     card.push_str(
-        "## Confidence thresholds\n\nEntities below their label's threshold are left out \
-         (`thresholds.json`; `--all-entities` keeps them).\n\n",
+        "## Confidence thresholds\n\nEntities below their label's threshold are left out, and \
+         a label's bias is added to its tags' emission scores when the best path is chosen \
+         (`thresholds.json`; `--all-entities` decodes without either).\n\n",
     );
-    card.push_str("| label | threshold | chosen on | recall asked | precision | recall |\n");
-    card.push_str("|---|---:|---|---:|---:|---:|\n");
+    card.push_str("| label | threshold | bias | chosen on | recall asked | precision | recall |\n");
+    card.push_str("|---|---:|---:|---|---:|---:|---:|\n");
     for (label, t) in &thresholds.labels {
+        let (threshold, bias) = (t.threshold, t.bias);
         match &t.chosen {
             Some(c) => writeln!(
                 card,
-                "| {label} | {:.4} | `{}` | {} | {:.2} | {:.2} |",
-                t.threshold,
+                "| {label} | {threshold:.4} | {bias:.4} | `{}` | {} | {:.2} | {:.2} |",
                 c.file.display(),
                 c.target_recall,
                 c.precision,
                 c.recall
             ),
-            None => writeln!(card, "| {label} | {:.4} | | | | |", t.threshold),
+            None => writeln!(card, "| {label} | {threshold:.4} | {bias:.4} | | | | |"),
         }
         .ok();
     }

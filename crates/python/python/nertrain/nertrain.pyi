@@ -48,6 +48,8 @@ class Record(_RecordBase, total=False):
 class _ModelInfoOptional(TypedDict, total=False):
     thresholds: Dict[str, float]
     """By label, the confidence below which entities are left out; absent when none."""
+    biases: Dict[str, float]
+    """By label, the bias of its tags' emission scores in decoding; absent when none."""
 
 class ModelInfo(_ModelInfoOptional):
     """What a model is, as ``nertrain serve`` answers ``GET /model``."""
@@ -103,6 +105,7 @@ class Tagger:
         dictionaries: Sequence[StrPath] = (),
         replace_dictionary: bool = False,
         thresholds: Optional[Mapping[str, float]] = None,
+        biases: Optional[Mapping[str, float]] = None,
     ) -> None:
         """Loads a model directory written by ``nertrain fit``.
 
@@ -113,7 +116,10 @@ class Tagger:
         ``thresholds`` maps labels to confidences (0 to 1): entities below their label's are left
         out, their words tagged ``O``, in place of the thresholds stored with the model
         (``thresholds.json``, which ``nertrain eval --thresholds --store`` writes); ``{}`` keeps
-        every entity. As ``nertrain tag --threshold``.
+        every entity. ``biases`` maps labels to what is added to their tags' emission scores when
+        the best path is chosen (above 0: more of their entities, recall bought with
+        precision). Either given replaces both stored ones: as ``nertrain tag --threshold``
+        and ``--bias``.
 
         Raises FileNotFoundError when it is not there, ValueError when it is not a model.
         """
@@ -134,7 +140,7 @@ class Tagger:
         them: for a model that reads documents, lines up to a blank one are one document.
         Texts are tagged a chunk at a time, as ``tag --input`` tags them; Ctrl-C (or any
         signal handler that raises) stops the call between two chunks. ``all_entities`` keeps
-        every entity, whatever the tagger's thresholds.
+        every entity as the model decodes it, whatever the tagger's thresholds and biases.
         """
 
     @property

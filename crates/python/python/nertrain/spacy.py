@@ -17,6 +17,8 @@ Entities go to ``doc.ents`` (replacing those set before), or with ``spans_key`` 
 ``doc.spans[spans_key]``, where they may overlap other components' spans. ``nlp.pipe`` tags
 ``batch_size`` docs per call to the tagger; ``nlp.to_disk`` saves the model's files with the
 pipeline, and ``spacy.load`` reads them from there, wherever the pipeline was moved.
+``thresholds`` and ``biases`` (by label) replace those stored with the model, as
+``nertrain tag --threshold`` and ``--bias`` do.
 """
 
 from pathlib import Path
@@ -43,6 +45,7 @@ if not Doc.has_extension("nertrain_misaligned"):
         "spans_key": None,
         "alignment": "expand",
         "thresholds": None,
+        "biases": None,
         "batch_size": 256,
         "threads": None,
     },
@@ -55,6 +58,7 @@ def make_nertrain(
     spans_key: Optional[str],
     alignment: str,
     thresholds: Optional[Dict[str, float]],
+    biases: Optional[Dict[str, float]],
     batch_size: int,
     threads: Optional[int],
 ) -> "NertrainComponent":
@@ -66,6 +70,7 @@ def make_nertrain(
         spans_key=spans_key,
         alignment=alignment,
         thresholds=thresholds,
+        biases=biases,
         batch_size=batch_size,
         threads=threads,
     )
@@ -83,6 +88,7 @@ class NertrainComponent:
         spans_key: Optional[str] = None,
         alignment: str = "expand",
         thresholds: Optional[Dict[str, float]] = None,
+        biases: Optional[Dict[str, float]] = None,
         batch_size: int = 256,
         threads: Optional[int] = None,
     ) -> None:
@@ -98,6 +104,7 @@ class NertrainComponent:
         self.spans_key = spans_key
         self.alignment = alignment
         self.thresholds = thresholds
+        self.biases = biases
         self.batch_size = batch_size
         self.threads = threads
         self._tagger: Optional[Tagger] = None
@@ -107,7 +114,7 @@ class NertrainComponent:
             self._tagger = self._load(Path(model))
 
     def _load(self, path: Path) -> Tagger:
-        return Tagger(path, self.threads, thresholds=self.thresholds)
+        return Tagger(path, self.threads, thresholds=self.thresholds, biases=self.biases)
 
     @property
     def tagger(self) -> Tagger:
