@@ -90,6 +90,35 @@ fn answers_equal_tag_json_for_sentence_document_and_dictionary_models() {
 }
 
 #[test]
+fn the_server_decodes_with_the_operating_points_as_tag_does() {
+    let model = sample_model("sentence");
+    let texts = sample_texts();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let mut args = vec!["--bias", "PER=1.5", "--threshold", "LOC=0.9"];
+    let with = tag_json_with(&model, &args, &refs);
+    let server = Server::start(&model, &args, None);
+    let (status, body) = server.tag(&serde_json::json!({ "texts": texts }));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body.as_array().unwrap(), &with);
+    let (_, info) = server.request("GET", "/model", b"");
+    let info: serde_json::Value = serde_json::from_str(&info).unwrap();
+    assert_eq!(info["biases"], serde_json::json!({ "PER": 1.5 }));
+    assert_eq!(info["thresholds"], serde_json::json!({ "LOC": 0.9 }));
+    let (status, body) = server.tag(&serde_json::json!({ "texts": texts, "all_entities": true }));
+    assert_eq!(status, 200, "{body}");
+    args.clear();
+    let without = tag_json_with(&model, &args, &refs);
+    assert_eq!(body.as_array().unwrap(), &without);
+    assert_ne!(with, without);
+}
+
+fn tag_json_with(model: &std::path::Path, args: &[&str], texts: &[&str]) -> Vec<serde_json::Value> {
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(texts);
+    tag_json(model, &all)
+}
+
+#[test]
 fn bad_requests_get_their_status_and_a_json_error_naming_the_field() {
     let server = Server::start(
         &sample_model("sentence"),

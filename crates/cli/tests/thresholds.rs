@@ -224,6 +224,19 @@ fn bad_thresholds_and_recalls_out_of_reach_are_usage_errors() {
         "{}",
         stderr(&shape)
     );
+    let learner = scratch("bad-learner").join("versions");
+    let learning = nertrain(&[
+        "serve",
+        "--model",
+        m,
+        "--train-into",
+        learner.to_str().unwrap(),
+        "--bias",
+        "PER=1",
+    ]);
+    assert_eq!(learning.status.code(), Some(2));
+    assert!(stderr(&learning).contains("a server that learns serves new weights"));
+    assert!(!learner.exists(), "refused before anything is written");
     let dev = ["--data", "data/sample/dev.txt", "--thresholds"];
     let mut args = vec!["eval", "--model", m];
     args.extend(dev);
