@@ -243,6 +243,24 @@ fn judging_file(file: &Path, tagger: &Tagger) -> Result<PathBuf> {
     Ok(std::fs::canonicalize(file).map_err(|e| format!("{}: {e}", file.display()))?)
 }
 
+/// The model to serve, with the dictionaries and operating points given, checked for serving.
+/// A server that learns takes no operating points: its new versions have other weights.
+fn load(args: &ServeArgs, model: &Path, device: &Device) -> Result<Tagger> {
+    let given = &args.thresholds;
+    if args.train_into.is_some() && !(given.thresholds.is_empty() && given.biases.is_empty()) {
+        return Err(crate::UsageError(
+            "--threshold, --bias: a server that learns serves new weights, which thresholds \
+             chosen for these are not: choose each version's with `eval --thresholds --store`"
+                .into(),
+        )
+        .into());
+    }
+    let tagger = Tagger::load_with_threads(model, device, args.threads)?;
+    let tagger = args.thresholds.apply(args.dictionaries.apply(tagger)?)?;
+    nertrain_serve::check_servable(&tagger)?;
+    Ok(tagger)
+}
+
 pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
     if !(args.label_margin >= 0.0 && args.label_margin <= 100.0) {
         return Err("--label-margin: expected F1 points from 0 to 100".into());
@@ -253,20 +271,7 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         Some(dir) => nertrain_serve::studio::model_to_serve(dir, &args.model)?,
         None => args.model.clone(),
     };
-    let given = &args.thresholds;
-    if args.train_into.is_some() && !(given.thresholds.is_empty() && given.biases.is_empty()) {
-        return Err(crate::UsageError(
-            "--threshold, --bias: a server that learns serves new weights, which thresholds \
-             chosen for these are not: choose each version's with `eval --thresholds --store`"
-                .into(),
-        )
-        .into());
-    }
-    let tagger =
-        args.dictionaries
-            .apply(Tagger::load_with_threads(&model, device, args.threads)?)?;
-    let tagger = args.thresholds.apply(tagger)?;
-    nertrain_serve::check_servable(&tagger)?;
+    let tagger = load(&args, &model, device)?;
     let dev = args
         .dev
         .as_deref()
