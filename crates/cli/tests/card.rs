@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{fit_small, nertrain, scratch, stderr, stdout};
+use common::{fit_small, nertrain, scratch, stderr, stdout, store_recall};
 use serde_json::Value;
 
 /// The card's front matter: each `key: value` line, its value JSON (YAML's flow style).
@@ -23,18 +23,7 @@ fn front_matter(card: &str) -> serde_json::Map<String, Value> {
 fn the_card_holds_the_scores_the_run_recorded() {
     let run = scratch("card").join("run");
     assert!(fit_small(&run, 2, &[]).status.success());
-    let threshold = nertrain(&[
-        "eval",
-        "--model",
-        run.to_str().unwrap(),
-        "--data",
-        "data/sample/dev.txt",
-        "--thresholds",
-        "--recall",
-        "LOC=0",
-        "--store",
-    ]);
-    assert!(threshold.status.success(), "{}", stderr(&threshold));
+    store_recall(&run, "LOC=0");
     let out = nertrain(&["card", "--model", run.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let card = std::fs::read_to_string(run.join("README.md")).unwrap();

@@ -6,7 +6,10 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{fit_small, nertrain, scratch, stderr, stdout, tag_json, workspace};
+use common::{
+    fit_small, nertrain, scratch, stderr, stdout, store_recall, stored_thresholds, tag_json,
+    workspace,
+};
 use serde_json::Value;
 
 /// A copy of the binary's stored sample model, to write thresholds into.
@@ -65,22 +68,9 @@ fn thresholds_chosen_on_dev_keep_the_recall_asked_and_apply_everywhere() {
         "stored without --store"
     );
 
-    let out = nertrain(&[
-        "eval",
-        "--model",
-        model.to_str().unwrap(),
-        "--data",
-        "data/sample/dev.txt",
-        "--thresholds",
-        "--recall",
-        "PER=60",
-        "--store",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("PER: threshold"), "{}", stdout(&out));
-    let stored: Value =
-        serde_json::from_str(&std::fs::read_to_string(model.join("thresholds.json")).unwrap())
-            .unwrap();
+    let printed = store_recall(&model, "PER=60");
+    assert!(printed.contains("PER: threshold"), "{printed}");
+    let stored = stored_thresholds(&model);
     assert_eq!(stored["labels"]["PER"]["threshold"], threshold);
     assert_eq!(stored["labels"]["PER"]["chosen"]["target_recall"], 60.0);
 
@@ -140,22 +130,9 @@ fn a_recall_past_the_models_own_is_bought_with_a_bias() {
     let all = eval_json(&model, &[]);
     let per = &all["types"]["PER"];
     assert!(per["recall"].as_f64() < Some(95.0), "{per}");
-    let out = nertrain(&[
-        "eval",
-        "--model",
-        model.to_str().unwrap(),
-        "--data",
-        "data/sample/dev.txt",
-        "--thresholds",
-        "--recall",
-        "PER=95",
-        "--store",
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert!(stdout(&out).contains("PER: bias"), "{}", stdout(&out));
-    let stored: Value =
-        serde_json::from_str(&std::fs::read_to_string(model.join("thresholds.json")).unwrap())
-            .unwrap();
+    let printed = store_recall(&model, "PER=95");
+    assert!(printed.contains("PER: bias"), "{printed}");
+    let stored = stored_thresholds(&model);
     let bias = stored["labels"]["PER"]["bias"].as_f64().unwrap();
     assert!(
         bias > 0.0 && stored["labels"]["PER"]["threshold"] == 0.0,
@@ -269,21 +246,7 @@ fn bad_thresholds_and_recalls_out_of_reach_are_usage_errors() {
 fn new_weights_forget_the_thresholds_chosen_for_the_old() {
     let run = scratch("forget").join("run");
     assert!(fit_small(&run, 1, &[]).status.success());
-    let store = |recall: &str| {
-        let out = nertrain(&[
-            "eval",
-            "--model",
-            run.to_str().unwrap(),
-            "--data",
-            "data/sample/dev.txt",
-            "--thresholds",
-            "--recall",
-            recall,
-            "--store",
-        ]);
-        assert!(out.status.success(), "{}", stderr(&out));
-    };
-    // One epoch in, the model's entities may be few: a recall of 0 is in reach of any.
+    let store = |recall: &str| drop(store_recall(&run, recall));
     store("PER=0");
     let weights = std::fs::read(run.join("model.bpk")).unwrap();
     let resumed = fit_small(&run, 3, &["--resume"]);

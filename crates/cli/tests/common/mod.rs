@@ -331,3 +331,27 @@ impl Drop for Server {
         let _ = self.child.wait();
     }
 }
+
+/// `eval --thresholds --recall RECALL --store` of `model` on the sample's dev file: the operating
+/// point chosen and stored, and what the command printed (it must succeed).
+pub fn store_recall(model: &Path, recall: &str) -> String {
+    let out = nertrain(&[
+        "eval",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        "data/sample/dev.txt",
+        "--thresholds",
+        "--recall",
+        recall,
+        "--store",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+}
+
+/// The model's stored operating points (`thresholds.json`).
+pub fn stored_thresholds(model: &Path) -> serde_json::Value {
+    let text = std::fs::read_to_string(model.join("thresholds.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
