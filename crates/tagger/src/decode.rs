@@ -44,9 +44,11 @@ pub struct TagOptions {
     pub dropout_samples: usize,
     /// The seed of those passes' dropout masks.
     pub dropout_seed: u64,
-    /// Leave out the best path's entities below the tagger's confidence thresholds
-    /// ([`Tagger::thresholds`](crate::Tagger::thresholds)), their words tagged `O`. The n best
-    /// paths and the marginals are the model's as decoded.
+    /// Decode with the tagger's operating points: its biases when the best path is chosen
+    /// ([`Tagger::biases`](crate::Tagger::biases)), then the best path's entities below its
+    /// confidence thresholds left out, their words tagged `O`
+    /// ([`Tagger::thresholds`](crate::Tagger::thresholds)). The n best paths and the marginals
+    /// are the model's own.
     pub thresholds: bool,
 }
 
