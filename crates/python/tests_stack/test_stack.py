@@ -123,6 +123,21 @@ def test_the_pipeline_gives_the_cli_entities_on_conll_dev(model, tmp_path):
     assert found > 500 and explained <= found // 50
 
 
+def test_several_processes_give_the_same_docs(model):
+    nlp = spacy.blank("en")
+    nlp.add_pipe("nertrain", config={"model": str(model), "threads": 1})
+    seen = lambda docs: [[(e.start_char, e.end_char, e.label_, e._.confidence) for e in d.ents]
+                         for d in docs]
+    one = seen(nlp.pipe(TEXTS))
+    two = seen(nlp.pipe(TEXTS, n_process=2, batch_size=8))
+    # The same entities; confidences may differ in their last digits, as the word cache of
+    # each process fills in another order.
+    assert [[e[:3] for e in d] for d in two] == [[e[:3] for e in d] for d in one]
+    flat = lambda docs: [e[3] for d in docs for e in d]
+    assert flat(two) == pytest.approx(flat(one))
+    assert sum(map(len, one)) > 20
+
+
 def test_the_factory_needs_no_import(model):
     # A fresh interpreter: spaCy finds the component through the wheel's entry point.
     code = (
