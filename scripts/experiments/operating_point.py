@@ -4,13 +4,14 @@ recall at TARGET or more (`nertrain eval --thresholds --recall`: the highest con
 or the smallest bias of its emission scores when the model's own entities fall short), then test
 scored so beside test as the model decodes it. Test is only
 reported, never used to choose. Also draws each label's precision–recall curve on dev (the first
-model's) as an SVG.
+model's) as an SVG: by confidence threshold, then by bias of the label's emission scores.
 
     scripts/experiments/operating_point.py --models runs/s1 runs/s2 runs/s3 \\
         --dev ../shared/data/conll2003/valid.txt --test ../shared/data/conll2003/test.txt \\
         --recall PER=95 --out runs/operating-point
 
-Writes OUT/operating-point.md, OUT/operating-point.json and OUT/pr-dev.svg.
+Writes OUT/operating-point.md, OUT/operating-point.json, OUT/pr-dev.svg and its numbers,
+OUT/pr-dev.json.
 """
 
 import argparse
@@ -31,8 +32,20 @@ def eval_json(binary, model, data, *extra):
     return json.loads(done.stdout)
 
 
-def pr_svg(labels, path):
-    """Each label's precision against recall, one line a label, at every threshold."""
+def bias_points(binary, model, dev, labels):
+    """Each label's dev precision and recall with its emission scores biased by 0.25 to 3."""
+    points = {label: [] for label in labels}
+    for step in range(1, 13):
+        bias = step / 4
+        for label in labels:
+            scores = eval_json(binary, model, dev, "--bias", f"{label}={bias}")["types"][label]
+            points[label].append((scores["recall"], scores["precision"]))
+    return points
+
+
+def pr_svg(labels, path, biased):
+    """Each label's precision against recall, one line a label: at every confidence threshold
+    (solid), then with its emission scores biased by 0.25 to 3 (dashed)."""
     width, height, pad = 520, 380, 55
     x = lambda r: pad + r / 100 * (width - 2 * pad)
     y = lambda p: height - pad - (p - 50) / 50 * (height - 2 * pad)
@@ -45,7 +58,8 @@ def pr_svg(labels, path):
     for tick in range(50, 101, 10):
         parts.append(f'<text x="{pad - 28}" y="{y(tick) + 4:.1f}">{tick}</text>')
     parts.append(f'<text x="{width / 2 - 40}" y="{height - 12}">recall (%)</text>')
-    parts.append(f'<text x="8" y="{pad - 20}">precision (%) on dev, by confidence threshold</text>')
+    parts.append(f'<text x="8" y="{pad - 30}">precision (%) on dev: by confidence threshold (solid),</text>')
+    parts.append(f'<text x="8" y="{pad - 14}">then by bias of the label\'s scores, 0.25 to 3 (dashed)</text>')
     for i, (label, curve) in enumerate(sorted(labels.items())):
         points = []
         for p in curve["curve"]:
@@ -56,7 +70,12 @@ def pr_svg(labels, path):
         line = " ".join(f"{x(r):.1f},{y(p):.1f}" for r, p in points)
         colour = COLOURS[i % len(COLOURS)]
         parts.append(f'<polyline points="{line}" fill="none" stroke="{colour}" stroke-width="2"/>')
-        parts.append(f'<text x="{width - pad - 60}" y="{pad + 16 * i + 60}" fill="{colour}">{label}</text>')
+        onward = [points[-1]] + [(r, max(p, 50.0)) for r, p in biased.get(label, [])]
+        dashed = " ".join(f"{x(r):.1f},{y(p):.1f}" for r, p in onward)
+        parts.append(f'<polyline points="{dashed}" fill="none" stroke="{colour}" stroke-width="2" '
+                     'stroke-dasharray="5,4"/>')
+        # The legend in the low-recall, low-precision corner, which no curve reaches.
+        parts.append(f'<text x="{x(5):.1f}" y="{y(70) + 16 * i:.1f}" fill="{colour}">{label}</text>')
     parts.append("</svg>\n")
     path.write_text("".join(parts))
 
@@ -77,7 +96,10 @@ def main():
     for i, model in enumerate(options.models):
         sweep = eval_json(options.binary, model, options.dev, "--thresholds", "--recall", options.recall)
         if i == 0:
-            pr_svg(sweep["labels"], options.out / "pr-dev.svg")
+            biased = bias_points(options.binary, model, options.dev, sorted(sweep["labels"]))
+            pr_svg(sweep["labels"], options.out / "pr-dev.svg", biased)
+            (options.out / "pr-dev.json").write_text(json.dumps(
+                {"thresholds": sweep["labels"], "biases": biased}, indent=1) + "\n")
         chosen = sweep["chosen"][label]
         threshold, bias = chosen["threshold"], chosen.get("bias", 0.0)
         every = eval_json(options.binary, model, options.test, "--all-entities")["types"][label]
