@@ -5,7 +5,9 @@
 #
 # Ray talks over the machine's interface address even when told 127.0.0.1, so the cluster, the
 # driver and every trial run in a network namespace of their own where only loopback exists
-# (../shared/specs/ray-on-loopback.md): nothing can leave the machine.
+# (../shared/specs/ray-on-loopback.md): nothing can leave the machine. They run in a process
+# namespace of their own too: `ray stop --force` and the test's process searches find Ray's
+# processes by name, and must not reach a Ray of the user's running beside the test.
 # Usage: scripts/ci/ray_cluster.sh NERTRAIN WHEEL RESULTS.json
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,9 +20,9 @@ if ! "$venv/bin/python" -c "import ray.tune, ray.data" 2>/dev/null; then
     "$venv/bin/pip" install -q -r scripts/requirements-ray.txt
 fi
 "$venv/bin/pip" install -q --force-reinstall --no-deps "$wheel"
-# Root makes the namespace itself; anyone else maps to root in a user namespace of their own.
-as=(--net)
-[ "$(id -u)" = 0 ] || as=(--net --map-root-user)
+# Root makes the namespaces itself; anyone else maps to root in a user namespace of their own.
+as=(--net --pid --fork --mount-proc)
+[ "$(id -u)" = 0 ] || as+=(--map-root-user)
 exec timeout 900 unshare "${as[@]}" bash -s "$venv" "$nertrain" "$results" <<'EOF'
 set -euo pipefail
 venv=$1 nertrain=$2 results=$3
