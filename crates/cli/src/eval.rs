@@ -47,7 +47,7 @@ pub struct EvalArgs {
     /// Print each label's precision and recall with its entities below a confidence threshold
     /// left out, at thresholds from 0 to 0.99 (with --json: at every threshold that changes
     /// them). Every entity is scored, whatever thresholds the model has.
-    #[arg(long = "thresholds", conflicts_with_all = ["predicted", "thresholds", "all_entities"])]
+    #[arg(long = "thresholds", conflicts_with_all = ["predicted", "thresholds", "biases", "all_entities"])]
     sweep: bool,
     /// Choose LABEL's threshold on this file: the highest that keeps its recall at PERCENT or
     /// more (an error when every entity kept falls short); repeatable.

@@ -215,6 +215,12 @@ fn bad_thresholds_and_recalls_out_of_reach_are_usage_errors() {
     assert!(stderr(&learning).contains("a server that learns serves new weights"));
     assert!(!learner.exists(), "refused before anything is written");
     let dev = ["--data", "data/sample/dev.txt", "--thresholds"];
+    let mut given = vec!["eval", "--model", m];
+    given.extend(dev);
+    given.extend(["--bias", "PER=1"]);
+    let sweep_with_given = nertrain(&given);
+    assert_eq!(sweep_with_given.status.code(), Some(2));
+    assert!(stderr(&sweep_with_given).contains("cannot be used with"));
     let mut args = vec!["eval", "--model", m];
     args.extend(dev);
     args.extend(["--recall", "PER=99.9", "--store"]);
