@@ -150,7 +150,8 @@ fn sweep(
     for warning in &evaluation.warnings {
         eprintln!("warning: {warning}");
     }
-    let labels = evaluation.by_label.clone().unwrap_or_default();
+    let empty = BTreeMap::new();
+    let labels = evaluation.by_label.as_ref().unwrap_or(&empty);
     let (tagger, chosen) = if args.recall.is_empty() {
         (Some(tagger), Ok(BTreeMap::new()))
     } else if crate::input::is_stdin(data) {
@@ -159,7 +160,7 @@ fn sweep(
         )
         .into());
     } else {
-        match tagger.choose_for_recall(data, &args.recall, options) {
+        match tagger.choose_for_recall(data, labels, &args.recall, options) {
             Ok((tagger, chosen)) => (Some(tagger), Ok(chosen)),
             Err(e) => (None, Err(e)),
         }
@@ -187,7 +188,7 @@ fn sweep(
         )?;
         writeln!(out, "{json}")?;
     } else {
-        for (label, entities) in &labels {
+        for (label, entities) in labels {
             writeln!(out, "{label} ({} gold)", entities.gold)?;
             writeln!(out, "threshold      kept  precision     recall        F1")?;
             for threshold in THRESHOLD_GRID {

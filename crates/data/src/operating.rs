@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::{ChunkCounts, Span};
+use crate::ChunkCounts;
 
 /// The thresholds `eval --thresholds` shows each label's precision and recall at.
 pub const THRESHOLD_GRID: [f64; 12] =
@@ -94,20 +94,23 @@ fn point(threshold: f64, gold: usize, found: usize, correct: usize) -> Operating
     }
 }
 
-/// Each label's [`LabelConfidences`] over sentences, each its gold spans and its predicted spans
-/// with their confidences (in the order of the spans).
-pub fn label_confidences<'a>(
-    sentences: impl IntoIterator<Item = (Vec<Span>, &'a [Span], &'a [f64])>,
+/// Each label's [`LabelConfidences`] over sentences (or texts), each its gold entities and its
+/// predicted ones with their confidences; `label` gives an entity's type. A predicted entity is
+/// correct when it equals a gold one: token spans for a CoNLL file, character spans for
+/// span-annotated text.
+pub fn label_confidences<S: PartialEq>(
+    sentences: impl IntoIterator<Item = (Vec<S>, Vec<(S, f64)>)>,
+    label: impl Fn(&S) -> &str,
 ) -> BTreeMap<String, LabelConfidences> {
     let mut labels: BTreeMap<String, LabelConfidences> = BTreeMap::new();
-    for (gold, found, confidences) in sentences {
-        for span in &gold {
-            labels.entry(span.label.clone()).or_default().gold += 1;
+    for (gold, found) in sentences {
+        for entity in &gold {
+            labels.entry(label(entity).to_string()).or_default().gold += 1;
         }
-        for (span, &confidence) in found.iter().zip(confidences) {
-            let correct = gold.contains(span);
-            let label = labels.entry(span.label.clone()).or_default();
-            label.found.push((confidence, correct));
+        for (entity, confidence) in found {
+            let correct = gold.contains(&entity);
+            let entry = labels.entry(label(&entity).to_string()).or_default();
+            entry.found.push((confidence, correct));
         }
     }
     labels
@@ -116,6 +119,7 @@ pub fn label_confidences<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Span;
 
     fn label() -> LabelConfidences {
         LabelConfidences {
@@ -166,8 +170,8 @@ mod tests {
             label: label.into(),
         };
         let gold = vec![span(0, 2, "PER"), span(3, 4, "LOC")];
-        let found = [span(0, 2, "PER"), span(3, 4, "ORG")];
-        let labels = label_confidences([(gold, &found[..], &[0.8, 0.6][..])]);
+        let found = vec![(span(0, 2, "PER"), 0.8), (span(3, 4, "ORG"), 0.6)];
+        let labels = label_confidences([(gold, found)], |s| &s.label);
         assert_eq!(labels["PER"].gold, 1);
         assert_eq!(labels["PER"].found, [(0.8, true)]);
         assert_eq!(labels["LOC"].found, []);

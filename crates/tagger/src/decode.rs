@@ -843,7 +843,7 @@ impl Tagger {
             ..options
         };
         let mut decoder = self.decoder();
-        if options.thresholds {
+        if options.thresholds && !self.biases.is_empty() {
             decoder = decoder.with_bias(&self.biases);
         }
         let mut predictions = decoder.decode_within(&encoded, &pieces, allowed, decoding)?;

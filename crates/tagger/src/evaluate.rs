@@ -243,12 +243,15 @@ impl Tagger {
     /// Chooses, on the gold file `path`, how each label of `targets` (a label and a recall in
     /// percent) reaches its recall: the highest confidence threshold that keeps it, when the
     /// model's own entities reach it; otherwise the smallest bias of the label's emission scores
-    /// that does (each bias tried is a decoding of the file). Returns the tagger, its thresholds
-    /// and biases cleared, and the choices as `thresholds.json` records them; an error names the
-    /// first label out of reach.
+    /// that does (each bias tried is a decoding of the file). `kept` are the file's entities as
+    /// the model decodes it (the [`FileEvaluation::by_label`] of `path` scored with
+    /// [`TagSettings::all_entities`](crate::TagSettings::all_entities)). Returns the tagger, its
+    /// thresholds and biases cleared, and the choices as `thresholds.json` records them; an
+    /// error names the first label out of reach.
     pub fn choose_for_recall(
         self,
         path: &Path,
+        kept: &BTreeMap<String, LabelConfidences>,
         targets: &[(String, f64)],
         options: TagOptions,
     ) -> Result<(Self, BTreeMap<String, LabelThreshold>)> {
@@ -264,7 +267,6 @@ impl Tagger {
             confidence: true,
             ..options
         };
-        let kept = tagger.label_entities(path, options)?;
         let mut chosen = BTreeMap::new();
         for (label, target) in targets {
             if !(0.0..=100.0).contains(target) {
@@ -396,12 +398,11 @@ impl Tagger {
             .confidence
             .then(|| calibration(entity_confidences(gold, &predictions)));
         let by_label = options.confidence.then(|| {
-            label_confidences(
-                gold.sentences
-                    .iter()
-                    .zip(&predictions)
-                    .map(|(s, p)| (spans(&s.tags), p.spans.as_slice(), p.confidences.as_slice())),
-            )
+            let sentences = gold.sentences.iter().zip(&predictions).map(|(s, p)| {
+                let found = p.spans.iter().cloned().zip(p.confidences.iter().copied());
+                (spans(&s.tags), found.collect())
+            });
+            label_confidences(sentences, |span| &span.label)
         });
         let predicted: Vec<Vec<String>> = predictions.into_iter().map(|p| p.tags).collect();
         Ok(Evaluation {
@@ -436,16 +437,7 @@ impl Tagger {
         let mut scorer = SpanScorer::new();
         let mut gold_tags = Vec::with_capacity(tagged.len());
         let mut misaligned = Vec::new();
-        let mut by_label: BTreeMap<String, LabelConfidences> = BTreeMap::new();
         for (text, tagged) in gold.texts.iter().zip(&tagged) {
-            for span in &text.spans {
-                by_label.entry(span.label.clone()).or_default().gold += 1;
-            }
-            for entity in &tagged.entities {
-                let correct = text.spans.contains(&entity.span());
-                let label = by_label.entry(entity.label.clone()).or_default();
-                label.found.extend(entity.confidence.map(|c| (c, correct)));
-            }
             let (tags, bad) = gold.tags(text, &tagged.tokens);
             let found: Vec<CharSpan> = tagged.entities.iter().map(Entity::span).collect();
             let typed = |spans: &'_ [CharSpan]| -> Vec<(CharSpan, String)> {
@@ -456,12 +448,20 @@ impl Tagger {
             gold_tags.push(tags);
             misaligned.extend(bad);
         }
+        let by_label = options.confidence.then(|| {
+            let texts = gold.texts.iter().zip(&tagged).map(|(text, tagged)| {
+                let found = tagged.entities.iter();
+                let found = found.filter_map(|e| Some((e.span(), e.confidence?)));
+                (text.spans.clone(), found.collect())
+            });
+            label_confidences(texts, |span: &CharSpan| &span.label)
+        });
         Ok(SpanEvaluation {
             tagged,
             gold_tags,
             misaligned,
             report: scorer.report(),
-            by_label: options.confidence.then_some(by_label),
+            by_label,
         })
     }
 }
