@@ -29,7 +29,9 @@ How it runs:
 2. Each trial is `nertrain fit` of the experiment with its values set (`--set`), writing its run
    directory under STORAGE/NAME/runs/, in a process of its own that never outlives the trial
    (its own process group, and a parent-death signal), with RAYON_NUM_THREADS set to the CPUs
-   Ray gives the trial. Each epoch's line of the run's metrics.jsonl is reported to Tune as fit
+   Ray gives the trial. With `--gpus-per-trial` (a share: 0.25 puts four trials on a GPU) each
+   trial trains on wgpu, on the GPU Ray gives it (CUBECL_WGPU_DEFAULT_DEVICE=DiscreteGpu(N)
+   unless the node sets that variable itself). Each epoch's line of the run's metrics.jsonl is reported to Tune as fit
    writes it (dev span F1; test scores never leave the run) with a checkpoint: the run
    directory as it stands between two system calls of fit (the process paused while it is
    copied), from which fit resumes exactly, as it does after a crash. ASHA stops the trials that
@@ -244,7 +246,23 @@ def restore(checkpoint, run):
     reported = run / "reported.json"
     saved = json.loads(reported.read_text()) if reported.exists() else {}
     reported.unlink(missing_ok=True)
-    return saved.get("epochs", 0), saved.get("cpu_seconds", 0.0)
+    return saved.get("epochs", 0), saved.get("cpu_seconds", 0.0), saved.get("seconds", 0.0)
+
+
+def trial_env(resources):
+    """fit's environment in a Ray trial or task given `resources` (Ray's CPU and GPU counts):
+    RAYON_NUM_THREADS its CPUs and, with a GPU, wgpu's adapter the one Ray gave it.
+
+    Ray numbers a node's GPUs as CUDA does; wgpu counts discrete adapters in Vulkan's order. On
+    one GPU the two agree; where they may not, CUBECL_WGPU_DEFAULT_DEVICE set on the nodes (as
+    `DiscreteGpu(N)`, or `Cpu` for a software driver) is passed on as it is."""
+    env = {**os.environ, "RAYON_NUM_THREADS": str(max(1, int(resources.get("CPU", 1))))}
+    if resources.get("GPU", 0) > 0 and "CUBECL_WGPU_DEFAULT_DEVICE" not in env:
+        import ray
+        gpus = ray.get_gpu_ids()
+        if gpus:
+            env["CUBECL_WGPU_DEFAULT_DEVICE"] = f"DiscreteGpu({int(gpus[0])})"
+    return env
 
 
 def trial(config, binary, experiment, runs):
@@ -255,14 +273,15 @@ def trial(config, binary, experiment, runs):
     run = Path(runs) / tune.get_context().get_trial_id()
     node = ray.get_runtime_context().get_node_id()
     checkpoint = tune.get_checkpoint()
-    reported, cpu_before = restore(checkpoint, run) if checkpoint else (0, 0.0)
-    cpus = max(1, int(tune.get_context().get_trial_resources().required_resources.get("CPU", 1)))
+    reported, cpu_before, seconds_before = restore(checkpoint, run) if checkpoint else (0, 0.0, 0.0)
+    env = trial_env(tune.get_context().get_trial_resources().required_resources)
     command = [binary, "fit", *experiment, *sets(config),
                "--set", f"train.output={json.dumps(str(run))}",
                "--resume" if checkpoint else "--overwrite"]
     log = open(run.parent / f"{run.name}.log", "ab")
     child = subprocess.Popen(command, stdout=log, stderr=log, cwd=ROOT, process_group=0,
-                             preexec_fn=dies_with_parent, env={**os.environ, "RAYON_NUM_THREADS": str(cpus)})
+                             preexec_fn=dies_with_parent, env=env)
+    started = time.monotonic()
     cpu = 0.0
     try:
         while True:
@@ -280,10 +299,12 @@ def trial(config, binary, experiment, runs):
                     else:
                         shutil.copytree(run, saved, dirs_exist_ok=True,
                                         ignore=shutil.ignore_patterns(".nertrain.lock"))
+                    seconds = seconds_before + time.monotonic() - started
                     Path(saved, "reported.json").write_text(
-                        json.dumps({"epochs": reported, "cpu_seconds": cpu_before + cpu}))
+                        json.dumps({"epochs": reported, "cpu_seconds": cpu_before + cpu, "seconds": seconds}))
                     tune.report({"epoch": line["epoch"], "dev_f1": line["dev_f1"], "loss": line["loss"],
-                                 "cpu_seconds": cpu_before + cpu, "finished": False, "node": node},
+                                 "cpu_seconds": cpu_before + cpu, "seconds": seconds, "finished": False,
+                                 "node": node},
                                 checkpoint=tune.Checkpoint.from_directory(saved))
             if ended:
                 break
@@ -293,8 +314,8 @@ def trial(config, binary, experiment, runs):
         # The outcome, as one more result (every result carries the metric the scheduler reads).
         dev = json.loads((run / "dev.json").read_text())
         tune.report({"epoch": len(metrics(run)), "dev_f1": dev["overall"]["f1"],
-                     "cpu_seconds": cpu_before + cpu, "finished": True, "epochs": len(metrics(run)),
-                     "node": node})
+                     "cpu_seconds": cpu_before + cpu, "seconds": seconds_before + time.monotonic() - started,
+                     "finished": True, "epochs": len(metrics(run)), "node": node})
     finally:
         # Stopped by the scheduler (or failing): fit saves its run on SIGTERM and exits.
         if child.poll() is None:
@@ -343,7 +364,7 @@ def run_sweep(options):
     trainable = tune.with_resources(
         tune.with_parameters(trial, binary=str(Path(options.binary).resolve()), experiment=experiment,
                              runs=str(runs)),
-        {"CPU": options.cpus_per_trial})
+        resources(options))
     scheduler = FIFOScheduler() if options.scheduler == "none" else ASHAScheduler(
         # Each epoch is a result, and the outcome one more.
         time_attr="training_iteration", max_t=epochs + 1, grace_period=min(settings["grace_epochs"], epochs),
@@ -369,9 +390,16 @@ def run_sweep(options):
 
 
 def experiment_args(options):
-    """The experiment as `fit` is given it: its file, and the settings every trial shares."""
+    """The experiment as `fit` is given it: its file, and the settings every trial shares (on a
+    GPU, the wgpu backend)."""
+    shared = [*options.set, *(['train.backend="wgpu"'] if options.gpus_per_trial > 0 else [])]
     return ["--config", str(Path(options.experiment).resolve()),
-            *[arg for setting in options.set for arg in ("--set", setting)]]
+            *[arg for setting in shared for arg in ("--set", setting)]]
+
+
+def resources(options):
+    """What Ray gives each trial (and each confirmation fit)."""
+    return {"CPU": options.cpus_per_trial, **({"GPU": options.gpus_per_trial} if options.gpus_per_trial > 0 else {})}
 
 
 def experiment_epochs(binary, experiment, space):
@@ -394,20 +422,26 @@ def summarize(options, home, grid, keys):
         last = result.metrics or {}
         history = result.metrics_dataframe
         best = float(history["dev_f1"].max()) if history is not None and "dev_f1" in history else float("nan")
-        cpu = float(history["cpu_seconds"].max()) if history is not None and "cpu_seconds" in history else 0.0
+        cpu, seconds = (float(history[column].max()) if history is not None and column in history else 0.0
+                        for column in ("cpu_seconds", "seconds"))
         state = "finished" if last.get("finished") else ("failed" if result.error else "stopped")
         rows.append({"trial": last.get("trial_id", Path(result.path).name), "config": result.config, "best_dev_f1": best,
                      "epochs": last.get("epochs") if last.get("finished")
-                     else int(last.get("training_iteration", 0)), "cpu_seconds": cpu, "state": state})
+                     else int(last.get("training_iteration", 0)), "cpu_seconds": cpu, "seconds": seconds,
+                     "state": state})
     rows.sort(key=lambda r: -r["best_dev_f1"] if not math.isnan(r["best_dev_f1"]) else math.inf)
-    lines = ["| trial | " + " | ".join(keys) + " | best dev F1 | epochs | CPU s | state |",
-             "|---|" + "---|" * len(keys) + "---:|---:|---:|---|"]
+    lines = ["| trial | " + " | ".join(keys) + " | best dev F1 | epochs | CPU s | wall s | state |",
+             "|---|" + "---|" * len(keys) + "---:|---:|---:|---:|---|"]
     for r in rows:
         values = " | ".join(format_value(r["config"].get(k)) for k in keys)
         lines.append(f"| {r['trial']} | {values} | {r['best_dev_f1']:.2f} | {r['epochs']} | "
-                     f"{r['cpu_seconds']:.0f} | {r['state']} |")
+                     f"{r['cpu_seconds']:.0f} | {r['seconds']:.0f} | {r['state']} |")
     total = sum(r["cpu_seconds"] for r in rows)
     lines.append(f"\n{len(rows)} trials, {total:.0f} CPU-seconds ({total / 3600:.2f} CPU-hours) in fit.")
+    if options.gpus_per_trial > 0:
+        held = sum(r["seconds"] for r in rows) * options.gpus_per_trial
+        lines.append(f"GPU held: {held:.0f} GPU-seconds ({held / 3600:.2f} GPU-hours) at "
+                     f"{options.gpus_per_trial:g} GPU a trial.")
     (home / "trials.md").write_text("\n".join(lines) + "\n")
     (home / "trials.json").write_text(json.dumps(rows, indent=2) + "\n")
     best = rows[0]
@@ -441,11 +475,12 @@ def confirm(options):
     if options.address:
         check_address(options.address)
     start_ray(options.address)
-    fit_remote = ray.remote(num_cpus=options.cpus_per_trial)(confirm_fit)
+    wanted = resources(options)
+    fit_remote = ray.remote(num_cpus=wanted["CPU"], num_gpus=wanted.get("GPU", 0))(confirm_fit)
     jobs = {(name, seed): fit_remote.remote(options.binary, experiment_args(options),
                                             {**config, "train.seed": seed},
                                             str(home / "confirm" / f"{name.replace(' ', '-')}-seed{seed}"),
-                                            options.cpus_per_trial)
+                                            wanted)
             for name, config in candidates for seed in options.seeds}
     scores = {key: ray.get(job) for key, job in jobs.items()}
     lines = ["| configuration | dev F1 | test F1 | per seed (dev / test) |", "|---|---:|---:|---|"]
@@ -461,11 +496,11 @@ def confirm(options):
     print("\n".join(lines))
 
 
-def confirm_fit(binary, experiment, config, output, cpus):
+def confirm_fit(binary, experiment, config, output, wanted):
     """One confirmation fit: its best dev F1 and that model's test F1."""
     subprocess.run([binary, "fit", *experiment, *sets(config),
                     "--set", f"train.output={json.dumps(output)}", "--overwrite"],
-                   check=True, capture_output=True, cwd=ROOT, env={**os.environ, "RAYON_NUM_THREADS": str(cpus)})
+                   check=True, capture_output=True, cwd=ROOT, env=trial_env(wanted))
     dev = json.loads(Path(output, "dev.json").read_text())["overall"]["f1"]
     test_file = Path(output, "test.json")
     test = json.loads(test_file.read_text())["overall"]["f1"] if test_file.exists() else float("nan")
@@ -515,6 +550,9 @@ def main():
         command.add_argument("--name", required=True, help="the sweep's name: STORAGE/NAME")
         command.add_argument("--address", help="an existing Ray cluster's HOST:PORT (default: a local Ray)")
         command.add_argument("--cpus-per-trial", type=int, default=1)
+        command.add_argument("--gpus-per-trial", type=float, default=0,
+                             help="a GPU share for each trial (0.25: four trials to a GPU): fit on wgpu, "
+                                  "on the GPU Ray gives it; the binary needs --features wgpu")
         command.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                              help="a setting of the experiment every trial shares (as fit --set)")
         command.add_argument("--binary", default=str(Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
@@ -531,6 +569,8 @@ def main():
             command.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     options = parser.parse_args()
     try:
+        if options.gpus_per_trial < 0:
+            raise SweepError(f"--gpus-per-trial {options.gpus_per_trial:g}: expected 0 or more")
         if not Path(options.binary).exists():
             raise SweepError(f"--binary {options.binary}: no such file (cargo build --release)")
         run_sweep(options) if options.command == "run" else confirm(options)

@@ -31,7 +31,10 @@ export PATH="$venv/bin:$PATH" RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=disabled
 # A lost node is noticed within seconds, not the default half minute.
 export RAY_health_check_period_ms=500 RAY_health_check_failure_threshold=4
 trap 'ray stop --force >/dev/null 2>&1 || true' EXIT
-ray start --head --port=6393 --num-cpus=1 --include-dashboard=false --disable-usage-stats >/dev/null
+# The head has one GPU for Ray to share out: here Mesa's software Vulkan driver, which wgpu
+# counts as a CPU adapter, so the trials are told so rather than Ray's GPU number.
+export CUBECL_WGPU_DEFAULT_DEVICE=Cpu
+ray start --head --port=6393 --num-cpus=1 --num-gpus=1 --include-dashboard=false --disable-usage-stats >/dev/null
 ray start --address=127.0.0.1:6393 --num-cpus=1 --disable-usage-stats \
     --node-manager-port=6401 >/dev/null
 # The second node's raylet (its workers are its children): what losing the node stops.

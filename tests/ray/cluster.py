@@ -10,7 +10,10 @@ inside it):
    the trial on the head, fit resumes it, and its model equals an uninterrupted run's, byte for
    byte;
 4. Ray Data tags the sample's raw text as `nertrain tag --input` does;
-5. usage.md's example runs as written, and its best configuration is confirmed on seeds.
+5. usage.md's example runs as written, and its best configuration is confirmed on seeds;
+6. trials with a GPU share (`--gpus-per-trial`) run fit on wgpu on the node that has the GPU (here
+   the head's one, which is Mesa's software Vulkan driver); a binary without wgpu is refused
+   before any trial starts.
 """
 
 import argparse
@@ -243,6 +246,34 @@ def docs_example(args):
         shutil.rmtree(ROOT / "runs" / "sweeps" / "try-best", ignore_errors=True)
 
 
+def gpu_trials(args, work, head):
+    """Two trials sharing the head's GPU, on wgpu; or, from a binary built without wgpu, a refusal
+    before Ray starts."""
+    space = work / "space-gpu.toml"
+    space.write_text('[space]\n"train.lr" = { grid = [0.015, 0.02] }\n')
+    storage = work / "gpu"
+    probe = subprocess.run([args.nertrain, "fit", "--config", "configs/sample.toml", "--set", 'train.backend="wgpu"',
+                            "--check"], capture_output=True, cwd=ROOT)
+    done = sweep(args, "run", "--experiment", "configs/sample.toml", "--set", "train.epochs=2", "--space", str(space),
+                 "--storage", str(storage), "--name", "gpu", "--address", args.address, "--scheduler", "none",
+                 "--gpus-per-trial", "0.5")
+    if probe.returncode != 0:
+        check(done.returncode != 0 and "--features wgpu" in done.stderr and not storage.exists(),
+              f"a binary without wgpu was not refused before the sweep: {done.stderr[-800:]}")
+        return {"refused": done.stderr.strip().splitlines()[-1]}
+    check(done.returncode == 0, f"the GPU sweep failed: {done.stderr[-2000:]}")
+    home = storage / "gpu"
+    rows = json.loads((home / "trials.json").read_text())
+    check(len(rows) == 2 and all(r["state"] == "finished" for r in rows), f"GPU trials: {rows}")
+    for run in (home / "runs").iterdir():
+        if run.is_dir():
+            check('backend = "wgpu"' in (run / "config.toml").read_text(), f"{run} did not train on wgpu")
+    on = {result[-1]["node"] for result in results(home / "tune").values()}
+    check(on == {head}, f"GPU trials ran on {on}, not on the head, the node with the GPU")
+    check("GPU-seconds" in (home / "trials.md").read_text(), "trials.md does not say the GPU time")
+    return {"trials": len(rows), "best_dev_f1": rows[0]["best_dev_f1"]}
+
+
 def ray_data(args, work):
     """The sample's raw text tagged on Ray Data against tag --input: one tagger (an actor with a
     CPU of one node) and the reading of the input's splits on the other node's CPU."""
@@ -285,7 +316,8 @@ def main():
         report = {"errors": bad_spaces(args, work)}
         report["ray_data"] = ray_data(args, work)
         report["docs_example"] = docs_example(args)
-        _, second = nodes(args.address)
+        head, second = nodes(args.address)
+        report["gpu_trials"] = gpu_trials(args, work, head)
         report["asha"] = asha(args, work)
         report["lost_node"] = lost_node(args, work, second)
         Path(args.results).write_text(json.dumps(report, indent=2) + "\n")

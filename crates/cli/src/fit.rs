@@ -39,8 +39,9 @@ pub struct FitArgs {
     /// other setting is taken with it.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["config", "overrides", "start_from", "resume", "overwrite"])]
     job: Option<PathBuf>,
-    /// Check the settings (the file and every --set) and print the resolved experiment as TOML
-    /// on stdout, then stop: no data is read, nothing is written. A sweep checks its keys so.
+    /// Check the settings (the file and every --set, and that this binary has the backend) and
+    /// print the resolved experiment as TOML on stdout, then stop: no data is read, nothing is
+    /// written. A sweep checks its keys so.
     #[arg(long, conflicts_with_all = ["job", "resume", "overwrite"])]
     check: bool,
 }
@@ -59,6 +60,9 @@ pub fn is_usage(error: &(dyn std::error::Error + 'static)) -> bool {
 pub fn run(args: FitArgs, backend: Option<Backend>) -> Result<()> {
     if args.check {
         let experiment = experiment(&args, None, backend)?;
+        // A backend this binary lacks is a mistake in the settings too (no device is brought up:
+        // a sweep's trials may run on other machines).
+        experiment.train.backend.check_built()?;
         print!("{}", experiment.to_toml());
         return Ok(());
     }

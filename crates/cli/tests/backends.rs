@@ -342,3 +342,27 @@ fn fused_recurrence_on_wgpu_matches_tensor_ops_in_value_and_gradient() {
         );
     }
 }
+
+/// An adapter the machine lacks (a sweep's trial told a GPU number wgpu does not have) is an
+/// error that says which one was asked for, not a panic in cubecl's thread.
+#[cfg(feature = "wgpu")]
+#[test]
+fn an_adapter_that_is_not_there_is_an_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_nertrain"))
+        .args(["--backend", "wgpu", "tag", "--model"])
+        .arg(model())
+        .arg("Peter lives in Berlin.")
+        .env("CUBECL_WGPU_DEFAULT_DEVICE", "DiscreteGpu(99)")
+        .current_dir(workspace())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains(
+            "wgpu found no device to run on (CUBECL_WGPU_DEFAULT_DEVICE=DiscreteGpu(99))"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

@@ -432,6 +432,21 @@ fn fit_check_prints_the_resolved_experiment_and_writes_nothing() {
             "{set}"
         );
     }
+    // A backend the binary was built without is refused as well, before anything starts.
+    let gpu = nertrain(&[
+        "fit",
+        "--config",
+        "configs/sample.toml",
+        "--set",
+        "train.backend=\"wgpu\"",
+        "--check",
+    ]);
+    if cfg!(feature = "wgpu") {
+        assert!(gpu.status.success(), "{}", stderr(&gpu));
+    } else {
+        assert!(!gpu.status.success(), "a flex-only binary accepted wgpu");
+        assert!(stderr(&gpu).contains("--features wgpu"), "{}", stderr(&gpu));
+    }
 }
 
 #[test]

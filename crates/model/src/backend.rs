@@ -38,25 +38,57 @@ impl Backend {
         }
     }
 
-    /// The device, or an error saying which cargo feature the binary lacks. Picked explicitly
-    /// rather than by `Device::default()`, which prefers wgpu whenever it is compiled in.
+    /// The device, or an error saying which cargo feature the binary lacks, or that wgpu found
+    /// no adapter. Picked explicitly rather than by `Device::default()`, which prefers wgpu
+    /// whenever it is compiled in.
     pub fn device(self) -> Result<Device, BackendError> {
+        self.check_built()?;
         match self {
-            Backend::Flex => Ok(Device::flex()),
             #[cfg(feature = "ndarray")]
             #[allow(deprecated)]
             // Kept selectable to measure against flex, as docs/design.md shows.
             Backend::Ndarray => Ok(Device::ndarray()),
             #[cfg(feature = "wgpu")]
-            Backend::Wgpu => Ok(Device::wgpu(burn::tensor::DeviceKind::DefaultDevice)),
-            #[allow(unreachable_patterns)]
-            other => Err(BackendError(format!(
-                "this nertrain was built without the `{0}` backend; rebuild with \
-                 `cargo build --release --features {0}`",
-                other.name()
-            ))),
+            Backend::Wgpu => wgpu_device(),
+            _ => Ok(Device::flex()),
         }
     }
+
+    /// Whether this binary has the backend, without bringing a device up.
+    pub fn check_built(self) -> Result<(), BackendError> {
+        let built = match self {
+            Backend::Flex => true,
+            Backend::Ndarray => cfg!(feature = "ndarray"),
+            Backend::Wgpu => cfg!(feature = "wgpu"),
+        };
+        if built {
+            return Ok(());
+        }
+        Err(BackendError(format!(
+            "this nertrain was built without the `{0}` backend; rebuild with \
+             `cargo build --release --features {0}`",
+            self.name()
+        )))
+    }
+}
+
+/// wgpu's device, brought up once per process and at once: an adapter that is not there (as
+/// `CUBECL_WGPU_DEFAULT_DEVICE=DiscreteGpu(1)` on a machine of one GPU) is then this error, not
+/// a panic in the runtime's thread at the first tensor.
+#[cfg(feature = "wgpu")]
+fn wgpu_device() -> Result<Device, BackendError> {
+    static DEVICE: std::sync::OnceLock<Result<Device, String>> = std::sync::OnceLock::new();
+    DEVICE
+        .get_or_init(|| {
+            Device::wgpu_options().init().map_err(|error| {
+                let chosen = std::env::var("CUBECL_WGPU_DEFAULT_DEVICE")
+                    .map(|kind| format!(" (CUBECL_WGPU_DEFAULT_DEVICE={kind})"))
+                    .unwrap_or_default();
+                format!("wgpu found no device to run on{chosen}: {error}")
+            })
+        })
+        .clone()
+        .map_err(BackendError)
 }
 
 impl fmt::Display for Backend {
