@@ -9,7 +9,9 @@ the backend (`--regions budget`, the task score by mnlp) gives every task its pr
 regions to decide. Each round, a simulated annotator takes tasks in the Data Manager's order by
 prediction score (the least sure first), decides each task's regions from gold (widened to the
 gold entities they touch, as in the file loop), accepts the model's entities elsewhere, and
-submits, until the round's tokens are decided; the backend is then asked to learn, judges the
+submits, until the round's budget of region tokens is spent (counted as `select` counts them:
+the tokens the regions cover, a task that would overrun what is left passed over; so the round
+takes the tasks the file loop's `select` would); the backend is then asked to learn, judges the
 version on the corpus's dev file (`serve --dev`, as the file loop chooses on it; or, with
 --judge heldout, on a share of the tasks annotated), serves it if it does no worse and
 refreshes Label Studio's predictions (when it is not served, the served version's regions are
@@ -99,13 +101,15 @@ def test_f1(options, model):
 def annotation(sentence, prediction):
     """What the annotator submits for a task: its regions to decide (widened to the gold
     entities they touch) with their gold entities, the model's entities elsewhere, and the
-    regions decided as `check` regions; and the tokens decided."""
+    regions decided as `check` regions; the tokens decided; and the tokens the regions cover as
+    the backend gave them (what `select`'s token budget counts)."""
     text = text_of(sentence)
     offsets = token_offsets(sentence)
     tags = [line.split()[-1] for line in sentence]
     result = prediction["result"]
     checks = [(r["value"]["start"], r["value"]["end"]) for r in result if r["from_name"] == "check"]
     decided = [any(s < ce and cs < e for cs, ce in checks) for s, e in offsets]
+    asked = sum(decided)
     gold = gold_entities(tags)
     for start, end in gold:
         if any(decided[start:end]):
@@ -130,7 +134,7 @@ def annotation(sentence, prediction):
             t = end
         else:
             t += 1
-    return submitted, sum(decided)
+    return submitted, sum(decided), asked
 
 
 def in_order(studio, project, version, page_size=1000):
@@ -322,17 +326,18 @@ def main():
             if decided >= opts.until_share * total_tokens:
                 break
             round_started = time.perf_counter()
-            this_round, tasks_done = 0, 0
+            this_round, spent, tasks_done = 0, 0, 0
             for task, prediction in in_order(studio, pid, served):
-                if this_round >= opts.step:
+                if spent >= opts.step:
                     break
                 if not any(r["from_name"] == "check" for r in prediction["result"]):
                     continue
-                submitted, count = annotation(train[task["data"]["line"]], prediction)
-                if this_round + count > opts.step and this_round > 0:
+                submitted, count, asked = annotation(train[task["data"]["line"]], prediction)
+                if asked > opts.step - spent:
                     continue
                 studio.call("POST", f"/api/tasks/{task['id']}/annotations", json={"result": submitted})
                 this_round += count
+                spent += asked
                 tasks_done += 1
             if this_round == 0:
                 print(f"round {rnd}: no task has a region to decide; the model is sure of the rest", file=sys.stderr)
