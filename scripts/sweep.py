@@ -31,10 +31,10 @@ How it runs:
    (its own process group, and a parent-death signal), with RAYON_NUM_THREADS set to the CPUs
    Ray gives the trial. With `--gpus-per-trial` (a share: 0.25 puts four trials on a GPU) each
    trial trains on wgpu, on the GPU Ray gives it (CUBECL_WGPU_DEFAULT_DEVICE=DiscreteGpu(N)
-   unless the node sets that variable itself). Each epoch's line of the run's metrics.jsonl is reported to Tune as fit
-   writes it (dev span F1; test scores never leave the run) with a checkpoint: the run
-   directory as it stands between two system calls of fit (the process paused while it is
-   copied), from which fit resumes exactly, as it does after a crash. ASHA stops the trials that
+   unless the node sets that variable itself). Each epoch's line of the run's metrics.jsonl is
+   reported to Tune as fit writes it (dev span F1; test scores never leave the run) with a
+   checkpoint: the run directory as it stands between two system calls of fit (the process
+   paused while it is copied), from which fit resumes exactly, as it does after a crash. ASHA stops the trials that
    trail on dev F1; a stopped trial's fit ends by its SIGTERM path, its run directory intact.
 3. A trial whose node is lost is restored by Tune on another from its last checkpoint (the run
    directory put back as it was), and `fit --resume` goes on: the model it ends with is the
@@ -282,6 +282,7 @@ def trial(config, binary, experiment, runs):
     child = subprocess.Popen(command, stdout=log, stderr=log, cwd=ROOT, process_group=0,
                              preexec_fn=dies_with_parent, env=env)
     started = time.monotonic()
+    seconds = lambda: seconds_before + time.monotonic() - started  # wall time, restores included
     cpu = 0.0
     try:
         while True:
@@ -299,11 +300,11 @@ def trial(config, binary, experiment, runs):
                     else:
                         shutil.copytree(run, saved, dirs_exist_ok=True,
                                         ignore=shutil.ignore_patterns(".nertrain.lock"))
-                    seconds = seconds_before + time.monotonic() - started
+                    wall = seconds()
                     Path(saved, "reported.json").write_text(
-                        json.dumps({"epochs": reported, "cpu_seconds": cpu_before + cpu, "seconds": seconds}))
+                        json.dumps({"epochs": reported, "cpu_seconds": cpu_before + cpu, "seconds": wall}))
                     tune.report({"epoch": line["epoch"], "dev_f1": line["dev_f1"], "loss": line["loss"],
-                                 "cpu_seconds": cpu_before + cpu, "seconds": seconds, "finished": False,
+                                 "cpu_seconds": cpu_before + cpu, "seconds": wall, "finished": False,
                                  "node": node},
                                 checkpoint=tune.Checkpoint.from_directory(saved))
             if ended:
@@ -314,7 +315,7 @@ def trial(config, binary, experiment, runs):
         # The outcome, as one more result (every result carries the metric the scheduler reads).
         dev = json.loads((run / "dev.json").read_text())
         tune.report({"epoch": len(metrics(run)), "dev_f1": dev["overall"]["f1"],
-                     "cpu_seconds": cpu_before + cpu, "seconds": seconds_before + time.monotonic() - started,
+                     "cpu_seconds": cpu_before + cpu, "seconds": seconds(),
                      "finished": True, "epochs": len(metrics(run)), "node": node})
     finally:
         # Stopped by the scheduler (or failing): fit saves its run on SIGTERM and exits.
