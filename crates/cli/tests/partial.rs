@@ -403,3 +403,68 @@ fn a_job_continues_a_model_and_says_each_epoch_and_how_it_ended() {
     ]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
 }
+
+#[test]
+fn a_job_continuing_a_jobs_model_does_not_train_twice_on_what_its_caller_sends_again() {
+    // As `serve`'s learner runs them: each job is sent every annotation so far, so the file a
+    // job-trained version was trained on is in the next job's. Its base's training file is
+    // gone (the model was copied to the server), so nothing is there to rehearse.
+    let dir = scratch("fit-job-chain");
+    let base_train = dir.join("base-train.txt");
+    std::fs::copy(
+        common::workspace().join("data/sample/train.txt"),
+        &base_train,
+    )
+    .unwrap();
+    let base = dir.join("base");
+    let train = format!("data.train={:?}", base_train.to_str().unwrap());
+    assert!(
+        fit(&base, &["--set", "train.epochs=1", "--set", &train])
+            .status
+            .success()
+    );
+    std::fs::remove_file(&base_train).unwrap();
+    // `rehearse_own` as the learner sets it: yes when continuing the base, no for a version.
+    let job = |from: &Path, name: &str| {
+        let sent = dir.join(format!("{name}-annotations.txt"));
+        std::fs::copy(common::workspace().join("data/sample/dev.txt"), &sent).unwrap();
+        let output = dir.join(name);
+        let file = dir.join(format!("{name}.job.json"));
+        let job = serde_json::json!({
+            "start_from": from,
+            "train": sent,
+            "heldout": "data/sample/test.txt",
+            "output": output,
+            "epochs": 1,
+            "events": dir.join(format!("{name}.events.jsonl")),
+            "rehearse_own": from == base,
+        });
+        std::fs::write(&file, job.to_string()).unwrap();
+        let out = common::nertrain(&["fit", "--job", file.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let config = std::fs::read_to_string(output.join("config.toml")).unwrap();
+        let rehearsed = config
+            .lines()
+            .find_map(|line| line.strip_prefix("rehearse = "))
+            .map(str::to_string);
+        (output, rehearsed)
+    };
+    let (first, rehearsed) = job(&base, "v1");
+    assert_eq!(rehearsed, None);
+    let (_, rehearsed) = job(&first, "v2");
+    assert_eq!(
+        rehearsed, None,
+        "v2 rehearsed v1's annotations, which its own file holds again"
+    );
+    // With the base's training file at hand, every version rehearses it, and only it.
+    std::fs::copy(
+        common::workspace().join("data/sample/train.txt"),
+        &base_train,
+    )
+    .unwrap();
+    let base_file = Some(format!("{:?}", base_train.to_str().unwrap()));
+    let (first, rehearsed) = job(&base, "w1");
+    assert_eq!(rehearsed, base_file);
+    let (_, rehearsed) = job(&first, "w2");
+    assert_eq!(rehearsed, base_file);
+}

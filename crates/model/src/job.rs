@@ -29,11 +29,16 @@ pub struct FitJob {
     pub events: PathBuf,
     /// Whether the finished run keeps its checkpoint (the optimiser's state, several times the
     /// weights), which only resuming it needs; a caller that keeps many runs drops it.
-    #[serde(default = "keep")]
+    #[serde(default = "yes")]
     pub keep_checkpoint: bool,
+    /// Whether `start_from`'s own training file is rehearsed where its experiment rehearses
+    /// nothing else. A caller that sends that file's data again (continuing a model an earlier
+    /// job trained on part of what it sends now) says no, so that nothing is trained on twice.
+    #[serde(default = "yes")]
+    pub rehearse_own: bool,
 }
 
-fn keep() -> bool {
+fn yes() -> bool {
     true
 }
 

@@ -7,8 +7,9 @@
 //!    that the importer reads the text the project labels whatever else a task holds;
 //! 3. **train**: the served model continued on them into `DIR/vN` by a [`FitJob`] that
 //!    `nertrain fit --job` runs in a process of its own (so that serving links no training code
-//!    and a training that fails or is killed cannot take the server with it; the served model's
-//!    own training file is rehearsed when it is at hand), its progress and outcome read from the
+//!    and a training that fails or is killed cannot take the server with it; the training file
+//!    of the model the server started from is rehearsed when it is at hand, never an earlier
+//!    version's tasks, which the export holds again), its progress and outcome read from the
 //!    job's [`JobEvent`]s;
 //! 4. **judge** the new version and the served one on the held-out tasks or the dev file
 //!    (`nertrain eval`, in
@@ -1142,6 +1143,9 @@ fn train(
         overrides,
         events: staged.dir.join("events.jsonl"),
         keep_checkpoint: false,
+        // A version was trained on tasks this export holds again; only the model the server
+        // started from has a training file of its own to rehearse.
+        rehearse_own: from == shared.settings.base_model,
     };
     let job_file = staged.dir.join("job.json");
     let bytes = serde_json::to_vec_pretty(&job).expect("a job serialises");
