@@ -2,7 +2,8 @@
 # nertrain serve as the ML backend of a real Label Studio (pinned, from PyPI), on loopback:
 # installs it in a venv unless $LABEL_STUDIO_VENV has it (.ci/run installs it there), starts it on
 # a throwaway SQLite data directory, and runs tests/label_studio/live.py and loop.py against it,
-# then the annotation loop live on the sample (scripts/experiments/live_loop.py --quick).
+# then the annotation loop live on the sample (scripts/experiments/live_loop.py --quick), which
+# must match the file loop at the same settings round by round.
 # Usage: scripts/ci/label_studio_live.sh NERTRAIN RESULTS.json
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -52,8 +53,15 @@ printf 'LOC\tZorblat\n' >"$work/extra.tsv"
 "$venv/bin/python" tests/label_studio/loop.py --nertrain "$nertrain" --model "$work/weak" \
     --data data/sample/dev.txt --label-studio "http://localhost:$port" --token $token \
     --results "$work/loop.json"
+# The file loop at the backend's settings first: the live loop must take the same tasks and train
+# the same models, round by round.
+"$venv/bin/python" scripts/experiments/active_learning.py --quick --binary "$nertrain" --seeds 1 \
+    --budget-unit tokens --step 600 --until-share 0.35 --patience 4 --continue --served-order \
+    --judge --max-similarity 1 --no-full --strategies mnlp:regions=budget \
+    --out "$work/file-loop" >/dev/null 2>&1
 "$venv/bin/python" scripts/experiments/live_loop.py --quick --binary "$nertrain" --port 8937 \
-    --label-studio "http://localhost:$port" --token $token --out "$work/live-loop" >/dev/null
+    --label-studio "http://localhost:$port" --token $token --out "$work/live-loop" \
+    --file-results "$work/file-loop/results.jsonl" >/dev/null
 python3 - "$results" "$work/loop.json" "$work/live-loop/summary.json" <<'EOF'
 import json, sys
 results = json.load(open(sys.argv[1]))

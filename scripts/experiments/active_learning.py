@@ -22,6 +22,16 @@ annotator submits with the task) and the rest is unknown (`-`, a partial label) 
 `self`, `O` as the model has it (self-training on what the model is sure of). Tokens decided
 are the tokens revealed.
 
+Two options run the loop as `nertrain serve` runs it for Label Studio (scripts/experiments/
+live_loop.py), so that the two can be compared at the same settings: --served-order writes each
+round's training file as a version reads it, the sentences annotated in the corpus's order (as
+Label Studio exports tasks: by id, the order they were imported in) then the starting ones in
+the corpus's order (the base model's training file, rehearsed), rather than the starting
+sentences then each round's in select's order; --judge keeps a round's model only when its dev F1 is not below the kept model's, as
+`serve --dev` serves a version, and otherwise selects with, continues from and reports the kept
+one. With --max-similarity 1 (Label Studio's order skips no near duplicates) the file loop
+then takes the same sentences as the live one.
+
 Writes, under --out: results.jsonl (one line per seed, strategy and round), summary.json, and
 curves.svg (test F1 against the share of the training tokens decided, mean over seeds). Prints
 the summary table. Every run directory is kept under --out/runs. `--summarize DIR ...` merges
@@ -402,6 +412,12 @@ def main():
     parser.add_argument("--epochs", type=int, default=25)
     parser.add_argument("--patience", type=int, default=5)
     parser.add_argument("--max-similarity", type=float, default=0.7)
+    parser.add_argument("--served-order", action="store_true",
+                        help="training files list the sentences as serve's versions read them: "
+                             "those chosen in the corpus's order, then the starting ones")
+    parser.add_argument("--judge", action="store_true",
+                        help="keep a round's model only when its dev F1 is not below the kept "
+                             "one's (as serve --dev does); otherwise go on from the kept one")
     parser.add_argument("--set", action="append", default=[], help="more fit overrides")
     parser.add_argument("--out", default="runs/active-learning")
     parser.add_argument("--binary", default=None)
@@ -470,18 +486,29 @@ def main():
                 labelled = {i: train[i] for i in initial}
                 decided = sum(len(train[i]) for i in initial)
                 select_seconds = 0.0
+                # The model kept (with --judge, the last one its dev F1 did not judge worse):
+                # its directory, dev F1 and test F1.
+                kept = None
                 for rnd in range(10**6):
                     subset = work / f"{name}-{rnd}.txt"
-                    write_blocks(subset, list(labelled.values()))
+                    order = list(labelled)
+                    if options.served_order:
+                        order = sorted(set(labelled) - set(initial)) + sorted(initial)
+                    write_blocks(subset, [labelled[i] for i in order])
                     model = work / f"{name}-{rnd}"
-                    previous = work / f"{name}-{rnd - 1}" if options.continue_ and rnd > 0 else None
+                    previous = kept[0] if options.continue_ and kept is not None else None
                     dev_f1, test_f1, seconds = fit(options, subset, model, seed, previous)
+                    served = not options.judge or kept is None or dev_f1 >= kept[1]
+                    if served:
+                        kept = (model, dev_f1, test_f1)
                     record = {
                         "seed": seed, "strategy": spec, "round": rnd,
                         "sentences": len(labelled), "tokens": decided,
-                        "dev_f1": dev_f1, "test_f1": test_f1, "seconds": round(seconds, 2),
+                        "dev_f1": kept[1], "test_f1": kept[2], "seconds": round(seconds, 2),
                         "select_seconds": round(select_seconds, 2),
                     }
+                    if options.judge:
+                        record.update(served=served, trained_dev_f1=dev_f1)
                     results.append(record)
                     log.write(json.dumps(record) + "\n")
                     log.flush()
@@ -495,7 +522,7 @@ def main():
                     if not rest:
                         break
                     started = time.perf_counter()
-                    chosen = select(options, model, [text_of(train[i]) for i in rest], spec, seed, work)
+                    chosen = select(options, kept[0], [text_of(train[i]) for i in rest], spec, seed, work)
                     select_seconds = time.perf_counter() - started
                     before = decided
                     for j, regions, entities in chosen:

@@ -3,8 +3,9 @@
 scripts/experiments/active_learning.py simulates with files, through Label Studio and
 `nertrain serve` as its ML backend.
 
-A model is trained on the same random sentences the file loop starts from; the rest of the
-training file is imported as tasks into a project whose labeling config has the `check` control;
+A model is trained on the same random sentences the file loop starts from (every version the
+backend trains rehearses them: the base model's training file); the rest of the training file
+is imported, in its order, as tasks into a project whose labeling config has the `check` control;
 the backend (`--regions budget`, the task score by mnlp) gives every task its prediction and
 regions to decide. Each round, a simulated annotator takes tasks in the Data Manager's order by
 prediction score (the least sure first), decides each task's regions from gold (widened to the
@@ -20,7 +21,10 @@ round's seconds (annotating, training, refreshing), and `/predict`'s p99 while l
 idle.
 
 Writes, under --out: results.jsonl (a line per round) and summary.json, with the file loop's
-test F1 at the same tokens when --file-results names its results.jsonl.
+test F1 at the same tokens when --file-results names its results.jsonl. The file loop at the
+backend's settings is active_learning.py's `--continue --served-order --judge --max-similarity
+1` (the training files in the order a version reads them, versions judged on dev, no near
+duplicates skipped), which takes the same tasks and trains the same models.
 
     scripts/experiments/live_loop.py --label-studio http://localhost:8080 --token T   # CoNLL-2003
     scripts/experiments/live_loop.py --quick --label-studio URL --token T             # the sample (CI)
@@ -98,24 +102,58 @@ def test_f1(options, model):
     return json.loads(out)["overall"]["f1"]
 
 
-def annotation(sentence, prediction):
+def labels_region(text, start, end, name, label):
+    """A Label Studio region of control `name` over text[start:end]."""
+    return {"from_name": name, "to_name": "text", "type": "labels",
+            "value": {"start": start, "end": end, "text": text[start:end], "labels": [label]}}
+
+
+def tagger_tokens(options, model, lines, train, work):
+    """Each of the training file's `lines`, its tokens as the model cuts its text (`tag --format
+    conll`), as (start, end) code points: what `select`'s token budget counts, which is not always
+    the corpus's tokens (`U.S.-based` is three)."""
+    texts = [text_of(train[i]) for i in lines]
+    pool = work / "pool.txt"
+    pool.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
+    out = run([options.binary, "tag", "--model", str(model), "--input", str(pool), "--format", "conll"])
+    words, current = [], []
+    for line in out.split("\n"):
+        if line:
+            current.append(line.rsplit(" ", 1)[0])
+        else:
+            words.append(current)
+            current = []
+    tokens = {}
+    for i, text, cut in zip(lines, texts, words):
+        offsets, at = [], 0
+        for word in cut:
+            start = text.index(word, at)
+            offsets.append((start, start + len(word)))
+            at = start + len(word)
+        tokens[i] = offsets
+    if len(tokens) != len(lines):
+        sys.exit(f"tag --format conll gave {len(tokens)} texts for {len(lines)}")
+    return tokens
+
+
+def annotation(sentence, prediction, cut):
     """What the annotator submits for a task: its regions to decide (widened to the gold
     entities they touch) with their gold entities, the model's entities elsewhere, and the
     regions decided as `check` regions; the tokens decided; and the tokens the regions cover as
-    the backend gave them (what `select`'s token budget counts)."""
+    the backend gave them, in `cut` (the tagger's tokens: what `select`'s token budget
+    counts)."""
     text = text_of(sentence)
     offsets = token_offsets(sentence)
     tags = [line.split()[-1] for line in sentence]
     result = prediction["result"]
     checks = [(r["value"]["start"], r["value"]["end"]) for r in result if r["from_name"] == "check"]
     decided = [any(s < ce and cs < e for cs, ce in checks) for s, e in offsets]
-    asked = sum(decided)
+    asked = sum(1 for s, e in cut if any(s < ce and cs < e for cs, ce in checks))
     gold = gold_entities(tags)
     for start, end in gold:
         if any(decided[start:end]):
             decided[start:end] = [True] * (end - start)
-    region = lambda s, e, name, label: {"from_name": name, "to_name": "text", "type": "labels",
-                                        "value": {"start": s, "end": e, "text": text[s:e], "labels": [label]}}
+    region = lambda s, e, name, label: labels_region(text, s, e, name, label)
     submitted = [region(offsets[s][0], offsets[e - 1][1], "label", tags[s][2:])
                  for s, e in gold if decided[s]]
     for r in result:
@@ -140,13 +178,10 @@ def annotation(sentence, prediction):
 def in_order(studio, project, version, page_size=1000):
     """The tasks without an annotation in the Data Manager's order by prediction score (lowest
     first), a page at a time, each with its prediction of `version`."""
-    query = json.dumps({"ordering": ["tasks:predictions_score"], "filters": {
-        "conjunction": "and", "items": [{"filter": "filter:tasks:total_annotations",
-                                         "operator": "equal", "type": "Number", "value": 0}]}})
-    # Annotating takes tasks out of the filtered list, so a later page may repeat one passed
-    # over (skipped) or miss one that moved up: a round reads a page or two, and the order is
-    # kept but for those.
-    seen = set()
+    # Unfiltered, so that annotating leaves the list as it was and no task moves between pages:
+    # the tasks annotated are passed over here instead (those of earlier rounds have no
+    # prediction of a newer version, and sort last).
+    query = json.dumps({"ordering": ["tasks:predictions_score"]})
     for page in range(1, 10**6):
         response = studio.session.get(
             f"{studio.url}/api/tasks?project={project}&page={page}&page_size={page_size}"
@@ -156,9 +191,8 @@ def in_order(studio, project, version, page_size=1000):
         response.raise_for_status()
         answer = response.json()
         for task in answer["tasks"]:
-            if task["id"] in seen:
+            if task.get("total_annotations", 0) or task.get("annotations"):
                 continue
-            seen.add(task["id"])
             mine = [p for p in task.get("predictions", []) if p["model_version"] == version]
             if mine:
                 yield task, mine[-1]
@@ -215,6 +249,26 @@ def refreshed(backend, version, server):
     return status
 
 
+def compared(results, opts):
+    """The live rounds beside the file loop's (`--file-results`, the same seed and strategy): its
+    test F1 at the live loop's tokens decided, and round by round, with how many rounds decided
+    the same tokens and scored the same test F1 (to 1e-9)."""
+    file_runs = [json.loads(l) for l in Path(opts.file_results).read_text().splitlines() if l]
+    mine = [r for r in file_runs if r["seed"] == opts.seed and r["strategy"] == opts.file_strategy]
+    curve = sorted((r["tokens"], r["test_f1"]) for r in mine)
+    by_round = {r["round"]: r for r in mine}
+    rounds = [{"round": r["round"], "live": (r["tokens"], r["test_f1"]),
+               "file": (by_round[r["round"]]["tokens"], by_round[r["round"]]["test_f1"])
+               if r["round"] in by_round else None} for r in results]
+    same = sum(1 for p in rounds if p["file"] is not None and p["file"][0] == p["live"][0]
+               and abs(p["file"][1] - p["live"][1]) <= 1e-9)
+    at_tokens = [{"tokens": r["tokens"], "live": r["test_f1"], "file": interpolate(curve, r["tokens"])}
+                 for r in results]
+    gaps = [abs(p["live"] - p["file"]) for p in at_tokens if p["file"] is not None]
+    return {"file_loop_at_equal_tokens": at_tokens, "largest_gap": max(gaps) if gaps else None,
+            "file_loop_by_round": rounds, "rounds_as_file_loop": same}
+
+
 def options():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="the shipped sample, tiny rounds")
@@ -261,7 +315,8 @@ def start(options, out):
     train = read_blocks(options.train)
     order = list(range(len(train)))
     random.Random(options.seed).shuffle(order)
-    initial = order[: options.start]
+    # In the corpus's order, as the file loop at the backend's settings writes them.
+    initial = sorted(order[: options.start])
     write_blocks(out / "initial.txt", [train[i] for i in initial])
     run([options.binary, "fit", "--config", options.config, "--overwrite",
          "--set", f"data.train={json.dumps(str(out / 'initial.txt'))}",
@@ -283,6 +338,7 @@ def main():
     train, initial = start(opts, out)
     total_tokens = sum(len(s) for s in train)
     rest = [i for i in range(len(train)) if i not in set(initial)]
+    cut = tagger_tokens(opts, out / "base", rest, train, out)
     project = studio.call("POST", "/api/projects", json={"title": f"live loop seed {opts.seed}", "label_config": CONFIG})
     pid = project["id"]
     for chunk in range(0, len(rest), 2000):
@@ -332,7 +388,8 @@ def main():
                     break
                 if not any(r["from_name"] == "check" for r in prediction["result"]):
                     continue
-                submitted, count, asked = annotation(train[task["data"]["line"]], prediction)
+                line = task["data"]["line"]
+                submitted, count, asked = annotation(train[line], prediction, cut[line])
                 if asked > opts.step - spent:
                     continue
                 studio.call("POST", f"/api/tasks/{task['id']}/annotations", json={"result": submitted})
@@ -382,14 +439,7 @@ def main():
             f.writelines(json.dumps(r) + "\n" for r in results)
     summary = {"total_tokens": total_tokens, "rounds": results}
     if opts.file_results:
-        file_runs = [json.loads(l) for l in Path(opts.file_results).read_text().splitlines() if l]
-        curve = sorted((r["tokens"], r["test_f1"]) for r in file_runs
-                       if r["seed"] == opts.seed and r["strategy"] == opts.file_strategy)
-        summary["file_loop_at_equal_tokens"] = [
-            {"tokens": r["tokens"], "live": r["test_f1"], "file": interpolate(curve, r["tokens"])}
-            for r in results]
-        gaps = [abs(p["live"] - p["file"]) for p in summary["file_loop_at_equal_tokens"] if p["file"] is not None]
-        summary["largest_gap"] = max(gaps) if gaps else None
+        summary.update(compared(results, opts))
     p99 = [r["predict_learning"]["p99_ms"] / r["predict_idle"]["p99_ms"] for r in results[1:]
            if r["predict_learning"]["p99_ms"] and r["predict_idle"]["p99_ms"]]
     summary["p99_learning_over_idle_median"] = statistics.median(p99) if p99 else None
@@ -402,6 +452,10 @@ def main():
         failures = sum(r[k]["failures"] for r in results[1:] for k in ("predict_idle", "predict_learning"))
         if failures:
             sys.exit(f"{failures} /predict requests failed during the loop")
+        # The file loop at the backend's settings takes the same tasks and trains the same
+        # models: any difference is the live path's.
+        if opts.file_results and summary["rounds_as_file_loop"] != len(results):
+            sys.exit(f"the live loop and the file loop differ: {summary['file_loop_by_round']}")
     (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     print(json.dumps({k: v for k, v in summary.items() if k != "rounds"}, indent=2))
 
