@@ -23,11 +23,13 @@ annotator submits with the task) and the rest is unknown (`-`, a partial label) 
 are the tokens revealed.
 
 Two options run the loop as `nertrain serve` runs it for Label Studio (scripts/experiments/
-live_loop.py), so that the two can be compared at the same settings: --served-order writes each
-round's training file as a version reads it, the sentences annotated in the corpus's order (as
-Label Studio exports tasks: by id, the order they were imported in) then the starting ones in
-the corpus's order (the base model's training file, rehearsed), rather than the starting
-sentences then each round's in select's order; --judge keeps a round's model only when its dev F1 is not below the kept model's, as
+live_loop.py), so that the two can be compared at the same settings: --served-order trains each
+round as a version trains, on the sentences chosen as Label Studio exports them (tasks in the
+corpus's order, the order they were imported in; each a text, cut into words by the model's
+tokenizer, with the annotator's result: `check` regions over what was decided) and then the
+starting sentences (the base model's training file, in the corpus's order, rehearsed), rather
+than on one CoNLL file of the starting sentences then each round's in select's order; --judge
+keeps a round's model only when its dev F1 is not below the kept model's, as
 `serve --dev` serves a version, and otherwise selects with, continues from and reports the kept
 one. With --max-similarity 1 (Label Studio's order skips no near duplicates) the file loop
 then takes the same sentences as the live one.
@@ -91,13 +93,15 @@ def run(args, **kwargs):
     return done
 
 
-def fit(options, train_file, output, seed, start_from=None):
-    """Trains on `train_file` (continuing the model in `start_from`, when given); its dev and
-    test F1 and the seconds it took."""
+def fit(options, train_file, output, seed, start_from=None, rehearse=None):
+    """Trains on `train_file` (continuing the model in `start_from`, when given, and mixing in
+    `rehearse` after it); its dev and test F1 and the seconds it took."""
     started = time.perf_counter()
     args = [options.binary, "fit", "--config", options.config, "--overwrite"]
     if start_from is not None:
         args += ["--start-from", str(start_from)]
+    if rehearse is not None:
+        args += ["--set", f"data.rehearse={json.dumps(str(rehearse))}"]
     for setting in [
         f"data.train={json.dumps(str(train_file))}",
         f"train.output={json.dumps(str(output))}",
@@ -217,6 +221,47 @@ def revealed(sentence, regions, entities, self_train):
         keep = tag if decide else (guess if self_train or guess[:2] in ("B-", "I-") else "-")
         lines.append(" ".join(line.split()[:-1] + [keep]))
     return lines, sum(decided)
+
+
+def labels_region(text, start, end, name, label):
+    """A Label Studio region of control `name` over text[start:end]."""
+    return {"from_name": name, "to_name": "text", "type": "labels",
+            "value": {"start": start, "end": end, "text": text[start:end], "labels": [label]}}
+
+
+def submitted(sentence, checks, entities):
+    """What an annotator submits in Label Studio for `sentence` when asked to decide `checks`
+    (regions, code points of its text; None for all of it) on a task pre-annotated with the
+    model's `entities` (start, end, label): the tokens the regions touch, widened to the gold
+    entities those touch, with their gold entities; the model's entities elsewhere; and the
+    tokens decided as `check` regions. The result, and the tokens decided."""
+    text = text_of(sentence)
+    offsets = token_offsets(sentence)
+    tags = [line.split()[-1] for line in sentence]
+    gold = gold_entities(tags)
+    if checks is None:
+        return [labels_region(text, offsets[s][0], offsets[e - 1][1], "label", tags[s][2:])
+                for s, e in gold], len(sentence)
+    decided = [any(s < ce and cs < e for cs, ce in checks) for s, e in offsets]
+    for start, end in gold:
+        if any(decided[start:end]):
+            decided[start:end] = [True] * (end - start)
+    result = [labels_region(text, offsets[s][0], offsets[e - 1][1], "label", tags[s][2:])
+              for s, e in gold if decided[s]]
+    for s, e, label in entities:
+        if not any(decided[i] for i, (a, b) in enumerate(offsets) if a < e and s < b):
+            result.append(labels_region(text, s, e, "label", label))
+    t = 0
+    while t < len(decided):
+        if decided[t]:
+            end = t
+            while end < len(decided) and decided[end]:
+                end += 1
+            result.append(labels_region(text, offsets[t][0], offsets[end - 1][1], "check", "check"))
+            t = end
+        else:
+            t += 1
+    return result, sum(decided)
 
 
 def interpolate(points, x):
@@ -413,8 +458,8 @@ def main():
     parser.add_argument("--patience", type=int, default=5)
     parser.add_argument("--max-similarity", type=float, default=0.7)
     parser.add_argument("--served-order", action="store_true",
-                        help="training files list the sentences as serve's versions read them: "
-                             "those chosen in the corpus's order, then the starting ones")
+                        help="train as serve's versions do: the sentences chosen as Label Studio "
+                             "tasks in the corpus's order, then the starting ones rehearsed")
     parser.add_argument("--judge", action="store_true",
                         help="keep a round's model only when its dev F1 is not below the kept "
                              "one's (as serve --dev does); otherwise go on from the kept one")
@@ -430,6 +475,8 @@ def main():
                         help="only merge the results.jsonl and full.jsonl of these --out "
                              "directories into --out")
     options = parser.parse_args()
+    if options.served_order and not options.continue_:
+        parser.error("--served-order: a version continues the served model; add --continue")
     for spec in options.strategies:
         try:
             parse_strategy(spec)
@@ -489,15 +536,21 @@ def main():
                 # The model kept (with --judge, the last one its dev F1 did not judge worse):
                 # its directory, dev F1 and test F1.
                 kept = None
+                # With --served-order, each sentence chosen as Label Studio exports its task.
+                tasks = {}
                 for rnd in range(10**6):
                     subset = work / f"{name}-{rnd}.txt"
-                    order = list(labelled)
-                    if options.served_order:
-                        order = sorted(set(labelled) - set(initial)) + sorted(initial)
-                    write_blocks(subset, [labelled[i] for i in order])
                     model = work / f"{name}-{rnd}"
                     previous = kept[0] if options.continue_ and kept is not None else None
-                    dev_f1, test_f1, seconds = fit(options, subset, model, seed, previous)
+                    rehearse = None
+                    if options.served_order and tasks:
+                        subset, rehearse = subset.with_suffix(".json"), work / f"{name}-0.txt"
+                        subset.write_text(json.dumps([tasks[i] for i in sorted(tasks)]), encoding="utf-8")
+                    elif options.served_order:
+                        write_blocks(subset, [labelled[i] for i in sorted(labelled)])
+                    else:
+                        write_blocks(subset, list(labelled.values()))
+                    dev_f1, test_f1, seconds = fit(options, subset, model, seed, previous, rehearse)
                     served = not options.judge or kept is None or dev_f1 >= kept[1]
                     if served:
                         kept = (model, dev_f1, test_f1)
@@ -534,6 +587,12 @@ def main():
                             lines, count = revealed(train[i], regions, entities, "self" in extra)
                             labelled[i] = lines
                             decided += count
+                        if options.served_order:
+                            result, _ = submitted(train[i], regions, entities)
+                            data = {"text": text_of(train[i])}
+                            if regions is not None:
+                                data["known"] = []
+                            tasks[i] = {"id": i + 1, "data": data, "annotations": [{"result": result}]}
                     # With regions, what the model is sure of is never chosen: once a round
                     # finds less than a tenth of its budget to decide, the rest is left to it.
                     if decided - before < max(1, options.step // 10 if options.budget_unit == "tokens" else 1):

@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nerscripts import read_blocks, write_blocks  # noqa: E402
-from active_learning import gold_entities, interpolate, text_of, token_offsets  # noqa: E402
+from active_learning import interpolate, submitted, text_of  # noqa: E402
 
 CONFIG = """<View>
   <Labels name="label" toName="text">
@@ -102,12 +102,6 @@ def test_f1(options, model):
     return json.loads(out)["overall"]["f1"]
 
 
-def labels_region(text, start, end, name, label):
-    """A Label Studio region of control `name` over text[start:end]."""
-    return {"from_name": name, "to_name": "text", "type": "labels",
-            "value": {"start": start, "end": end, "text": text[start:end], "labels": [label]}}
-
-
 def tagger_tokens(options, model, lines, train, work):
     """Each of the training file's `lines`, its tokens as the model cuts its text (`tag --format
     conll`), as (start, end) code points: what `select`'s token budget counts, which is not always
@@ -137,42 +131,17 @@ def tagger_tokens(options, model, lines, train, work):
 
 
 def annotation(sentence, prediction, cut):
-    """What the annotator submits for a task: its regions to decide (widened to the gold
-    entities they touch) with their gold entities, the model's entities elsewhere, and the
-    regions decided as `check` regions; the tokens decided; and the tokens the regions cover as
-    the backend gave them, in `cut` (the tagger's tokens: what `select`'s token budget
-    counts)."""
-    text = text_of(sentence)
-    offsets = token_offsets(sentence)
-    tags = [line.split()[-1] for line in sentence]
+    """What the annotator submits for a task (active_learning.submitted: what the prediction's
+    `check` regions ask, decided from gold, and its entities elsewhere); the tokens decided;
+    and the tokens the regions cover as the backend gave them, in `cut` (the tagger's tokens:
+    what `select`'s token budget counts)."""
     result = prediction["result"]
     checks = [(r["value"]["start"], r["value"]["end"]) for r in result if r["from_name"] == "check"]
-    decided = [any(s < ce and cs < e for cs, ce in checks) for s, e in offsets]
+    entities = [(r["value"]["start"], r["value"]["end"], r["value"]["labels"][0])
+                for r in result if r["from_name"] == "label"]
+    answer, decided = submitted(sentence, checks, entities)
     asked = sum(1 for s, e in cut if any(s < ce and cs < e for cs, ce in checks))
-    gold = gold_entities(tags)
-    for start, end in gold:
-        if any(decided[start:end]):
-            decided[start:end] = [True] * (end - start)
-    region = lambda s, e, name, label: labels_region(text, s, e, name, label)
-    submitted = [region(offsets[s][0], offsets[e - 1][1], "label", tags[s][2:])
-                 for s, e in gold if decided[s]]
-    for r in result:
-        if r["from_name"] != "label":
-            continue
-        s, e = r["value"]["start"], r["value"]["end"]
-        if not any(decided[i] for i, (a, b) in enumerate(offsets) if a < e and s < b):
-            submitted.append(region(s, e, "label", r["value"]["labels"][0]))
-    t = 0
-    while t < len(decided):
-        if decided[t]:
-            end = t
-            while end < len(decided) and decided[end]:
-                end += 1
-            submitted.append(region(offsets[t][0], offsets[end - 1][1], "check", "check"))
-            t = end
-        else:
-            t += 1
-    return submitted, sum(decided), asked
+    return answer, decided, asked
 
 
 def in_order(studio, project, version, page_size=1000):
