@@ -34,8 +34,9 @@ How it runs:
    unless the node sets that variable itself). Each epoch's line of the run's metrics.jsonl is
    reported to Tune as fit writes it (dev span F1; test scores never leave the run) with a
    checkpoint: the run directory as it stands between two system calls of fit (the process
-   paused while it is copied), from which fit resumes exactly, as it does after a crash. ASHA stops the trials that
-   trail on dev F1; a stopped trial's fit ends by its SIGTERM path, its run directory intact.
+   paused while it is copied), from which fit resumes exactly, as it does after a crash. ASHA
+   stops the trials that trail on dev F1; a stopped trial's fit ends by its SIGTERM path, its
+   run directory intact.
 3. A trial whose node is lost is restored by Tune on another from its last checkpoint (the run
    directory put back as it was), and `fit --resume` goes on: the model it ends with is the
    one the uninterrupted trial would have written, byte for byte. A sweep stopped whole

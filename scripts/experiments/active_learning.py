@@ -191,18 +191,26 @@ def gold_entities(tags):
     return entities
 
 
+def decided_tokens(sentence, regions):
+    """What an annotator decides of `sentence` when asked to decide `regions` (code points of
+    its text): the tokens they touch, widened to the gold entities those touch. Each token's
+    offsets, its gold tag, and whether it is decided."""
+    offsets = token_offsets(sentence)
+    tags = [line.split()[-1] for line in sentence]
+    decided = [any(s < ce and cs < e for cs, ce in regions) for s, e in offsets]
+    for start, end in gold_entities(tags):
+        if any(decided[start:end]):
+            decided[start:end] = [True] * (end - start)
+    return offsets, tags, decided
+
+
 def revealed(sentence, regions, entities, self_train):
     """`sentence` as an annotator leaves it who decides only `regions` (code points of its
     text): the tokens they touch, widened to the gold entities those touch, keep their gold
     tags; outside them the model's `entities` stay as it pre-annotated them (IOB2; unknown
     where an entity does not fall on token edges) and the rest is unknown (`-`) or, with
     `self_train`, `O` as the model has it. The lines, and the tokens decided."""
-    offsets = token_offsets(sentence)
-    tags = [line.split()[-1] for line in sentence]
-    decided = [any(s < e_ and s_ < e for s_, e_ in regions) for s, e in offsets]
-    for start, end in gold_entities(tags):
-        if any(decided[start:end]):
-            decided[start:end] = [True] * (end - start)
+    offsets, tags, decided = decided_tokens(sentence, regions)
     guessed = ["O"] * len(sentence)
     for start, end, label in entities:
         inside = [i for i, (s, e) in enumerate(offsets) if s >= start and e <= end]
@@ -236,16 +244,11 @@ def submitted(sentence, checks, entities):
     entities those touch, with their gold entities; the model's entities elsewhere; and the
     tokens decided as `check` regions. The result, and the tokens decided."""
     text = text_of(sentence)
-    offsets = token_offsets(sentence)
-    tags = [line.split()[-1] for line in sentence]
+    offsets, tags, decided = decided_tokens(sentence, checks or [])
     gold = gold_entities(tags)
     if checks is None:
         return [labels_region(text, offsets[s][0], offsets[e - 1][1], "label", tags[s][2:])
                 for s, e in gold], len(sentence)
-    decided = [any(s < ce and cs < e for cs, ce in checks) for s, e in offsets]
-    for start, end in gold:
-        if any(decided[start:end]):
-            decided[start:end] = [True] * (end - start)
     result = [labels_region(text, offsets[s][0], offsets[e - 1][1], "label", tags[s][2:])
               for s, e in gold if decided[s]]
     for s, e, label in entities:
@@ -536,16 +539,16 @@ def main():
                 # The model kept (with --judge, the last one its dev F1 did not judge worse):
                 # its directory, dev F1 and test F1.
                 kept = None
-                # With --served-order, each sentence chosen as Label Studio exports its task.
-                tasks = {}
                 for rnd in range(10**6):
                     subset = work / f"{name}-{rnd}.txt"
                     model = work / f"{name}-{rnd}"
                     previous = kept[0] if options.continue_ and kept is not None else None
                     rehearse = None
-                    if options.served_order and tasks:
+                    if options.served_order and rnd > 0:
+                        # The sentences chosen, each as Label Studio exports its task.
                         subset, rehearse = subset.with_suffix(".json"), work / f"{name}-0.txt"
-                        subset.write_text(json.dumps([tasks[i] for i in sorted(tasks)]), encoding="utf-8")
+                        tasks = [labelled[i] for i in sorted(set(labelled) - set(initial))]
+                        subset.write_text(json.dumps(tasks), encoding="utf-8")
                     elif options.served_order:
                         write_blocks(subset, [labelled[i] for i in sorted(labelled)])
                     else:
@@ -580,19 +583,17 @@ def main():
                     before = decided
                     for j, regions, entities in chosen:
                         i = rest[j]
-                        if regions is None:
-                            labelled[i] = train[i]
-                            decided += len(train[i])
-                        else:
-                            lines, count = revealed(train[i], regions, entities, "self" in extra)
-                            labelled[i] = lines
-                            decided += count
                         if options.served_order:
-                            result, _ = submitted(train[i], regions, entities)
+                            result, count = submitted(train[i], regions, entities)
                             data = {"text": text_of(train[i])}
                             if regions is not None:
                                 data["known"] = []
-                            tasks[i] = {"id": i + 1, "data": data, "annotations": [{"result": result}]}
+                            labelled[i] = {"id": i + 1, "data": data, "annotations": [{"result": result}]}
+                        elif regions is None:
+                            labelled[i], count = train[i], len(train[i])
+                        else:
+                            labelled[i], count = revealed(train[i], regions, entities, "self" in extra)
+                        decided += count
                     # With regions, what the model is sure of is never chosen: once a round
                     # finds less than a tenth of its budget to decide, the rest is left to it.
                     if decided - before < max(1, options.step // 10 if options.budget_unit == "tokens" else 1):
