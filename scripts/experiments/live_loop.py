@@ -337,7 +337,7 @@ def main():
             studio.call("PATCH", f"/api/webhooks/{hook['id']}", json={"headers": {"Authorization": basic}})
         served = requests.get(backend + "/model", timeout=5).json()["version"]
         started = time.perf_counter()
-        requests.post(backend + "/versions/base/serve", auth=AUTH, timeout=120).raise_for_status()
+        requests.post(backend + "/versions/base/serve", json={}, auth=AUTH, timeout=120).raise_for_status()
         refresh = refreshed(backend, served, server)
         decided = sum(len(train[i]) for i in initial)
         record = {"seed": opts.seed, "round": 0, "sentences": len(initial), "tokens": decided,

@@ -115,7 +115,7 @@ def trained_one_more(backend, count):
 
 
 def serve_version(backend, name, auth=AUTH):
-    return requests.post(f"{backend}/versions/{name}/serve", auth=auth, timeout=120)
+    return requests.post(f"{backend}/versions/{name}/serve", json={}, auth=auth, timeout=120)
 
 
 def judged_on_dev(args, studio, pid, ml, server, start, by_id, gold_of, annotated, served, work):

@@ -51,7 +51,7 @@ enum Command {
     /// Tag raw text with a trained model.
     Tag(tag::TagArgs),
     /// Serve a model over HTTP: POST /tag, GET /model, GET /health, and a page at GET /.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Choose the texts of an unlabelled pool most worth labelling next, and write them as tasks
     /// for an annotation tool, pre-annotated with the model's entities.
     Select(select::SelectArgs),
@@ -76,7 +76,7 @@ fn run(cli: Cli) -> Result<()> {
         Command::Eval(args) => eval::run(args, &device()?),
         Command::Tag(args) => tag::run(args, &device()?),
         Command::Tokenize(args) => tag::tokenize(args),
-        Command::Serve(args) => serve::run(args, &device()?),
+        Command::Serve(args) => serve::run(*args, &device()?),
         Command::Select(args) => select::run(args, &device()?),
         Command::Report(args) => report::run(args),
         Command::Bench(args) => bench::run(args, &device()?),

@@ -141,6 +141,21 @@ pub struct ServeArgs {
     /// Ask every route but /health for the credentials: /tag, /model and the page too.
     #[arg(long)]
     auth_all: bool,
+    /// A host name clients may reach the server by (repeatable), besides loopback names, IP
+    /// addresses: a request naming any other Host is refused, as a page on a
+    /// rebound name of its own would send (Label Studio in Docker reaching `http://nertrain:9090`
+    /// needs `--allowed-host nertrain`).
+    #[arg(long, value_name = "NAME", value_parser = parse_host)]
+    allowed_host: Vec<String>,
+}
+
+/// A host name as `Host` carries it, without a port.
+fn parse_host(value: &str) -> std::result::Result<String, String> {
+    let plain = |b: u8| b.is_ascii_alphanumeric() || b == b'-' || b == b'.';
+    if value.is_empty() || !value.bytes().all(plain) {
+        return Err("expected a host name (letters, digits, `-` and `.`), without a port".into());
+    }
+    Ok(value.to_string())
 }
 
 fn per_second(value: &str) -> std::result::Result<f64, String> {
@@ -323,6 +338,7 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
             },
         },
         auth,
+        allowed_hosts: args.allowed_host.clone(),
         ..ServeOptions::default()
     };
     let model = model.display().to_string();
@@ -330,12 +346,14 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         let listener = tokio::net::TcpListener::bind(args.addr)
             .await
             .map_err(|e| format!("{}: cannot listen: {e}", args.addr))?;
-        eprintln!(
-            "serving {model} on http://{} ({threads} tagging thread{}); Ctrl-C or SIGTERM stops",
-            listener.local_addr()?,
-            if threads == 1 { "" } else { "s" }
-        );
-        let log: Logger = Arc::new(|line: LogLine| match line {
+        // Said once the server is ready (a versions directory another server holds is refused
+        // before), so that whoever reads the first line may send requests.
+        let log: Logger = Arc::new(move |line: LogLine| match line {
+            LogLine::Listening(address) => eprintln!(
+                "serving {model} on http://{address} ({threads} tagging thread{}); Ctrl-C or \
+                 SIGTERM stops",
+                if threads == 1 { "" } else { "s" }
+            ),
             LogLine::Request(line) => eprintln!("{}", log_line(&line)),
             LogLine::Studio(event) => eprintln!("{}", studio_line(&event)),
         });

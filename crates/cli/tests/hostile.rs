@@ -24,7 +24,7 @@ fn send_all_then_read(address: &str, body: &[u8]) -> std::io::Result<String> {
     let mut stream = TcpStream::connect(address)?;
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     let head = format!(
-        "POST /tag HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: \
+        "POST /tag HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: \
          {}\r\n\r\n",
         body.len()
     );
@@ -57,9 +57,9 @@ fn stalled_clients_neither_hold_the_server_nor_delay_its_stop() {
     for i in 0..6 {
         let mut stream = TcpStream::connect(&server.address).unwrap();
         let sent: &[u8] = match i % 3 {
-            0 => b"POST /tag HTTP/1.1\r\nHost: x\r\nContent-Le",
+            0 => b"POST /tag HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le",
             1 => b"",
-            _ => b"POST /tag HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"text\"",
+            _ => b"POST /tag HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 100\r\n\r\n{\"text\"",
         };
         stream.write_all(sent).unwrap();
         stalled.push(stream);
@@ -75,7 +75,7 @@ fn stalled_clients_neither_hold_the_server_nor_delay_its_stop() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     // A stop with a client stalled mid-request (and one idle) ends within the grace.
     let mut half = TcpStream::connect(&server.address).unwrap();
-    half.write_all(b"POST /tag HTTP/1.1\r\nHost: x\r\nContent-Length: 50\r\n\r\n{")
+    half.write_all(b"POST /tag HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 50\r\n\r\n{")
         .unwrap();
     let _idle = TcpStream::connect(&server.address).unwrap();
     std::thread::sleep(Duration::from_millis(200));

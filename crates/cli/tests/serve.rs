@@ -211,7 +211,7 @@ fn overload_is_503_with_retry_after_and_the_server_stays_up() {
     let body = serde_json::json!({"texts": ["a b", "c d", "e f", "g h", "i j"]}).to_string();
     write!(
         stream,
-        "POST /tag HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST /tag HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     )
     .unwrap();

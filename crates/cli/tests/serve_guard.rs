@@ -171,7 +171,7 @@ fn a_dev_file_to_judge_versions_is_checked_before_serving() {
 }
 
 #[test]
-fn setup_can_neither_redirect_learning_nor_name_a_path() {
+fn setup_can_neither_redirect_learning_nor_name_a_query() {
     let model = sample_model("sentence");
     let versions = scratch("serve-guard-setup");
     let server = Server::start(&model, &["--train-into", versions.to_str().unwrap()], None);
@@ -180,26 +180,41 @@ fn setup_can_neither_redirect_learning_nor_name_a_path() {
             "hostname": hostname, "access_token": "abc"});
         server.request("POST", "/setup", body.to_string().as_bytes())
     };
-    let (code, answer) = setup("http://127.0.0.1:22/api/anything?x=1");
-    assert_eq!(code, 400, "{answer}");
-    assert!(answer.contains("hostname"), "{answer}");
-    assert_eq!(setup("http://127.0.0.1:8080").0, 200);
-    // The same Label Studio again (a new token) is fine; another is refused.
-    assert_eq!(setup("http://127.0.0.1:8080/").0, 200);
-    let (code, answer) = setup("http://127.0.0.1:9999");
-    assert_eq!(code, 403, "{answer}");
-    assert!(answer.contains("http://127.0.0.1:8080"), "{answer}");
+    for bad in [
+        "http://127.0.0.1:22/api/anything?x=1",
+        "http://127.0.0.1:22/label-studio/../api",
+        "http://127.0.0.1:22/a%2Fb",
+    ] {
+        let (code, answer) = setup(bad);
+        assert_eq!(code, 400, "{bad}: {answer}");
+        assert!(answer.contains("hostname"), "{answer}");
+    }
+    // Label Studio served under a path names it as its hostname: the base its API goes under.
+    assert_eq!(setup("http://127.0.0.1:8080/label-studio").0, 200);
+    // The same Label Studio again (a new token) is fine; another is refused, at another path too.
+    assert_eq!(setup("http://127.0.0.1:8080/label-studio/").0, 200);
+    for other in [
+        "http://127.0.0.1:9999/label-studio",
+        "http://127.0.0.1:8080",
+    ] {
+        let (code, answer) = setup(other);
+        assert_eq!(code, 403, "{answer}");
+        assert!(
+            answer.contains("http://127.0.0.1:8080/label-studio"),
+            "{answer}"
+        );
+    }
     drop(server);
     std::fs::remove_dir_all(&versions).ok();
 
-    // With LABEL_STUDIO_URL, the operator's choice stands: what setup names is not used, so a
-    // Label Studio that names itself otherwise still connects.
+    // With LABEL_STUDIO_URL (a path prefix included), the operator's choice stands: what setup
+    // names is not used, so a Label Studio that names itself otherwise still connects.
     let versions = scratch("serve-guard-setup-env");
     let server = Server::start_with(
         &model,
         &["--train-into", versions.to_str().unwrap()],
         &[
-            ("LABEL_STUDIO_URL", "http://127.0.0.1:8080"),
+            ("LABEL_STUDIO_URL", "http://127.0.0.1:8080/label-studio"),
             ("LABEL_STUDIO_API_KEY", "k"),
         ],
     );
@@ -235,6 +250,8 @@ fn one_server_learns_into_a_versions_directory() {
             && message.contains(&format!("process {}", first.child.id())),
         "{message}"
     );
+    // Refused before it says it serves: a script reading the first line is not misled.
+    assert!(!message.contains("serving"), "{message}");
     drop(first);
     std::fs::remove_dir_all(&versions).ok();
 }
@@ -353,4 +370,126 @@ fn predict_counts_its_texts_before_tokenising_and_tags_each_text_once() {
     predict_line(&mut small);
     let (line, _) = small.exchange("POST", "/predict", &predict_body(1, CONFIG));
     assert_eq!(status(&line), 200);
+}
+
+#[test]
+fn a_page_elsewhere_cannot_steer_a_local_server() {
+    use std::io::{Read, Write};
+    let model = sample_model("sentence");
+    let versions = scratch("serve-guard-origin");
+    // On loopback without credentials, as the operator may run it, learning from a Label Studio
+    // named by the environment.
+    let server = Server::start_with(
+        &model,
+        &[
+            "--train-into",
+            versions.to_str().unwrap(),
+            "--allowed-host",
+            "nertrain.internal",
+        ],
+        &[
+            (
+                "LABEL_STUDIO_URL",
+                "http://studio.internal:8080/label-studio",
+            ),
+            ("LABEL_STUDIO_API_KEY", "k"),
+        ],
+    );
+    let address = server.address.clone();
+    let port = address.rsplit_once(':').unwrap().1.to_string();
+    let send = |method: &str, path: &str, headers: &[String], body: &str| -> (u16, String) {
+        let mut stream = std::net::TcpStream::connect(&address).unwrap();
+        let head: String = headers.iter().map(|h| format!("{h}\r\n")).collect();
+        write!(
+            stream,
+            "{method} {path} HTTP/1.1\r\n{head}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        (status(&answer), answer)
+    };
+    let own = format!("Host: {address}");
+    let json = "Content-Type: application/json".to_string();
+    let setup = serde_json::json!({"project": "1.1", "schema": CONFIG,
+        "hostname": "http://evil.example", "access_token": "abc"})
+    .to_string();
+    let tag = r#"{"text": "Anna met Bob in Berlin ."}"#;
+    // A page on a name rebound to 127.0.0.1: its Host is its own name.
+    let rebound = format!("Host: evil.example:{port}");
+    for (method, path, body) in [
+        ("POST", "/setup", &setup[..]),
+        ("POST", "/versions/base/serve", ""),
+        ("POST", "/tag", tag),
+        ("GET", "/model", ""),
+    ] {
+        let (code, answer) = send(method, path, &[rebound.clone(), json.clone()], body);
+        assert_eq!(code, 403, "{path}: {answer}");
+        assert!(answer.contains("--allowed-host evil.example"), "{answer}");
+    }
+    assert_eq!(send("GET", "/health", &[], "").0, 403, "no Host");
+    // A page elsewhere sending "simple" cross-site requests to the server's own address.
+    let evil = "Origin: http://evil.example".to_string();
+    let plain = "Content-Type: text/plain".to_string();
+    for (path, body) in [
+        ("/setup", &setup[..]),
+        ("/versions/base/serve", ""),
+        (
+            "/webhook",
+            r#"{"action": "START_TRAINING", "project": {"id": 1}}"#,
+        ),
+        ("/tag", tag),
+    ] {
+        for headers in [
+            [own.clone(), evil.clone(), plain.clone()],
+            [own.clone(), evil.clone(), json.clone()],
+            [own.clone(), "Origin: null".into(), json.clone()],
+        ] {
+            let (code, answer) = send("POST", path, &headers, body);
+            assert_eq!(code, 403, "{path} {headers:?}: {answer}");
+        }
+    }
+    // Without an Origin, a body that is not said to be JSON is still refused where it starts
+    // work or changes what is served.
+    for path in ["/setup", "/versions/base/serve", "/webhook", "/predict"] {
+        let (code, answer) = send("POST", path, &[own.clone(), plain.clone()], "{}");
+        assert_eq!(code, 415, "{path}: {answer}");
+        assert!(answer.contains("application/json"), "{answer}");
+    }
+    let (code, answer) = send("POST", "/setup", std::slice::from_ref(&own), &setup);
+    assert_eq!(code, 415, "no Content-Type: {answer}");
+    // Nothing of that changed what is served: Berlin is still a location.
+    let (code, tagged) = server.tag(&serde_json::json!({"text": "Anna met Bob in Berlin ."}));
+    assert_eq!(code, 200);
+    let labels: Vec<&str> = tagged["entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["label"].as_str().unwrap())
+        .collect();
+    assert!(labels.contains(&"LOC"), "{tagged}");
+    // The server's own page, the configured Label Studio's origin, the names allowed and the
+    // loopback names are taken.
+    let allowed = [
+        vec![
+            own.clone(),
+            format!("Origin: http://{address}"),
+            json.clone(),
+        ],
+        vec![
+            own.clone(),
+            "Origin: http://studio.internal:8080".into(),
+            json.clone(),
+        ],
+        vec![format!("Host: nertrain.internal:{port}"), json.clone()],
+        vec![format!("Host: localhost:{port}"), json.clone()],
+        vec![format!("Host: [::1]:{port}"), json.clone()],
+    ];
+    for headers in allowed {
+        let (code, answer) = send("POST", "/tag", &headers, tag);
+        assert_eq!(code, 200, "{headers:?}: {answer}");
+    }
+    drop(server);
+    std::fs::remove_dir_all(&versions).ok();
 }

@@ -161,6 +161,21 @@ fn predict_marks_the_regions_select_marks_and_forces_what_the_annotator_drew() {
             "not one of the model's",
         ),
         (
+            context(vec![forced(0, 4, "Anna", "ORG"), forced(4, 0, "Anna", "PER")]),
+            422,
+            "context.result[1]: region 4..0 (PER) is reversed",
+        ),
+        (
+            context(vec![forced(2, 2, "Anna", "PER")]),
+            422,
+            "the text there is empty (the region covers nothing)",
+        ),
+        (
+            context(vec![forced(0, 4, "Anna", "PER"); 10_001]),
+            422,
+            "context.result: 10001 regions, more than the 10000",
+        ),
+        (
             serde_json::json!({"tasks": tasks, "label_config": CONFIG,
                 "params": {"context": {"result": [forced(0, 4, "Anna", "ORG")]}}}),
             400,

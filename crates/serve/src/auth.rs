@@ -109,10 +109,15 @@ pub struct Auth {
     pub guarded: Guarded,
 }
 
+/// Whether `path` is a route that starts work for Label Studio or changes what is served.
+pub(crate) fn is_studio_route(path: &str) -> bool {
+    STUDIO_ROUTES.contains(&path) || path.starts_with("/versions/")
+}
+
 impl Auth {
     fn guards(&self, path: &str) -> bool {
         match self.guarded {
-            Guarded::Studio => STUDIO_ROUTES.contains(&path) || path.starts_with("/versions/"),
+            Guarded::Studio => is_studio_route(path),
             Guarded::Every => path != "/health",
         }
     }

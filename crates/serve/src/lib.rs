@@ -21,6 +21,7 @@
 
 pub mod auth;
 mod batch;
+mod guard;
 mod http;
 mod queue;
 mod served;
@@ -92,6 +93,9 @@ pub struct ServeOptions {
     /// The credentials the routes that start work or change what is served ask for (and every
     /// route, as [`auth::Guarded`] says); none: they are open.
     pub auth: Option<auth::Auth>,
+    /// Host names clients may reach the server by, besides loopback names and IP addresses
+    /// (a `Host` naming any other gets `403`, as a page on a rebound name of its own would).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for ServeOptions {
@@ -111,6 +115,7 @@ impl Default for ServeOptions {
             max_predict_body_bytes: 64 << 20,
             studio: StudioOptions::default(),
             auth: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -139,6 +144,8 @@ pub struct RequestLog {
 /// What the server tells its log.
 #[derive(Debug, Clone, PartialEq)]
 pub enum LogLine {
+    /// The server is ready, listening on this address: said once, before any request.
+    Listening(std::net::SocketAddr),
     /// A request was answered.
     Request(RequestLog),
     /// Something learning from Label Studio did or found.
@@ -181,6 +188,7 @@ pub async fn serve(
         requests: AtomicU64::new(0),
         studio,
     });
+    log(LogLine::Listening(listener.local_addr()?));
     let app = router(state.clone(), log);
     let connections = Arc::new(Semaphore::new(options.max_connections));
     let graceful = GracefulShutdown::new();
@@ -263,6 +271,8 @@ fn router(state: Arc<AppState>, log: Logger) -> Router {
             state.options.auth.clone(),
             auth::require,
         ))
+        // Before the credentials: a page elsewhere is refused whatever it sends.
+        .layer(middleware::from_fn_with_state(state.clone(), guard::admit))
         .layer(middleware::from_fn_with_state(
             (state.clone(), log),
             log_request,

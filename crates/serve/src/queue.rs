@@ -74,6 +74,29 @@ pub(crate) async fn measure(
     }
 }
 
+/// `work` done on the tagger's threads, off the async runtime: for what costs time in the size
+/// of a request (checking an annotator's regions against its texts).
+pub(crate) async fn on_tagger<T: Send + 'static>(
+    tagger: &Arc<Tagger>,
+    work: impl FnOnce(&Tagger) -> Result<T, ServeError> + Send + 'static,
+) -> Result<T, ServeError> {
+    let (sender, receiver) = oneshot::channel();
+    tagger
+        .spawn(move |tagger| drop(sender.send(work(tagger))))
+        .map_err(|error| {
+            ServeError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("the tagging threads cannot start: {error}"),
+            )
+        })?;
+    receiver.await.unwrap_or_else(|_| {
+        Err(ServeError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "the tagging threads stopped",
+        ))
+    })
+}
+
 /// Refuses (`413`) a request whose answer may be larger than one answer may be
 /// (`--max-answer`), before anything is tagged: `what` names what was sent, `advice` what to
 /// send instead.

@@ -57,19 +57,25 @@ struct LabelsValue {
     labels: Vec<String>,
 }
 
+/// The most results an annotator's context (an interactive pre-annotation) may hold: far more
+/// than anyone draws on one text, few enough to check at once.
+pub const MAX_CONTEXT_REGIONS: usize = 10_000;
+
 /// The spans of Label Studio regions over `text`, each region's `text` checked against the
 /// characters at its offsets (code points, or UTF-16 units where only they fit: realigned and
 /// counted); an error names a region with other than one label, or whose text is at neither.
+/// `at` makes an error of a message and the region's place in `regions`.
 fn region_spans<E>(
     text: &str,
     regions: Vec<LabelsValue>,
     tally: &mut Tally,
-    at: &dyn Fn(String) -> E,
+    at: &dyn Fn(usize, String) -> E,
 ) -> Result<Vec<CharSpan>, E> {
     let mut chars: Option<Vec<char>> = None;
     let mut utf16: Option<Utf16Offsets> = None;
     let mut spans = Vec::with_capacity(regions.len());
-    for region in regions {
+    for (place, region) in regions.into_iter().enumerate() {
+        let at = |message: String| at(place, message);
         let label = match <[String; 1]>::try_from(region.labels) {
             Ok([label]) => label,
             Err(labels) => {
@@ -82,6 +88,11 @@ fn region_spans<E>(
             }
         };
         let (mut start, mut end) = (region.start, region.end);
+        if start > end {
+            return Err(at(format!(
+                "region {start}..{end} ({label}) is reversed: expected its start before its end"
+            )));
+        }
         if let Some(said) = &region.text {
             let chars = chars.get_or_insert_with(|| text.chars().collect());
             let covered = |start: usize, end: usize| {
@@ -97,11 +108,15 @@ fn region_spans<E>(
                         tally.realigned += 1;
                     }
                     _ => {
+                        let there = match found {
+                            Some(found) => format!("{found:?}"),
+                            None if start == end => "empty (the region covers nothing)".into(),
+                            None => format!("beyond the text's end ({} characters)", chars.len()),
+                        };
                         return Err(at(format!(
                             "region {start}..{end} ({label}) says {said:?}, but the text there is \
-                             {}: its offsets do not point at its text, counted in code points or \
-                             in UTF-16 units",
-                            found.map_or("beyond the text's end".into(), |f| format!("{f:?}"))
+                             {there}: its offsets do not point at its text, counted in code \
+                             points or in UTF-16 units"
                         )));
                     }
                 }
@@ -227,7 +242,7 @@ impl MinRegions {
         tally: &mut Tally,
         at: &dyn Fn(String) -> DataError,
     ) -> Result<Vec<CharSpan>, DataError> {
-        region_spans(text, self.0, tally, at)
+        region_spans(text, self.0, tally, &|_, message| at(message))
     }
 }
 
@@ -316,10 +331,19 @@ impl Context {
     }
 
     /// The entities drawn by `targets`' controls (entity controls on one `<Text>`, whose text is
-    /// `text`), checked as an export's regions are; the [`CHECK`] control's regions and results
-    /// of other kinds are left out. An error names the result (`context.result[i]`).
+    /// `text`), checked as an export's regions are, in time linear in the text and the regions
+    /// (at most [`MAX_CONTEXT_REGIONS`]); the [`CHECK`] control's regions and results of other
+    /// kinds are left out. An error names the result (`context.result[i]`).
     pub fn spans_on(&self, targets: &[&Target], text: &str) -> Result<Vec<CharSpan>, String> {
-        let mut spans = Vec::new();
+        if self.result.len() > MAX_CONTEXT_REGIONS {
+            return Err(format!(
+                "context.result: {} regions, more than the {MAX_CONTEXT_REGIONS} an annotator's \
+                 context may hold",
+                self.result.len()
+            ));
+        }
+        let mut regions = Vec::new();
+        let mut places = Vec::new();
         for (i, result) in self.result.iter().enumerate() {
             let at = |message: String| format!("context.result[{i}]: {message}");
             let ours = targets.iter().any(|t| {
@@ -334,14 +358,13 @@ impl Context {
             };
             let region: LabelsValue = serde_json::from_str(value.get())
                 .map_err(|e| at(format!("a `labels` result: {e}")))?;
-            spans.extend(region_spans(
-                text,
-                vec![region],
-                &mut Tally::default(),
-                &at,
-            )?);
+            regions.push(region);
+            places.push(i);
         }
-        Ok(spans)
+        // All regions at once: the text is indexed once, not once a region.
+        let at =
+            |place: usize, message: String| format!("context.result[{}]: {message}", places[place]);
+        region_spans(text, regions, &mut Tally::default(), &at)
     }
 }
 
@@ -434,7 +457,7 @@ pub(crate) fn read_task(
             regions.push(region);
         }
     }
-    let spans = region_spans(&text, regions, tally, &at)?;
+    let spans = region_spans(&text, regions, tally, &|_, message| at(message))?;
     Ok(Some(Exported {
         text,
         spans,

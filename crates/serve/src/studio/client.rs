@@ -9,13 +9,16 @@ use std::time::Duration;
 use nertrain_annotate::label_studio::{Prediction, Task};
 use serde::{Deserialize, Serialize};
 
-/// Label Studio's origin and an API key: a legacy token, or a personal access token (a JWT
-/// refresh token, exchanged for an access token on each use). Only the origin is kept, so every
-/// URL fetched is it and a fixed API path.
+/// Label Studio's base URL and an API key: a legacy token, or a personal access token (a JWT
+/// refresh token, exchanged for an access token on each use). Only the origin and a plain path
+/// prefix are kept, so every URL fetched is them and a fixed API path.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Connection {
     /// `http://localhost:8080`: scheme, host and port, nothing else.
     origin: String,
+    /// Where Label Studio is served under its origin (`/label-studio`), or empty: plain
+    /// segments, without a trailing `/`.
+    prefix: String,
     key: String,
 }
 
@@ -24,6 +27,7 @@ impl std::fmt::Debug for Connection {
         // A key is a secret: logs and errors never show it.
         f.debug_struct("Connection")
             .field("origin", &self.origin)
+            .field("prefix", &self.prefix)
             .finish_non_exhaustive()
     }
 }
@@ -79,11 +83,14 @@ struct ModelVersion<'a> {
 const ERROR_BODY: u64 = 300;
 
 impl Connection {
-    /// A connection to the Label Studio at `url`, which must be an origin (`http://host:port`,
-    /// or https; a trailing `/` is allowed): no user and password, path, query or fragment, so
-    /// that nothing in it can choose what is fetched. An error never repeats a user and password.
+    /// A connection to the Label Studio at `url`: an origin (`http://host:port`, or https), and
+    /// where Label Studio is served under a path prefix, that path (`http://host/label-studio`,
+    /// plain segments of letters, digits, `-`, `_`, `.` and `~`; a trailing `/` is allowed). No
+    /// user and password, query or fragment, so that nothing in it can choose what is fetched
+    /// beyond Label Studio's own API. An error never repeats a user and password.
     pub fn new(url: &str, key: &str) -> Result<Self, String> {
-        let expected = "expected Label Studio's origin, such as http://localhost:8080";
+        let expected = "expected Label Studio's address, such as http://localhost:8080 (or \
+                        http://host/label-studio where it is served under a path)";
         let uri: axum::http::Uri = url.parse().map_err(|_| format!("not a URL; {expected}"))?;
         let scheme = uri.scheme_str().unwrap_or_default();
         if scheme != "http" && scheme != "https" {
@@ -99,23 +106,34 @@ impl Connection {
                  {expected}"
             ));
         }
-        if !matches!(uri.path(), "" | "/") || uri.query().is_some() || url.contains('#') {
-            return Err(format!(
-                "a path, query or fragment is not allowed; {expected}"
-            ));
+        if uri.query().is_some() || url.contains('#') {
+            return Err(format!("a query or fragment is not allowed; {expected}"));
         }
+        let prefix = path_prefix(uri.path()).ok_or_else(|| {
+            format!(
+                "the path {:?}: expected plain segments (letters, digits, -, _, . and ~; no \
+                 `..`); {expected}",
+                uri.path()
+            )
+        })?;
         if key.is_empty() {
             return Err("the API key is empty".into());
         }
         Ok(Self {
             origin: format!("{scheme}://{authority}"),
+            prefix,
             key: key.to_string(),
         })
     }
 
-    /// Label Studio's origin.
+    /// Label Studio's origin: what its pages send as `Origin`.
     pub fn origin(&self) -> &str {
         &self.origin
+    }
+
+    /// Label Studio's base URL: its origin and path prefix, which every API path goes under.
+    pub fn base(&self) -> String {
+        format!("{}{}", self.origin, self.prefix)
     }
 
     /// The project's annotated tasks, as Label Studio's JSON export, streamed into `file` (so
@@ -192,10 +210,6 @@ impl Connection {
         self.send("PATCH", &path, body).map(drop)
     }
 
-    fn base(&self) -> &str {
-        &self.origin
-    }
-
     /// The answer to `method path` with a JSON `body`, of at most a MiB; an error answer's
     /// status and the start of its body in the message.
     fn send(&self, method: &str, path: &str, body: Vec<u8>) -> Result<Vec<u8>, String> {
@@ -204,7 +218,7 @@ impl Connection {
             .http_status_as_error(false)
             .build()
             .new_agent();
-        let authorization = self.authorization(&agent, self.base())?;
+        let authorization = self.authorization(&agent, &self.base())?;
         let url = format!("{}{path}", self.base());
         let request = match method {
             "PATCH" => agent.patch(&url),
@@ -253,7 +267,7 @@ impl Connection {
             .timeout_global(Some(Duration::from_secs(300)))
             .build()
             .new_agent();
-        let authorization = self.authorization(&agent, self.base())?;
+        let authorization = self.authorization(&agent, &self.base())?;
         let url = format!("{}{path}", self.base());
         let response = agent
             .get(&url)
@@ -291,6 +305,26 @@ impl Connection {
     }
 }
 
+/// `path` as a prefix to put API paths under: empty for `/` or none, else `/a/b` without a
+/// trailing `/`; `None` for anything but plain segments (no `..`, escapes or empty segments),
+/// so that the prefix cannot lead out of where Label Studio is served.
+fn path_prefix(path: &str) -> Option<String> {
+    let trimmed = path.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return Some(String::new());
+    }
+    let segments = trimmed.strip_prefix('/')?.split('/');
+    let plain = |segment: &str| {
+        !segment.is_empty()
+            && segment != "."
+            && segment != ".."
+            && segment
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.~".contains(&b))
+    };
+    segments.clone().all(plain).then(|| trimmed.to_string())
+}
+
 /// Whether `key` is a JWT (three base64url parts), as personal access tokens are; legacy
 /// tokens are 40 hex digits.
 fn is_jwt(key: &str) -> bool {
@@ -317,6 +351,43 @@ mod tests {
         let connection = Connection::new("http://localhost:8080/", "secret").unwrap();
         assert!(!format!("{connection:?}").contains("secret"));
         assert_eq!(connection.origin(), "http://localhost:8080");
+        assert_eq!(connection.base(), "http://localhost:8080");
+    }
+
+    #[test]
+    fn a_path_prefix_is_the_base_the_api_goes_under() {
+        for (url, origin, base) in [
+            (
+                "http://host:8080/label-studio",
+                "http://host:8080",
+                "http://host:8080/label-studio",
+            ),
+            (
+                "http://host:8080/label-studio/",
+                "http://host:8080",
+                "http://host:8080/label-studio",
+            ),
+            (
+                "https://host/tools/ls-1.23",
+                "https://host",
+                "https://host/tools/ls-1.23",
+            ),
+        ] {
+            let connection = Connection::new(url, "k").unwrap();
+            assert_eq!(
+                (connection.origin(), &connection.base()[..]),
+                (origin, base)
+            );
+        }
+        for bad in [
+            "http://host:1/a/../api",
+            "http://host:1/a//b",
+            "http://host:1/%2e%2e/x",
+            "http://host:1/a b",
+            "http://host:1/./x",
+        ] {
+            assert!(Connection::new(bad, "k").is_err(), "{bad}");
+        }
     }
 
     #[test]
@@ -330,7 +401,6 @@ mod tests {
         }
         for bad in [
             "http://127.0.0.1:22/api/x?y=1",
-            "http://host:1/path",
             "http://host:1/?q",
             "http://host:1/#frag",
             "file:///etc/passwd",

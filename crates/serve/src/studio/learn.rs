@@ -334,6 +334,12 @@ struct Shared {
 }
 
 impl Shared {
+    /// The Label Studio learning reads from: the environment's, or the first `/setup`'s.
+    fn connection(&self) -> Option<Connection> {
+        let set_up = lock(&self.state).set_up.clone();
+        self.connection.clone().or(set_up)
+    }
+
     /// A `nertrain` command on the threads training may take, its errors appended to `log`.
     fn trainer(&self, log: &Path) -> Result<Command, LearnError> {
         let log = std::fs::OpenOptions::new()
@@ -478,17 +484,22 @@ impl Learner {
         }
         let mut state = lock(&self.shared.state);
         match &state.set_up {
-            Some(first) if first.origin() != connection.origin() => Err(format!(
+            Some(first) if first.base() != connection.base() => Err(format!(
                 "this server learns from the Label Studio at {}, which the first setup named, not \
                  {}; restart it (or set LABEL_STUDIO_URL) to learn from another",
-                first.origin(),
-                connection.origin()
+                first.base(),
+                connection.base()
             )),
             _ => {
                 state.set_up = Some(connection);
                 Ok(())
             }
         }
+    }
+
+    /// The Label Studio learning reads from: the environment's, or the first `/setup`'s.
+    pub(crate) fn connection(&self) -> Option<Connection> {
+        self.shared.connection()
     }
 
     /// Notes the project a `/setup` names: Label Studio's predictions of it are refreshed when
@@ -950,62 +961,105 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), LearnError> {
     let from = current.tagger.dir().to_path_buf();
     let output = shared.dir.join(&name);
     train(shared, &name, &staged, &from, &output, set_progress)?;
-    let [previous, new] = [
-        (&from, "heldout-served.json"),
-        (&output, "heldout-new.json"),
-    ]
-    .map(|(model, scores)| score(shared, &name, &staged, model, scores));
+    let trained = Trained {
+        name,
+        staged,
+        output,
+        started,
+    };
+    judge_and_publish(shared, project, &trained, current)
+}
+
+/// A version trained, to be judged.
+struct Trained {
+    name: String,
+    staged: Staged,
+    output: PathBuf,
+    started: Instant,
+}
+
+/// Judges the version `trained` against the model served (`against`, the one it continued, or
+/// the one served since), and publishes it. A version served by hand while it was judged (a
+/// rollback) is judged against in turn: a version is served over it only if it does no worse
+/// than that model, and its reason says so.
+fn judge_and_publish(
+    shared: &Shared,
+    project: u64,
+    trained: &Trained,
+    mut against: Arc<Version>,
+) -> Result<(), LearnError> {
+    let Trained {
+        name,
+        staged,
+        output,
+        started,
+    } = trained;
     let on = if staged.dev {
         JudgedOn::Dev
     } else {
         JudgedOn::Heldout
     };
-    let judgement = Judgement::of(
-        &previous?,
-        &new?,
-        &staged.labels,
-        shared.settings.label_margin,
-        on,
-    );
-    let version = if judgement.served {
-        Some(load_version(shared, &output, &current.tagger)?)
-    } else {
-        None
-    };
-    let id = match &version {
-        Some(version) => version.id.clone(),
-        None => weights_id(&ModelFiles::new(&output).weights_file())
-            .map_err(|e| LearnError::Load(e.to_string()))?,
-    };
-    let record = VersionRecord {
-        name,
-        id: Some(id),
-        served: judgement.served,
-        heldout_f1: judgement.new_f1,
-        previous_f1: judgement.previous_f1,
-        labels: judgement.labels,
-        found: judgement.found,
-        train_tasks: staged.train_tasks,
-        heldout_tasks: staged.heldout_tasks,
-        heldout_partial: staged.heldout_partial,
-        dev: shared.settings.dev.clone(),
-        open_labels: staged.open_labels,
-        reason: judgement.reason,
-        seconds: started.elapsed().as_secs_f64(),
-        pruned: false,
-    };
-    publish(shared, project, record, version)
+    let scored = |model: &Path, file: &str| score(shared, name, staged, model, file);
+    let new = scored(output, "heldout-new.json")?;
+    let mut previous = scored(against.tagger.dir(), "heldout-served.json")?;
+    let mut chosen_meanwhile: Option<String> = None;
+    loop {
+        let mut judgement = Judgement::of(
+            &previous,
+            &new,
+            &staged.labels,
+            shared.settings.label_margin,
+            on,
+        );
+        if let Some(chosen) = &chosen_meanwhile {
+            judgement.reason = format!(
+                "judged against {chosen}, served by hand while it trained: {}",
+                judgement.reason
+            );
+        }
+        let version = if judgement.served {
+            Some(load_version(shared, output, &against.tagger)?)
+        } else {
+            None
+        };
+        let id = match &version {
+            Some(version) => version.id.clone(),
+            None => weights_id(&ModelFiles::new(output).weights_file())
+                .map_err(|e| LearnError::Load(e.to_string()))?,
+        };
+        let record = VersionRecord {
+            name: name.clone(),
+            id: Some(id),
+            served: judgement.served,
+            heldout_f1: judgement.new_f1,
+            previous_f1: judgement.previous_f1,
+            labels: judgement.labels,
+            found: judgement.found,
+            train_tasks: staged.train_tasks,
+            heldout_tasks: staged.heldout_tasks,
+            heldout_partial: staged.heldout_partial,
+            dev: shared.settings.dev.clone(),
+            open_labels: staged.open_labels.clone(),
+            reason: judgement.reason,
+            seconds: started.elapsed().as_secs_f64(),
+            pruned: false,
+        };
+        match publish(shared, project, record, version, &against.id)? {
+            Published::Done => return Ok(()),
+            Published::ServedMeanwhile { name, version } => {
+                previous = scored(version.tagger.dir(), "heldout-served.json")?;
+                chosen_meanwhile = Some(name);
+                against = version;
+            }
+        }
+    }
 }
 
 /// Fetch: the project's labeling config (which text it labels, which a task's data alone does
 /// not say when it holds more) and its annotated tasks, streamed into `DIR/data/vN` under the
 /// export cap.
 fn fetch(shared: &Shared, project: u64, name: &str) -> Result<Fetched, LearnError> {
-    let connection = {
-        let state = lock(&shared.state);
-        shared.connection.clone().or_else(|| state.set_up.clone())
-    }
-    .ok_or(LearnError::NoConnection)?;
+    let connection = shared.connection().ok_or(LearnError::NoConnection)?;
     let config = connection
         .label_config(project)
         .map_err(LearnError::Fetch)?;
@@ -1368,17 +1422,42 @@ fn load_version(shared: &Shared, output: &Path, served: &Tagger) -> Result<Versi
     Version::new(trained).map_err(|e| LearnError::Load(e.to_string()))
 }
 
+/// What [`publish`] did.
+enum Published {
+    /// The version was recorded (and served, if it was to be).
+    Done,
+    /// Nothing: the model served is no longer the one the version was judged against (one was
+    /// served by hand meanwhile); it is to be judged against this one.
+    ServedMeanwhile {
+        /// Its name (`vN`, or `base`).
+        name: String,
+        version: Arc<Version>,
+    },
+}
+
 /// Publish: the version recorded in `versions.json` (replaced whole), then served if it is to be,
 /// so that a restart serves it too; then the versions past those kept are removed. Label Studio
 /// is refreshed either way: into the new version, or with the served one's regions re-cut for
-/// the pool the new annotations left (posted only if the cut moved).
+/// the pool the new annotations left (posted only if the cut moved). Nothing is done when the
+/// model served is not `judged_against` (its id) any more.
 fn publish(
     shared: &Shared,
     project: u64,
     record: VersionRecord,
     version: Option<Version>,
-) -> Result<(), LearnError> {
+    judged_against: &str,
+) -> Result<Published, LearnError> {
     let mut state = lock(&shared.state);
+    // Versions are served by hand under this lock too: what is served now stays so until the
+    // record is written.
+    let served = shared.served.get();
+    if served.id != judged_against {
+        let name = state.registry.served.clone();
+        return Ok(Published::ServedMeanwhile {
+            name: name.unwrap_or_else(|| BASE.to_string()),
+            version: served,
+        });
+    }
     let mut registry = state.registry.clone();
     registry.project = Some(project);
     registry.versions.push(record.clone());
@@ -1394,17 +1473,13 @@ fn publish(
     drop(state);
     (shared.log)(LogLine::Studio(StudioEvent::Finished(record)));
     refresh(shared, project);
-    Ok(())
+    Ok(Published::Done)
 }
 
 /// Asks for `project`'s predictions to be refreshed with the served version, when Label Studio
 /// can be reached.
 fn refresh(shared: &Shared, project: u64) {
-    let connection = {
-        let state = lock(&shared.state);
-        shared.connection.clone().or_else(|| state.set_up.clone())
-    };
-    if let Some(connection) = connection {
+    if let Some(connection) = shared.connection() {
         shared.refresher.want(project, connection);
     }
 }

@@ -85,6 +85,8 @@ struct Project {
 /// The backend's state: the projects set up, and the learner.
 pub(crate) struct Studio {
     strategy: Strategy,
+    /// Label Studio's address from the environment, when given.
+    connection: Option<Connection>,
     regions: Regions,
     projects: Mutex<HashMap<u64, Project>>,
     learner: Option<learn::Learner>,
@@ -112,6 +114,7 @@ impl Studio {
         };
         Ok(Self {
             strategy: options.strategy,
+            connection: options.connection.clone(),
             regions: options.regions,
             projects: Mutex::new(HashMap::new()),
             learner,
@@ -123,6 +126,14 @@ impl Studio {
     fn cut(&self, version: &str) -> f64 {
         let found = self.learner.as_ref().and_then(|l| l.cut_for(version));
         found.unwrap_or_else(|| self.regions.threshold())
+    }
+
+    /// The origin of the Label Studio this server works for: from the environment, or the one
+    /// learning was set up with.
+    pub(crate) fn label_studio_origin(&self) -> Option<String> {
+        let set_up = || self.learner.as_ref().and_then(learn::Learner::connection);
+        let connection = self.connection.clone().or_else(set_up)?;
+        Some(connection.origin().to_string())
     }
 
     /// What learning did, when the server learns.
@@ -363,8 +374,6 @@ pub(crate) async fn predict(
     let objects = Arc::new(objects(&config));
     within_queue(state, predict.tasks.len(), objects.len())?;
     let (texts, sources) = texts_to_tag(&config, &objects, &predict.tasks)?;
-    let context = predict.params.as_ref().and_then(|p| p.context.as_ref());
-    let forced = forced_spans(context, &config, &objects, &texts, &sources)?;
     let name = |i: usize| {
         let source = &sources[i];
         format!(
@@ -377,18 +386,24 @@ pub(crate) async fn predict(
     let count = texts.len();
     let (texts, tokens, mut cost) =
         queue::measure(&version.tagger, texts, tag_options, &name).await?;
-    if !forced.is_empty() {
-        let refused = |e: nertrain_tagger::Error| {
-            ServeError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                format!("params.context: {e}"),
-            )
-        };
-        version
-            .tagger
-            .check_forced(&texts, &tokens, &forced)
-            .map_err(refused)?;
-    }
+    let context = predict.params.and_then(|p| p.context);
+    let drawn = Drawn {
+        context,
+        config: config.clone(),
+        objects: objects.clone(),
+        texts,
+        tokens,
+        sources,
+    };
+    let (
+        Drawn {
+            texts,
+            tokens,
+            sources,
+            ..
+        },
+        forced,
+    ) = queue::on_tagger(&version.tagger, move |tagger| drawn.forced(tagger)).await?;
     cost.answer_bytes =
         prediction_size_bound(&config, &texts, &tokens, predict.tasks.len(), &version.id);
     queue::within_answer_limit(
@@ -503,6 +518,41 @@ fn texts_to_tag(
         }
     }
     Ok((texts, sources))
+}
+
+/// A request's texts cut into words, and the regions an annotator has drawn on them, when any.
+struct Drawn {
+    context: Option<Context>,
+    config: Arc<LabelingConfig>,
+    objects: Arc<Vec<Object>>,
+    texts: Vec<String>,
+    tokens: Vec<Vec<Token>>,
+    sources: Vec<Source>,
+}
+
+impl Drawn {
+    /// The entities the annotator drew, to be forced on each text (none without a context),
+    /// checked against the texts and their words; the texts are given back.
+    fn forced(self, tagger: &Tagger) -> Result<(Self, Vec<Vec<CharSpan>>), ServeError> {
+        let forced = forced_spans(
+            self.context.as_ref(),
+            &self.config,
+            &self.objects,
+            &self.texts,
+            &self.sources,
+        )?;
+        if !forced.is_empty() {
+            tagger
+                .check_forced(&self.texts, &self.tokens, &forced)
+                .map_err(|e| {
+                    ServeError::new(
+                        StatusCode::UNPROCESSABLE_ENTITY,
+                        format!("params.context: {e}"),
+                    )
+                })?;
+        }
+        Ok((self, forced))
+    }
 }
 
 /// The entities an annotator has drawn (an interactive pre-annotation's `context`), to be
