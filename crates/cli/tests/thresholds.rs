@@ -253,15 +253,94 @@ fn new_weights_forget_the_thresholds_chosen_for_the_old() {
     let run = scratch("forget").join("run");
     assert!(fit_small(&run, 1, &[]).status.success());
     let store = |recall: &str| drop(store_recall(&run, recall));
-    store("PER=0");
+    store("PER=1");
     let weights = std::fs::read(run.join("model.bpk")).unwrap();
     let resumed = fit_small(&run, 3, &["--resume"]);
     assert!(resumed.status.success(), "{}", stderr(&resumed));
     assert_ne!(std::fs::read(run.join("model.bpk")).unwrap(), weights);
     assert!(!run.join("thresholds.json").exists());
     // An overwrite starts a run afresh, thresholds included.
-    store("PER=0");
+    store("PER=1");
     let again = fit_small(&run, 1, &["--overwrite"]);
     assert!(again.status.success(), "{}", stderr(&again));
     assert!(!run.join("thresholds.json").exists());
+}
+
+#[test]
+fn operating_points_chosen_one_after_another_hold_together() {
+    let model = model_copy("combined");
+    let m = model.to_str().unwrap();
+    let choose = |recalls: &[&str]| {
+        let mut args = vec!["eval", "--model", m, "--data", "data/sample/dev.txt"];
+        args.extend(["--thresholds", "--store"]);
+        for recall in recalls {
+            args.extend(["--recall", recall]);
+        }
+        nertrain(&args)
+    };
+    let per_alone = store_recall(&model, "PER=95");
+    assert!(per_alone.contains("PER: bias"), "{per_alone}");
+    // ORG's bias takes entities from PER: with it, PER's 95% is out of reach, so ORG's is
+    // refused rather than stored beside a PER recall that decoding no longer delivers.
+    let before = std::fs::read(model.join("thresholds.json")).unwrap();
+    let refused = choose(&["ORG=95"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        stderr(&refused).contains(
+            "PER=95: out of reach on data/sample/dev.txt with the other \
+                                   operating points (ORG bias"
+        ),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(
+        std::fs::read(model.join("thresholds.json")).unwrap(),
+        before
+    );
+    // PER at 90% is chosen again with ORG's bias, and both hold.
+    drop(store_recall(&model, "PER=90"));
+    let both = store_recall(&model, "ORG=95");
+    assert!(
+        both.contains("ORG: bias") && both.contains("PER: "),
+        "{both}"
+    );
+    let stored = stored_thresholds(&model);
+    let applied = eval_json(&model, &[]);
+    for (label, target) in [("PER", 90.0), ("ORG", 95.0)] {
+        let chosen = &stored["labels"][label]["chosen"];
+        let delivered = &applied["types"][label];
+        assert_eq!(delivered["recall"], chosen["recall"], "{label}: {stored}");
+        assert_eq!(delivered["precision"], chosen["precision"], "{label}");
+        assert!(
+            delivered["recall"].as_f64() >= Some(target),
+            "{label}: {delivered}"
+        );
+    }
+    // Recalls that cannot be chosen are refused, and nothing is stored.
+    let before = std::fs::read(model.join("thresholds.json")).unwrap();
+    for (recalls, said) in [
+        (&["PER=0"][..], "PER=0: expected a percentage above 0"),
+        (&["LOC=90", "LOC=95"][..], "LOC: given twice"),
+    ] {
+        let out = choose(recalls);
+        assert_eq!(out.status.code(), Some(2), "{recalls:?}");
+        assert!(stderr(&out).contains(said), "{}", stderr(&out));
+    }
+    assert_eq!(
+        std::fs::read(model.join("thresholds.json")).unwrap(),
+        before
+    );
+    // A label twice in thresholds.json is an error naming it, not the last one silently.
+    std::fs::write(
+        model.join("thresholds.json"),
+        r#"{"labels": {"PER": {"threshold": 0.5}, "PER": {"threshold": 0.1}}}"#,
+    )
+    .unwrap();
+    let twice = nertrain(&["tag", "--model", m, "x"]);
+    assert_eq!(twice.status.code(), Some(1));
+    assert!(
+        stderr(&twice).contains("thresholds.json") && stderr(&twice).contains("PER: given twice"),
+        "{}",
+        stderr(&twice)
+    );
 }

@@ -287,7 +287,38 @@ pub struct RecordedScores {
 #[serde(deny_unknown_fields)]
 pub struct StoredThresholds {
     /// By label: the threshold, and how it was chosen.
+    #[serde(deserialize_with = "labels_once")]
     pub labels: BTreeMap<String, LabelThreshold>,
+}
+
+/// A map from labels that names each label once: JSON allows a key twice, and reading would
+/// silently keep the last.
+fn labels_once<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<String, LabelThreshold>, D::Error> {
+    struct Once;
+    impl<'de> serde::de::Visitor<'de> for Once {
+        type Value = BTreeMap<String, LabelThreshold>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("an object of labels, each once")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut labels = BTreeMap::new();
+            while let Some((label, threshold)) = map.next_entry::<String, LabelThreshold>()? {
+                if labels.contains_key(&label) {
+                    return Err(serde::de::Error::custom(format!(
+                        "{label}: given twice; give each label once"
+                    )));
+                }
+                labels.insert(label, threshold);
+            }
+            Ok(labels)
+        }
+    }
+    deserializer.deserialize_map(Once)
 }
 
 /// One label's confidence threshold.
@@ -510,14 +541,20 @@ impl ModelFiles {
     /// Copies the model's files (not a run's checkpoint, metrics or experiment) into `dir`,
     /// created when missing: each written atomically, and a file of the model's names that this
     /// model lacks (its thresholds, say) deleted there, so that `dir` holds this model alone.
-    pub fn copy_to(&self, dir: &Path) -> Result<ModelFiles, FileError> {
+    /// With `weights_sha256` (what a loaded model's weights hashed to), the weights must still
+    /// be those: a directory written again since it was loaded is an error, and nothing is
+    /// copied.
+    pub fn copy_to(
+        &self,
+        dir: &Path,
+        weights_sha256: Option<&str>,
+    ) -> Result<ModelFiles, FileError> {
         let to = ModelFiles::new(dir);
         let io = |path: &Path, action, source| FileError::Io {
             path: path.to_path_buf(),
             action,
             source,
         };
-        std::fs::create_dir_all(dir).map_err(|e| io(dir, "create", e))?;
         // The description last: a copy cut short is not a model.
         let names = [
             VOCAB,
@@ -528,10 +565,12 @@ impl ModelFiles {
             THRESHOLDS,
             META,
         ];
+        // Every file read before any is written, so that what is checked is what is copied.
+        let mut read = Vec::with_capacity(names.len());
         for name in names {
-            let (from, target) = (self.path.join(name), to.path.join(name));
+            let from = self.path.join(name);
             match std::fs::read(&from) {
-                Ok(bytes) => nertrain_data::io::write_atomic(&target, &bytes)?,
+                Ok(bytes) => read.push((name, Some(bytes))),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                     if matches!(name, META | VOCAB | WEIGHTS) {
                         return Err(FileError::invalid(
@@ -539,14 +578,39 @@ impl ModelFiles {
                             format!("not a nertrain model directory ({name} is missing)"),
                         ));
                     }
-                    match std::fs::remove_file(&target) {
-                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                            return Err(io(&target, "delete", e));
-                        }
-                        _ => {}
-                    }
+                    read.push((name, None));
                 }
                 Err(e) => return Err(io(&from, "read", e)),
+            }
+        }
+        if let Some(expected) = weights_sha256 {
+            let weights = read.iter().find(|(name, _)| *name == WEIGHTS);
+            let found = weights
+                .and_then(|(_, bytes)| bytes.as_deref())
+                .map(sha256_hex);
+            if found.as_deref() != Some(expected) {
+                return Err(FileError::invalid(
+                    self.weights_file(),
+                    format!(
+                        "written again since the model in use was loaded from it (SHA-256 {}, \
+                         loaded {expected}): these are not the weights in use; load the model \
+                         again to save what the directory holds now",
+                        found.unwrap_or_default()
+                    ),
+                ));
+            }
+        }
+        std::fs::create_dir_all(dir).map_err(|e| io(dir, "create", e))?;
+        for (name, bytes) in read {
+            let target = to.path.join(name);
+            match bytes {
+                Some(bytes) => nertrain_data::io::write_atomic(&target, &bytes)?,
+                None => match std::fs::remove_file(&target) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(io(&target, "delete", e));
+                    }
+                    _ => {}
+                },
             }
         }
         Ok(to)

@@ -39,6 +39,8 @@ use pythonize::pythonize;
 struct Tagger {
     inner: nertrain_tagger::Tagger,
     dir: PathBuf,
+    /// What the weights in use hashed to when they were loaded: `copy_to` saves those or none.
+    weights_sha256: String,
 }
 
 #[pymethods]
@@ -54,22 +56,28 @@ impl Tagger {
         thresholds: Option<BTreeMap<String, f64>>,
         biases: Option<BTreeMap<String, f64>>,
     ) -> PyResult<Self> {
-        let inner = py
+        let (inner, weights_sha256) = py
             .detach(|| {
+                // Hashed before loading: a directory written meanwhile then fails the check on
+                // saving rather than passing it. A directory that does not load says so first.
+                let hashed = nertrain_model::ModelFiles::new(&model_dir).weights_sha256();
                 let tagger = load(&model_dir, threads)?
                     .with_dictionaries(&dictionaries, replace_dictionary)?;
+                let weights_sha256 = hashed.map_err(nertrain_tagger::Error::from)?;
                 // Either given replaces what the model stores, as `tag --threshold` does.
                 if thresholds.is_none() && biases.is_none() {
-                    return Ok(tagger);
+                    return Ok((tagger, weights_sha256));
                 }
-                tagger
+                let tagger = tagger
                     .with_thresholds(thresholds.unwrap_or_default())?
-                    .with_biases(biases.unwrap_or_default())
+                    .with_biases(biases.unwrap_or_default())?;
+                Ok((tagger, weights_sha256))
             })
             .map_err(tagging_error)?;
         Ok(Self {
             inner,
             dir: model_dir,
+            weights_sha256,
         })
     }
 
@@ -143,9 +151,11 @@ impl Tagger {
 
     /// Copies the model's files (not its run's checkpoint or metrics) into `dir`, created when
     /// missing, so that `Tagger(dir)` loads the same model: what the spaCy component saves with
-    /// a pipeline.
+    /// a pipeline. A model directory written again since this tagger loaded it (other weights)
+    /// is an error, and nothing is copied: the model saved is the one in use.
     fn copy_to(&self, py: Python<'_>, dir: PathBuf) -> PyResult<()> {
-        py.detach(|| nertrain_model::ModelFiles::new(&self.dir).copy_to(&dir))
+        let files = nertrain_model::ModelFiles::new(&self.dir);
+        py.detach(|| files.copy_to(&dir, Some(&self.weights_sha256)))
             .map(drop)
             .map_err(|e| tagging_error(e.into()))
     }

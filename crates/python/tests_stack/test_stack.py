@@ -170,6 +170,20 @@ def test_the_pipeline_round_trips_through_disk_wherever_it_goes(model, tmp_path)
         tmp_path / "pipeline" / "nertrain" / "model" / "model.bpk").read_bytes()
 
 
+def test_a_pipeline_saves_the_weights_it_uses_or_nothing(model, tmp_path):
+    moved_model = tmp_path / "model-rewritten"
+    shutil.copytree(model, moved_model)
+    nlp = spacy.blank("en")
+    nlp.add_pipe("nertrain", config={"model": str(moved_model)})
+    nlp("Peter Weber lives in Berlin.")
+    # The run is written again under the pipeline in use: other weights.
+    weights = moved_model / "model.bpk"
+    weights.write_bytes(weights.read_bytes()[::-1])
+    with pytest.raises(Exception, match="written again since the model in use was loaded"):
+        nlp.to_disk(tmp_path / "pipeline")
+    assert not (tmp_path / "pipeline" / "nertrain" / "model" / "model.bpk").exists()
+
+
 def test_a_missing_model_is_named_at_the_first_doc(tmp_path):
     nlp = spacy.blank("en")
     nlp.add_pipe("nertrain", config={"model": str(tmp_path / "nowhere")})

@@ -241,10 +241,15 @@ impl Tagger {
     }
 
     /// Chooses, on the gold file `path`, how each label of `targets` (a label and a recall in
-    /// percent) reaches its recall: the highest confidence threshold that keeps it, when the
-    /// model's own entities reach it; otherwise the smallest bias of the label's emission scores
-    /// that does (each bias tried is a decoding of the file). `kept` are the file's entities as
-    /// the model decodes it (the [`FileEvaluation::by_label`] of `path` scored with
+    /// percent, each label once) reaches its recall: the highest confidence threshold that keeps
+    /// it, when the model's own entities reach it; otherwise the smallest bias of the label's
+    /// emission scores that does (each bias tried is a decoding of the file). Each label is
+    /// chosen with every other label's operating point in effect (those the tagger has for
+    /// labels not chosen here, as `thresholds.json` stores them, and the others chosen here), and
+    /// again until every choice holds with all of them, so that what is recorded is the recall
+    /// decoding with all of them delivers on the file. The labels whose stored recall was chosen
+    /// on `path` are chosen again with them, and are among the choices returned. `kept` are the file's entities as the model
+    /// decodes it (the [`FileEvaluation::by_label`] of `path` scored with
     /// [`TagSettings::all_entities`](crate::TagSettings::all_entities)). Returns the tagger, its
     /// thresholds and biases cleared, and the choices as `thresholds.json` records them; an
     /// error names the first label out of reach.
@@ -255,64 +260,182 @@ impl Tagger {
         targets: &[(String, f64)],
         options: TagOptions,
     ) -> Result<(Self, BTreeMap<String, LabelThreshold>)> {
-        let invalid = |message: String| Error::InvalidOption {
-            option: "recall",
-            message,
+        check_recall_targets(path, kept, targets)?;
+        let targets = &self.with_stored_targets(path, targets)?;
+        let others = |map: &BTreeMap<String, f64>| -> BTreeMap<String, f64> {
+            let chosen_here = |label: &String| targets.iter().any(|(l, _)| l == label);
+            let kept = map.iter().filter(|(label, _)| !chosen_here(label));
+            kept.map(|(label, value)| (label.clone(), *value)).collect()
         };
-        let mut tagger = self
-            .with_thresholds(BTreeMap::new())?
-            .with_biases(BTreeMap::new())?;
+        let biases = others(self.biases());
+        let mut tagger = self.with_thresholds(BTreeMap::new())?.with_biases(biases)?;
         let options = TagOptions {
             thresholds: true,
             confidence: true,
             ..options
         };
         let mut chosen = BTreeMap::new();
-        for (label, target) in targets {
-            if !(0.0..=100.0).contains(target) {
-                return Err(invalid(format!(
-                    "{label}={target}: expected a percentage from 0 to 100"
-                )));
+        let mut short_of = None;
+        for _ in 0..RECALL_ROUNDS {
+            for (label, target) in targets {
+                let choice;
+                (tagger, choice) = tagger.choose_one(path, kept, label, *target, options)?;
+                chosen.insert(label.clone(), choice);
             }
-            let Some(entities) = kept.get(label).filter(|l| l.gold > 0) else {
-                return Err(invalid(format!(
-                    "{label}: {} has no gold entity of this label to measure recall on",
-                    path.display()
-                )));
-            };
-            let (threshold, bias, point) = match entities.for_recall(*target) {
-                Some(point) => (point.threshold.clamp(0.0, 1.0), 0.0, point),
-                None => {
-                    let found;
-                    (tagger, found) = tagger.bias_for_recall(path, label, *target, options)?;
-                    let (bias, point) = found.map_err(|most| {
-                        invalid(format!(
-                            "{label}={target}: out of reach on {}: the model's own entities \
-                             keep {:.2}%, and with its emission scores raised (by up to \
-                             {SCANNED_BIAS}) {:.2}% at most (a recall of exact spans: a bias \
-                             does not mend boundaries)",
-                            path.display(),
-                            entities.at(0.0).recall,
-                            most.recall
-                        ))
-                    })?;
-                    (0.0, bias, point)
+            // Decoded with every choice: a bias chosen after a label can take entities from it.
+            let delivered = tagger.delivered(path, kept, &chosen, options)?;
+            let short = targets
+                .iter()
+                .find(|(label, target)| delivered[label].recall < *target);
+            for (label, point) in delivered {
+                let how = chosen.get_mut(&label).and_then(|c| c.chosen.as_mut());
+                if let Some(how) = how {
+                    (how.precision, how.recall) = (point.precision, point.recall);
                 }
+            }
+            let Some((label, target)) = short else {
+                return Ok((tagger.with_biases(BTreeMap::new())?, chosen));
             };
-            let how = ChosenThreshold {
-                file: path.to_path_buf(),
-                target_recall: *target,
-                precision: point.precision,
-                recall: point.recall,
-            };
-            let choice = LabelThreshold {
-                threshold,
-                bias,
-                chosen: Some(how),
-            };
-            chosen.insert(label.clone(), choice);
+            short_of = Some((label, *target));
+            // Thresholds alone leave other labels' entities as they are: another round would
+            // choose the same.
+            if chosen.values().all(|c| c.bias == 0.0) {
+                break;
+            }
         }
-        Ok((tagger.with_biases(BTreeMap::new())?, chosen))
+        let (label, target) = short_of.expect("the rounds end early only when every label holds");
+        let recall = chosen[label].chosen.as_ref().map_or(0.0, |c| c.recall);
+        let biases: Vec<String> = tagger
+            .biases()
+            .iter()
+            .filter(|(l, _)| *l != label)
+            .map(|(l, bias)| format!("{l} bias {bias:.4}"))
+            .collect();
+        Err(Error::InvalidOption {
+            option: "recall",
+            message: format!(
+                "{label}={target}: out of reach on {} together with the other operating points \
+                 ({}): decoded with all of them, {label}'s recall is {recall:.2}%",
+                path.display(),
+                biases.join(", ")
+            ),
+        })
+    }
+
+    /// `targets` and the recalls stored in `thresholds.json` that were chosen on `path` for other
+    /// labels: chosen again with the new ones, so that a bias chosen now cannot leave a stored
+    /// label short of the recall it records.
+    fn with_stored_targets(
+        &self,
+        path: &Path,
+        targets: &[(String, f64)],
+    ) -> Result<Vec<(String, f64)>> {
+        let labels = entity_types(self.labels());
+        let stored = ModelFiles::new(self.dir()).read_thresholds(&labels)?;
+        let mut all = targets.to_vec();
+        for (label, threshold) in stored.map(|s| s.labels).unwrap_or_default() {
+            let Some(chosen) = threshold.chosen else {
+                continue;
+            };
+            let here = chosen.file == path
+                || std::fs::canonicalize(&chosen.file).ok() == std::fs::canonicalize(path).ok();
+            if here && !all.iter().any(|(l, _)| *l == label) {
+                all.push((label, chosen.target_recall));
+            }
+        }
+        Ok(all)
+    }
+
+    /// How `label` reaches `target` percent recall on `path` with the tagger's biases of the
+    /// other labels in effect: a threshold, or else a bias, which the tagger returned has.
+    fn choose_one(
+        self,
+        path: &Path,
+        kept: &BTreeMap<String, LabelConfidences>,
+        label: &str,
+        target: f64,
+        options: TagOptions,
+    ) -> Result<(Self, LabelThreshold)> {
+        let mut biases = self.biases().clone();
+        biases.remove(label);
+        let mut tagger = self.with_biases(biases)?;
+        // Without a bias in effect the entities are the model's own, already decoded.
+        let entities = if tagger.biases().is_empty() {
+            kept.get(label).cloned().unwrap_or_default()
+        } else {
+            let decoded = tagger.label_entities(path, options)?;
+            decoded.get(label).cloned().unwrap_or_default()
+        };
+        let (threshold, bias, point) = match entities.for_recall(target) {
+            Some(point) => (point.threshold.clamp(0.0, 1.0), 0.0, point),
+            None => {
+                let found;
+                (tagger, found) = tagger.bias_for_recall(path, label, target, options)?;
+                let others: Vec<String> = tagger
+                    .biases()
+                    .iter()
+                    .filter(|(l, _)| *l != label)
+                    .map(|(l, bias)| format!("{l} bias {bias:.4}"))
+                    .collect();
+                let with_others = if others.is_empty() {
+                    String::new()
+                } else {
+                    format!(" with the other operating points ({})", others.join(", "))
+                };
+                let (bias, point) = found.map_err(|most| Error::InvalidOption {
+                    option: "recall",
+                    message: format!(
+                        "{label}={target}: out of reach on {}{with_others}: the model's own \
+                         entities keep {:.2}%, and with its emission scores raised (by up to \
+                         {SCANNED_BIAS}) {:.2}% at most (a recall of exact spans: a bias does \
+                         not mend boundaries)",
+                        path.display(),
+                        entities.at(0.0).recall,
+                        most.recall
+                    ),
+                })?;
+                (0.0, bias, point)
+            }
+        };
+        let mut biases = tagger.biases().clone();
+        biases.insert(label.to_string(), bias);
+        let how = ChosenThreshold {
+            file: path.to_path_buf(),
+            target_recall: target,
+            precision: point.precision,
+            recall: point.recall,
+        };
+        let choice = LabelThreshold {
+            threshold,
+            bias,
+            chosen: Some(how),
+        };
+        Ok((tagger.with_biases(biases)?, choice))
+    }
+
+    /// Each chosen label's scores on `path` decoded with the tagger's biases (every choice's
+    /// among them), its entities below its threshold left out.
+    fn delivered(
+        &self,
+        path: &Path,
+        kept: &BTreeMap<String, LabelConfidences>,
+        chosen: &BTreeMap<String, LabelThreshold>,
+        options: TagOptions,
+    ) -> Result<BTreeMap<String, OperatingPoint>> {
+        let decoded;
+        let entities = if self.biases().is_empty() {
+            kept
+        } else {
+            decoded = self.label_entities(path, options)?;
+            &decoded
+        };
+        Ok(chosen
+            .iter()
+            .map(|(label, choice)| {
+                let point = entities.get(label).cloned().unwrap_or_default();
+                (label.clone(), point.at(choice.threshold))
+            })
+            .collect())
     }
 
     /// Each label's entities on the gold file `path`, decoded with `options` (confidences on).
@@ -470,6 +593,9 @@ impl Tagger {
 /// largest tried: emission scores are a few units apart, and past this a label's spans have
 /// long since begun to run into each other.
 const BIAS_STEP: f64 = 0.25;
+/// Rounds of choosing every label's operating point with the others' in effect, at most: a bias
+/// chosen for one label can take entities from another chosen before it.
+const RECALL_ROUNDS: usize = 3;
 const SCANNED_BIAS: f64 = 10.0;
 
 /// A bias and the scores it gives, or the scores of the bias that kept the most when none
@@ -477,6 +603,39 @@ const SCANNED_BIAS: f64 = 10.0;
 type BiasFound = std::result::Result<(f64, OperatingPoint), OperatingPoint>;
 
 /// One `word gold predicted` line.
+/// Refuses recalls to choose that cannot be: a label given twice, a percentage outside (0, 100],
+/// or a label without gold entities in `path` to measure recall on.
+fn check_recall_targets(
+    path: &Path,
+    kept: &BTreeMap<String, LabelConfidences>,
+    targets: &[(String, f64)],
+) -> Result<()> {
+    let invalid = |message: String| Error::InvalidOption {
+        option: "recall",
+        message,
+    };
+    for (i, (label, target)) in targets.iter().enumerate() {
+        if targets[..i].iter().any(|(earlier, _)| earlier == label) {
+            return Err(invalid(format!(
+                "{label}: given twice; give each label's recall once"
+            )));
+        }
+        if !(*target > 0.0 && *target <= 100.0) {
+            return Err(invalid(format!(
+                "{label}={target}: expected a percentage above 0 and at most 100 (every entity \
+                 left out keeps no recall to choose by)"
+            )));
+        }
+        if kept.get(label).is_none_or(|l| l.gold == 0) {
+            return Err(invalid(format!(
+                "{label}: {} has no gold entity of this label to measure recall on",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn push_row(text: &mut String, columns: [&str; 3]) {
     text.push_str(&columns.join(" "));
     text.push('\n');
