@@ -13,8 +13,8 @@ pub struct CardArgs {
     /// A model directory written by `nertrain fit`.
     #[arg(long)]
     model: PathBuf,
-    /// Where to write the card (`-`: stdout); by default README.md in the model directory, which
-    /// is replaced only when `nertrain card` wrote it.
+    /// Where to write the card (`-`: stdout); by default README.md in the model directory. A
+    /// file already there is replaced only when `nertrain card` wrote it.
     #[arg(long)]
     output: Option<PathBuf>,
 }
@@ -27,20 +27,18 @@ pub fn run(args: CardArgs) -> Result<()> {
             return Ok(());
         }
         Some(path) => path,
-        None => {
-            let path = args.model.join("README.md");
-            let ours = |text: String| text.contains(CARD_MARK);
-            if path.exists() && !std::fs::read_to_string(&path).is_ok_and(ours) {
-                return Err(UsageError(format!(
-                    "{}: a README.md that `nertrain card` did not write; give --output to write \
-                     the card elsewhere",
-                    path.display()
-                ))
-                .into());
-            }
-            path
-        }
+        None => args.model.join("README.md"),
     };
+    // A card replaces only a card: whatever else is there is someone's own writing.
+    let ours = |text: String| text.contains(CARD_MARK);
+    if path.exists() && !std::fs::read_to_string(&path).is_ok_and(ours) {
+        return Err(UsageError(format!(
+            "{}: a file that `nertrain card` did not write; give --output a path of its own \
+             to write the card there",
+            path.display()
+        ))
+        .into());
+    }
     nertrain_data::write_output(&path, card.as_bytes())?;
     eprintln!("wrote {}", path.display());
     Ok(())

@@ -23,7 +23,7 @@ fn front_matter(card: &str) -> serde_json::Map<String, Value> {
 fn the_card_holds_the_scores_the_run_recorded() {
     let run = scratch("card").join("run");
     assert!(fit_small(&run, 2, &[]).status.success());
-    store_recall(&run, "LOC=0");
+    store_recall(&run, "LOC=50");
     let out = nertrain(&["card", "--model", run.to_str().unwrap()]);
     assert!(out.status.success(), "{}", stderr(&out));
     let card = std::fs::read_to_string(run.join("README.md")).unwrap();
@@ -97,6 +97,31 @@ fn the_card_holds_the_scores_the_run_recorded() {
         std::fs::read_to_string(run.join("README.md")).unwrap(),
         "my notes\n"
     );
+    // Nor elsewhere: --output replaces a card, never another file.
+    let notes = run.join("NOTES.md");
+    std::fs::write(&notes, "my notes\n").unwrap();
+    let elsewhere = nertrain(&[
+        "card",
+        "--model",
+        run.to_str().unwrap(),
+        "--output",
+        notes.to_str().unwrap(),
+    ]);
+    assert_eq!(elsewhere.status.code(), Some(2), "{}", stderr(&elsewhere));
+    assert!(stderr(&elsewhere).contains("did not write"));
+    assert_eq!(std::fs::read_to_string(&notes).unwrap(), "my notes\n");
+    let card_file = run.join("CARD.md");
+    for _ in 0..2 {
+        let written = nertrain(&[
+            "card",
+            "--model",
+            run.to_str().unwrap(),
+            "--output",
+            card_file.to_str().unwrap(),
+        ]);
+        assert!(written.status.success(), "{}", stderr(&written));
+    }
+    assert_eq!(std::fs::read_to_string(&card_file).unwrap(), card);
 }
 
 #[test]

@@ -392,8 +392,31 @@ fn a_job_continues_a_model_and_says_each_epoch_and_how_it_ended() {
         "{}",
         events[0]
     );
-    // The job says everything: settings beside it are refused.
+    // Its events go into a new file: one that is there (another run's events, or a model's
+    // own description) is refused before anything is written.
     let file = output.with_extension("job.json");
+    for existing in [
+        output.with_extension("events.jsonl"),
+        first.join("model.json"),
+    ] {
+        let mut job: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        job["events"] = serde_json::json!(existing);
+        job["output"] = serde_json::json!(dir.join("again"));
+        let again = dir.join("again.job.json");
+        std::fs::write(&again, job.to_string()).unwrap();
+        let before = std::fs::read(&existing).unwrap();
+        let out = common::nertrain(&["fit", "--job", again.to_str().unwrap()]);
+        assert!(!out.status.success());
+        let message = stderr(&out);
+        assert!(
+            message.contains(&format!("{} exists", existing.display())),
+            "{message}"
+        );
+        assert_eq!(std::fs::read(&existing).unwrap(), before);
+        assert!(!dir.join("again").exists());
+    }
+    // The job says everything: settings beside it are refused.
     let out = common::nertrain(&[
         "fit",
         "--job",

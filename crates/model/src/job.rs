@@ -51,6 +51,15 @@ impl FitJob {
         if job.epochs == 0 {
             return Err(format!("{}: epochs: expected at least 1", path.display()));
         }
+        // Events are appended: into a file that is there already, they would mix with another
+        // run's, or grow a file that is not events at all (a model's own files).
+        if std::fs::symlink_metadata(&job.events).is_ok() {
+            return Err(format!(
+                "{}: events: {} exists; a job's events go into a new file of their own",
+                path.display(),
+                job.events.display()
+            ));
+        }
         Ok(job)
     }
 }

@@ -186,7 +186,7 @@ fn body(card: &mut String, run: &Run, dir: &Path) {
         .as_ref()
         .map(|d| d.scores.types.keys().cloned().collect())
         .unwrap_or_default();
-    writeln!(card, "{CARD_MARK}\n\n# {}\n", run.name).ok();
+    writeln!(card, "{CARD_MARK}\n\n# {}\n", text(&run.name)).ok();
     writeln!(
         card,
         "A BiLSTM-CRF sequence labeller trained with nertrain {}; it finds {}.\n",
@@ -194,7 +194,11 @@ fn body(card: &mut String, run: &Run, dir: &Path) {
         if labels.is_empty() {
             "entities".to_string()
         } else {
-            labels.join(", ")
+            labels
+                .iter()
+                .map(|l| text(l))
+                .collect::<Vec<_>>()
+                .join(", ")
         }
     )
     .ok();
@@ -241,8 +245,13 @@ fn scores_section(card: &mut String, run: &Run) {
         for (label, s) in overall.chain(types) {
             writeln!(
                 card,
-                "| {label} | {:.2} | {:.2} | {:.2} | {} | {} |",
-                s.precision, s.recall, s.f1, s.gold, s.found
+                "| {} | {:.2} | {:.2} | {:.2} | {} | {} |",
+                text(label),
+                s.precision,
+                s.recall,
+                s.f1,
+                s.gold,
+                s.found
             )
             .ok();
         }
@@ -268,8 +277,8 @@ fn data_section(card: &mut String, meta: &ModelMeta) {
         if let Some(file) = file {
             writeln!(
                 card,
-                "| {split} | `{}` | {} | {} |",
-                file.path.display(),
+                "| {split} | {} | {} | {} |",
+                code(&file.path.display().to_string()),
                 file.sentences,
                 file.tokens
             )
@@ -347,12 +356,12 @@ fn thresholds_section(card: &mut String, run: &Run) {
     card.push_str("| label | threshold | bias | chosen on | recall asked | precision | recall |\n");
     card.push_str("|---|---:|---:|---|---:|---:|---:|\n");
     for (label, t) in &thresholds.labels {
-        let (threshold, bias) = (t.threshold, t.bias);
+        let (label, threshold, bias) = (text(label), t.threshold, t.bias);
         match &t.chosen {
             Some(c) => writeln!(
                 card,
-                "| {label} | {threshold:.4} | {bias:.4} | `{}` | {} | {:.2} | {:.2} |",
-                c.file.display(),
+                "| {label} | {threshold:.4} | {bias:.4} | {} | {} | {:.2} | {:.2} |",
+                code(&c.file.display().to_string()),
                 c.target_recall,
                 c.precision,
                 c.recall
@@ -362,6 +371,35 @@ fn thresholds_section(card: &mut String, run: &Run) {
         .ok();
     }
     card.push('\n');
+}
+
+/// `raw` as Markdown text that shows it as it is, in a table cell too: HTML and Markdown's
+/// marks escaped, `|` as `\|` (which ends a cell otherwise).
+fn text(raw: &str) -> String {
+    let mut escaped = String::with_capacity(raw.len());
+    for c in raw.chars() {
+        match c {
+            '<' => escaped.push_str("&lt;"),
+            '>' => escaped.push_str("&gt;"),
+            '&' => escaped.push_str("&amp;"),
+            '\n' | '\r' => escaped.push(' '),
+            '\\' | '|' | '`' | '*' | '_' | '[' | ']' | '#' | '!' => {
+                escaped.push('\\');
+                escaped.push(c);
+            }
+            c => escaped.push(c),
+        }
+    }
+    escaped
+}
+
+/// `raw` as a code span that a table cell holds: `|` escaped (tables split cells before code
+/// spans are read); text as [`text`] makes it where a backtick would end the span.
+fn code(raw: &str) -> String {
+    if raw.contains('`') || raw.contains(['\n', '\r']) {
+        return text(raw);
+    }
+    format!("`{}`", raw.replace('|', "\\|"))
 }
 
 fn usage_section(card: &mut String, dir: &Path) {
@@ -408,4 +446,27 @@ fn limits_section(card: &mut String, run: &Run) {
         run.weights_sha256
     )
     .ok();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_and_paths_show_as_they_are_and_keep_a_table_row_whole() {
+        let row = format!(
+            "| {} | {} |",
+            text("A|B<script>x</script>&_*"),
+            code("a|b.txt")
+        );
+        assert_eq!(
+            row,
+            "| A\\|B&lt;script&gt;x&lt;/script&gt;&amp;\\_\\* | `a\\|b.txt` |"
+        );
+        // Cells are split at the unescaped pipes only: two cells.
+        let cells = row.trim_matches('|').split(" | ").count();
+        assert_eq!(cells, 2);
+        assert_eq!(code("we`ird"), "we\\`ird");
+        assert_eq!(text("line\nbreak"), "line break");
+    }
 }
