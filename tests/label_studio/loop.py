@@ -27,7 +27,7 @@ from pathlib import Path
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from live import AUTH, REGIONS_CONFIG, Studio, check, sentences, spans, up, wait_for  # noqa: E402
+from live import AUTH, REGIONS_CONFIG, Studio, check, fail, sentences, spans, up, wait_for  # noqa: E402
 
 
 def predict_direct(backend, task, context=None):
@@ -174,6 +174,52 @@ def judged_on_dev(args, studio, pid, ml, server, start, by_id, gold_of, annotate
         server.wait(30)
 
 
+def rollback_during_training(args, studio, pid, ml, start, by_id, gold_of, base_id, served):
+    """The operator rolls back to the base model while a version continued from the served one
+    trains: the version is judged against the base, served only if it does no worse, and its
+    reason says so; the rollback is not undone."""
+    backend = f"http://127.0.0.1:{args.port}"
+    server = start(["--refresh-rate", "50", "--refresh-page", "25"], epochs=40)
+    try:
+        wait_for("the server, training longer", lambda: up(server, backend), 60)
+        learning = model(backend)["learning"]
+        count = len(learning["versions"])
+        check(learning["served"] == served["name"], f"not serving {served['name']}: {learning}")
+        # Every task annotated: a training long enough to be caught under way.
+        predictions = in_step(studio, pid, served["id"], [])
+        for task_id in by_id:
+            if studio.call("GET", f"/api/tasks/{task_id}")["total_annotations"] == 0:
+                prediction = predictions.get(task_id) or predict_direct(backend, by_id[task_id])
+                annotate(studio, by_id[task_id], prediction, gold_of[task_id])
+        studio.call("POST", f"/api/ml/{ml['id']}/train", json={})
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            training = model(backend)["learning"]["training"]
+            if training and training["epoch"] >= 2:
+                break
+            time.sleep(0.05)
+        else:
+            fail("no training under way past its first epoch")
+        response = serve_version(backend, "base")
+        check(response.ok and response.json()["id"] == base_id, f"serve base: {response.text}")
+        check(model(backend)["learning"]["training"] is not None,
+              "the training ended before the rollback: train longer")
+        learning = trained_one_more(backend, count)
+        trained = learning["versions"][-1]
+        check(trained["reason"].startswith("judged against base, served by hand while it trained"),
+              f"{trained['name']} was not judged against the model rolled back to: {trained}")
+        now = model(backend)["version"]
+        expected = trained["id"] if trained["served"] else base_id
+        check(now == expected, f"serving {now}, not {expected}: {trained}")
+        if trained["served"]:
+            check(trained["heldout_f1"] >= trained["previous_f1"], f"served below base: {trained}")
+        return {"version": trained["name"], "served": trained["served"],
+                "reason": trained["reason"]}
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--nertrain", required=True)
@@ -195,11 +241,11 @@ def main():
     env.update(BASIC_AUTH_USER=AUTH[0], BASIC_AUTH_PASS=AUTH[1],
                LABEL_STUDIO_URL=args.label_studio, LABEL_STUDIO_API_KEY=args.token)
 
-    def start(refresh):
+    def start(refresh, epochs=3):
         return subprocess.Popen(
             [args.nertrain, "serve", "--model", args.model, "--addr", f"127.0.0.1:{args.port}",
              "--train-into", str(work / "versions"), "--threads", "1", "--train-interval", "0",
-             "--train-every", "100000", "--train-epochs", "3", "--regions", "budget",
+             "--train-every", "100000", "--train-epochs", str(epochs), "--regions", "budget",
              "--region-budget", "40",
              # Few held-out tasks judge a version here: a label with one entity there must not
              # decide it.
@@ -245,6 +291,13 @@ def main():
         server.wait(30)
         saved = json.loads((work / "versions" / "refresh.json").read_text())
         check(saved["phase"] == "posting" and saved["page"] >= cut_short["page"], f"saved: {saved}")
+        # Tasks deleted meanwhile (the first page's) shift no task out of the refresh: it goes
+        # on after the last task it read, not from a page number.
+        deleted = sorted(by_id)[:4]
+        for task_id in deleted:
+            studio.call("DELETE", f"/api/tasks/{task_id}")
+        tasks = [t for t in tasks if t["id"] not in deleted]
+        by_id = {t["id"]: t for t in tasks}
         server = start(slow)
         wait_for("the restarted server", lambda: up(server, backend), 60)
         status = refreshed(backend, base_id)
@@ -256,7 +309,8 @@ def main():
                 counts[p["task"]] = counts.get(p["task"], 0) + 1
         twice = sum(c > 1 for c in counts.values())
         check(len(counts) == len(tasks) and twice <= 4,
-              f"{len(counts)} tasks with a prediction, {twice} with two: begun again, not resumed")
+              f"{len(counts)} of {len(tasks)} tasks with a prediction, {twice} with two: begun "
+              f"again, not resumed, or tasks deleted shifted others out of the refresh")
         results["refresh_resumed_at_page"] = saved["page"]
         server.terminate()
         server.wait(30)
@@ -353,6 +407,8 @@ def main():
         results["label_studio_versions"] = listed
         results["dev"] = judged_on_dev(args, studio, pid, ml, server, start, by_id, gold_of,
                                        annotated, newest, work)
+        results["rollback"] = rollback_during_training(args, studio, pid, ml, start, by_id, gold_of,
+                                                       base_id, newest)
         per_task = results["refresh_new"]["seconds"] / max(1, len(unannotated))
         results["refresh_seconds_per_task"] = round(per_task, 4)
 

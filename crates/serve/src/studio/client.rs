@@ -65,6 +65,29 @@ pub(crate) struct ListedTask {
     pub total_annotations: usize,
 }
 
+/// A Data Manager query: its filters and order.
+#[derive(Serialize)]
+struct TasksQuery {
+    filters: Filters,
+    ordering: [&'static str; 1],
+}
+
+#[derive(Serialize)]
+struct Filters {
+    conjunction: &'static str,
+    items: Vec<Filter>,
+}
+
+/// One filter of a Data Manager query: a column, how it compares, and with what.
+#[derive(Serialize)]
+struct Filter {
+    filter: &'static str,
+    operator: &'static str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    value: i64,
+}
+
 /// A prediction for a task, as Label Studio imports it.
 #[derive(Serialize)]
 pub(crate) struct TaskPrediction {
@@ -140,8 +163,10 @@ impl Connection {
     /// that the server never holds more than a buffer of it); an export of more than `limit`
     /// bytes is an error and leaves no file. Gives the bytes written.
     pub(crate) fn export_to(&self, project: u64, file: &Path, limit: u64) -> Result<u64, String> {
-        let (url, mut response) =
-            self.call(&format!("/api/projects/{project}/export?exportType=JSON"))?;
+        let (url, mut response) = self.call(
+            &format!("/api/projects/{project}/export?exportType=JSON"),
+            &[],
+        )?;
         let written = std::fs::File::create(file).and_then(|mut out| {
             let mut body = response.body_mut().with_config().reader().take(limit + 1);
             let written = std::io::copy(&mut body, &mut out)?;
@@ -170,16 +195,38 @@ impl Connection {
         Ok(answer.label_config)
     }
 
-    /// Page `page` (from 1) of `project`'s tasks, `size` a page.
-    pub(crate) fn tasks_page(
+    /// Up to `size` of `project`'s tasks whose id is above `after` (all, without it), by id: a
+    /// page that tasks deleted meanwhile cannot shift, as page numbers would. `total` is how
+    /// many such tasks there are.
+    pub(crate) fn tasks_after(
         &self,
         project: u64,
-        page: usize,
+        after: Option<i64>,
         size: usize,
     ) -> Result<TasksPage, String> {
-        let path = format!("/api/tasks?project={project}&page={page}&page_size={size}");
-        serde_json::from_slice(&self.get(&path, 256 << 20)?)
-            .map_err(|e| format!("{}{path}: expected a page of tasks: {e}", self.base()))
+        let items = after.map(|id| Filter {
+            filter: "filter:tasks:id",
+            operator: "greater",
+            kind: "Number",
+            value: id,
+        });
+        let query = TasksQuery {
+            filters: Filters {
+                conjunction: "and",
+                items: items.into_iter().collect(),
+            },
+            ordering: ["tasks:id"],
+        };
+        let query = serde_json::to_string(&query).map_err(|e| e.to_string())?;
+        let path = format!("/api/tasks?project={project}&page=1&page_size={size}");
+        let (url, mut response) = self.call(&path, &[("query", &query)])?;
+        let body = response
+            .body_mut()
+            .with_config()
+            .limit(256 << 20)
+            .read_to_vec()
+            .map_err(|e| format!("{url}: {e}"))?;
+        serde_json::from_slice(&body).map_err(|e| format!("{url}: expected a page of tasks: {e}"))
     }
 
     /// Imports `predictions` into `project`: how many Label Studio made.
@@ -252,7 +299,7 @@ impl Connection {
 
     /// The body of `GET path`, of at most `limit` bytes.
     fn get(&self, path: &str, limit: u64) -> Result<Vec<u8>, String> {
-        let (url, mut response) = self.call(path)?;
+        let (url, mut response) = self.call(path, &[])?;
         response
             .body_mut()
             .with_config()
@@ -261,16 +308,24 @@ impl Connection {
             .map_err(|e| format!("{url}: {e}"))
     }
 
-    /// `GET path` of the origin, authorised: the URL and the response, its body unread.
-    fn call(&self, path: &str) -> Result<(String, ureq::http::Response<ureq::Body>), String> {
+    /// `GET path` of the base, with `query` pairs (encoded) added, authorised: the URL and the
+    /// response, its body unread.
+    fn call(
+        &self,
+        path: &str,
+        query: &[(&str, &str)],
+    ) -> Result<(String, ureq::http::Response<ureq::Body>), String> {
         let agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(300)))
             .build()
             .new_agent();
         let authorization = self.authorization(&agent, &self.base())?;
         let url = format!("{}{path}", self.base());
-        let response = agent
-            .get(&url)
+        let mut request = agent.get(&url);
+        for (key, value) in query {
+            request = request.query(*key, *value);
+        }
+        let response = request
             .header("Authorization", &authorization)
             .call()
             .map_err(|e| format!("{url}: {e}"))?;

@@ -205,7 +205,40 @@ struct Registry {
     project: Option<u64>,
     /// The version served (`vN`), or none: the base model.
     served: Option<String>,
+    /// What was served, each time it changed (learnt or chosen by hand), oldest first: `vN`, or
+    /// `base`. Written since rollbacks are kept by it; empty in an older registry.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    history: Vec<String>,
     versions: Vec<VersionRecord>,
+}
+
+impl Registry {
+    /// Serves `name` (`vN`, or [`BASE`]) from now on, and notes it in the history.
+    fn serve(&mut self, name: &str) {
+        self.served = (name != BASE).then(|| name.to_string());
+        if self.history.last().map(String::as_str) != Some(name) {
+            self.history.push(name.to_string());
+        }
+    }
+
+    /// The version served before the one served now, when it was a version: the one a
+    /// rollback goes back to. From the history, or in an older registry without one, the
+    /// accepted version listed before the served one.
+    fn served_before(&self) -> Option<String> {
+        let served = self.served.as_deref()?;
+        if !self.history.is_empty() {
+            let before = self.history.iter().rev().skip_while(|n| *n == served);
+            return before.take(1).find(|n| *n != BASE).cloned();
+        }
+        let accepted: Vec<&str> = self
+            .versions
+            .iter()
+            .filter(|r| r.served)
+            .map(|r| r.name.as_str())
+            .collect();
+        let at = accepted.iter().position(|name| *name == served)?;
+        at.checked_sub(1).map(|before| accepted[before].to_string())
+    }
 }
 
 /// A training under way.
@@ -439,6 +472,7 @@ impl Learner {
                 base: served.get().id.clone(),
                 project: None,
                 served: None,
+                history: Vec::new(),
                 versions: Vec::new(),
             });
         let refresher =
@@ -612,7 +646,7 @@ impl Learner {
         {
             let mut state = lock(&shared.state);
             let mut registry = state.registry.clone();
-            registry.served = (name != BASE).then(|| name.to_string());
+            registry.serve(name);
             write_registry(&shared.dir, &registry)
                 .map_err(|e| ServeRefusal::Load(e.to_string()))?;
             shared.served.replace(version);
@@ -1462,7 +1496,7 @@ fn publish(
     registry.project = Some(project);
     registry.versions.push(record.clone());
     if record.served {
-        registry.served = Some(record.name.clone());
+        registry.serve(&record.name);
     }
     prune(&shared.dir, &mut registry, shared.settings.keep_versions);
     write_registry(&shared.dir, &registry)?;
@@ -1542,20 +1576,10 @@ const KEPT_WHEN_PRUNED: [&str; 2] = ["fit.log", "events.jsonl"];
 /// before it, and the `keep` newest others. A removed version's record stays, marked pruned, and
 /// its data directory keeps its log and events (and its name, which is never used again).
 fn prune(dir: &Path, registry: &mut Registry, keep: usize) {
-    let accepted: Vec<&str> = registry
-        .versions
-        .iter()
-        .filter(|r| r.served)
-        .map(|r| r.name.as_str())
-        .collect();
     let mut kept: Vec<String> = Vec::new();
     if let Some(served) = &registry.served {
         kept.push(served.clone());
-        if let Some(at) = accepted.iter().position(|name| name == served)
-            && at > 0
-        {
-            kept.push(accepted[at - 1].to_string());
-        }
+        kept.extend(registry.served_before());
     }
     let others = registry
         .versions
@@ -1729,6 +1753,7 @@ mod tests {
             base: "base".into(),
             project: Some(1),
             served: Some("v5".into()),
+            history: Vec::new(),
             versions: served
                 .iter()
                 .enumerate()
@@ -1757,11 +1782,50 @@ mod tests {
     }
 
     #[test]
+    fn pruning_keeps_the_version_actually_served_before_a_rollback() {
+        let dir = std::env::temp_dir().join(format!("nertrain-prune-back-{}", std::process::id()));
+        for n in 1..=6 {
+            std::fs::create_dir_all(dir.join(format!("v{n}"))).unwrap();
+            std::fs::create_dir_all(dir.join(format!("data/v{n}"))).unwrap();
+        }
+        // v2 then v5 then v6 were learnt and served; the operator rolled back to v5.
+        let served = [false, true, false, false, true, true];
+        let mut registry = Registry {
+            base: "base".into(),
+            project: Some(1),
+            served: None,
+            history: Vec::new(),
+            versions: served
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| record(&format!("v{}", i + 1), s))
+                .collect(),
+        };
+        for name in ["v2", "v5", "v6", "v5"] {
+            registry.serve(name);
+        }
+        assert_eq!(registry.served_before().as_deref(), Some("v6"));
+        prune(&dir, &mut registry, 0);
+        let kept: Vec<String> = (1..=6)
+            .map(|n| format!("v{n}"))
+            .filter(|name| dir.join(name).exists())
+            .collect();
+        assert_eq!(kept, ["v5", "v6"]);
+        // Back to the base: no version is its predecessor but the one served before it.
+        registry.serve(BASE);
+        assert_eq!(registry.served, None);
+        registry.serve("v5");
+        assert_eq!(registry.served_before(), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn trainings_wait_for_the_least_interval() {
         let mut state = State::new(Registry {
             base: String::new(),
             project: None,
             served: None,
+            history: Vec::new(),
             versions: Vec::new(),
         });
         let minute = Duration::from_secs(60);

@@ -91,6 +91,10 @@ pub struct RefreshStatus {
     pub pages: usize,
     /// Pages done in this phase.
     pub page: usize,
+    /// The highest task id read in this phase: the next page is of the tasks above it, so that
+    /// tasks deleted meanwhile shift no task out of the refresh.
+    #[serde(default)]
+    pub after_task: Option<i64>,
     /// Tasks given the version's prediction.
     pub predicted: usize,
     /// Tasks passed over: annotated already.
@@ -341,6 +345,7 @@ fn resumed(
                     RefreshPhase::Measuring
                 },
                 page: if s.cut.is_some() { s.page } else { 0 },
+                after_task: if s.cut.is_some() { s.after_task } else { None },
                 error: None,
                 ..s
             }
@@ -362,6 +367,7 @@ fn resumed(
             page_size,
             pages: 0,
             page: 0,
+            after_task: None,
             predicted: 0,
             annotated: 0,
             unreadable: 0,
@@ -393,7 +399,6 @@ fn refresh(
     started: Instant,
 ) -> Result<(), String> {
     let project = status.project;
-    let size = status.page_size;
     let mut pace = Pace::new(shared.settings.per_second);
     pace.wait(shared);
     let config = LabelingConfig::parse(&connection.label_config(project)?)
@@ -428,18 +433,18 @@ fn refresh(
         });
         status.phase = RefreshPhase::Posting;
         status.page = 0;
+        status.after_task = None;
         save(status)?;
     }
     let cut = status.cut.unwrap_or(shared.settings.regions.threshold());
-    while status.page < status.pages.max(1) {
+    loop {
         if shared.superseded(&version.id) {
             return Ok(());
         }
         reading.pace.wait(shared);
-        let page = connection.tasks_page(project, status.page + 1, size)?;
-        status.pages = page.total.div_ceil(size);
-        let newest = page.tasks.iter().filter_map(|t| t.task.id).max();
-        status.newest_task = status.newest_task.max(newest);
+        let Some(page) = next_page(connection, status)? else {
+            break;
+        };
         let mut tasks = page.tasks;
         if let Some(before) = status.before {
             let read = tasks.len();
@@ -454,6 +459,9 @@ fn refresh(
         }
         status.page += 1;
         save(status)?;
+        if page.last {
+            break;
+        }
     }
     // Label Studio refuses a model version it has no prediction of: with every task annotated
     // there is nothing to sort.
@@ -477,31 +485,61 @@ fn measure(
     let mut doubt = PoolDoubt::default();
     let mut counted = status.clone();
     counted.page = 0;
+    counted.after_task = None;
     loop {
         if shared.superseded(&version.id) {
             return Ok(None);
         }
         reading.pace.wait(shared);
-        let size = status.page_size;
-        let page = reading
-            .connection
-            .tasks_page(status.project, counted.page + 1, size)?;
-        counted.pages = page.total.div_ceil(size);
-        let page = tag_page(version, reading, page.tasks, &mut counted)?;
-        for tagged in &page.tagged {
+        let Some(page) = next_page(reading.connection, &mut counted)? else {
+            break;
+        };
+        let tagged = tag_page(version, reading, page.tasks, &mut counted)?;
+        for tagged in &tagged.tagged {
             doubt.add(tagged);
         }
         counted.page += 1;
         status.page = counted.page;
         status.pages = counted.pages;
         lock(&shared.state).status = Some(status.clone());
-        if counted.page >= counted.pages {
+        if page.last {
             break;
         }
     }
     Ok(Some(
         doubt.cut(shared.settings.regions, shared.settings.budget),
     ))
+}
+
+/// A page of the project's tasks, read after the last one.
+struct Page {
+    tasks: Vec<ListedTask>,
+    /// Whether no task is after it.
+    last: bool,
+}
+
+/// The tasks after those `status` has read (by id), a page of them, noted in `status`; `None`
+/// when none is left.
+fn next_page(connection: &Connection, status: &mut RefreshStatus) -> Result<Option<Page>, String> {
+    let size = status.page_size;
+    let page = connection.tasks_after(status.project, status.after_task, size)?;
+    status.pages = status.page + page.total.div_ceil(size);
+    if page.tasks.is_empty() {
+        return Ok(None);
+    }
+    let newest = page.tasks.iter().filter_map(|t| t.task.id).max();
+    if newest <= status.after_task {
+        return Err(format!(
+            "project {}: Label Studio listed tasks without ids above {:?}; expected tasks by id",
+            status.project, status.after_task
+        ));
+    }
+    status.after_task = newest;
+    status.newest_task = status.newest_task.max(newest);
+    Ok(Some(Page {
+        last: page.total <= page.tasks.len(),
+        tasks: page.tasks,
+    }))
 }
 
 /// A page's tasks without an annotation, their texts tagged.
