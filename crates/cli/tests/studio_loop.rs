@@ -161,7 +161,10 @@ fn predict_marks_the_regions_select_marks_and_forces_what_the_annotator_drew() {
             "not one of the model's",
         ),
         (
-            context(vec![forced(0, 4, "Anna", "ORG"), forced(4, 0, "Anna", "PER")]),
+            context(vec![
+                forced(0, 4, "Anna", "ORG"),
+                forced(4, 0, "Anna", "PER"),
+            ]),
             422,
             "context.result[1]: region 4..0 (PER) is reversed",
         ),
