@@ -40,10 +40,16 @@ How it runs:
 3. A trial whose node is lost is restored by Tune on another from its last checkpoint (the run
    directory put back as it was), and `fit --resume` goes on: the model it ends with is the
    one the uninterrupted trial would have written, byte for byte. A sweep stopped whole
-   (Ctrl-C, a driver that died) goes on where it was with `run --resume`.
+   (Ctrl-C, a driver that died) goes on where it was with `run --resume`: the driver beats
+   (STORAGE/NAME/driver.json) every second, and a trial whose driver has not beaten for
+   DRIVER_GONE seconds stops its fit (which saves its run) and reports nothing more, so no fit
+   trains on without a driver or rotates away the checkpoint the sweep resumes from. `--resume`
+   refuses while a driver still beats, and with a space (or experiment) other than the one the
+   sweep ran with (STORAGE/NAME/space.json).
 4. At the end: STORAGE/NAME/trials.md, a table of the trials (values, best dev F1, epochs run,
-   CPU-seconds, stopped or finished), and STORAGE/NAME/best.toml, the best trial's experiment,
-   which `nertrain fit --config` runs as is.
+   CPU-seconds, stopped, finished or failed), and STORAGE/NAME/best.toml, the best trial's
+   experiment, which `nertrain fit --config` runs as is. A sweep with a failed trial (past
+   --max-failures) exits 1 after writing them.
 
 `confirm` retrains the `--top` best configurations on each of `--seeds` (and the experiment as
 it is, for comparison) as Ray tasks, and writes STORAGE/NAME/confirm.md: mean ± std of dev and
@@ -70,6 +76,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 KINDS = ("uniform", "loguniform", "randint", "choice", "grid")
+# Seconds without a beat of the driver after which its trials stop: many beats, so that a busy
+# node is not taken for a dead driver.
+DRIVER_GONE = 10
 
 
 class SweepError(Exception):
@@ -266,12 +275,68 @@ def trial_env(resources):
     return env
 
 
+class Driver:
+    """The sweep's driver, as its beats (STORAGE/NAME/driver.json) show it. A beat is compared with
+    the last one seen, by the watcher's own clock, so that clocks of other nodes do not matter."""
+
+    def __init__(self, home):
+        self.path = Path(home) / "driver.json"
+        self.last = self.beat()
+        self.seen = time.monotonic()
+
+    def beat(self):
+        try:
+            return json.loads(self.path.read_text())
+        except (OSError, ValueError):
+            return None
+
+    def gone(self):
+        """Whether the driver has not beaten for DRIVER_GONE seconds (never, where no beat was
+        ever seen: a storage this node does not share cannot tell)."""
+        now = self.beat()
+        if now is not None and now != self.last:
+            self.last, self.seen = now, time.monotonic()
+        return self.last is not None and time.monotonic() - self.seen > DRIVER_GONE
+
+
+def beat_while_running(home):
+    """Beats every second, in a thread of the driver, until the process ends."""
+    import threading
+    path = Path(home) / "driver.json"
+
+    def beat():
+        count = 0
+        while True:
+            count += 1
+            written = path.with_suffix(".tmp")
+            written.write_text(json.dumps({"pid": os.getpid(), "host": socket.gethostname(), "beat": count}))
+            os.replace(written, path)
+            time.sleep(1)
+
+    threading.Thread(target=beat, daemon=True, name="driver-beat").start()
+
+
+def refuse_a_running_driver(home):
+    """An error when another driver still beats for the sweep in `home`."""
+    driver = Driver(home)
+    if driver.last is None:
+        return
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        if driver.beat() != driver.last:
+            raise SweepError(f"--resume: a driver runs this sweep still (pid {driver.last.get('pid')} on "
+                             f"{driver.last.get('host')}, {driver.path}); stop it first")
+
+
 def trial(config, binary, experiment, runs):
     """One trial: `fit` of the experiment with `config` set, each epoch reported to Tune with a
-    checkpoint, resumed from Tune's checkpoint when the trial is restored."""
+    checkpoint, resumed from Tune's checkpoint when the trial is restored. It ends (its fit
+    stopped, nothing more reported) when the sweep's driver stops beating."""
     import ray
     from ray import tune
     run = Path(runs) / tune.get_context().get_trial_id()
+    driver = Driver(Path(runs).parent)
     node = ray.get_runtime_context().get_node_id()
     checkpoint = tune.get_checkpoint()
     reported, cpu_before, seconds_before = restore(checkpoint, run) if checkpoint else (0, 0.0, 0.0)
@@ -287,6 +352,9 @@ def trial(config, binary, experiment, runs):
     cpu = 0.0
     try:
         while True:
+            if driver.gone():
+                raise RuntimeError(f"the sweep's driver stopped beating ({driver.path}): trial ended, "
+                                   f"its run saved for `run --resume`")
             used = reaped(child)
             ended = used is not None
             cpu = used if ended else cpu
@@ -360,8 +428,20 @@ def run_sweep(options):
     if options.address:
         check_address(options.address)
     home = Path(options.storage).resolve() / options.name
+    tune_dir = home / "tune"
+    recorded = {"experiment": experiment, "space": space, "sweep": settings}
+    if options.resume:
+        if not tune_dir.exists():
+            raise SweepError(f"--resume: {tune_dir} holds no sweep to resume")
+        check_same_sweep(home, recorded)
+        refuse_a_running_driver(home)
+    elif tune_dir.exists():
+        raise SweepError(f"{tune_dir}: a sweep is there already; --resume it, or choose another --name")
     runs = home / "runs"
     runs.mkdir(parents=True, exist_ok=True)
+    if not options.resume:
+        (home / "space.json").write_text(json.dumps(recorded, indent=2, sort_keys=True) + "\n")
+    beat_while_running(home)
     start_ray(options.address)
     trainable = tune.with_resources(
         tune.with_parameters(trial, binary=str(Path(options.binary).resolve()), experiment=experiment,
@@ -371,14 +451,9 @@ def run_sweep(options):
         # Each epoch is a result, and the outcome one more.
         time_attr="training_iteration", max_t=epochs + 1, grace_period=min(settings["grace_epochs"], epochs),
         reduction_factor=settings["reduction"])
-    tune_dir = home / "tune"
     if options.resume:
-        if not tune_dir.exists():
-            raise SweepError(f"--resume: {tune_dir} holds no sweep to resume")
         tuner = tune.Tuner.restore(str(tune_dir), trainable=trainable, resume_errored=True)
     else:
-        if tune_dir.exists():
-            raise SweepError(f"{tune_dir}: a sweep is there already; --resume it, or choose another --name")
         tuner = tune.Tuner(
             trainable, param_space=tune_space(space),
             tune_config=tune.TuneConfig(metric="dev_f1", mode="max", scheduler=scheduler,
@@ -389,6 +464,24 @@ def run_sweep(options):
                                       checkpoint_config=tune.CheckpointConfig(num_to_keep=2)))
     grid = tuner.fit()
     summarize(options, home, grid, list(space))
+    if grid.errors:
+        raise SweepError(f"{len(grid.errors)} of {len(grid)} trials failed (see {home / 'trials.md'}): "
+                         f"{str(grid.errors[0]).strip().splitlines()[-1]}")
+
+
+def check_same_sweep(home, recorded):
+    """An error when `recorded` (the experiment, space and sweep settings given now) is not what
+    the sweep in `home` ran with: a resumed sweep goes on with its own trials."""
+    path = home / "space.json"
+    if not path.exists():
+        raise SweepError(f"--resume: {path} is missing: the sweep's space is unknown, so it cannot be resumed")
+    ran = json.loads(path.read_text())
+    given = json.loads(json.dumps(recorded))
+    for part in ("experiment", "space", "sweep"):
+        if ran.get(part) != given[part]:
+            raise SweepError(f"--resume: the {part} differs from the one the sweep ran with ({path}: "
+                             f"{json.dumps(ran.get(part))}, given {json.dumps(given[part])}); resume with "
+                             f"the same, or start another --name")
 
 
 def experiment_args(options):

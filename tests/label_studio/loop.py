@@ -6,20 +6,23 @@ annotations submitted as an annotator leaves them (gold inside the regions, the 
 entities elsewhere) train a version, and once it is served Label Studio's predictions and
 scores are refreshed and the project's model version switched, so that the Data Manager's order
 by prediction score changes; a version is rolled back and forth through the authenticated API
-and shows in Label Studio's model-version list. Measures the refresh per task, and writes the
-figures as JSON.
+and shows in Label Studio's model-version list; tasks deleted mid-refresh shift no task out of it;
+a rollback made while a version trains holds; Label Studio read under a path prefix. Measures
+the refresh per task, and writes the figures as JSON.
 
 Run by scripts/ci/label_studio_live.sh beside live.py: loopback only, bounded in time.
 """
 
 import argparse
 import base64
+import http.server
 import json
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -174,12 +177,56 @@ def judged_on_dev(args, studio, pid, ml, server, start, by_id, gold_of, annotate
         server.wait(30)
 
 
+class PrefixProxy(http.server.ThreadingHTTPServer):
+    """Label Studio served under /label-studio, as a reverse proxy serves it: a request under the
+    prefix goes to Label Studio with the prefix cut; any other path gets 404 and is noted."""
+
+    PREFIX = "/label-studio"
+
+    def __init__(self, upstream):
+        self.upstream = upstream.rstrip("/")
+        self.forwarded, self.missed = [], []
+        super().__init__(("127.0.0.1", 0), self.Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.server_address[1]}{self.PREFIX}"
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def forward(self):
+            proxy = self.server
+            if not self.path.startswith(proxy.PREFIX + "/"):
+                proxy.missed.append(self.path)
+                self.send_error(404)
+                return
+            proxy.forwarded.append(self.path)
+            length = int(self.headers.get("Content-Length") or 0)
+            headers = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type")}
+            answer = requests.request(self.command, proxy.upstream + self.path[len(proxy.PREFIX):],
+                                      data=self.rfile.read(length) if length else None, headers=headers,
+                                      timeout=120)
+            self.send_response(answer.status_code)
+            self.send_header("Content-Type", answer.headers.get("Content-Type", "application/json"))
+            self.send_header("Content-Length", str(len(answer.content)))
+            self.end_headers()
+            self.wfile.write(answer.content)
+
+        do_GET = do_POST = do_PATCH = forward
+
+        def log_message(self, *_):
+            pass
+
+
 def rollback_during_training(args, studio, pid, ml, start, by_id, gold_of, base_id, served):
     """The operator rolls back to the base model while a version continued from the served one
     trains: the version is judged against the base, served only if it does no worse, and its
-    reason says so; the rollback is not undone."""
+    reason says so; the rollback is not undone. The server reads this Label Studio under a path
+    prefix, behind a proxy: every call it makes goes under the prefix."""
     backend = f"http://127.0.0.1:{args.port}"
-    server = start(["--refresh-rate", "50", "--refresh-page", "25"], epochs=40)
+    proxy = PrefixProxy(args.label_studio)
+    server = start(["--refresh-rate", "50", "--refresh-page", "25"], epochs=40,
+                   studio_url=proxy.url)
     try:
         wait_for("the server, training longer", lambda: up(server, backend), 60)
         learning = model(backend)["learning"]
@@ -213,11 +260,16 @@ def rollback_during_training(args, studio, pid, ml, start, by_id, gold_of, base_
         check(now == expected, f"serving {now}, not {expected}: {trained}")
         if trained["served"]:
             check(trained["heldout_f1"] >= trained["previous_f1"], f"served below base: {trained}")
+        refreshed(backend, model(backend)["version"])
+        exported = f"{PrefixProxy.PREFIX}/api/projects/{pid}/export?exportType=JSON"
+        check(exported in proxy.forwarded and not proxy.missed,
+              f"calls outside the prefix {proxy.missed[:5]}; under it {sorted(set(proxy.forwarded))[:10]}")
         return {"version": trained["name"], "served": trained["served"],
-                "reason": trained["reason"]}
+                "reason": trained["reason"], "calls_under_prefix": len(proxy.forwarded)}
     finally:
         server.terminate()
         server.wait(30)
+        proxy.shutdown()
 
 
 def main():
@@ -241,7 +293,7 @@ def main():
     env.update(BASIC_AUTH_USER=AUTH[0], BASIC_AUTH_PASS=AUTH[1],
                LABEL_STUDIO_URL=args.label_studio, LABEL_STUDIO_API_KEY=args.token)
 
-    def start(refresh, epochs=3):
+    def start(refresh, epochs=3, studio_url=None):
         return subprocess.Popen(
             [args.nertrain, "serve", "--model", args.model, "--addr", f"127.0.0.1:{args.port}",
              "--train-into", str(work / "versions"), "--threads", "1", "--train-interval", "0",
@@ -250,7 +302,7 @@ def main():
              # Few held-out tasks judge a version here: a label with one entity there must not
              # decide it.
              "--label-margin", "100"] + refresh,
-            stderr=log, env=env)
+            stderr=log, env={**env, "LABEL_STUDIO_URL": studio_url or args.label_studio})
 
     # Slow enough to be caught mid-way.
     slow = ["--refresh-rate", "4", "--refresh-page", "4"]

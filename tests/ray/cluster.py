@@ -3,9 +3,10 @@ loopback (scripts/ci/ray_cluster.sh starts it in a network namespace of its own 
 inside it):
 
 1. search spaces a user gets wrong are errors before any trial starts;
-2. a sweep on the sample with ASHA, its driver killed mid-way (no fit outlives it) and resumed:
-   trials that trail are stopped and leave runs that `nertrain eval` reads; the best experiment
-   written runs as is;
+2. a sweep on the sample with ASHA, its driver killed mid-way (no fit outlives it) and resumed
+   (refused beside a driver that runs, and with another space): trials that trail are stopped
+   and leave runs that `nertrain eval` reads; the best experiment written runs as is; a sweep
+   whose trial fails exits 1;
 3. a sweep that runs every trial: the second node is lost while its trial runs, Tune restores
    the trial on the head, fit resumes it, and its model equals an uninterrupted run's, byte for
    byte;
@@ -114,13 +115,14 @@ def lose_node(pids):
     return len(tree)
 
 
-def start_sweep(args, work, name, space, *extra):
+def start_sweep(args, work, name, space, *extra, sweep_name=None):
     storage = work / "sweeps"
     process = subprocess.Popen(
         [sys.executable, str(SWEEP), "run", "--experiment", str(args.experiment), "--space", str(space),
-         "--storage", str(storage), "--name", name, "--address", args.address, "--binary", args.nertrain, *extra],
+         "--storage", str(storage), "--name", sweep_name or name, "--address", args.address,
+         "--binary", args.nertrain, *extra],
         stdout=open(work / f"{name}.out", "w"), stderr=subprocess.STDOUT, cwd=ROOT)
-    return process, storage / name
+    return process, storage / (sweep_name or name)
 
 
 def ended(process, work, name):
@@ -150,12 +152,22 @@ def asha(args, work):
     while not any(lines[-1].get("epoch", 0) >= 2 for lines in results(home / "tune").values()):
         check(time.monotonic() < deadline and process.poll() is None, "no trial reached its second epoch")
         time.sleep(0.2)
+    # While its driver runs, the sweep cannot be resumed beside it.
+    beside, _ = start_sweep(args, work, "asha-beside", args.space, "--resume", sweep_name="asha")
+    beside.wait(120)
+    said = (work / "asha-beside.out").read_text()
+    check(beside.returncode != 0 and "a driver runs this sweep still" in said, f"resumed beside its driver: {said[-800:]}")
     process.kill()
     process.wait()
     deadline = time.monotonic() + 60
     while fits_of(home / "runs"):
         check(time.monotonic() < deadline, f"fit outlived the killed sweep: pids {fits_of(home / 'runs')}")
         time.sleep(0.5)
+    # Resumed with another space: refused, not run with the old one under the new one's columns.
+    other, _ = start_sweep(args, work, "asha-other", args.space_lost, "--resume", sweep_name="asha")
+    other.wait(120)
+    said = (work / "asha-other.out").read_text()
+    check(other.returncode != 0 and "the space differs" in said, f"resumed with another space: {said[-800:]}")
     process, _ = start_sweep(args, work, "asha", args.space, "--resume")
     ended(process, work, "asha")
     trials = {row["trial"]: row for row in json.loads((home / "trials.json").read_text())}
@@ -172,6 +184,18 @@ def asha(args, work):
     check(len(trials) == 4, f"the resumed sweep has {len(trials)} trials, not 4")
     return {"seconds": round(time.monotonic() - started, 1), "trials": len(trials), "stopped": len(stopped),
             "table": (home / "trials.md").read_text()}
+
+
+def failed_trial(args, work):
+    """A trial that fails past --max-failures: the sweep writes its tables and exits 1."""
+    space = work / "space-failing.toml"
+    space.write_text('[space]\n"data.train" = { grid = ["no/such/train.txt"] }\n')
+    process, home = start_sweep(args, work, "failing", space, "--scheduler", "none", "--max-failures", "0")
+    process.wait(300)
+    said = (work / "failing.out").read_text()
+    check(process.returncode == 1 and "1 of 1 trials failed" in said, f"a sweep that failed a trial: {said[-800:]}")
+    check("| failed |" in (home / "trials.md").read_text(), "trials.md does not say the trial failed")
+    return said.strip().splitlines()[-1]
 
 
 def lost_node(args, work, second):
@@ -319,6 +343,7 @@ def main():
         head, second = nodes(args.address)
         report["gpu_trials"] = gpu_trials(args, work, head)
         report["asha"] = asha(args, work)
+        report["failed_trial"] = failed_trial(args, work)
         report["lost_node"] = lost_node(args, work, second)
         Path(args.results).write_text(json.dumps(report, indent=2) + "\n")
         print(json.dumps(report, indent=2))

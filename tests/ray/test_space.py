@@ -1,6 +1,9 @@
-"""scripts/sweep.py's search spaces and expected-best curve, without Ray (pytest)."""
+"""scripts/sweep.py's search spaces, expected-best curve, driver beats and resumed spaces, without
+Ray (pytest)."""
 
+import json
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -57,3 +60,30 @@ def test_the_expected_best_of_n_trials():
     # Of two draws with replacement, the best is 90 unless both miss it: 1 - (2/3)^2.
     assert sweep.expected_best(values, 2) == pytest.approx(90 * 5 / 9 + 85 * 3 / 9 + 80 * 1 / 9)
     assert sweep.expected_best(values, 50) == pytest.approx(90.0, abs=1e-6)
+
+
+def test_a_driver_that_stops_beating_is_gone_and_one_that_beats_is_not(tmp_path, monkeypatch):
+    monkeypatch.setattr(sweep, "DRIVER_GONE", 0.3)
+    beats = tmp_path / "driver.json"
+    # No beat ever seen: a node whose storage is not shared cannot tell, and goes on.
+    assert not sweep.Driver(tmp_path).gone()
+    beats.write_text('{"pid": 1, "beat": 1}')
+    driver = sweep.Driver(tmp_path)
+    for beat in range(2, 6):
+        time.sleep(0.1)
+        beats.write_text(f'{{"pid": 1, "beat": {beat}}}')
+        assert not driver.gone()
+    time.sleep(0.4)
+    assert driver.gone()
+
+
+def test_a_resumed_sweep_is_the_same_sweep(tmp_path):
+    recorded = {"experiment": ["--config", "e.toml"], "space": {"train.lr": ("grid", [0.1, 0.2])},
+                "sweep": {"samples": 1}}
+    (tmp_path / "space.json").write_text(json.dumps(recorded))
+    sweep.check_same_sweep(tmp_path, recorded)
+    changed = {**recorded, "space": {"train.lr": ("grid", [0.1, 0.3])}}
+    with pytest.raises(sweep.SweepError, match="the space differs from the one the sweep ran with"):
+        sweep.check_same_sweep(tmp_path, changed)
+    with pytest.raises(sweep.SweepError, match="space.json is missing"):
+        sweep.check_same_sweep(tmp_path / "elsewhere", recorded)
