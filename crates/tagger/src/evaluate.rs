@@ -305,21 +305,23 @@ impl Tagger {
         }
         let (label, target) = short_of.expect("the rounds end early only when every label holds");
         let recall = chosen[label].chosen.as_ref().map_or(0.0, |c| c.recall);
-        let biases: Vec<String> = tagger
-            .biases()
-            .iter()
-            .filter(|(l, _)| *l != label)
-            .map(|(l, bias)| format!("{l} bias {bias:.4}"))
-            .collect();
         Err(Error::InvalidOption {
             option: "recall",
             message: format!(
                 "{label}={target}: out of reach on {} together with the other operating points \
                  ({}): decoded with all of them, {label}'s recall is {recall:.2}%",
                 path.display(),
-                biases.join(", ")
+                tagger.other_biases(label).join(", ")
             ),
         })
+    }
+
+    /// The biases in effect for labels other than `label`, as a message names them.
+    fn other_biases(&self, label: &str) -> Vec<String> {
+        let others = self.biases().iter().filter(|(l, _)| *l != label);
+        others
+            .map(|(l, bias)| format!("{l} bias {bias:.4}"))
+            .collect()
     }
 
     /// `targets` and the recalls stored in `thresholds.json` that were chosen on `path` for other
@@ -371,12 +373,7 @@ impl Tagger {
             None => {
                 let found;
                 (tagger, found) = tagger.bias_for_recall(path, label, target, options)?;
-                let others: Vec<String> = tagger
-                    .biases()
-                    .iter()
-                    .filter(|(l, _)| *l != label)
-                    .map(|(l, bias)| format!("{l} bias {bias:.4}"))
-                    .collect();
+                let others = tagger.other_biases(label);
                 let with_others = if others.is_empty() {
                     String::new()
                 } else {
