@@ -527,15 +527,35 @@ impl ModelFiles {
             .map_err(|e| FileError::invalid(&path, e))
     }
 
-    /// The SHA-256 of the weights file, in hex: what a model card names the weights by.
+    /// The SHA-256 of the weights file, in hex: what a model card names the weights by. Read in
+    /// pieces: weights can be large.
     pub fn weights_sha256(&self) -> Result<String, FileError> {
+        use std::io::Read;
         let path = self.weights_file();
-        let bytes = std::fs::read(&path).map_err(|source| FileError::Io {
+        let io = |source| FileError::Io {
             path: path.clone(),
             action: "read",
             source,
-        })?;
-        Ok(sha256_hex(&bytes))
+        };
+        let mut file = std::fs::File::open(&path).map_err(io)?;
+        let mut hasher = Sha256::new();
+        let mut buffer = vec![0u8; 1 << 16];
+        loop {
+            let read = file.read(&mut buffer).map_err(io)?;
+            if read == 0 {
+                break;
+            }
+            hasher.update(&buffer[..read]);
+        }
+        Ok(hex(&hasher.finalize()))
+    }
+
+    /// The weights' short id: the first 12 hex digits of their SHA-256, the same wherever the
+    /// model directory is (Label Studio's model version for them).
+    pub fn weights_id(&self) -> Result<String, FileError> {
+        let mut id = self.weights_sha256()?;
+        id.truncate(12);
+        Ok(id)
     }
 
     /// Copies the model's files (not a run's checkpoint, metrics or experiment) into `dir`,
@@ -1013,8 +1033,10 @@ pub fn load_weights<M: Module>(module: M, path: &Path) -> Result<M, FileError> {
 
 /// The SHA-256 of `bytes`, in hex.
 fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&Sha256::digest(bytes))
+}
+
+/// `bytes` in lower-case hex.
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -2,12 +2,11 @@
 //! A request holds the version it started with until it is answered, so a swap never mixes two
 //! models in one answer.
 
-use std::io::Read;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use nertrain_model::ModelFiles;
 use nertrain_tagger::{ModelInfo, Tagger, lock};
-use sha2::{Digest, Sha256};
 
 /// A loaded model and what it is.
 pub(crate) struct Version {
@@ -40,7 +39,7 @@ impl Version {
     /// ([`check_servable`]).
     pub fn new(tagger: Tagger) -> std::io::Result<Self> {
         check_servable(&tagger)?;
-        let id = weights_id(&tagger.weights_file())?;
+        let id = weights_id(tagger.dir())?;
         Ok(Self {
             info: tagger.info(),
             tagger: Arc::new(tagger),
@@ -49,22 +48,11 @@ impl Version {
     }
 }
 
-/// The first 12 hex digits of the SHA-256 of the weights file: the same weights, the same id,
-/// wherever the model directory is.
-pub(crate) fn weights_id(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
-    let mut hasher = Sha256::new();
-    let mut buffer = vec![0u8; 1 << 16];
-    loop {
-        let read = file.read(&mut buffer)?;
-        if read == 0 {
-            break;
-        }
-        hasher.update(&buffer[..read]);
-    }
-    let digest = hasher.finalize();
-    Ok(digest[..6].iter().map(|b| format!("{b:02x}")).collect())
+/// The weights' short id ([`ModelFiles::weights_id`]) of the model in `dir`.
+pub(crate) fn weights_id(dir: &Path) -> std::io::Result<String> {
+    ModelFiles::new(dir)
+        .weights_id()
+        .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
 /// The version being served.

@@ -465,10 +465,6 @@ impl Tagger {
         &self.dir
     }
 
-    /// The file of its weights.
-    pub fn weights_file(&self) -> PathBuf {
-        ModelFiles::new(&self.dir).weights_file()
-    }
 
     /// The model's description (`model.json`).
     pub fn meta(&self) -> &ModelMeta {

@@ -37,7 +37,6 @@ use nertrain_annotate::PreAnnotated;
 use nertrain_annotate::label_studio::{self, LabelingConfig, Target, Task};
 use nertrain_data::lock::{LockError, ProcessLock};
 use nertrain_data::{ChunkCounts, Scores};
-use nertrain_model::ModelFiles;
 use nertrain_model::job::{FitJob, JobEvent};
 use nertrain_tagger::{Tagger, lock};
 use serde::{Deserialize, Serialize};
@@ -287,7 +286,7 @@ pub fn model_to_serve(dir: &Path, base: &Path) -> Result<PathBuf, String> {
     let Some(registry) = read_registry(dir)? else {
         return Ok(base.to_path_buf());
     };
-    let id = weights_id(&ModelFiles::new(base).weights_file()).map_err(|e| e.to_string())?;
+    let id = weights_id(base).map_err(|e| e.to_string())?;
     if registry.base != id {
         return Err(format!(
             "{}: its versions continue the model of weights {}, not {} ({}); give that \
@@ -1058,8 +1057,7 @@ fn judge_and_publish(
         };
         let id = match &version {
             Some(version) => version.id.clone(),
-            None => weights_id(&ModelFiles::new(output).weights_file())
-                .map_err(|e| LearnError::Load(e.to_string()))?,
+            None => weights_id(output).map_err(|e| LearnError::Load(e.to_string()))?,
         };
         let record = VersionRecord {
             name: name.clone(),
