@@ -34,24 +34,15 @@ mod spacy_spans;
 mod tally;
 mod units;
 
-use serde::{Deserialize, Serialize};
-
 pub use corpus::{
     AnnotatedCorpus, AnnotatedText, Misaligned, is_annotated, parse_annotated, read_annotated,
 };
 pub use format::Format;
 pub use labelled::{LabelledFile, read_labelled};
 
-/// An entity as character offsets into its text.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct CharSpan {
-    /// Its first character, in code points.
-    pub start: usize,
-    /// One past its last character, in code points.
-    pub end: usize,
-    /// Its type.
-    pub label: String,
-}
+/// An entity as character offsets into its text (owned by `nertrain-data`, beside its tokens'
+/// [`Span`](nertrain_data::Span)).
+pub use nertrain_data::CharSpan;
 
 /// A text with a model's entities, to be corrected by an annotator rather than labelled from
 /// nothing: what `select` writes, in a shape the tools import.

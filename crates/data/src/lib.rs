@@ -43,7 +43,7 @@ pub use label::{Allowed, Label, TagColumn, known_tags};
 pub use operating::{LabelConfidences, OperatingPoint, THRESHOLD_GRID, label_confidences};
 pub use partial::forced_labels;
 pub use scheme::{
-    Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,
+    CharSpan, Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,
     render_spans, spans, transition_allowed,
 };
 pub use score::{

@@ -227,6 +227,17 @@ pub struct Span {
     pub label: String,
 }
 
+/// An entity as character offsets into its text: a [`Span`] of raw text rather than of tokens.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct CharSpan {
+    /// Its first character, in code points.
+    pub start: usize,
+    /// One past its last character, in code points.
+    pub end: usize,
+    /// Its type.
+    pub label: String,
+}
+
 /// The chunks of one sentence's tags, read with conlleval's rules (any scheme, leniently): the
 /// entities that scoring counts.
 pub fn spans<S: AsRef<str>>(tags: &[S]) -> Vec<Span> {

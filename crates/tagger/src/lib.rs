@@ -465,7 +465,6 @@ impl Tagger {
         &self.dir
     }
 
-
     /// The model's description (`model.json`).
     pub fn meta(&self) -> &ModelMeta {
         &self.meta
