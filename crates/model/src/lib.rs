@@ -12,6 +12,7 @@ mod char_cnn;
 mod char_lm;
 mod char_lstm;
 pub mod crf;
+pub mod encoder;
 pub mod files;
 mod grow;
 mod inputs;

@@ -1,0 +1,409 @@
+//! Pretrained BERT-family encoders (BERT, DistilBERT, RoBERTa / XLM-R) read from a checkpoint
+//! directory as Hugging Face writes one: `config.json` says the family and the sizes, the weights
+//! are `model.safetensors` (or `pytorch_model.bin`). The layers are Burn's post-LN transformer
+//! blocks; the embeddings (words, positions, token types, then a layer norm) are written here, as
+//! Burn has none of that shape.
+//!
+//! What the families differ in is read from `config.json` and nowhere guessed: the activation,
+//! the layer norms' epsilon, whether positions start after the pad id (RoBERTa), whether there
+//! are token types (not in DistilBERT), and how the weights are named ([`weights`]).
+
+mod weights;
+
+use std::path::Path;
+
+use burn::module::Module;
+use burn::nn::activation::ActivationConfig;
+use burn::nn::transformer::{TransformerEncoder, TransformerEncoderConfig};
+use burn::nn::{Dropout, DropoutConfig, Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig};
+use burn::tensor::{Bool, Device, Int, Tensor};
+use serde::{Deserialize, Serialize};
+
+use crate::FileError;
+
+pub use weights::load_weights;
+
+/// A checkpoint's configuration file.
+pub const CONFIG_FILE: &str = "config.json";
+
+/// The largest encoder size accepted from a `config.json`, in any dimension, and the most
+/// parameters in all (16 GiB of floats): a size with zeros too many would end the process on a
+/// failed allocation rather than with a message.
+const MAX_SIZE: usize = 1 << 20;
+const MAX_PARAMETERS: usize = 1 << 32;
+
+/// The encoder families nertrain reads; `config.json`'s `model_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Family {
+    /// BERT, and the models that keep its layout (MiniLM, ELECTRA's discriminator body excepted).
+    Bert,
+    /// DistilBERT: BERT's blocks under other names, without token types.
+    Distilbert,
+    /// RoBERTa: BERT's layout, positions counted from after the pad id.
+    Roberta,
+    /// XLM-RoBERTa: RoBERTa's layout.
+    XlmRoberta,
+}
+
+impl Family {
+    /// The family `config.json` names, if nertrain reads it.
+    fn from_model_type(model_type: &str) -> Option<Self> {
+        match model_type {
+            "bert" => Some(Self::Bert),
+            "distilbert" => Some(Self::Distilbert),
+            "roberta" => Some(Self::Roberta),
+            "xlm-roberta" => Some(Self::XlmRoberta),
+            _ => None,
+        }
+    }
+
+    /// Whether positions start after the pad id (`pad_token_id + 1`), as in fairseq's models.
+    fn positions_after_pad(self) -> bool {
+        matches!(self, Self::Roberta | Self::XlmRoberta)
+    }
+}
+
+/// The feed-forward activation, by `config.json`'s name for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Activation {
+    /// `gelu`: the exact (erf) form.
+    Gelu,
+    /// `gelu_new`, `gelu_pytorch_tanh`, `gelu_fast`: the tanh approximation.
+    GeluTanh,
+    /// `relu`.
+    Relu,
+}
+
+impl Activation {
+    fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "gelu" => Some(Self::Gelu),
+            "gelu_new" | "gelu_pytorch_tanh" | "gelu_fast" => Some(Self::GeluTanh),
+            "relu" => Some(Self::Relu),
+            _ => None,
+        }
+    }
+
+    fn config(self) -> ActivationConfig {
+        match self {
+            Self::Gelu => ActivationConfig::Gelu,
+            Self::GeluTanh => ActivationConfig::GeluApproximate,
+            Self::Relu => ActivationConfig::Relu,
+        }
+    }
+}
+
+/// What shapes an encoder, as read from a checkpoint's `config.json` (and kept in a model's
+/// description, so that a model builds its encoder without the checkpoint).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EncoderConfig {
+    /// The family, which decides the embeddings and the weights' names.
+    pub family: Family,
+    /// Sub-tokens in the vocabulary.
+    pub vocab_size: usize,
+    /// Width of every layer's output.
+    pub hidden: usize,
+    /// Transformer blocks.
+    pub layers: usize,
+    /// Attention heads per block.
+    pub heads: usize,
+    /// Width of each block's feed-forward layer.
+    pub intermediate: usize,
+    /// Position embeddings (the most sub-tokens one input may hold, less RoBERTa's offset).
+    pub max_positions: usize,
+    /// Token types (0: none, as in DistilBERT).
+    pub type_vocab_size: usize,
+    /// The layer norms' epsilon.
+    pub layer_norm_eps: f64,
+    /// The feed-forward activation.
+    pub activation: Activation,
+    /// The padding sub-token's id.
+    pub pad_token_id: usize,
+    /// Dropout inside the encoder while it is trained.
+    pub dropout: f64,
+}
+
+/// `config.json` as each family writes it: BERT's names, or DistilBERT's.
+#[derive(Debug, Deserialize)]
+struct HfConfig {
+    model_type: Option<String>,
+    vocab_size: Option<usize>,
+    hidden_size: Option<usize>,
+    num_hidden_layers: Option<usize>,
+    num_attention_heads: Option<usize>,
+    intermediate_size: Option<usize>,
+    hidden_act: Option<String>,
+    max_position_embeddings: Option<usize>,
+    type_vocab_size: Option<usize>,
+    layer_norm_eps: Option<f64>,
+    pad_token_id: Option<usize>,
+    hidden_dropout_prob: Option<f64>,
+    // DistilBERT's names.
+    dim: Option<usize>,
+    n_layers: Option<usize>,
+    n_heads: Option<usize>,
+    hidden_dim: Option<usize>,
+    activation: Option<String>,
+    dropout: Option<f64>,
+}
+
+impl EncoderConfig {
+    /// Reads `dir/config.json`; a family nertrain does not read, a missing or absurd size, or an
+    /// unknown activation is an error naming the file and the field.
+    pub fn read(dir: &Path) -> Result<Self, FileError> {
+        let path = dir.join(CONFIG_FILE);
+        let text = std::fs::read_to_string(&path).map_err(|source| FileError::Io {
+            path: path.clone(),
+            action: "read the encoder's configuration",
+            source,
+        })?;
+        Self::parse(&text).map_err(|message| FileError::invalid(&path, message))
+    }
+
+    /// A `config.json`'s text read; the error says which field is wrong and what was expected.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let raw: HfConfig =
+            serde_json::from_str(text).map_err(|e| format!("not a model configuration: {e}"))?;
+        let model_type = raw
+            .model_type
+            .as_deref()
+            .ok_or("no `model_type`: expected one of bert, distilbert, roberta, xlm-roberta")?;
+        let family = Family::from_model_type(model_type).ok_or_else(|| {
+            format!(
+                "`model_type` is {model_type:?}: nertrain reads bert, distilbert, roberta and \
+                 xlm-roberta encoders"
+            )
+        })?;
+        let distil = family == Family::Distilbert;
+        let size = |value: Option<usize>, field: &str| match value {
+            Some(0) | None => Err(format!("`{field}` is missing or 0: expected a size")),
+            Some(v) if v > MAX_SIZE => Err(format!("`{field}` is {v}: at most {MAX_SIZE}")),
+            Some(v) => Ok(v),
+        };
+        let (hidden, layers, heads, intermediate) = if distil {
+            (
+                size(raw.dim, "dim")?,
+                size(raw.n_layers, "n_layers")?,
+                size(raw.n_heads, "n_heads")?,
+                size(raw.hidden_dim, "hidden_dim")?,
+            )
+        } else {
+            (
+                size(raw.hidden_size, "hidden_size")?,
+                size(raw.num_hidden_layers, "num_hidden_layers")?,
+                size(raw.num_attention_heads, "num_attention_heads")?,
+                size(raw.intermediate_size, "intermediate_size")?,
+            )
+        };
+        if hidden % heads != 0 {
+            return Err(format!(
+                "the hidden size {hidden} is not a multiple of the {heads} attention heads"
+            ));
+        }
+        let (act_field, act_name) = if distil {
+            ("activation", raw.activation.as_deref().unwrap_or("gelu"))
+        } else {
+            ("hidden_act", raw.hidden_act.as_deref().unwrap_or("gelu"))
+        };
+        let activation = Activation::from_name(act_name).ok_or_else(|| {
+            format!(
+                "`{act_field}` is {act_name:?}: expected gelu, gelu_new, gelu_pytorch_tanh, \
+                 gelu_fast or relu"
+            )
+        })?;
+        let type_vocab_size = if distil {
+            0
+        } else {
+            raw.type_vocab_size.unwrap_or(2).min(MAX_SIZE)
+        };
+        let layer_norm_eps = match (distil, raw.layer_norm_eps) {
+            // DistilBERT's layer norms are built with 1e-12 whatever the file says.
+            (true, _) => 1e-12,
+            (false, Some(eps)) if eps > 0.0 && eps < 1.0 => eps,
+            (false, Some(eps)) => {
+                return Err(format!(
+                    "`layer_norm_eps` is {eps}: expected a small positive number"
+                ));
+            }
+            (false, None) => 1e-12,
+        };
+        let dropout = if distil {
+            raw.dropout
+        } else {
+            raw.hidden_dropout_prob
+        }
+        .unwrap_or(0.1)
+        .clamp(0.0, 0.9);
+        let pad_token_id =
+            raw.pad_token_id
+                .unwrap_or(if family.positions_after_pad() { 1 } else { 0 });
+        let vocab_size = size(raw.vocab_size, "vocab_size")?;
+        if pad_token_id >= vocab_size {
+            return Err(format!(
+                "`pad_token_id` {pad_token_id} is outside the {vocab_size} sub-tokens"
+            ));
+        }
+        let positions = size(raw.max_position_embeddings, "max_position_embeddings")?;
+        let offset = if family.positions_after_pad() {
+            pad_token_id + 1
+        } else {
+            0
+        };
+        let max_positions = positions
+            .checked_sub(offset)
+            .filter(|&p| p > 0)
+            .ok_or_else(|| {
+                format!(
+                    "`max_position_embeddings` {positions} leaves no position after the pad id \
+                 {pad_token_id}"
+                )
+            })?;
+        let config = Self {
+            family,
+            vocab_size,
+            hidden,
+            layers,
+            heads,
+            intermediate,
+            max_positions,
+            type_vocab_size,
+            layer_norm_eps,
+            activation,
+            pad_token_id,
+            dropout,
+        };
+        match config.parameters() {
+            Some(n) if n <= MAX_PARAMETERS => Ok(config),
+            _ => Err(format!(
+                "the sizes describe an encoder of more than {MAX_PARAMETERS} parameters"
+            )),
+        }
+    }
+
+    /// How many parameters an encoder of this shape has (`None` past `usize`).
+    fn parameters(&self) -> Option<usize> {
+        let h = self.hidden;
+        let tables = (self.vocab_size + self.max_positions + self.position_offset())
+            .checked_add(self.type_vocab_size)?
+            .checked_mul(h)?;
+        // Four attention projections, two feed-forward layers, their biases, two layer norms.
+        let block = (4 * h).checked_mul(h + 1)?.checked_add(
+            (2 * h)
+                .checked_mul(self.intermediate)?
+                .checked_add(self.intermediate + 5 * h)?,
+        )?;
+        tables.checked_add(block.checked_mul(self.layers)?)
+    }
+
+    /// The first position's id: RoBERTa counts from after the pad id.
+    fn position_offset(&self) -> usize {
+        if self.family.positions_after_pad() {
+            self.pad_token_id + 1
+        } else {
+            0
+        }
+    }
+
+    /// An encoder of this shape, with fresh weights (to be loaded).
+    pub fn init(&self, device: &Device) -> PretrainedEncoder {
+        let offset = self.position_offset();
+        let embeddings = Embeddings {
+            word_embeddings: EmbeddingConfig::new(self.vocab_size, self.hidden).init(device),
+            position_embeddings: EmbeddingConfig::new(self.max_positions + offset, self.hidden)
+                .init(device),
+            token_type_embeddings: (self.type_vocab_size > 0)
+                .then(|| EmbeddingConfig::new(self.type_vocab_size, self.hidden).init(device)),
+            layer_norm: LayerNormConfig::new(self.hidden)
+                .with_epsilon(self.layer_norm_eps)
+                .init(device),
+            dropout: DropoutConfig::new(self.dropout).init(),
+        };
+        let encoder =
+            TransformerEncoderConfig::new(self.hidden, self.intermediate, self.heads, self.layers)
+                .with_dropout(self.dropout)
+                .with_norm_first(false)
+                .with_activation(self.activation.config())
+                .with_layer_norm_eps(self.layer_norm_eps)
+                .init(device);
+        PretrainedEncoder {
+            embeddings,
+            encoder,
+            position_offset: offset,
+        }
+    }
+}
+
+/// Sub-token, position and token-type embeddings, summed and normalised.
+#[derive(Module, Debug)]
+pub struct Embeddings {
+    /// `[vocab_size, hidden]`
+    pub word_embeddings: Embedding,
+    /// `[max_positions + offset, hidden]`
+    pub position_embeddings: Embedding,
+    /// `[type_vocab_size, hidden]`; none in DistilBERT.
+    pub token_type_embeddings: Option<Embedding>,
+    /// Over the sum.
+    pub layer_norm: LayerNorm,
+    /// After the layer norm, while training.
+    pub dropout: Dropout,
+}
+
+impl Embeddings {
+    /// `[batch, len]` sub-token ids, every row's real sub-tokens first → `[batch, len, hidden]`.
+    fn forward(&self, ids: Tensor<2, Int>, position_offset: usize) -> Tensor<3> {
+        let [batch, len] = ids.dims();
+        let device = ids.device();
+        let positions = Tensor::<1, Int>::arange(
+            position_offset as i64..(position_offset + len) as i64,
+            &device,
+        )
+        .reshape([1, len])
+        .expand([batch, len]);
+        let mut sum =
+            self.word_embeddings.forward(ids) + self.position_embeddings.forward(positions);
+        if let Some(types) = &self.token_type_embeddings {
+            let zeros = Tensor::<2, Int>::zeros([batch, len], &device);
+            sum = sum + types.forward(zeros);
+        }
+        self.dropout.forward(self.layer_norm.forward(sum))
+    }
+}
+
+/// A pretrained encoder: embeddings, then post-LN transformer blocks.
+#[derive(Module, Debug)]
+pub struct PretrainedEncoder {
+    /// The input embeddings.
+    pub embeddings: Embeddings,
+    /// The blocks (Burn's names: `layers.N.mha`, `pwff`, `norm_1`, `norm_2`).
+    pub encoder: TransformerEncoder,
+    /// The first position's id.
+    pub position_offset: usize,
+}
+
+impl PretrainedEncoder {
+    /// Every layer's output for `[batch, len]` sub-token ids, the embeddings' first (so
+    /// `layers + 1` of them, each `[batch, len, hidden]`). `padding` is true past each row's
+    /// sub-tokens; what comes out there is not meaningful.
+    pub fn hidden_states(&self, ids: Tensor<2, Int>, padding: Tensor<2, Bool>) -> Vec<Tensor<3>> {
+        let mut states = Vec::with_capacity(self.encoder.layers.len() + 1);
+        let mut x = self.embeddings.forward(ids, self.position_offset);
+        for layer in &self.encoder.layers {
+            states.push(x.clone());
+            x = layer.forward(x, Some(padding.clone()), None);
+        }
+        states.push(x);
+        states
+    }
+
+    /// The last layer's output (see [`hidden_states`](Self::hidden_states)).
+    pub fn forward(&self, ids: Tensor<2, Int>, padding: Tensor<2, Bool>) -> Tensor<3> {
+        let mut x = self.embeddings.forward(ids, self.position_offset);
+        for layer in &self.encoder.layers {
+            x = layer.forward(x, Some(padding.clone()), None);
+        }
+        x
+    }
+}

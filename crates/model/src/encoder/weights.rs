@@ -1,0 +1,142 @@
+//! A checkpoint's weights into a [`PretrainedEncoder`]: Hugging Face's names mapped to the
+//! module's, PyTorch's layouts to Burn's (linear weights transposed, layer norms' `weight` and
+//! `bias` as `gamma` and `beta`), half precision cast to f32. A tensor the encoder needs that
+//! the file lacks, or has in another shape, is an error naming it; what the encoder does not use
+//! (a pooler, `position_ids`, a task head) is left.
+
+use std::path::{Path, PathBuf};
+
+use burn::store::{
+    ApplyResult, FloatCastAdapter, KeyRemapper, ModuleAdapter, ModuleSnapshot, ModuleStore,
+    PyTorchToBurnAdapter, PytorchStore, SafetensorsStore,
+};
+use burn::tensor::DType;
+
+use super::{EncoderConfig, Family, PretrainedEncoder};
+use crate::FileError;
+
+/// The weight files a checkpoint may hold, in the order they are looked for.
+const WEIGHT_FILES: [&str; 2] = ["model.safetensors", "pytorch_model.bin"];
+
+/// How many names of tensors an error lists before it says how many more there are.
+const LISTED: usize = 5;
+
+/// The weights file of checkpoint `dir`, the first of [`WEIGHT_FILES`] it holds.
+pub fn weights_file(dir: &Path) -> Result<PathBuf, FileError> {
+    WEIGHT_FILES
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|path| path.is_file())
+        .ok_or_else(|| {
+            FileError::invalid(
+                dir,
+                format!(
+                    "no weights: expected {} in the checkpoint directory",
+                    WEIGHT_FILES.join(" or ")
+                ),
+            )
+        })
+}
+
+/// `encoder` (built from `config`) with the weights of checkpoint `dir`.
+pub fn load_weights(
+    mut encoder: PretrainedEncoder,
+    config: &EncoderConfig,
+    dir: &Path,
+) -> Result<PretrainedEncoder, FileError> {
+    let path = weights_file(dir)?;
+    let remapper = key_remapper(config.family);
+    let applied = if path.extension().is_some_and(|e| e == "bin") {
+        // PyTorch's files are always read with PyTorch's layouts mapped to Burn's.
+        let mut store = PytorchStore::from_file(&path)
+            .remap(remapper)
+            .validate(false)
+            .allow_partial(true);
+        apply(&mut encoder, &mut store)
+    } else {
+        let mut store = SafetensorsStore::from_file(&path)
+            .remap(remapper)
+            .with_from_adapter(PyTorchToBurnAdapter.chain(FloatCastAdapter::to(DType::F32)))
+            .validate(false)
+            .allow_partial(true);
+        apply(&mut encoder, &mut store)
+    };
+    let result = applied.map_err(|message| FileError::invalid(&path, message))?;
+    check(&result).map_err(|message| FileError::invalid(&path, message))?;
+    Ok(encoder)
+}
+
+fn apply<S: ModuleStore>(
+    encoder: &mut PretrainedEncoder,
+    store: &mut S,
+) -> Result<ApplyResult, String> {
+    encoder
+        .load_from(store)
+        .map_err(|e| format!("not a readable weights file: {e}"))
+}
+
+/// Whether every tensor the encoder needs came, in its shape.
+fn check(result: &ApplyResult) -> Result<(), String> {
+    if let Some(error) = result.errors.first() {
+        let more = result.errors.len() - 1;
+        let more = if more > 0 {
+            format!(" (and {more} more)")
+        } else {
+            String::new()
+        };
+        return Err(format!(
+            "weights that do not fit the encoder config.json describes: {error}{more}"
+        ));
+    }
+    if !result.missing.is_empty() {
+        let names: Vec<&str> = result
+            .missing
+            .iter()
+            .take(LISTED)
+            .map(|(name, _)| name.as_str())
+            .collect();
+        let more = result.missing.len().saturating_sub(LISTED);
+        let more = if more > 0 {
+            format!(" and {more} more")
+        } else {
+            String::new()
+        };
+        return Err(format!(
+            "tensors missing for the encoder config.json describes (by Burn's names): {}{more}",
+            names.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+/// Hugging Face's tensor names to the module's, for `family`; patterns apply in order.
+fn key_remapper(family: Family) -> KeyRemapper {
+    let prefix = (r"^(bert|roberta|distilbert|xlm_roberta|xlm-roberta)\.", "");
+    let patterns: Vec<(&str, &str)> = match family {
+        Family::Distilbert => vec![
+            prefix,
+            (r"^transformer\.layer\.(\d+)\.", "encoder.layers.$1."),
+            (r"\.attention\.q_lin\.", ".mha.query."),
+            (r"\.attention\.k_lin\.", ".mha.key."),
+            (r"\.attention\.v_lin\.", ".mha.value."),
+            (r"\.attention\.out_lin\.", ".mha.output."),
+            (r"\.sa_layer_norm\.", ".norm_1."),
+            (r"\.ffn\.lin1\.", ".pwff.linear_inner."),
+            (r"\.ffn\.lin2\.", ".pwff.linear_outer."),
+            (r"\.output_layer_norm\.", ".norm_2."),
+            (r"^embeddings\.LayerNorm\.", "embeddings.layer_norm."),
+        ],
+        Family::Bert | Family::Roberta | Family::XlmRoberta => vec![
+            prefix,
+            (r"^encoder\.layer\.(\d+)\.", "encoder.layers.$1."),
+            (r"\.attention\.self\.(query|key|value)\.", ".mha.$1."),
+            (r"\.attention\.output\.dense\.", ".mha.output."),
+            (r"\.attention\.output\.LayerNorm\.", ".norm_1."),
+            (r"\.intermediate\.dense\.", ".pwff.linear_inner."),
+            (r"\.output\.dense\.", ".pwff.linear_outer."),
+            (r"\.output\.LayerNorm\.", ".norm_2."),
+            (r"^embeddings\.LayerNorm\.", "embeddings.layer_norm."),
+        ],
+    };
+    KeyRemapper::from_patterns(patterns).expect("the key patterns are valid regexes")
+}

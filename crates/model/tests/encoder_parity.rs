@@ -1,0 +1,186 @@
+//! Each encoder family computes what `transformers` computes for the same checkpoint: tiny random
+//! checkpoints and their hidden states, made by `scripts/encoders/make_fixtures.py`, loaded here
+//! and compared on every real position of a padded batch, layer by layer. Checkpoints that are
+//! not what their `config.json` says are refused with a message naming the file.
+
+use std::path::{Path, PathBuf};
+
+use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
+use nertrain_model::encoder::{EncoderConfig, load_weights};
+use serde::Deserialize;
+
+/// Within what each value must agree.
+const TOLERANCE: f32 = 1e-5;
+
+#[derive(Deserialize)]
+struct Expected {
+    sentences: Vec<Sentence>,
+}
+
+#[derive(Deserialize)]
+struct Sentence {
+    ids: Vec<i64>,
+    /// `[layers + 1][sub-tokens][hidden]`
+    hidden_states: Vec<Vec<Vec<f32>>>,
+}
+
+fn fixture(family: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/encoders")
+        .join(family)
+}
+
+fn expected(dir: &Path) -> Expected {
+    let text = std::fs::read_to_string(dir.join("expected.json")).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// The largest difference at real positions between what the encoder computes for all
+/// sentences in one padded batch and what `transformers` recorded.
+fn largest_difference(family: &str) -> f32 {
+    let dir = fixture(family);
+    let device = Device::default();
+    let config = EncoderConfig::read(&dir).unwrap();
+    let encoder = load_weights(config.init(&device), &config, &dir).unwrap();
+    let expected = expected(&dir);
+
+    let longest = expected
+        .sentences
+        .iter()
+        .map(|s| s.ids.len())
+        .max()
+        .unwrap();
+    let batch = expected.sentences.len();
+    let mut ids = vec![config.pad_token_id as i64; batch * longest];
+    let mut padding = vec![true; batch * longest];
+    for (row, sentence) in expected.sentences.iter().enumerate() {
+        ids[row * longest..][..sentence.ids.len()].copy_from_slice(&sentence.ids);
+        padding[row * longest..][..sentence.ids.len()].fill(false);
+    }
+    let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [batch, longest]), &device);
+    let padding = Tensor::<2, Bool>::from_data(TensorData::new(padding, [batch, longest]), &device);
+    let states = encoder.hidden_states(ids, padding);
+    assert_eq!(states.len(), config.layers + 1);
+
+    let mut largest = 0f32;
+    for (layer, state) in states.into_iter().enumerate() {
+        let values = nertrain_model::host_values(state);
+        for (row, sentence) in expected.sentences.iter().enumerate() {
+            for (t, want) in sentence.hidden_states[layer].iter().enumerate() {
+                let got = &values[(row * longest + t) * config.hidden..][..config.hidden];
+                for (g, w) in got.iter().zip(want) {
+                    largest = largest.max((g - w).abs());
+                }
+            }
+        }
+    }
+    largest
+}
+
+#[test]
+fn bert_matches_transformers() {
+    let difference = largest_difference("bert");
+    assert!(difference < TOLERANCE, "largest difference {difference}");
+}
+
+#[test]
+fn distilbert_matches_transformers() {
+    let difference = largest_difference("distilbert");
+    assert!(difference < TOLERANCE, "largest difference {difference}");
+}
+
+#[test]
+fn roberta_matches_transformers() {
+    let difference = largest_difference("roberta");
+    assert!(difference < TOLERANCE, "largest difference {difference}");
+}
+
+/// A copy of the BERT fixture in a fresh directory, its `config.json` changed by `edit`.
+fn edited_checkpoint(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("nertrain-encoder-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = fixture("bert");
+    for file in ["model.safetensors", "tokenizer.json"] {
+        std::fs::copy(source.join(file), dir.join(file)).unwrap();
+    }
+    let text = std::fs::read_to_string(source.join("config.json")).unwrap();
+    let mut config: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(&mut config);
+    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    dir
+}
+
+/// What loading checkpoint `dir` says, which must be an error.
+fn refusal(dir: &Path) -> String {
+    let device = Device::default();
+    let config = match EncoderConfig::read(dir) {
+        Ok(config) => config,
+        Err(e) => return e.to_string(),
+    };
+    match load_weights(config.init(&device), &config, dir) {
+        Ok(_) => panic!("{} loaded", dir.display()),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_family_nertrain_does_not_read_is_refused() {
+    let dir = edited_checkpoint("gpt2", |c| c["model_type"] = "gpt2".into());
+    let message = refusal(&dir);
+    assert!(message.contains("config.json"), "{message}");
+    assert!(message.contains("\"gpt2\""), "{message}");
+}
+
+#[test]
+fn a_tensor_of_another_shape_is_refused() {
+    let dir = edited_checkpoint("shape", |c| c["intermediate_size"] = 38.into());
+    let message = refusal(&dir);
+    assert!(message.contains("model.safetensors"), "{message}");
+    assert!(message.contains("linear_inner"), "{message}");
+    assert!(message.contains("do not fit"), "{message}");
+}
+
+#[test]
+fn a_missing_tensor_is_refused() {
+    let dir = edited_checkpoint("missing", |c| c["num_hidden_layers"] = 3.into());
+    let message = refusal(&dir);
+    assert!(message.contains("model.safetensors"), "{message}");
+    assert!(message.contains("missing"), "{message}");
+    assert!(message.contains("encoder.layers.2."), "{message}");
+}
+
+#[test]
+fn a_damaged_weights_file_is_refused() {
+    let dir = edited_checkpoint("damaged", |_| {});
+    let weights = dir.join("model.safetensors");
+    let bytes = std::fs::read(&weights).unwrap();
+    std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
+    let message = refusal(&dir);
+    assert!(message.contains("model.safetensors"), "{message}");
+    assert!(message.contains("not a readable weights file"), "{message}");
+}
+
+#[test]
+fn a_checkpoint_without_weights_is_refused() {
+    let dir = edited_checkpoint("none", |_| {});
+    std::fs::remove_file(dir.join("model.safetensors")).unwrap();
+    let message = refusal(&dir);
+    assert!(message.contains("no weights"), "{message}");
+    assert!(message.contains("pytorch_model.bin"), "{message}");
+}
+
+#[test]
+fn absurd_sizes_are_refused_before_anything_is_allocated() {
+    for (field, value) in [("hidden_size", 1u64 << 40), ("vocab_size", 0)] {
+        let dir = edited_checkpoint(field, |c| c[field] = value.into());
+        let message = refusal(&dir);
+        assert!(message.contains(field), "{message}");
+    }
+    let dir = edited_checkpoint("huge", |c| {
+        c["vocab_size"] = (1u64 << 20).into();
+        c["hidden_size"] = (1u64 << 16).into();
+    });
+    let message = refusal(&dir);
+    assert!(message.contains("parameters"), "{message}");
+}
