@@ -7,7 +7,7 @@ the Python `tokenizers` library gives each sentence's words, and the last hidden
 
     python -m venv ~/.cache/nertrain-encoders
     ~/.cache/nertrain-encoders/bin/pip install torch transformers tokenizers safetensors
-    ~/.cache/nertrain-encoders/bin/python scripts/encoders/make_fixtures.py crates/model/tests/fixtures/encoders
+    ~/.cache/nertrain-encoders/bin/python scripts/encoders/make_fixtures.py data/encoders
 
 Each family gets a folder holding a checkpoint as Hugging Face writes one (`config.json`,
 `model.safetensors`, `tokenizer.json`) and `expected.json`. The weights are drawn from a fixed
@@ -74,9 +74,10 @@ def wordpiece_tokenizer(lowercase: bool) -> Tokenizer:
         special_tokens=[("[CLS]", cls), ("[SEP]", sep)],
     )
     tokenizer.decoder = decoders.WordPiece()
-    # As all-MiniLM-L6-v2's file does: a fixed padding and truncation that nertrain must clear.
-    tokenizer.enable_padding(pad_id=0, pad_token="[PAD]", length=24)
-    tokenizer.enable_truncation(max_length=24)
+    if not lowercase:
+        # As all-MiniLM-L6-v2's file does: a fixed padding and truncation nertrain must clear.
+        tokenizer.enable_padding(pad_id=0, pad_token="[PAD]", length=24)
+        tokenizer.enable_truncation(max_length=24)
     return tokenizer
 
 
@@ -196,13 +197,10 @@ def record(model, tokenizer: Tokenizer, prefix_space: bool, pad_id: int) -> dict
 def write(out: Path, name: str, model, tokenizer: Tokenizer, prefix_space: bool, pad_id: int):
     folder = out / name
     folder.mkdir(parents=True, exist_ok=True)
+    # Saved as it ships, before `record` clears its padding and truncation.
+    tokenizer.save(str(folder / "tokenizer.json"))
     expected = record(model, tokenizer, prefix_space, pad_id)
     model.save_pretrained(folder, safe_serialization=True)
-    if name == "bert":
-        # Saved as the tokenizer ships, fixed padding and truncation included.
-        wordpiece_tokenizer(lowercase=False).save(str(folder / "tokenizer.json"))
-    else:
-        tokenizer.save(str(folder / "tokenizer.json"))
     text = json.dumps(expected, indent=None, separators=(",", ":"))
     (folder / "expected.json").write_text(text + "\n")
     print(f"{folder}: {len(expected['sentences'])} sentences")

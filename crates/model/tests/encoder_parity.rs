@@ -26,7 +26,7 @@ struct Sentence {
 
 fn fixture(family: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/encoders")
+        .join("../../data/encoders")
         .join(family)
 }
 
