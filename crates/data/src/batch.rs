@@ -77,6 +77,61 @@ impl SentenceChars {
     }
 }
 
+/// The pretrained encoder's inputs of a batch: every window of its sentences
+/// ([`Encoded::windows`]) as a row, and where each word slot's emission is read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SubwordIds {
+    /// The sub-token ids, `[windows, width]` row-major, padded with 0.
+    pub ids: Vec<i64>,
+    /// Windows (rows).
+    pub windows: usize,
+    /// The longest window (the row width).
+    pub width: usize,
+    /// Each window's sub-tokens.
+    pub lengths: Vec<usize>,
+    /// For each word slot (`[batch * max_len]`), where its first sub-token is in `ids`; 0 at
+    /// padding slots.
+    pub first: Vec<i64>,
+}
+
+impl SubwordIds {
+    /// The windows of `sentences`, or none when they have none.
+    fn new(sentences: &[&Encoded], max_len: usize) -> Option<Self> {
+        let windows: Vec<&crate::Window> = sentences.iter().flat_map(|s| &s.windows).collect();
+        if windows.is_empty() {
+            return None;
+        }
+        let width = windows
+            .iter()
+            .map(|w| w.ids.len())
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let mut ids = vec![0; windows.len() * width];
+        let mut first = vec![0; sentences.len() * max_len];
+        let mut row = 0;
+        for (b, sentence) in sentences.iter().enumerate() {
+            for window in &sentence.windows {
+                let ids = &mut ids[row * width..][..window.ids.len()];
+                ids.iter_mut()
+                    .zip(&window.ids)
+                    .for_each(|(to, &id)| *to = i64::from(id));
+                for (w, &at) in window.scored.clone().zip(&window.first_pieces) {
+                    first[b * max_len + w] = (row * width + at) as i64;
+                }
+                row += 1;
+            }
+        }
+        Some(Self {
+            ids,
+            windows: windows.len(),
+            width,
+            lengths: windows.iter().map(|w| w.ids.len()).collect(),
+            first,
+        })
+    }
+}
+
 /// Sentences as padded id matrices. Matrices are `[batch, max_len]`, row-major; positions at or
 /// beyond a sentence's length hold `<pad>` (words) or 0 (tags) and are masked everywhere.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,6 +168,8 @@ pub struct Batch {
     /// Each feature column's value ids (see [`Encoded::features`]), `[features][batch *
     /// max_len]`; padding is `<pad>`. Empty without feature columns.
     pub features: Vec<Vec<i64>>,
+    /// The pretrained encoder's inputs; `None` without an encoder.
+    pub subwords: Option<SubwordIds>,
 }
 
 impl Batch {
@@ -158,6 +215,7 @@ impl Batch {
         let (dictionary, dictionary_labels) = dictionary_ids(&members, max_len);
         let features = feature_ids(&members, max_len);
         let sentence_chars = SentenceChars::new(&members, max_len, word_len);
+        let subwords = SubwordIds::new(&members, max_len);
         let (allowed, num_tags) = if tagged {
             allowed_masks(&members, max_len)
         } else {
@@ -182,6 +240,7 @@ impl Batch {
             dictionary,
             dictionary_labels,
             features,
+            subwords,
         }
     }
 
@@ -347,6 +406,7 @@ mod tests {
             allowed: Vec::new(),
             dictionary: Vec::new(),
             features: Vec::new(),
+            windows: Vec::new(),
         }
     }
 

@@ -588,6 +588,7 @@ mod tests {
             allowed: Vec::new(),
             dictionary: Vec::new(),
             features: Vec::new(),
+            windows: Vec::new(),
         };
         let mut encoded: Vec<Encoded> = (0..200).map(|_| blank()).collect();
         set_dictionary_places(&mut encoded, &words, &dictionary, None);

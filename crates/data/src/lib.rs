@@ -25,7 +25,7 @@ mod tokenize;
 mod vectors;
 mod vocab;
 
-pub use batch::{Batch, BatchPlan, CharIds, SentenceChars};
+pub use batch::{Batch, BatchPlan, CharIds, SentenceChars, SubwordIds};
 pub use casing::Casing;
 pub use conll::{
     ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, parse_partially_tagged,

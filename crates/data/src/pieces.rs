@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use tokenizers::Tokenizer;
 
-use crate::DataError;
+use crate::{DataError, Encoded};
 
 /// A checkpoint's tokenizer file.
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
@@ -227,6 +227,22 @@ impl SubwordTokenizer {
         }
         pieces.word_starts.push(pieces.ids.len());
         Ok(pieces)
+    }
+
+    /// Sets each sentence's [`Encoded::windows`] for an encoder that reads at most `max_len`
+    /// sub-tokens at once; `words[i]` are sentence `i`'s words as written.
+    pub fn set_windows<S: AsRef<str>>(
+        &self,
+        encoded: &mut [Encoded],
+        words: &[&[S]],
+        max_len: usize,
+    ) -> Result<(), DataError> {
+        for (encoded, words) in encoded.iter_mut().zip(words) {
+            let words: Vec<&str> = words.iter().map(AsRef::as_ref).collect();
+            let pieces = self.pieces(&words)?;
+            encoded.windows = self.windows(&pieces, max_len);
+        }
+        Ok(())
     }
 
     fn unknown_for(&self, word: &str) -> Result<u32, DataError> {

@@ -266,6 +266,7 @@ impl Vocabularies {
             allowed: Vec::new(),
             dictionary: Vec::new(),
             features: Vec::new(),
+            windows: Vec::new(),
         }
     }
 
@@ -435,6 +436,10 @@ pub struct Encoded {
     /// Each word's feature value ids, `[words, features]` (ids of
     /// [`Vocabularies::features`]); empty without feature columns.
     pub features: Vec<usize>,
+    /// The pretrained encoder's inputs for the sentence, in which each word is scored once
+    /// ([`SubwordTokenizer::set_windows`](crate::SubwordTokenizer::set_windows)); empty without
+    /// an encoder.
+    pub windows: Vec<crate::Window>,
 }
 
 impl Encoded {

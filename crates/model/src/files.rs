@@ -15,6 +15,9 @@
 //!             model computes the same features from the same entries
 //! thresholds.json  per-label confidence thresholds chosen on a gold file (`eval --thresholds
 //!             --store`), when a user chose them; deleted when new weights are published
+//! subwords.json  the pretrained encoder's tokenizer (its checkpoint's `tokenizer.json`), when
+//!             the model has an encoder; model.json holds the encoder's shape, model.bpk its
+//!             weights, so the model needs nothing of the checkpoint
 //! ```
 //!
 //! Every size a description gives is checked before anything of that size is allocated, and the
@@ -28,7 +31,8 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{
-    ColumnSpec, Dictionary, Entry, Scores, TagScheme, Tokenizer, TokenizerSpec, Vocabularies,
+    ColumnSpec, Dictionary, Entry, Scores, SubwordTokenizer, TagScheme, Tokenizer, TokenizerSpec,
+    Vocabularies,
 };
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -42,6 +46,7 @@ const DEV_SCORES: &str = "dev.json";
 const TEST_SCORES: &str = "test.json";
 const DICTIONARY: &str = "dictionary.json";
 const THRESHOLDS: &str = "thresholds.json";
+const SUBWORDS: &str = "subwords.json";
 
 /// Bumped whenever a model file's layout or meaning changes.
 pub const FORMAT_VERSION: u32 = 1;
@@ -485,6 +490,45 @@ impl ModelFiles {
         self.path.join(DICTIONARY)
     }
 
+    /// Where the pretrained encoder's tokenizer is (`subwords.json`), when the model has one.
+    pub fn subwords_file(&self) -> PathBuf {
+        self.path.join(SUBWORDS)
+    }
+
+    /// Copies a checkpoint's `tokenizer.json` in as the model's `subwords.json`, once it has
+    /// been read as fitting `encoder`.
+    pub fn write_subwords(
+        &self,
+        tokenizer: &Path,
+        encoder: &crate::encoder::EncoderConfig,
+    ) -> Result<(), FileError> {
+        let bytes = std::fs::read(tokenizer).map_err(|source| FileError::Io {
+            path: tokenizer.to_path_buf(),
+            action: "read",
+            source,
+        })?;
+        let read = SubwordTokenizer::from_file(tokenizer)
+            .map_err(|e| FileError::invalid(tokenizer, e.message))?;
+        crate::encoder::check_tokenizer(encoder, &read)
+            .map_err(|message| FileError::invalid(tokenizer, message))?;
+        nertrain_data::io::write_atomic(&self.subwords_file(), &bytes)?;
+        Ok(())
+    }
+
+    /// The pretrained encoder's tokenizer, when the model has an encoder: checked against the
+    /// encoder's shape that `model.json` records.
+    pub fn read_subwords(&self, meta: &ModelMeta) -> Result<Option<SubwordTokenizer>, FileError> {
+        let Some(encoder) = &meta.sizes.encoder else {
+            return Ok(None);
+        };
+        let path = self.subwords_file();
+        let tokenizer =
+            SubwordTokenizer::from_file(&path).map_err(|e| FileError::invalid(&path, e.message))?;
+        crate::encoder::check_tokenizer(encoder, &tokenizer)
+            .map_err(|message| FileError::invalid(&path, message))?;
+        Ok(Some(tokenizer))
+    }
+
     /// Writes the dictionaries (`dictionary.json`), as [`DictionaryMeta::of`] describes them.
     pub fn write_dictionary(&self, dictionary: &Dictionary) -> Result<(), FileError> {
         let path = self.dictionary_file();
@@ -583,6 +627,7 @@ impl ModelFiles {
             TEST_SCORES,
             DICTIONARY,
             THRESHOLDS,
+            SUBWORDS,
             META,
         ];
         // Every file read before any is written, so that what is checked is what is copied.
@@ -770,6 +815,7 @@ impl ModelFiles {
         let sizes = VocabSizes {
             lm_words: meta.sizes.lm_words.min(vocab.words.len()),
             dictionary_labels: meta.sizes.dictionary_labels,
+            encoder: meta.sizes.encoder.clone(),
             ..VocabSizes::from(&vocab)
         };
         if sizes != meta.sizes {
@@ -939,6 +985,11 @@ fn check_sizes(meta: &ModelMeta) -> Result<(), String> {
             sizes.tags
         ));
     }
+    if let Some(encoder) = &sizes.encoder {
+        encoder
+            .check()
+            .map_err(|message| format!("sizes.encoder: {message}"))?;
+    }
     if !(1..=MAX_WORD_LEN).contains(&meta.max_word_len) {
         return Err(format!(
             "max_word_len: expected 1 to {MAX_WORD_LEN}, found {}",
@@ -953,7 +1004,13 @@ fn check_sizes(meta: &ModelMeta) -> Result<(), String> {
 fn least_values(meta: &ModelMeta) -> u64 {
     let (words, dim) = (meta.sizes.words as u64, meta.model.word_dim as u64);
     let (hidden, tags) = (meta.model.hidden as u64, meta.sizes.tags as u64);
-    words * dim + 8 * hidden * hidden + tags * tags
+    let encoder = meta
+        .sizes
+        .encoder
+        .as_ref()
+        .and_then(|e| e.parameters())
+        .unwrap_or(0) as u64;
+    words * dim + 8 * hidden * hidden + tags * tags + encoder
 }
 
 /// Scores as their files (`dev.json`, `test.json`) hold them: keys sorted, as `eval --json`

@@ -1,6 +1,8 @@
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use nertrain_data::Batch;
 
+use crate::encoder::SubwordTensors;
+
 /// A [`Batch`] on a device: ids, the float token mask (1 for real tokens), and lengths.
 #[derive(Debug, Clone)]
 pub struct BatchTensors {
@@ -38,6 +40,8 @@ pub struct BatchTensors {
     /// Each feature column's value ids, `[batch, max_len]` each (see [`Batch::features`]);
     /// empty without feature columns.
     pub features: Vec<Tensor<2, Int>>,
+    /// The pretrained encoder's inputs; `None` without an encoder.
+    pub subwords: Option<SubwordTensors>,
 }
 
 impl BatchTensors {
@@ -87,6 +91,10 @@ impl BatchTensors {
                 )
             }),
             features: batch.features.iter().map(|ids| ints(ids, shape)).collect(),
+            subwords: batch
+                .subwords
+                .as_ref()
+                .map(|ids| SubwordTensors::new(ids, device)),
         }
     }
 }

@@ -5,6 +5,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use nertrain_data::{Batch, Casing, MentionCasing, Vectors, Vocab};
 use serde::{Deserialize, Serialize};
 
+use crate::encoder::{EncoderConfig, PretrainedFeatures, Tuning};
 use crate::{
     BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, CharLm, CharLmConfig, CharLstm,
     CharLstmConfig, Constraints, Crf, CrfConfig, CrfError, FormInputs, Reduction, WordGates,
@@ -72,6 +73,14 @@ pub struct NetworkConfig {
     /// order; empty for none.
     #[config(default = "Vec::new()")]
     pub feature_dims: Vec<usize>,
+    /// A pretrained encoder's checkpoint directory (`config.json`, `model.safetensors` or
+    /// `pytorch_model.bin`, `tokenizer.json`, as Hugging Face writes them), whose layers' mix
+    /// each word is given among the BiLSTM's inputs. Read when training starts: a model keeps
+    /// its own copy.
+    pub pretrained: Option<std::path::PathBuf>,
+    /// How the pretrained encoder is trained: `fine-tune` or `frozen`.
+    #[config(default = "Tuning::FineTune")]
+    pub pretrained_tuning: Tuning,
 }
 
 /// The sizes of a model's vocabularies.
@@ -92,6 +101,10 @@ pub struct VocabSizes {
     /// Values of each feature column, `<pad>` and `<unk>` included (empty: none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub features: Vec<usize>,
+    /// The pretrained encoder's shape (its sub-token vocabulary among it), as its checkpoint's
+    /// `config.json` gave it; `None` without an encoder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoder: Option<EncoderConfig>,
 }
 
 /// What shapes a network's parameters: every setting of a [`NetworkConfig`] but its
@@ -123,6 +136,8 @@ pub struct Architecture {
     pub dictionary_dim: usize,
     /// [`NetworkConfig::feature_dims`].
     pub feature_dims: Vec<usize>,
+    /// [`NetworkConfig::pretrained_tuning`], when there is an encoder.
+    pub pretrained_tuning: Tuning,
 }
 
 impl From<&nertrain_data::Vocabularies> for VocabSizes {
@@ -134,6 +149,7 @@ impl From<&nertrain_data::Vocabularies> for VocabSizes {
             lm_words: 0,
             dictionary_labels: 0,
             features: vocab.features.iter().map(|v| v.len()).collect(),
+            encoder: None,
         }
     }
 }
@@ -157,6 +173,9 @@ impl NetworkConfig {
             lm_weight: _,
             dictionary_dim,
             feature_dims,
+            // Where the checkpoint was read from; its shape is in `VocabSizes::encoder`.
+            pretrained: _,
+            pretrained_tuning,
         } = self.clone();
         Architecture {
             word_dim,
@@ -171,6 +190,7 @@ impl NetworkConfig {
             char_lm_hidden,
             dictionary_dim,
             feature_dims,
+            pretrained_tuning,
         }
     }
 
@@ -216,6 +236,10 @@ impl NetworkConfig {
                 .collect(),
         });
         let d_features: usize = self.feature_dims.iter().sum();
+        let pretrained = sizes
+            .encoder
+            .as_ref()
+            .map(|config| PretrainedFeatures::new(config, self.pretrained_tuning, device));
         let d_input = self.word_dim
             + self.casing_dim
             + self.mention_dim
@@ -223,7 +247,8 @@ impl NetworkConfig {
             + d_features
             + chars.as_ref().map_or(0, CharCnn::d_output)
             + char_lstm.as_ref().map_or(0, CharLstm::d_output)
-            + char_lm.as_ref().map_or(0, CharLm::d_output);
+            + char_lm.as_ref().map_or(0, CharLm::d_output)
+            + pretrained.as_ref().map_or(0, PretrainedFeatures::d_output);
         let network = Network {
             words: uniform_embedding(sizes.words, self.word_dim, device),
             casing,
@@ -238,6 +263,7 @@ impl NetworkConfig {
             crf: CrfConfig::new(sizes.tags).init(device),
             dictionary,
             features,
+            pretrained,
         };
         network.map(&mut NumberedIds(0))
     }
@@ -417,6 +443,8 @@ pub struct Network {
     /// The embeddings of the feature columns' values, when the model reads feature columns;
     /// last, for the same reason.
     pub features: Option<FeatureEmbeddings>,
+    /// The pretrained encoder, when the model has one; last, for the same reason.
+    pub pretrained: Option<PretrainedFeatures>,
 }
 
 impl Network {
@@ -518,7 +546,10 @@ impl Network {
     /// ([`ContextShares`]), rather than through tensor operations: on the CPU, for a model
     /// without sentence or document features.
     pub fn reads_rows(&self, device: &Device) -> bool {
-        self.char_lm.is_none() && self.mentions.is_none() && recurrence::infers_from_rows(device)
+        self.char_lm.is_none()
+            && self.mentions.is_none()
+            && self.pretrained.is_none()
+            && recurrence::infers_from_rows(device)
     }
 
     /// The share of the LSTM's input projection that depends on the word as written alone (its
@@ -606,6 +637,9 @@ impl Network {
         if let Some(features) = &self.features {
             context.extend(features.forward(inputs));
         }
+        if let Some(pretrained) = &self.pretrained {
+            context.push(self.pretrained_features(pretrained, inputs));
+        }
         let gates = match words {
             WordInput::Vectors(vectors) => {
                 let x = Tensor::cat([vec![vectors], form, context].concat(), 2);
@@ -627,6 +661,20 @@ impl Network {
         let h = self.encoder.forward_gates(gates, &inputs.lengths);
         let emissions = self.emissions.forward(drop(h.clone(), Dropped::Output));
         (emissions, lm_states, h)
+    }
+
+    /// What the pretrained encoder gives each word, `[batch, max_len, hidden]`; a batch made
+    /// without sub-tokens (which callers refuse before they get here) gives zeros.
+    fn pretrained_features(
+        &self,
+        pretrained: &PretrainedFeatures,
+        inputs: &BatchTensors,
+    ) -> Tensor<3> {
+        let [batch, time] = inputs.words.dims();
+        match &inputs.subwords {
+            Some(subwords) => pretrained.forward(subwords, batch, time),
+            None => Tensor::zeros([batch, time, pretrained.d_output()], &inputs.words.device()),
+        }
     }
 
     /// Each dictionary place id's and feature value id's share of the LSTM's input projection

@@ -26,6 +26,7 @@ fn sentence(words: &[usize], chars: &[&[usize]]) -> Encoded {
         allowed: Vec::new(),
         dictionary: Vec::new(),
         features: Vec::new(),
+        windows: Vec::new(),
     }
 }
 

@@ -59,7 +59,7 @@ fn largest_difference(family: &str) -> f32 {
     }
     let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [batch, longest]), &device);
     let padding = Tensor::<2, Bool>::from_data(TensorData::new(padding, [batch, longest]), &device);
-    let states = encoder.hidden_states(ids, padding);
+    let states = encoder.hidden_states(ids, Some(padding));
     assert_eq!(states.len(), config.layers + 1);
 
     let mut largest = 0f32;

@@ -16,6 +16,7 @@ fn sentence(words: &[usize]) -> Encoded {
         allowed: Vec::new(),
         dictionary: Vec::new(),
         features: Vec::new(),
+        windows: Vec::new(),
     }
 }
 
@@ -43,6 +44,7 @@ fn a_grown_model_keeps_what_the_old_one_knew() {
             lm_words: 0,
             dictionary_labels: 0,
             features: Vec::new(),
+            encoder: None,
         };
         let new_sizes = VocabSizes {
             words: 14,
@@ -51,6 +53,7 @@ fn a_grown_model_keeps_what_the_old_one_knew() {
             lm_words: 0,
             dictionary_labels: 0,
             features: Vec::new(),
+            encoder: None,
         };
         device.seed(1);
         let old = config.init(&old_sizes, &device);

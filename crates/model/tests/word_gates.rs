@@ -28,6 +28,7 @@ fn sentence(words: &[usize]) -> Encoded {
         features: position()
             .flat_map(|(t, &w)| [1 + (w + t) % 5, 1 + w % 3])
             .collect(),
+        windows: Vec::new(),
     }
 }
 
@@ -41,6 +42,7 @@ fn cached_word_gates_give_the_same_emissions() {
         lm_words: 6,
         dictionary_labels: 2,
         features: vec![6, 4],
+        encoder: None,
     };
     let batches = [
         vec![sentence(&[2, 3, 35, 2]), sentence(&[7, 35])],
@@ -121,6 +123,7 @@ fn dictionary_places_reach_the_emissions() {
         lm_words: 0,
         dictionary_labels: 2,
         features: Vec::new(),
+        encoder: None,
     };
     let model = NetworkConfig::new()
         .with_word_dim(4)

@@ -27,6 +27,7 @@ fn embedding_rows_take_the_vectors_of_known_words() {
             lm_words: 0,
             dictionary_labels: 0,
             features: Vec::new(),
+            encoder: None,
         },
         &device,
     );

@@ -821,6 +821,10 @@ impl Tagger {
             })
             .collect::<Result<_>>()?;
         let pieces = self.document_pieces(sentences, documents);
+        if let (Some(subwords), Some(encoder)) = (&self.subwords, &self.meta.sizes.encoder) {
+            let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
+            subwords.set_windows(&mut encoded, &words, encoder.max_positions)?;
+        }
         if self.reads_documents() || self.dictionary.is_some() {
             let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
             if self.reads_documents() {

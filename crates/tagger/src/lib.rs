@@ -61,8 +61,8 @@ use std::path::{Path, PathBuf};
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{
-    CaseRule, Context, Corpus, DataError, Dictionary, Entry, Span, TagScheme, Tokenizer,
-    TokenizerSpec, Vocabularies, read_dictionary, render_spans,
+    CaseRule, Context, Corpus, DataError, Dictionary, Entry, Span, SubwordTokenizer, TagScheme,
+    Tokenizer, TokenizerSpec, Vocabularies, read_dictionary, render_spans,
 };
 use nertrain_model::files::DictionaryMeta;
 use nertrain_model::{ModelFiles, ModelMeta, Network, WordGates};
@@ -176,6 +176,8 @@ pub struct Tagger {
     tokenizer: Tokenizer,
     /// The dictionaries whose phrases are features of its words, when it has them.
     dictionary: Option<Dictionary>,
+    /// Its pretrained encoder's tokenizer, when it has an encoder.
+    subwords: Option<SubwordTokenizer>,
     /// What [`ModelInfo`] says of them: the stored ones', or those extended at load.
     dictionary_meta: Option<DictionaryMeta>,
     dir: PathBuf,
@@ -278,6 +280,7 @@ impl Tagger {
         let (meta, vocab, network) = files.load(device)?;
         let tokenizer = files.tokenizer(&meta)?;
         let dictionary = files.read_dictionary(&meta)?;
+        let subwords = files.read_subwords(&meta)?;
         let labels = entity_types(vocab.tags.items());
         let stored = files
             .read_thresholds(&labels)?
@@ -296,6 +299,7 @@ impl Tagger {
             thresholds,
             biases,
             dictionary,
+            subwords,
             dictionary_meta: meta.dictionary.clone(),
             meta,
             vocab,

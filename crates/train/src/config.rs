@@ -128,6 +128,16 @@ impl DictionarySource {
 }
 
 impl TrainConfig {
+    /// The fine-tuned encoder's learning rate at batch `batch` (from 0) of epoch `epoch` (from
+    /// 0), of `batches` an epoch: a linear warm-up over the first `encoder_warmup` epochs, and
+    /// the decay of every other rate (`lr_decay`). It depends on nothing but the step, so a
+    /// run resumed with more epochs continues as it would have.
+    pub fn encoder_lr_at(&self, epoch: usize, batch: usize, batches: usize) -> f64 {
+        let step = (epoch * batches + batch + 1) as f64;
+        let warmup = (self.encoder_warmup * batches as f64).max(1.0);
+        self.encoder_lr * (step / warmup).min(1.0) / (1.0 + self.lr_decay * epoch as f64)
+    }
+
     /// Every parameter's update rule, with its settings.
     pub fn update_rule(&self) -> UpdateRule {
         UpdateRule {
@@ -204,6 +214,18 @@ pub struct TrainConfig {
     /// The update rule.
     #[config(default = "Optimizer::Sgd")]
     pub optimizer: Optimizer,
+    /// The pretrained encoder's peak learning rate when it is fine-tuned
+    /// (`model.pretrained_tuning = "fine-tune"`): AdamW, apart from the rest of the network's
+    /// rule, as an encoder's rate is orders of magnitude below a CRF's.
+    #[config(default = 5e-5)]
+    pub encoder_lr: f64,
+    /// Epochs over which the encoder's rate rises linearly to `encoder_lr`; it then decays as
+    /// every other rate does (`lr_decay`).
+    #[config(default = 1.0)]
+    pub encoder_warmup: f64,
+    /// AdamW's weight decay of the fine-tuned encoder's weights.
+    #[config(default = 0.01)]
+    pub encoder_weight_decay: f64,
     /// SGD's momentum.
     #[config(default = 0.9)]
     pub momentum: f64,
@@ -507,6 +529,21 @@ impl Experiment {
                 t.lr_decay >= 0.0 && t.lr_decay.is_finite(),
                 "train.lr_decay",
                 "zero or positive",
+            ),
+            (
+                t.encoder_lr > 0.0 && t.encoder_lr.is_finite(),
+                "train.encoder_lr",
+                "a positive number",
+            ),
+            (
+                t.encoder_warmup >= 0.0 && t.encoder_warmup.is_finite(),
+                "train.encoder_warmup",
+                "zero or more epochs",
+            ),
+            (
+                (0.0..1.0).contains(&t.encoder_weight_decay),
+                "train.encoder_weight_decay",
+                "a number in [0, 1)",
             ),
             (
                 (0.0..1.0).contains(&t.momentum),

@@ -5,6 +5,7 @@
 //! model.json     the model's description; written first, it marks the directory as a run
 //! vocab.json     word, character and tag vocabularies
 //! dictionary.json the dictionaries' entries, when the experiment names dictionaries
+//! subwords.json  the pretrained encoder's tokenizer, when the experiment names an encoder
 //! config.toml    the resolved experiment
 //! model.bpk      weights of the best epoch (Burn's burnpack format)
 //! dev.json       the best epoch's dev scores, overall and per type, and that epoch's number
@@ -49,8 +50,10 @@ const TRAINING_WEIGHTS: &str = "model.bpk";
 const BEST_WEIGHTS: &str = "best.bpk";
 /// Inside a checkpoint: the best epoch's dev scores, when it is this one.
 const BEST_DEV_SCORES: &str = "dev.json";
-/// Inside a checkpoint: Burn's optimiser state, and the word table's row-sparse update state.
+/// Inside a checkpoint: Burn's optimiser state, the fine-tuned encoder's, and the word table's
+/// row-sparse update state.
 const OPTIMIZER: &str = "optimizer.bpk";
+const ENCODER_OPTIMIZER: &str = "encoder-optimizer.bpk";
 const WORDS: &str = "words.bin";
 
 /// A committed checkpoint: where its training weights and trainer state are, and its loop state
@@ -68,6 +71,8 @@ pub(crate) struct StoredCheckpoint {
 pub(crate) struct TrainerFiles {
     /// Burn's optimiser state.
     pub(crate) optimizer: PathBuf,
+    /// The fine-tuned pretrained encoder's optimiser state, when there is one.
+    pub(crate) encoder_optimizer: PathBuf,
     /// The word table's row-sparse update state.
     pub(crate) words: PathBuf,
 }
@@ -76,6 +81,7 @@ impl TrainerFiles {
     fn in_dir(dir: &Path) -> Self {
         Self {
             optimizer: dir.join(OPTIMIZER),
+            encoder_optimizer: dir.join(ENCODER_OPTIMIZER),
             words: dir.join(WORDS),
         }
     }
@@ -149,11 +155,12 @@ impl ModelDir {
     }
 
     /// Every file and directory of a run, the only ones `clear` deletes, the description first.
-    fn run_files(&self) -> [PathBuf; 11] {
+    fn run_files(&self) -> [PathBuf; 12] {
         [
             self.files.meta_file(),
             self.files.vocab_file(),
             self.files.dictionary_file(),
+            self.files.subwords_file(),
             self.config_file(),
             self.files.weights_file(),
             self.files.dev_scores_file(),

@@ -3,7 +3,7 @@
 //! whose update is row-sparse on the host ([`RowSparse`]).
 use burn::module::Param;
 use burn::optim::momentum::MomentumConfig;
-use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
+use burn::optim::{AdamConfig, AdamWConfig, GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::tensor::{Device, Tensor, TensorData};
 use nertrain_data::Batch;
 use nertrain_model::{BatchTensors, Constraints, Network, Reduction, host_values};
@@ -24,6 +24,27 @@ pub struct Trainer {
     clip_norm: f64,
     reduction: Reduction,
     constraints: Option<Constraints>,
+    /// The fine-tuned pretrained encoder's own update (AdamW) and its learning rate; `None`
+    /// without an encoder, or with a frozen one.
+    encoder: Option<EncoderUpdate>,
+}
+
+/// The fine-tuned pretrained encoder's update.
+struct EncoderUpdate {
+    optimizer: ModuleOptimizer,
+    lr: f64,
+}
+
+impl EncoderUpdate {
+    /// AdamW with `weight_decay`, PyTorch's other defaults.
+    fn new(weight_decay: f64) -> Self {
+        Self {
+            optimizer: AdamWConfig::new()
+                .with_weight_decay(weight_decay as f32)
+                .init(),
+            lr: 0.0,
+        }
+    }
 }
 
 impl Trainer {
@@ -69,8 +90,23 @@ impl Trainer {
             clip_norm,
             reduction,
             constraints,
+            encoder: None,
         };
         (trainer, model)
+    }
+
+    /// Fine-tunes the model's pretrained encoder with its own update, AdamW with `weight_decay`,
+    /// at the rate [`set_encoder_lr`](Self::set_encoder_lr) sets.
+    pub fn with_encoder_update(mut self, weight_decay: f64) -> Self {
+        self.encoder = Some(EncoderUpdate::new(weight_decay));
+        self
+    }
+
+    /// The fine-tuned encoder's learning rate for the steps that follow.
+    pub fn set_encoder_lr(&mut self, lr: f64) {
+        if let Some(encoder) = &mut self.encoder {
+            encoder.lr = lr;
+        }
     }
 
     /// Trains on `batch` at learning rate `lr`, on `device` (an autodiff device); returns the
@@ -108,14 +144,35 @@ impl Trainer {
                 .expect("the word vectors take part in the loss"),
         );
         let word_gradient = RowGradient::new(&batch.words, &slot_gradients, dim);
+        // The fine-tuned encoder's gradients apart, for its own update.
+        let mut encoder_grads = match (&self.encoder, &model.pretrained) {
+            (Some(_), Some(pretrained)) => Some(GradientsParams::from_module(
+                &mut grads,
+                &pretrained.encoder,
+            )),
+            _ => None,
+        };
         let mut grads = GradientsParams::from_grads(grads, &model);
         let norm = (squared_norm(&model, &grads) + word_gradient.squared_norm()).sqrt();
         let factor = clip_factor(norm, self.clip_norm);
         if factor < 1.0 {
             scale(&model, &mut grads, factor);
         }
+        // Clipped on its own: the encoder's gradients, many times the head's, would otherwise
+        // scale the head's updates down to nothing.
+        if let Some(encoder_grads) = &mut encoder_grads {
+            let norm = squared_norm(&model, encoder_grads).sqrt();
+            let factor = clip_factor(norm, self.clip_norm);
+            if factor < 1.0 {
+                scale(&model, encoder_grads, factor);
+            }
+        }
         self.words.step(&word_gradient, factor);
-        Ok((self.optimizer.step(lr, model, grads), value))
+        let mut model = self.optimizer.step(lr, model, grads);
+        if let (Some(encoder), Some(encoder_grads)) = (&mut self.encoder, encoder_grads) {
+            model = encoder.optimizer.step(encoder.lr, model, encoder_grads);
+        }
+        Ok((model, value))
     }
 
     /// A copy of the model being trained with the word table as trained so far (every row up to
@@ -133,10 +190,10 @@ impl Trainer {
 
     /// Writes the optimiser's state into checkpoint directory `dir`.
     pub fn save(&self, files: &TrainerFiles) -> Result<()> {
-        self.optimizer.save(&files.optimizer).map_err(|e| {
-            let detail = std::io::Error::other(format!("{e:?}"));
-            Error::io(&files.optimizer, "save optimiser state", detail)
-        })?;
+        save_optimizer(&self.optimizer, &files.optimizer)?;
+        if let Some(encoder) = &self.encoder {
+            save_optimizer(&encoder.optimizer, &files.encoder_optimizer)?;
+        }
         self.words.save(&files.words)
     }
 
@@ -149,8 +206,25 @@ impl Trainer {
                 format!("cannot load optimiser state: {e:?}"),
             )
         })?;
+        if let Some(encoder) = &mut self.encoder {
+            let optimizer = std::mem::replace(&mut encoder.optimizer, SgdConfig::new().init());
+            encoder.optimizer = optimizer.load(&files.encoder_optimizer).map_err(|e| {
+                Error::model(
+                    &files.encoder_optimizer,
+                    format!("cannot load the encoder's optimiser state: {e:?}"),
+                )
+            })?;
+        }
         self.words.load(&files.words)
     }
+}
+
+/// Writes `optimizer`'s state to `path`.
+fn save_optimizer(optimizer: &ModuleOptimizer, path: &std::path::Path) -> Result<()> {
+    optimizer.save(path).map_err(|e| {
+        let detail = std::io::Error::other(format!("{e:?}"));
+        Error::io(path, "save optimiser state", detail)
+    })
 }
 
 #[cfg(test)]
@@ -170,6 +244,7 @@ mod tests {
             allowed: Vec::new(),
             dictionary: Vec::new(),
             features: Vec::new(),
+            windows: Vec::new(),
         }
     }
 
@@ -190,6 +265,7 @@ mod tests {
             lm_words: 0,
             dictionary_labels: 0,
             features: Vec::new(),
+            encoder: None,
         };
         let model = NetworkConfig::new()
             .with_word_dim(4)
@@ -262,6 +338,92 @@ mod tests {
         ] {
             for (x, y) in a.iter().zip(&b) {
                 assert!((x - y).abs() < 1e-5, "{name}: {a:?} vs {b:?}");
+            }
+        }
+    }
+
+    /// A frozen encoder's weights stay as the checkpoint has them while its layers' mix learns;
+    /// a fine-tuned one's move, at its own rate.
+    #[test]
+    fn a_frozen_encoder_stays_and_a_fine_tuned_one_learns() {
+        use nertrain_data::SubwordTokenizer;
+        use nertrain_model::encoder::{EncoderConfig, Tuning, load_weights};
+
+        let checkpoint =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/encoders/bert");
+        let encoder = EncoderConfig::read(&checkpoint).unwrap();
+        let tokenizer = SubwordTokenizer::from_file(&checkpoint.join("tokenizer.json")).unwrap();
+        let words: [&[&str]; 2] = [
+            &["Peter", "lives", "in", "Berlin"],
+            &["EU", "rejects", "it"],
+        ];
+        let mut sentences = vec![
+            sentence(&[2, 3, 4, 5], &[1, 0, 0, 2]),
+            sentence(&[6, 7, 8], &[2, 0, 0]),
+        ];
+        tokenizer
+            .set_windows(&mut sentences, &words, encoder.max_positions)
+            .unwrap();
+        let batch = Batch::new(&sentences, vec![0, 1], 10);
+        let sizes = VocabSizes {
+            words: 12,
+            chars: 6,
+            tags: 3,
+            lm_words: 0,
+            dictionary_labels: 0,
+            features: Vec::new(),
+            encoder: Some(encoder.clone()),
+        };
+        let embeddings = |model: &Network| {
+            values(
+                model
+                    .pretrained
+                    .as_ref()
+                    .unwrap()
+                    .encoder
+                    .embeddings
+                    .word_embeddings
+                    .weight
+                    .val(),
+            )
+        };
+        let mix = |model: &Network| {
+            model
+                .pretrained
+                .as_ref()
+                .unwrap()
+                .mix
+                .val()
+                .into_data()
+                .iter::<f32>()
+                .collect::<Vec<_>>()
+        };
+        for tuning in [Tuning::Frozen, Tuning::FineTune] {
+            let device = Device::default().autodiff();
+            device.seed(5);
+            let mut model = NetworkConfig::new()
+                .with_word_dim(4)
+                .with_hidden(3)
+                .with_char_features(CharFeatures::None)
+                .with_pretrained_tuning(tuning)
+                .init(&sizes, &device);
+            let mut pretrained = model.pretrained.take().unwrap();
+            pretrained.encoder = load_weights(pretrained.encoder, &encoder, &checkpoint).unwrap();
+            model.pretrained = Some(pretrained);
+            let (before, mix_before) = (embeddings(&model), mix(&model));
+            let (mut trainer, mut model) =
+                Trainer::new(model, UpdateRule::sgd(0.9), 5.0, Reduction::Sum, None);
+            if tuning == Tuning::FineTune {
+                trainer = trainer.with_encoder_update(0.01);
+                trainer.set_encoder_lr(1e-3);
+            }
+            for _ in 0..3 {
+                model = trainer.step(model, &batch, 0.1, &device).unwrap().0;
+            }
+            assert_ne!(mix(&model), mix_before, "{tuning:?}: the mix learns");
+            match tuning {
+                Tuning::Frozen => assert_eq!(embeddings(&model), before),
+                Tuning::FineTune => assert_ne!(embeddings(&model), before),
             }
         }
     }

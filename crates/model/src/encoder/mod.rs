@@ -8,6 +8,7 @@
 //! the layer norms' epsilon, whether positions start after the pad id (RoBERTa), whether there
 //! are token types (not in DistilBERT), and how the weights are named ([`weights`]).
 
+mod features;
 mod weights;
 
 use std::path::Path;
@@ -21,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::FileError;
 
+pub use features::{PretrainedFeatures, SubwordTensors, Tuning};
 pub use weights::load_weights;
 
 /// A checkpoint's configuration file.
@@ -126,6 +128,9 @@ pub struct EncoderConfig {
     pub dropout: f64,
 }
 
+// Its two floats are read as finite numbers (`parse`), never NaN: equality is an equivalence.
+impl Eq for EncoderConfig {}
+
 /// `config.json` as each family writes it: BERT's names, or DistilBERT's.
 #[derive(Debug, Deserialize)]
 struct HfConfig {
@@ -198,7 +203,7 @@ impl EncoderConfig {
                 size(raw.intermediate_size, "intermediate_size")?,
             )
         };
-        if hidden % heads != 0 {
+        if !hidden.is_multiple_of(heads) {
             return Err(format!(
                 "the hidden size {hidden} is not a multiple of the {heads} attention heads"
             ));
@@ -275,8 +280,33 @@ impl EncoderConfig {
             pad_token_id,
             dropout,
         };
-        match config.parameters() {
-            Some(n) if n <= MAX_PARAMETERS => Ok(config),
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Whether sizes that did not come through [`parse`](Self::parse) (a model's description)
+    /// are within what nertrain builds.
+    pub fn check(&self) -> Result<(), String> {
+        let sizes = [
+            self.vocab_size,
+            self.hidden,
+            self.layers,
+            self.heads,
+            self.intermediate,
+            self.max_positions,
+        ];
+        if sizes.iter().any(|&s| s == 0 || s > MAX_SIZE) || self.type_vocab_size > MAX_SIZE {
+            return Err(format!("every size must be from 1 to {MAX_SIZE}"));
+        }
+        if !self.hidden.is_multiple_of(self.heads) || self.pad_token_id >= self.vocab_size {
+            return Err(
+                "the hidden size must be a multiple of the heads, and the pad id a \
+                        sub-token"
+                    .into(),
+            );
+        }
+        match self.parameters() {
+            Some(n) if n <= MAX_PARAMETERS => Ok(()),
             _ => Err(format!(
                 "the sizes describe an encoder of more than {MAX_PARAMETERS} parameters"
             )),
@@ -284,7 +314,7 @@ impl EncoderConfig {
     }
 
     /// How many parameters an encoder of this shape has (`None` past `usize`).
-    fn parameters(&self) -> Option<usize> {
+    pub fn parameters(&self) -> Option<usize> {
         let h = self.hidden;
         let tables = (self.vocab_size + self.max_positions + self.position_offset())
             .checked_add(self.type_vocab_size)?
@@ -333,6 +363,22 @@ impl EncoderConfig {
             encoder,
             position_offset: offset,
         }
+    }
+}
+
+/// Whether `tokenizer` gives only sub-tokens the encoder of `config` has embeddings for.
+pub fn check_tokenizer(
+    config: &EncoderConfig,
+    tokenizer: &nertrain_data::SubwordTokenizer,
+) -> Result<(), String> {
+    match tokenizer.largest_id() {
+        Some(id) if (id as usize) < config.vocab_size => Ok(()),
+        Some(id) => Err(format!(
+            "the tokenizer gives sub-token ids up to {id}, but the encoder has embeddings for \
+             {} (config.json's vocab_size): a tokenizer of another checkpoint?",
+            config.vocab_size
+        )),
+        None => Err("the tokenizer has no vocabulary".into()),
     }
 }
 
@@ -385,25 +431,20 @@ pub struct PretrainedEncoder {
 
 impl PretrainedEncoder {
     /// Every layer's output for `[batch, len]` sub-token ids, the embeddings' first (so
-    /// `layers + 1` of them, each `[batch, len, hidden]`). `padding` is true past each row's
-    /// sub-tokens; what comes out there is not meaningful.
-    pub fn hidden_states(&self, ids: Tensor<2, Int>, padding: Tensor<2, Bool>) -> Vec<Tensor<3>> {
+    /// `layers + 1` of them, each `[batch, len, hidden]`). `padding`, when rows are padded, is
+    /// true past each row's sub-tokens; what comes out there is not meaningful.
+    pub fn hidden_states(
+        &self,
+        ids: Tensor<2, Int>,
+        padding: Option<Tensor<2, Bool>>,
+    ) -> Vec<Tensor<3>> {
         let mut states = Vec::with_capacity(self.encoder.layers.len() + 1);
         let mut x = self.embeddings.forward(ids, self.position_offset);
         for layer in &self.encoder.layers {
             states.push(x.clone());
-            x = layer.forward(x, Some(padding.clone()), None);
+            x = layer.forward(x, padding.clone(), None);
         }
         states.push(x);
         states
-    }
-
-    /// The last layer's output (see [`hidden_states`](Self::hidden_states)).
-    pub fn forward(&self, ids: Tensor<2, Int>, padding: Tensor<2, Bool>) -> Tensor<3> {
-        let mut x = self.embeddings.forward(ids, self.position_offset);
-        for layer in &self.encoder.layers {
-            x = layer.forward(x, Some(padding.clone()), None);
-        }
-        x
     }
 }

@@ -212,6 +212,28 @@ fn fit_once(
     Ok(training.outcome(test_report, false))
 }
 
+/// `model`, fresh, with the pretrained encoder's weights read from its checkpoint
+/// (`model.pretrained`), when the model has an encoder.
+fn with_pretrained_encoder(
+    mut model: Network,
+    experiment: &Experiment,
+    meta: &ModelMeta,
+) -> Result<Network> {
+    let (Some(pretrained), Some(encoder), Some(checkpoint)) = (
+        model.pretrained.take(),
+        &meta.sizes.encoder,
+        &experiment.model.pretrained,
+    ) else {
+        return Ok(model);
+    };
+    let loaded = nertrain_model::encoder::load_weights(pretrained.encoder, encoder, checkpoint)?;
+    model.pretrained = Some(nertrain_model::encoder::PretrainedFeatures {
+        encoder: loaded,
+        ..pretrained
+    });
+    Ok(model)
+}
+
 /// `model`, fresh for this run's vocabularies, with the weights of the model it continues.
 fn continued(
     model: Network,
@@ -291,12 +313,13 @@ impl Training {
             }
             // Resumed before its first checkpoint: the model continued is read again.
             (None, Some(from), None) => model = continued(model, meta, from, &train_device)?,
-            (None, None, _) => {}
+            (None, None, _) => model = with_pretrained_encoder(model, experiment, meta)?,
         }
         let training_constraints = experiment
             .crf
             .constrained_training
             .then(|| Constraints::for_scheme(vocab.tags.items(), meta.train_scheme));
+        let fine_tuned = model.pretrained.as_ref().is_some_and(|p| !p.frozen);
         let (mut trainer, model) = Trainer::new(
             model,
             train_config.update_rule(),
@@ -304,6 +327,9 @@ impl Training {
             train_config.reduction,
             training_constraints,
         );
+        if fine_tuned {
+            trainer = trainer.with_encoder_update(train_config.encoder_weight_decay);
+        }
         if let Some((_, files)) = checkpoint {
             // The trainer's own state replaces the word table it took from the model.
             trainer.load(&files)?;
@@ -372,10 +398,13 @@ impl Training {
             loss_sum,
         });
         let skip = state.batches_done;
+        let batches = plan.batches.len();
         for (batch_number, indices) in plan.batches.into_iter().enumerate().skip(skip) {
             let batch_seed =
                 epoch_seed ^ (batch_number as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
             let batch = self.batch(experiment, prepared, indices, batch_seed);
+            self.trainer
+                .set_encoder_lr(train_config.encoder_lr_at(epoch, batch_number, batches));
             let (trained, value) = self.trainer.step(model, &batch, lr, &self.device)?;
             model = trained;
             if !value.is_finite() {

@@ -9,9 +9,10 @@ use burn::tensor::Device;
 use nertrain_annotate::read_labelled;
 use nertrain_data::{
     ColumnSpec, Context, Corpus, DataError, Dictionary, Encoded, Label, Mention, Sentence,
-    TagScheme, TextNormalization, Tokenizer, TokenizerSpec, Vectors, Vocab, Vocabularies,
-    convert_tags, read_dictionary, read_vectors, set_mention_casing,
+    SubwordTokenizer, TOKENIZER_FILE, TagScheme, TextNormalization, Tokenizer, TokenizerSpec,
+    Vectors, Vocab, Vocabularies, convert_tags, read_dictionary, read_vectors, set_mention_casing,
 };
+use nertrain_model::encoder::{EncoderConfig, Tuning, check_tokenizer, load_weights};
 use nertrain_model::files::DictionaryMeta;
 use nertrain_model::{
     DataSummary, DocumentContext, FORMAT_VERSION, FileSummary, ModelFiles, ModelMeta, Network,
@@ -128,6 +129,22 @@ pub(super) fn prepare(
         dev_documents,
         mut test_set,
     } = encode(experiment, &vocab, &train, &dev, test)?;
+    let subwords = if options.resume {
+        run.files()
+            .read_subwords(&meta)?
+            .map(|t| (t, run.files().subwords_file()))
+    } else {
+        check_pretrained_weights(experiment, &meta, device)?;
+        subwords_of_new_run(experiment, &meta)?
+    };
+    if let (Some((tokenizer, _)), Some(encoder)) = (&subwords, &meta.sizes.encoder) {
+        let max_len = encoder.max_positions;
+        tokenizer.set_windows(&mut encoded, &sentence_words(&train), max_len)?;
+        tokenizer.set_windows(&mut dev_encoded, &sentence_words(&dev), max_len)?;
+        if let Some((corpus, encoded, _)) = test_set.as_mut() {
+            tokenizer.set_windows(encoded, &sentence_words(corpus), max_len)?;
+        }
+    }
     if !options.resume {
         // Every input has been read and checked: only now is a previous run replaced.
         run.check_new(options.overwrite)?;
@@ -135,6 +152,9 @@ pub(super) fn prepare(
             run.clear()?;
         }
         run.write_description(&meta, &vocab, dictionary.as_ref(), &config_toml)?;
+        if let (Some((_, source)), Some(encoder)) = (&subwords, &meta.sizes.encoder) {
+            run.files().write_subwords(source, encoder)?;
+        }
     }
     let mut train_mentions = Vec::new();
     if let Some(dictionary) = &dictionary {
@@ -169,6 +189,52 @@ pub(super) fn prepare(
         train_mentions,
         open_labels: experiment.data.open_labels.clone(),
     })
+}
+
+/// Each sentence's words, as written.
+fn sentence_words<L>(corpus: &Corpus<L>) -> Vec<&[String]> {
+    corpus
+        .sentences
+        .iter()
+        .map(|s| s.words.as_slice())
+        .collect()
+}
+
+/// Whether the checkpoint a new run starts its encoder from (`model.pretrained`) has the
+/// weights its `config.json` describes: read once here, so that a bad one is refused before
+/// anything of the run is written.
+fn check_pretrained_weights(
+    experiment: &Experiment,
+    meta: &ModelMeta,
+    device: &Device,
+) -> Result<()> {
+    if let (None, Some(encoder), Some(checkpoint)) = (
+        &meta.started_from,
+        &meta.sizes.encoder,
+        &experiment.model.pretrained,
+    ) {
+        load_weights(encoder.init(device), encoder, checkpoint)?;
+    }
+    Ok(())
+}
+
+/// The pretrained encoder's tokenizer of a new run, and the file it is read from: the
+/// checkpoint's (`model.pretrained`), or that of the model the run continues.
+fn subwords_of_new_run(
+    experiment: &Experiment,
+    meta: &ModelMeta,
+) -> Result<Option<(SubwordTokenizer, std::path::PathBuf)>> {
+    let Some(encoder) = &meta.sizes.encoder else {
+        return Ok(None);
+    };
+    let path = match (&meta.started_from, &experiment.model.pretrained) {
+        (Some(from), _) => ModelFiles::new(&from.path).subwords_file(),
+        (None, Some(checkpoint)) => checkpoint.join(TOKENIZER_FILE),
+        (None, None) => return Ok(None),
+    };
+    let tokenizer = SubwordTokenizer::from_file(&path)?;
+    check_tokenizer(encoder, &tokenizer).map_err(|message| DataError::file(&path, message))?;
+    Ok(Some((tokenizer, path)))
 }
 
 /// An experiment's corpora as read and checked: train in the training scheme (with what it
@@ -577,6 +643,7 @@ fn describe_continued_run(
     let sizes = VocabSizes {
         lm_words: old.sizes.lm_words,
         dictionary_labels: old.sizes.dictionary_labels,
+        encoder: old.sizes.encoder.clone(),
         ..VocabSizes::from(&vocab)
     };
     let started_from = StartedFrom {
@@ -694,6 +761,27 @@ fn describe_run(
             values.len() - 2
         )));
     }
+    sizes.encoder = experiment
+        .model
+        .pretrained
+        .as_deref()
+        .map(|checkpoint| -> Result<EncoderConfig> {
+            let encoder = EncoderConfig::read(checkpoint)?;
+            events(FitEvent::info(format!(
+                "pretrained encoder {}: {:?}, {} layers of {}, {} sub-tokens, {}",
+                checkpoint.display(),
+                encoder.family,
+                encoder.layers,
+                encoder.hidden,
+                encoder.vocab_size,
+                match experiment.model.pretrained_tuning {
+                    Tuning::FineTune => "fine-tuned",
+                    Tuning::Frozen => "frozen",
+                }
+            )));
+            Ok(encoder)
+        })
+        .transpose()?;
     let tokenizer = TokenizerSpec::learn(&train.sentences);
     let dictionary = read_dictionaries(experiment, &tokenizer, events)?;
     sizes.dictionary_labels = dictionary.as_ref().map_or(0, |d| d.labels().len());

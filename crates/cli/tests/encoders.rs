@@ -1,0 +1,185 @@
+//! A pretrained encoder under the CRF, on the sample with the tiny random checkpoints of
+//! `data/encoders`: fitted frozen and fine-tuned, then tagged, scored and served through every
+//! interface alike, self-contained once trained, resumed exactly; bad checkpoints refused.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{
+    Server, fit_small, learning_curve, nertrain, scratch, stderr, stdout, tag_json, workspace,
+};
+
+const TEXTS: [&str; 2] = [
+    "Anna Schmidt , who works for Siemens , arrived in Lisbon on Monday .",
+    "Peter Blackburn\u{200b} lives in Zwölfkampf .",
+];
+
+/// A model fitted on the sample with `family`'s checkpoint, `tuning` as given, for `epochs`.
+fn fit_with(name: &str, family: &str, tuning: &str, epochs: usize, extra: &[&str]) -> PathBuf {
+    let run = scratch(name).join("run");
+    let pretrained = format!("model.pretrained=data/encoders/{family}");
+    let tuning = format!("model.pretrained_tuning={tuning}");
+    let mut args = vec!["--set", &pretrained, "--set", &tuning];
+    args.extend(extra);
+    let out = fit_small(&run, epochs, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    run
+}
+
+/// `eval --json`'s overall F1 of `model` on the sample's test file.
+fn eval_f1(model: &Path) -> f64 {
+    let out = nertrain(&[
+        "eval",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        "data/sample/test.txt",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let value: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    value["overall"]["f1"].as_f64().unwrap()
+}
+
+fn recorded_test_f1(run: &Path) -> f64 {
+    let text = std::fs::read_to_string(run.join("test.json")).unwrap();
+    let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+    value["overall"]["f1"].as_f64().unwrap()
+}
+
+#[test]
+fn a_frozen_encoder_stacked_with_words_tags_alike_everywhere_and_needs_no_checkpoint() {
+    let run = fit_with("encoder-frozen", "bert", "frozen", 2, &[]);
+    assert!(run.join("subwords.json").is_file());
+    // fit's own test score is eval's.
+    assert_eq!(eval_f1(&run), recorded_test_f1(&run));
+
+    // The model moved away, without the checkpoint it was trained from, tags the same.
+    let tagged = tag_json(&run, &TEXTS);
+    let moved = scratch("encoder-moved").join("model");
+    std::fs::create_dir_all(&moved).unwrap();
+    for file in ["model.json", "vocab.json", "model.bpk", "subwords.json"] {
+        std::fs::copy(run.join(file), moved.join(file)).unwrap();
+    }
+    assert_eq!(tag_json(&moved, &TEXTS), tagged);
+
+    // Served, the same entities as `tag` gives the same text alone. (Batched with other texts,
+    // a model read through tensor operations, as every model with an encoder is, may differ in
+    // the last digits of its confidences.)
+    let server = Server::start(&moved, &[], None);
+    for text in TEXTS {
+        let (status, body) = server.tag(&serde_json::json!({ "text": text }));
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body["entities"],
+            tag_json(&run, &[text])[0]["entities"],
+            "{body}"
+        );
+    }
+
+    // Without its tokenizer, the model is refused naming the file.
+    std::fs::remove_file(moved.join("subwords.json")).unwrap();
+    let out = nertrain(&["tag", "--model", moved.to_str().unwrap(), TEXTS[0]]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("subwords.json"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_fine_tuned_encoder_resumes_exactly() {
+    let whole = fit_with("encoder-whole", "roberta", "fine-tune", 3, &[]);
+    let split = fit_with("encoder-split", "roberta", "fine-tune", 1, &[]);
+    assert!(split.join("checkpoint/encoder-optimizer.bpk").is_file());
+    let pretrained = "model.pretrained=data/encoders/roberta".to_string();
+    let out = fit_small(
+        &split,
+        3,
+        &[
+            "--set",
+            &pretrained,
+            "--set",
+            "model.pretrained_tuning=fine-tune",
+            "--resume",
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(learning_curve(&split).len(), 3);
+    assert_eq!(learning_curve(&whole), learning_curve(&split));
+    assert_eq!(eval_f1(&whole), recorded_test_f1(&whole));
+}
+
+#[test]
+fn a_distilbert_encoder_fits_fine_tuned() {
+    let run = fit_with("encoder-distilbert", "distilbert", "fine-tune", 1, &[]);
+    assert_eq!(eval_f1(&run), recorded_test_f1(&run));
+}
+
+/// A copy of `family`'s checkpoint under a fresh directory, `edit` applied to it.
+fn broken_checkpoint(name: &str, family: &str, edit: impl FnOnce(&Path)) -> PathBuf {
+    let dir = scratch(name).join("checkpoint");
+    std::fs::create_dir_all(&dir).unwrap();
+    let source = workspace().join("data/encoders").join(family);
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        std::fs::copy(source.join(file), dir.join(file)).unwrap();
+    }
+    edit(&dir);
+    dir
+}
+
+/// What `fit` says of checkpoint `dir`, which it must refuse without writing a run.
+fn refusal(name: &str, dir: &Path) -> String {
+    let run = scratch(name).join("run");
+    let pretrained = format!("model.pretrained={}", dir.display());
+    let out = fit_small(&run, 1, &["--set", &pretrained]);
+    assert!(!out.status.success(), "{name} was fitted");
+    assert!(!run.join("model.json").exists());
+    stderr(&out)
+}
+
+#[test]
+fn bad_checkpoints_are_refused_naming_the_file() {
+    let dir = broken_checkpoint("encoder-bad-type", "bert", |dir| {
+        let config = dir.join("config.json");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(&config, text.replace("\"bert\"", "\"gpt2\"")).unwrap();
+    });
+    let message = refusal("encoder-bad-type-run", &dir);
+    assert!(message.contains("config.json"), "{message}");
+    assert!(message.contains("gpt2"), "{message}");
+
+    // Another checkpoint's tokenizer: sub-tokens past the encoder's embeddings.
+    let roberta = workspace().join("data/encoders/roberta/tokenizer.json");
+    let dir = broken_checkpoint("encoder-bad-tokenizer", "bert", |dir| {
+        std::fs::copy(&roberta, dir.join("tokenizer.json")).unwrap();
+    });
+    let message = refusal("encoder-bad-tokenizer-run", &dir);
+    assert!(message.contains("tokenizer.json"), "{message}");
+    assert!(message.contains("vocab_size"), "{message}");
+
+    let dir = broken_checkpoint("encoder-truncated", "bert", |dir| {
+        let weights = dir.join("model.safetensors");
+        let bytes = std::fs::read(&weights).unwrap();
+        std::fs::write(&weights, &bytes[..bytes.len() / 3]).unwrap();
+    });
+    let message = refusal("encoder-truncated-run", &dir);
+    assert!(message.contains("model.safetensors"), "{message}");
+
+    let dir = broken_checkpoint("encoder-shape", "bert", |dir| {
+        let config = dir.join("config.json");
+        let text = std::fs::read_to_string(&config).unwrap();
+        std::fs::write(
+            &config,
+            text.replace("\"intermediate_size\": 37", "\"intermediate_size\": 40"),
+        )
+        .unwrap();
+    });
+    let message = refusal("encoder-shape-run", &dir);
+    assert!(message.contains("model.safetensors"), "{message}");
+    assert!(message.contains("linear_inner"), "{message}");
+
+    let message = refusal(
+        "encoder-missing-run",
+        &scratch("encoder-nowhere").join("none"),
+    );
+    assert!(message.contains("config.json"), "{message}");
+}
