@@ -155,6 +155,99 @@ struct HfConfig {
     dropout: Option<f64>,
 }
 
+/// A size `config.json` gives in `field`, from 1 to [`MAX_SIZE`].
+fn size(value: Option<usize>, field: &str) -> Result<usize, String> {
+    match value {
+        Some(0) | None => Err(format!("`{field}` is missing or 0: expected a size")),
+        Some(v) if v > MAX_SIZE => Err(format!("`{field}` is {v}: at most {MAX_SIZE}")),
+        Some(v) => Ok(v),
+    }
+}
+
+impl HfConfig {
+    fn family(&self) -> Result<Family, String> {
+        let model_type = self
+            .model_type
+            .as_deref()
+            .ok_or("no `model_type`: expected one of bert, distilbert, roberta, xlm-roberta")?;
+        Family::from_model_type(model_type).ok_or_else(|| {
+            format!(
+                "`model_type` is {model_type:?}: nertrain reads bert, distilbert, roberta and \
+                 xlm-roberta encoders"
+            )
+        })
+    }
+
+    /// The hidden size, layers, heads and feed-forward width, under the family's names.
+    fn shape(&self, family: Family) -> Result<(usize, usize, usize, usize), String> {
+        let (hidden, layers, heads, intermediate) = if family == Family::Distilbert {
+            (
+                size(self.dim, "dim")?,
+                size(self.n_layers, "n_layers")?,
+                size(self.n_heads, "n_heads")?,
+                size(self.hidden_dim, "hidden_dim")?,
+            )
+        } else {
+            (
+                size(self.hidden_size, "hidden_size")?,
+                size(self.num_hidden_layers, "num_hidden_layers")?,
+                size(self.num_attention_heads, "num_attention_heads")?,
+                size(self.intermediate_size, "intermediate_size")?,
+            )
+        };
+        if !hidden.is_multiple_of(heads) {
+            return Err(format!(
+                "the hidden size {hidden} is not a multiple of the {heads} attention heads"
+            ));
+        }
+        Ok((hidden, layers, heads, intermediate))
+    }
+
+    fn activation(&self, family: Family) -> Result<Activation, String> {
+        let (field, name) = if family == Family::Distilbert {
+            ("activation", self.activation.as_deref().unwrap_or("gelu"))
+        } else {
+            ("hidden_act", self.hidden_act.as_deref().unwrap_or("gelu"))
+        };
+        Activation::from_name(name).ok_or_else(|| {
+            format!(
+                "`{field}` is {name:?}: expected gelu, gelu_new, gelu_pytorch_tanh, gelu_fast \
+                 or relu"
+            )
+        })
+    }
+
+    fn layer_norm_eps(&self, family: Family) -> Result<f64, String> {
+        match (family, self.layer_norm_eps) {
+            // DistilBERT's layer norms are built with 1e-12 whatever the file says.
+            (Family::Distilbert, _) | (_, None) => Ok(1e-12),
+            (_, Some(eps)) if eps > 0.0 && eps < 1.0 => Ok(eps),
+            (_, Some(eps)) => Err(format!(
+                "`layer_norm_eps` is {eps}: expected a small positive number"
+            )),
+        }
+    }
+
+    /// The positions an input may have, less RoBERTa's offset past the pad id.
+    fn max_positions(&self, family: Family, pad_token_id: usize) -> Result<usize, String> {
+        let positions = size(self.max_position_embeddings, "max_position_embeddings")?;
+        let offset = if family.positions_after_pad() {
+            pad_token_id + 1
+        } else {
+            0
+        };
+        positions
+            .checked_sub(offset)
+            .filter(|&p| p > 0)
+            .ok_or_else(|| {
+                format!(
+                    "`max_position_embeddings` {positions} leaves no position after the pad id \
+                     {pad_token_id}"
+                )
+            })
+    }
+}
+
 impl EncoderConfig {
     /// Reads `dir/config.json`; a family nertrain does not read, a missing or absurd size, or an
     /// unknown activation is an error naming the file and the field.
@@ -172,100 +265,18 @@ impl EncoderConfig {
     pub fn parse(text: &str) -> Result<Self, String> {
         let raw: HfConfig =
             serde_json::from_str(text).map_err(|e| format!("not a model configuration: {e}"))?;
-        let model_type = raw
-            .model_type
-            .as_deref()
-            .ok_or("no `model_type`: expected one of bert, distilbert, roberta, xlm-roberta")?;
-        let family = Family::from_model_type(model_type).ok_or_else(|| {
-            format!(
-                "`model_type` is {model_type:?}: nertrain reads bert, distilbert, roberta and \
-                 xlm-roberta encoders"
-            )
-        })?;
-        let distil = family == Family::Distilbert;
-        let size = |value: Option<usize>, field: &str| match value {
-            Some(0) | None => Err(format!("`{field}` is missing or 0: expected a size")),
-            Some(v) if v > MAX_SIZE => Err(format!("`{field}` is {v}: at most {MAX_SIZE}")),
-            Some(v) => Ok(v),
-        };
-        let (hidden, layers, heads, intermediate) = if distil {
-            (
-                size(raw.dim, "dim")?,
-                size(raw.n_layers, "n_layers")?,
-                size(raw.n_heads, "n_heads")?,
-                size(raw.hidden_dim, "hidden_dim")?,
-            )
-        } else {
-            (
-                size(raw.hidden_size, "hidden_size")?,
-                size(raw.num_hidden_layers, "num_hidden_layers")?,
-                size(raw.num_attention_heads, "num_attention_heads")?,
-                size(raw.intermediate_size, "intermediate_size")?,
-            )
-        };
-        if !hidden.is_multiple_of(heads) {
-            return Err(format!(
-                "the hidden size {hidden} is not a multiple of the {heads} attention heads"
-            ));
-        }
-        let (act_field, act_name) = if distil {
-            ("activation", raw.activation.as_deref().unwrap_or("gelu"))
-        } else {
-            ("hidden_act", raw.hidden_act.as_deref().unwrap_or("gelu"))
-        };
-        let activation = Activation::from_name(act_name).ok_or_else(|| {
-            format!(
-                "`{act_field}` is {act_name:?}: expected gelu, gelu_new, gelu_pytorch_tanh, \
-                 gelu_fast or relu"
-            )
-        })?;
-        let type_vocab_size = if distil {
-            0
-        } else {
-            raw.type_vocab_size.unwrap_or(2).min(MAX_SIZE)
-        };
-        let layer_norm_eps = match (distil, raw.layer_norm_eps) {
-            // DistilBERT's layer norms are built with 1e-12 whatever the file says.
-            (true, _) => 1e-12,
-            (false, Some(eps)) if eps > 0.0 && eps < 1.0 => eps,
-            (false, Some(eps)) => {
-                return Err(format!(
-                    "`layer_norm_eps` is {eps}: expected a small positive number"
-                ));
-            }
-            (false, None) => 1e-12,
-        };
-        let dropout = if distil {
-            raw.dropout
-        } else {
-            raw.hidden_dropout_prob
-        }
-        .unwrap_or(0.1)
-        .clamp(0.0, 0.9);
+        let family = raw.family()?;
+        let (hidden, layers, heads, intermediate) = raw.shape(family)?;
+        let vocab_size = size(raw.vocab_size, "vocab_size")?;
         let pad_token_id =
             raw.pad_token_id
                 .unwrap_or(if family.positions_after_pad() { 1 } else { 0 });
-        let vocab_size = size(raw.vocab_size, "vocab_size")?;
         if pad_token_id >= vocab_size {
             return Err(format!(
                 "`pad_token_id` {pad_token_id} is outside the {vocab_size} sub-tokens"
             ));
         }
-        let positions = size(raw.max_position_embeddings, "max_position_embeddings")?;
-        let offset = if family.positions_after_pad() {
-            pad_token_id + 1
-        } else {
-            0
-        };
-        let max_positions = positions
-            .checked_sub(offset)
-            .filter(|&p| p > 0)
-            .ok_or_else(|| {
-                format!(
-                    "`max_position_embeddings` {positions} leaves no position after the pad id \
-                 {pad_token_id}"
-                )
-            })?;
+        let distil = family == Family::Distilbert;
         let config = Self {
             family,
             vocab_size,
@@ -273,12 +284,22 @@ impl EncoderConfig {
             layers,
             heads,
             intermediate,
-            max_positions,
-            type_vocab_size,
-            layer_norm_eps,
-            activation,
+            max_positions: raw.max_positions(family, pad_token_id)?,
+            type_vocab_size: if distil {
+                0
+            } else {
+                raw.type_vocab_size.unwrap_or(2).min(MAX_SIZE)
+            },
+            layer_norm_eps: raw.layer_norm_eps(family)?,
+            activation: raw.activation(family)?,
             pad_token_id,
-            dropout,
+            dropout: if distil {
+                raw.dropout
+            } else {
+                raw.hidden_dropout_prob
+            }
+            .unwrap_or(0.1)
+            .clamp(0.0, 0.9),
         };
         config.check()?;
         Ok(config)

@@ -86,7 +86,6 @@ pub(super) fn prepare(
     device: &Device,
     events: &mut dyn FnMut(FitEvent),
 ) -> Result<Prepared> {
-    let data = &experiment.data;
     let run = ModelDir::new(&experiment.train.output);
     let config_toml = experiment.to_toml();
     if !options.resume {
@@ -129,32 +128,23 @@ pub(super) fn prepare(
         dev_documents,
         mut test_set,
     } = encode(experiment, &vocab, &train, &dev, test)?;
-    let subwords = if options.resume {
-        run.files()
-            .read_subwords(&meta)?
-            .map(|t| (t, run.files().subwords_file()))
-    } else {
-        check_pretrained_weights(experiment, &meta, device)?;
-        subwords_of_new_run(experiment, &meta)?
-    };
-    if let (Some((tokenizer, _)), Some(encoder)) = (&subwords, &meta.sizes.encoder) {
-        let max_len = encoder.max_positions;
-        tokenizer.set_windows(&mut encoded, &sentence_words(&train), max_len)?;
-        tokenizer.set_windows(&mut dev_encoded, &sentence_words(&dev), max_len)?;
-        if let Some((corpus, encoded, _)) = test_set.as_mut() {
-            tokenizer.set_windows(encoded, &sentence_words(corpus), max_len)?;
-        }
+    let mut sets = vec![
+        (encoded.as_mut_slice(), sentence_words(&train)),
+        (dev_encoded.as_mut_slice(), sentence_words(&dev)),
+    ];
+    if let Some((corpus, encoded, _)) = test_set.as_mut() {
+        sets.push((encoded.as_mut_slice(), sentence_words(corpus)));
     }
+    let subwords = with_subword_windows(experiment, options.resume, &run, &meta, device, sets)?;
     if !options.resume {
-        // Every input has been read and checked: only now is a previous run replaced.
-        run.check_new(options.overwrite)?;
-        if run.is_run() {
-            run.clear()?;
-        }
-        run.write_description(&meta, &vocab, dictionary.as_ref(), &config_toml)?;
-        if let (Some((_, source)), Some(encoder)) = (&subwords, &meta.sizes.encoder) {
-            run.files().write_subwords(source, encoder)?;
-        }
+        let description = Description {
+            meta: &meta,
+            vocab: &vocab,
+            dictionary: dictionary.as_ref(),
+            config_toml: &config_toml,
+            subwords: subwords.as_deref(),
+        };
+        write_new_run(&run, options.overwrite, description)?;
     }
     let mut train_mentions = Vec::new();
     if let Some(dictionary) = &dictionary {
@@ -164,14 +154,7 @@ pub(super) fn prepare(
             with_dictionary_places(encoded, corpus, dictionary);
         }
     }
-    let dev_unknown_tags = unknown_tags(&dev, &vocab, data.train_scheme);
-    if !dev_unknown_tags.is_empty() {
-        events(FitEvent::warning(format!(
-            "{}: tags never seen in training, which the model cannot predict: {}",
-            dev.path.display(),
-            dev_unknown_tags.join(", ")
-        )));
-    }
+    warn_of_unknown_tags(&dev, &vocab, experiment.data.train_scheme, events);
     Ok(Prepared {
         run,
         meta,
@@ -189,6 +172,87 @@ pub(super) fn prepare(
         train_mentions,
         open_labels: experiment.data.open_labels.clone(),
     })
+}
+
+/// Warns of the tags of `dev` that training never saw, which the model cannot predict.
+fn warn_of_unknown_tags(
+    dev: &Corpus,
+    vocab: &Vocabularies,
+    scheme: TagScheme,
+    events: &mut dyn FnMut(FitEvent),
+) {
+    let unknown = unknown_tags(dev, vocab, scheme);
+    if !unknown.is_empty() {
+        events(FitEvent::warning(format!(
+            "{}: tags never seen in training, which the model cannot predict: {}",
+            dev.path.display(),
+            unknown.join(", ")
+        )));
+    }
+}
+
+/// What a new run's directory is given before it trains.
+struct Description<'a> {
+    meta: &'a ModelMeta,
+    vocab: &'a Vocabularies,
+    dictionary: Option<&'a Dictionary>,
+    config_toml: &'a str,
+    /// The encoder's tokenizer to copy in, when the model has an encoder.
+    subwords: Option<&'a Path>,
+}
+
+/// Replaces a previous run in `run` (with `overwrite`) by a new one's description, once every
+/// input has been read and checked.
+fn write_new_run(run: &ModelDir, overwrite: bool, description: Description) -> Result<()> {
+    run.check_new(overwrite)?;
+    if run.is_run() {
+        run.clear()?;
+    }
+    let Description {
+        meta,
+        vocab,
+        dictionary,
+        config_toml,
+        subwords,
+    } = description;
+    run.write_description(meta, vocab, dictionary, config_toml)?;
+    if let (Some(source), Some(encoder)) = (subwords, &meta.sizes.encoder) {
+        run.files().write_subwords(source, encoder)?;
+    }
+    Ok(())
+}
+
+/// Reads the run's pretrained encoder's tokenizer, when it has an encoder (from the checkpoint
+/// or the model continued, for a new run, after checking the checkpoint's weights; from the run
+/// itself, resumed), and sets the windows of each of `sets` (sentences encoded, and their
+/// words). Returns the file a new run copies it from.
+fn with_subword_windows(
+    experiment: &Experiment,
+    resume: bool,
+    run: &ModelDir,
+    meta: &ModelMeta,
+    device: &Device,
+    sets: Vec<(&mut [Encoded], Vec<&[String]>)>,
+) -> Result<Option<std::path::PathBuf>> {
+    let Some(encoder) = &meta.sizes.encoder else {
+        return Ok(None);
+    };
+    let (tokenizer, source) = if resume {
+        let files = run.files();
+        (files.read_subwords(meta)?, None)
+    } else {
+        check_pretrained_weights(experiment, meta, device)?;
+        match subwords_of_new_run(experiment, meta)? {
+            Some((tokenizer, path)) => (Some(tokenizer), Some(path)),
+            None => (None, None),
+        }
+    };
+    if let Some(tokenizer) = tokenizer {
+        for (encoded, words) in sets {
+            tokenizer.set_windows(encoded, &words, encoder.max_positions)?;
+        }
+    }
+    Ok(source)
 }
 
 /// Each sentence's words, as written.
