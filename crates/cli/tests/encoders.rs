@@ -86,26 +86,35 @@ fn a_frozen_encoder_stacked_with_words_tags_alike_everywhere_and_needs_no_checkp
 }
 
 #[test]
-fn a_fine_tuned_encoder_resumes_exactly() {
-    let whole = fit_with("encoder-whole", "roberta", "fine-tune", 3, &[]);
-    let split = fit_with("encoder-split", "roberta", "fine-tune", 1, &[]);
-    assert!(split.join("checkpoint/encoder-optimizer.bpk").is_file());
-    let pretrained = "model.pretrained=data/encoders/roberta".to_string();
-    let out = fit_small(
-        &split,
-        3,
-        &[
-            "--set",
-            &pretrained,
-            "--set",
-            "model.pretrained_tuning=fine-tune",
-            "--resume",
-        ],
-    );
-    assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(learning_curve(&split).len(), 3);
-    assert_eq!(learning_curve(&whole), learning_curve(&split));
-    assert_eq!(eval_f1(&whole), recorded_test_f1(&whole));
+fn fine_tuned_and_frozen_encoders_resume_exactly() {
+    for tuning in ["fine-tune", "frozen"] {
+        let whole = fit_with(
+            &format!("encoder-whole-{tuning}"),
+            "roberta",
+            tuning,
+            3,
+            &[],
+        );
+        let split = fit_with(
+            &format!("encoder-split-{tuning}"),
+            "roberta",
+            tuning,
+            1,
+            &[],
+        );
+        assert_eq!(
+            split.join("checkpoint/encoder-optimizer.bpk").is_file(),
+            tuning == "fine-tune"
+        );
+        let pretrained = "model.pretrained=data/encoders/roberta".to_string();
+        let tuning_set = format!("model.pretrained_tuning={tuning}");
+        let resume = ["--set", &pretrained, "--set", &tuning_set, "--resume"];
+        let out = fit_small(&split, 3, &resume);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(learning_curve(&split).len(), 3);
+        assert_eq!(learning_curve(&whole), learning_curve(&split), "{tuning}");
+        assert_eq!(eval_f1(&whole), recorded_test_f1(&whole));
+    }
 }
 
 #[test]

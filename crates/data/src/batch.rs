@@ -134,7 +134,7 @@ impl SubwordIds {
 
 /// Sentences as padded id matrices. Matrices are `[batch, max_len]`, row-major; positions at or
 /// beyond a sentence's length hold `<pad>` (words) or 0 (tags) and are masked everywhere.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
     /// Which sentences these are, as indices into the slice the batch was made from.
     pub indices: Vec<usize>,
@@ -170,6 +170,10 @@ pub struct Batch {
     pub features: Vec<Vec<i64>>,
     /// The pretrained encoder's inputs; `None` without an encoder.
     pub subwords: Option<SubwordIds>,
+    /// The frozen encoder's layers at each word slot's first sub-token, `[batch, max_len,
+    /// layers + 1, hidden]`, zeros at padding, when every sentence of the batch has them
+    /// cached ([`Encoded::encoder_states`]); empty otherwise.
+    pub encoder_states: Vec<f32>,
 }
 
 impl Batch {
@@ -216,6 +220,7 @@ impl Batch {
         let features = feature_ids(&members, max_len);
         let sentence_chars = SentenceChars::new(&members, max_len, word_len);
         let subwords = SubwordIds::new(&members, max_len);
+        let encoder_states = encoder_states(&members, max_len);
         let (allowed, num_tags) = if tagged {
             allowed_masks(&members, max_len)
         } else {
@@ -241,6 +246,7 @@ impl Batch {
             dictionary_labels,
             features,
             subwords,
+            encoder_states,
         }
     }
 
@@ -300,6 +306,27 @@ fn feature_ids(sentences: &[&Encoded], max_len: usize) -> Vec<Vec<i64>> {
         }
     }
     ids
+}
+
+/// The sentences' cached encoder states laid out `[batch, max_len, ...]`, when all have them.
+fn encoder_states(sentences: &[&Encoded], max_len: usize) -> Vec<f32> {
+    let cached = |s: &&&Encoded| !s.encoder_states.is_empty() || s.is_empty();
+    let Some(width) = sentences
+        .iter()
+        .find(|s| !s.encoder_states.is_empty())
+        .map(|s| s.encoder_states.len() / s.len())
+    else {
+        return Vec::new();
+    };
+    if !sentences.iter().all(|s| cached(&s)) {
+        return Vec::new();
+    }
+    let mut states = vec![0.0; sentences.len() * max_len * width];
+    for (row, sentence) in sentences.iter().enumerate() {
+        states[row * max_len * width..][..sentence.encoder_states.len()]
+            .copy_from_slice(&sentence.encoder_states);
+    }
+    states
 }
 
 /// Writes a sentence's places (`[words, labels]`) as row `row` of dictionary ids.
@@ -407,6 +434,7 @@ mod tests {
             dictionary: Vec::new(),
             features: Vec::new(),
             windows: Vec::new(),
+            encoder_states: Vec::new(),
         }
     }
 

@@ -589,6 +589,7 @@ mod tests {
             dictionary: Vec::new(),
             features: Vec::new(),
             windows: Vec::new(),
+            encoder_states: Vec::new(),
         };
         let mut encoded: Vec<Encoded> = (0..200).map(|_| blank()).collect();
         set_dictionary_places(&mut encoded, &words, &dictionary, None);

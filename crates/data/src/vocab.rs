@@ -267,6 +267,7 @@ impl Vocabularies {
             dictionary: Vec::new(),
             features: Vec::new(),
             windows: Vec::new(),
+            encoder_states: Vec::new(),
         }
     }
 
@@ -414,7 +415,7 @@ impl Vocabularies {
 
 /// A sentence as ids: words, each word's characters, [`Casing`] and [`MentionCasing`], and tags (empty when
 /// untagged).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Encoded {
     /// Word ids.
     pub words: Vec<usize>,
@@ -440,6 +441,10 @@ pub struct Encoded {
     /// ([`SubwordTokenizer::set_windows`](crate::SubwordTokenizer::set_windows)); empty without
     /// an encoder.
     pub windows: Vec<crate::Window>,
+    /// A frozen encoder's layers at each word's first sub-token, `[words, layers + 1, hidden]`,
+    /// computed once for training to reuse every epoch; empty when they are computed with
+    /// each batch.
+    pub encoder_states: Vec<f32>,
 }
 
 impl Encoded {

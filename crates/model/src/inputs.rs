@@ -42,6 +42,9 @@ pub struct BatchTensors {
     pub features: Vec<Tensor<2, Int>>,
     /// The pretrained encoder's inputs; `None` without an encoder.
     pub subwords: Option<SubwordTensors>,
+    /// The frozen encoder's layers at each word, when they were computed once
+    /// (`[batch, max_len, (layers + 1) * hidden]`, see [`Batch::encoder_states`]).
+    pub encoder_states: Option<Tensor<3>>,
 }
 
 impl BatchTensors {
@@ -95,6 +98,11 @@ impl BatchTensors {
                 .subwords
                 .as_ref()
                 .map(|ids| SubwordTensors::new(ids, device)),
+            encoder_states: (!batch.encoder_states.is_empty()).then(|| {
+                let width = batch.encoder_states.len() / (batch.size() * batch.max_len).max(1);
+                let shape = [batch.size(), batch.max_len, width];
+                Tensor::from_data(TensorData::new(batch.encoder_states.clone(), shape), device)
+            }),
         }
     }
 }

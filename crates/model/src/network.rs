@@ -671,8 +671,12 @@ impl Network {
         inputs: &BatchTensors,
     ) -> Tensor<3> {
         let [batch, time] = inputs.words.dims();
+        if let Some(states) = &inputs.encoder_states {
+            let shape = [batch, time, pretrained.layers(), pretrained.d_output()];
+            return pretrained.mix(states.clone().reshape(shape));
+        }
         match &inputs.subwords {
-            Some(subwords) => pretrained.forward(subwords, batch, time),
+            Some(subwords) => pretrained.mix(pretrained.word_states(subwords, batch, time)),
             None => Tensor::zeros([batch, time, pretrained.d_output()], &inputs.words.device()),
         }
     }

@@ -27,6 +27,7 @@ fn sentence(words: &[usize], chars: &[&[usize]]) -> Encoded {
         dictionary: Vec::new(),
         features: Vec::new(),
         windows: Vec::new(),
+        encoder_states: Vec::new(),
     }
 }
 

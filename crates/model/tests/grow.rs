@@ -17,6 +17,7 @@ fn sentence(words: &[usize]) -> Encoded {
         dictionary: Vec::new(),
         features: Vec::new(),
         windows: Vec::new(),
+        encoder_states: Vec::new(),
     }
 }
 

@@ -29,6 +29,7 @@ fn sentence(words: &[usize]) -> Encoded {
             .flat_map(|(t, &w)| [1 + (w + t) % 5, 1 + w % 3])
             .collect(),
         windows: Vec::new(),
+        encoder_states: Vec::new(),
     }
 }
 

@@ -245,6 +245,7 @@ mod tests {
             dictionary: Vec::new(),
             features: Vec::new(),
             windows: Vec::new(),
+            encoder_states: Vec::new(),
         }
     }
 

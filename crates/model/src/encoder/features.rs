@@ -99,44 +99,82 @@ impl PretrainedFeatures {
         self.encoder.embeddings.word_embeddings.weight.dims()[1]
     }
 
-    /// Each word slot's features, `[batch, max_len, hidden]`. A frozen encoder runs off the
-    /// autodiff graph: its layers are constants to the mix.
-    pub fn forward(&self, subwords: &SubwordTensors, batch: usize, max_len: usize) -> Tensor<3> {
-        let weights = softmax(self.mix.val(), 0);
-        let hidden = self.d_output();
-        let mixed: Vec<Tensor<2>> = subwords
+    /// Layers in the mix: the embeddings' and each block's.
+    pub fn layers(&self) -> usize {
+        self.mix.dims()[0]
+    }
+
+    /// Each word slot's layers at its first sub-token, `[batch, max_len, layers + 1, hidden]`.
+    /// A frozen encoder runs off the autodiff graph: its layers are constants to the mix.
+    pub fn word_states(
+        &self,
+        subwords: &SubwordTensors,
+        batch: usize,
+        max_len: usize,
+    ) -> Tensor<4> {
+        let (layers, hidden) = (self.layers(), self.d_output());
+        let tracked = self.mix.val().is_autodiff();
+        let groups: Vec<Tensor<3>> = subwords
             .groups
             .iter()
             .map(|ids| {
                 let [windows, length] = ids.dims();
-                let mixed = self.mixed(ids.clone(), weights.clone());
-                mixed.reshape([windows * length, hidden])
+                let states = if self.frozen {
+                    let states = self
+                        .encoder
+                        .valid()
+                        .hidden_states(ids.clone().without_autodiff(), None);
+                    let stacked = Tensor::stack::<4>(states, 2);
+                    if tracked { stacked.autodiff() } else { stacked }
+                } else {
+                    Tensor::stack::<4>(self.encoder.hidden_states(ids.clone(), None), 2)
+                };
+                states.reshape([windows * length, layers, hidden])
             })
             .collect();
-        let mixed = Tensor::cat(mixed, 0) * self.scale.val().reshape([1, 1]);
-        mixed
+        Tensor::cat(groups, 0)
             .select(0, subwords.first.clone())
+            .reshape([batch, max_len, layers, hidden])
+    }
+
+    /// `states` (`[batch, max_len, layers + 1, hidden]`) mixed: `[batch, max_len, hidden]`.
+    pub fn mix(&self, states: Tensor<4>) -> Tensor<3> {
+        let [batch, max_len, layers, hidden] = states.dims();
+        let weights = softmax(self.mix.val(), 0).reshape([1, 1, layers, 1]);
+        let scale = self.scale.val().reshape([1, 1, 1, 1]);
+        (states * weights * scale)
+            .sum_dim(2)
             .reshape([batch, max_len, hidden])
     }
 
-    /// The layers of windows `ids` (all of one length) mixed by `weights`.
-    fn mixed(&self, ids: Tensor<2, Int>, weights: Tensor<1>) -> Tensor<3> {
-        let states = if self.frozen {
-            let tracked = weights.is_autodiff();
-            self.encoder
-                .valid()
-                .hidden_states(ids.without_autodiff(), None)
-                .into_iter()
-                .map(|state| if tracked { state.autodiff() } else { state })
-                .collect()
-        } else {
-            self.encoder.hidden_states(ids, None)
+    /// Every layer at each word's first sub-token of each of `sentences`, computed once
+    /// ([`nertrain_data::Encoded::encoder_states`]), for a frozen encoder whose layers training
+    /// reads every epoch.
+    pub fn cache_states(&self, sentences: &mut [nertrain_data::Encoded], max_word_len: usize) {
+        const BATCH: usize = 64;
+        const BATCH_TOKENS: usize = 8192;
+        let encoder = Self {
+            encoder: self.encoder.valid(),
+            mix: Param::from_tensor(self.mix.val().without_autodiff()),
+            scale: Param::from_tensor(self.scale.val().without_autodiff()),
+            frozen: true,
         };
-        states
-            .into_iter()
-            .enumerate()
-            .map(|(l, state)| state * weights.clone().narrow(0, l, 1).reshape([1, 1, 1]))
-            .reduce(|a, b| a + b)
-            .expect("an encoder has its embeddings' layer at least")
+        let device = encoder.mix.device();
+        let lengths: Vec<usize> = sentences.iter().map(|s| s.len()).collect();
+        let width = self.layers() * self.d_output();
+        for indices in nertrain_data::BatchPlan::sorted(&lengths, BATCH, BATCH_TOKENS).batches {
+            let batch = nertrain_data::Batch::new(sentences, indices.clone(), max_word_len);
+            let Some(subwords) = &batch.subwords else {
+                continue;
+            };
+            let subwords = SubwordTensors::new(subwords, &device);
+            let states = encoder.word_states(&subwords, batch.size(), batch.max_len);
+            let values = crate::host_values(states);
+            for (row, &i) in indices.iter().enumerate() {
+                let len = sentences[i].len();
+                sentences[i].encoder_states =
+                    values[row * batch.max_len * width..][..len * width].to_vec();
+            }
+        }
     }
 }

@@ -351,6 +351,17 @@ impl Training {
             lengths: prepared.encoded.iter().map(Encoded::len).collect(),
             singletons: singleton_words(&prepared.encoded, vocab.words.len()),
         };
+        if let Some(pretrained) = model.pretrained.as_ref().filter(|p| p.frozen) {
+            let started = Instant::now();
+            let max_word_len = prepared.meta.max_word_len;
+            pretrained.cache_states(&mut prepared.encoded, max_word_len);
+            events(FitEvent::info(format!(
+                "the frozen encoder's layers at each of the {} training sentences' words, \
+                 computed once for every epoch in {:.1} s",
+                prepared.encoded.len(),
+                started.elapsed().as_secs_f64()
+            )));
+        }
         Ok((training, model))
     }
 
