@@ -10,7 +10,8 @@ the Python `tokenizers` library gives each sentence's words, and the last hidden
     ~/.cache/nertrain-encoders/bin/python scripts/encoders/make_fixtures.py data/encoders
 
 Each family gets a folder holding a checkpoint as Hugging Face writes one (`config.json`,
-`model.safetensors`, `tokenizer.json`) and `expected.json`. The weights are drawn from a fixed
+`model.safetensors`, `tokenizer.json`) and `expected.json`; `bert-bin` holds the BERT weights as
+PyTorch's `pytorch_model.bin`. The weights are drawn from a fixed
 seed, but another version of torch may draw others: regenerate all of a family's files
 together, never one of them.
 """
@@ -201,6 +202,12 @@ def write(out: Path, name: str, model, tokenizer: Tokenizer, prefix_space: bool,
     tokenizer.save(str(folder / "tokenizer.json"))
     expected = record(model, tokenizer, prefix_space, pad_id)
     model.save_pretrained(folder, safe_serialization=True)
+    if name == "bert":
+        # The same weights as PyTorch's own file, read by the same test.
+        pickled = out / "bert-bin"
+        pickled.mkdir(parents=True, exist_ok=True)
+        torch.save(model.state_dict(), pickled / "pytorch_model.bin")
+        (pickled / "config.json").write_text((folder / "config.json").read_text())
     text = json.dumps(expected, indent=None, separators=(",", ":"))
     (folder / "expected.json").write_text(text + "\n")
     print(f"{folder}: {len(expected['sentences'])} sentences")

@@ -38,11 +38,15 @@ fn expected(dir: &Path) -> Expected {
 /// The largest difference at real positions between what the encoder computes for all
 /// sentences in one padded batch and what `transformers` recorded.
 fn largest_difference(family: &str) -> f32 {
-    let dir = fixture(family);
+    largest_difference_from(&fixture(family), &expected(&fixture(family)))
+}
+
+/// [`largest_difference`] for the checkpoint in `dir`, against `expected`.
+fn largest_difference_from(dir: &Path, expected: &Expected) -> f32 {
+    let dir = dir.to_path_buf();
     let device = Device::default();
     let config = EncoderConfig::read(&dir).unwrap();
     let encoder = load_weights(config.init(&device), &config, &dir).unwrap();
-    let expected = expected(&dir);
 
     let longest = expected
         .sentences
@@ -80,6 +84,15 @@ fn largest_difference(family: &str) -> f32 {
 #[test]
 fn bert_matches_transformers() {
     let difference = largest_difference("bert");
+    assert!(difference < TOLERANCE, "largest difference {difference}");
+}
+
+#[test]
+fn bert_from_pytorchs_own_file_matches_transformers() {
+    let dir = fixture("bert-bin");
+    assert!(dir.join("pytorch_model.bin").is_file());
+    assert!(!dir.join("model.safetensors").exists());
+    let difference = largest_difference_from(&dir, &expected(&fixture("bert")));
     assert!(difference < TOLERANCE, "largest difference {difference}");
 }
 

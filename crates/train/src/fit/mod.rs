@@ -212,6 +212,26 @@ fn fit_once(
     Ok(training.outcome(test_report, false))
 }
 
+/// Computes a frozen encoder's layers at each training word once, for every epoch to read.
+fn cache_frozen_encoder(
+    model: &Network,
+    prepared: &mut Prepared,
+    events: &mut dyn FnMut(FitEvent),
+) {
+    let Some(pretrained) = model.pretrained.as_ref().filter(|p| p.frozen) else {
+        return;
+    };
+    let started = Instant::now();
+    let max_word_len = prepared.meta.max_word_len;
+    pretrained.cache_states(&mut prepared.encoded, max_word_len);
+    events(FitEvent::info(format!(
+        "the frozen encoder's layers at each of the {} training sentences' words, computed \
+         once for every epoch in {:.1} s",
+        prepared.encoded.len(),
+        started.elapsed().as_secs_f64()
+    )));
+}
+
 /// `model`, fresh, with the pretrained encoder's weights read from its checkpoint
 /// (`model.pretrained`), when the model has an encoder.
 fn with_pretrained_encoder(
@@ -351,17 +371,7 @@ impl Training {
             lengths: prepared.encoded.iter().map(Encoded::len).collect(),
             singletons: singleton_words(&prepared.encoded, vocab.words.len()),
         };
-        if let Some(pretrained) = model.pretrained.as_ref().filter(|p| p.frozen) {
-            let started = Instant::now();
-            let max_word_len = prepared.meta.max_word_len;
-            pretrained.cache_states(&mut prepared.encoded, max_word_len);
-            events(FitEvent::info(format!(
-                "the frozen encoder's layers at each of the {} training sentences' words, \
-                 computed once for every epoch in {:.1} s",
-                prepared.encoded.len(),
-                started.elapsed().as_secs_f64()
-            )));
-        }
+        cache_frozen_encoder(&model, prepared, events);
         Ok((training, model))
     }
 
