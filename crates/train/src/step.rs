@@ -199,24 +199,21 @@ impl Trainer {
 
     /// Reads the optimiser's state back from a checkpoint.
     pub fn load(&mut self, files: &TrainerFiles) -> Result<()> {
-        let optimizer = std::mem::replace(&mut self.optimizer, SgdConfig::new().init());
-        self.optimizer = optimizer.load(&files.optimizer).map_err(|e| {
-            Error::model(
-                &files.optimizer,
-                format!("cannot load optimiser state: {e:?}"),
-            )
-        })?;
+        load_optimizer(&mut self.optimizer, &files.optimizer)?;
         if let Some(encoder) = &mut self.encoder {
-            let optimizer = std::mem::replace(&mut encoder.optimizer, SgdConfig::new().init());
-            encoder.optimizer = optimizer.load(&files.encoder_optimizer).map_err(|e| {
-                Error::model(
-                    &files.encoder_optimizer,
-                    format!("cannot load the encoder's optimiser state: {e:?}"),
-                )
-            })?;
+            load_optimizer(&mut encoder.optimizer, &files.encoder_optimizer)?;
         }
         self.words.load(&files.words)
     }
+}
+
+/// Reads `optimizer`'s state back from `path`.
+fn load_optimizer(optimizer: &mut ModuleOptimizer, path: &std::path::Path) -> Result<()> {
+    let taken = std::mem::replace(optimizer, SgdConfig::new().init());
+    *optimizer = taken
+        .load(path)
+        .map_err(|e| Error::model(path, format!("cannot load optimiser state: {e:?}")))?;
+    Ok(())
 }
 
 /// Writes `optimizer`'s state to `path`.
