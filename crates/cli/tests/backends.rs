@@ -255,6 +255,52 @@ fn fit_eval_and_tag_run_on_each_backend() {
     }
 }
 
+/// A model with a pretrained encoder (the tiny random BERT of `data/encoders`) trained on flex
+/// scores the same on every backend, and fine-tunes on each.
+#[test]
+fn a_pretrained_encoder_runs_on_each_backend() {
+    let flex_run = scratch("encoder-flex").join("run");
+    let fit = |backend: Backend, run: &Path, tuning: &str| {
+        let out = format!("train.output={}", run.display());
+        let tuning = format!("model.pretrained_tuning={tuning}");
+        let mut args = vec![
+            "--backend",
+            backend.name(),
+            "fit",
+            "--config",
+            "configs/sample-encoder.toml",
+            "--set",
+            &out,
+            "--set",
+            &tuning,
+        ];
+        args.extend(TINY);
+        check(nertrain(&args));
+    };
+    fit(Backend::Flex, &flex_run, "frozen");
+    let model = flex_run.to_str().unwrap();
+    let eval = |backend: Backend| {
+        check(nertrain(&[
+            "--backend",
+            backend.name(),
+            "eval",
+            "--model",
+            model,
+            "--data",
+            "data/sample/test.txt",
+        ]))
+    };
+    let flex_eval = eval(Backend::Flex);
+    for backend in backends() {
+        let name = backend.name();
+        assert_eq!(eval(backend), flex_eval, "{name}: the same report as flex");
+        let run = scratch(&format!("encoder-{name}")).join("run");
+        fit(backend, &run, "fine-tune");
+        let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
+        assert_eq!(metrics.lines().count(), 2, "two epochs on {name}");
+    }
+}
+
 /// The fused recurrence's cubecl kernels against the tensor-op recurrence, both on wgpu: the
 /// same hidden states and the same gradients of the gates and the recurrent weights, on batches
 /// of sentences of different lengths (including hidden sizes that leave units of a cube idle or
