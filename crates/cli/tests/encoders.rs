@@ -118,6 +118,20 @@ fn fine_tuned_and_frozen_encoders_resume_exactly() {
 }
 
 #[test]
+fn read_in_documents_fit_and_eval_agree() {
+    // Each sentence read with its neighbours' sub-tokens as context, in fit's scoring and in
+    // eval's alike.
+    let run = fit_with(
+        "encoder-documents",
+        "bert",
+        "fine-tune",
+        2,
+        &["--set", "data.context=document"],
+    );
+    assert_eq!(eval_f1(&run), recorded_test_f1(&run));
+}
+
+#[test]
 fn a_distilbert_encoder_fits_fine_tuned() {
     let run = fit_with("encoder-distilbert", "distilbert", "fine-tune", 1, &[]);
     assert_eq!(eval_f1(&run), recorded_test_f1(&run));

@@ -19,6 +19,10 @@ use crate::{DataError, Encoded};
 /// A checkpoint's tokenizer file.
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
 
+/// Sub-tokens of the neighbouring sentences of its document a sentence is read with, on each
+/// side, when documents are read (as FLERT reads them, Schweter & Akbik 2020).
+pub const DOCUMENT_CONTEXT: usize = 64;
+
 /// What nertrain reads of a `tokenizer.json` besides what `tokenizers` builds from it.
 #[derive(Debug, Deserialize)]
 struct TokenizerFile {
@@ -230,19 +234,79 @@ impl SubwordTokenizer {
     }
 
     /// Sets each sentence's [`Encoded::windows`] for an encoder that reads at most `max_len`
-    /// sub-tokens at once; `words[i]` are sentence `i`'s words as written.
+    /// sub-tokens at once; `words[i]` are sentence `i`'s words as written. `documents`,
+    /// consecutive ranges of the sentences read together (none when sentences are read alone),
+    /// give each sentence that fits [`DOCUMENT_CONTEXT`] sub-tokens of its neighbours on each
+    /// side, as context whose words are not scored.
     pub fn set_windows<S: AsRef<str>>(
         &self,
         encoded: &mut [Encoded],
         words: &[&[S]],
+        documents: &[Range<usize>],
         max_len: usize,
     ) -> Result<(), DataError> {
-        for (encoded, words) in encoded.iter_mut().zip(words) {
-            let words: Vec<&str> = words.iter().map(AsRef::as_ref).collect();
-            let pieces = self.pieces(&words)?;
-            encoded.windows = self.windows(&pieces, max_len);
+        let pieces: Vec<Pieces> = words
+            .iter()
+            .map(|words| {
+                let words: Vec<&str> = words.iter().map(AsRef::as_ref).collect();
+                self.pieces(&words)
+            })
+            .collect::<Result<_, _>>()?;
+        let mut document_of: Vec<Option<Range<usize>>> = vec![None; pieces.len()];
+        for range in documents {
+            for slot in &mut document_of[range.clone()] {
+                *slot = Some(range.clone());
+            }
+        }
+        for (i, (encoded, document)) in encoded.iter_mut().zip(document_of).enumerate() {
+            encoded.windows = match document {
+                Some(document) => self.windows_in_document(&pieces, i, document, max_len),
+                None => self.windows(&pieces[i], max_len),
+            };
         }
         Ok(())
+    }
+
+    /// The windows of sentence `i` of `pieces`, in `document`: one window with as much of
+    /// [`DOCUMENT_CONTEXT`] on each side as fits, when the sentence fits; its own windows
+    /// otherwise.
+    fn windows_in_document(
+        &self,
+        pieces: &[Pieces],
+        i: usize,
+        document: Range<usize>,
+        max_len: usize,
+    ) -> Vec<Window> {
+        let own = &pieces[i];
+        let room = max_len.saturating_sub(self.specials() + own.ids.len());
+        if room == 0 || own.words() == 0 {
+            return self.windows(own, max_len);
+        }
+        let side = DOCUMENT_CONTEXT.min(room / 2);
+        let mut left: Vec<u32> = pieces[document.start..i]
+            .iter()
+            .rev()
+            .flat_map(|p| p.ids.iter().rev())
+            .take(side)
+            .copied()
+            .collect();
+        left.reverse();
+        let right: Vec<u32> = pieces[i + 1..document.end]
+            .iter()
+            .flat_map(|p| &p.ids)
+            .take(side)
+            .copied()
+            .collect();
+        let mut window = self.window(own, 0..own.words(), 0..own.words(), own.ids.len());
+        let at = self.before.len();
+        window.ids.splice(at..at, left.iter().copied());
+        let end = window.ids.len() - self.after.len();
+        window.ids.splice(end..end, right);
+        window
+            .first_pieces
+            .iter_mut()
+            .for_each(|p| *p += left.len());
+        vec![window]
     }
 
     fn unknown_for(&self, word: &str) -> Result<u32, DataError> {

@@ -152,3 +152,69 @@ fn a_word_longer_than_a_window_keeps_its_first_sub_tokens() {
     let windows = tokenizer.windows(&pieces, 6);
     check_windows(&tokenizer, &pieces, &windows, 6);
 }
+
+#[test]
+fn read_in_documents_a_sentence_is_given_its_neighbours_as_context_it_does_not_score() {
+    use nertrain_data::{DOCUMENT_CONTEXT, Encoded};
+    let tokenizer = tokenizer("bert");
+    let sentences: Vec<Vec<&str>> = vec![
+        vec!["Peter", "Blackburn", "lives", "in", "Berlin", "."],
+        vec!["EU", "rejects", "German", "call", "."],
+        vec!["Japan", "coach", "Shu", "Kamo", "said", "."],
+        // Another document.
+        vec!["Rare", "Hendrix", "song", "draft", "sells", "."],
+    ];
+    let words: Vec<&[&str]> = sentences.iter().map(Vec::as_slice).collect();
+    let blank = || Encoded {
+        words: Vec::new(),
+        chars: Vec::new(),
+        casing: Vec::new(),
+        mentions: Vec::new(),
+        tags: Vec::new(),
+        allowed: Vec::new(),
+        dictionary: Vec::new(),
+        features: Vec::new(),
+        windows: Vec::new(),
+        encoder_states: Vec::new(),
+    };
+    let pieces: Vec<Pieces> = sentences
+        .iter()
+        .map(|s| tokenizer.pieces(s).unwrap())
+        .collect();
+    for max_len in [24, 64, 512] {
+        let mut encoded: Vec<Encoded> = (0..4).map(|_| blank()).collect();
+        tokenizer
+            .set_windows(&mut encoded, &words, &[0..3, 3..4], max_len)
+            .unwrap();
+        for (i, sentence) in encoded.iter().enumerate() {
+            let own = &pieces[i];
+            check_windows(&tokenizer, own, &sentence.windows, max_len);
+            let window = &sentence.windows[0];
+            let first = window.first_pieces[0];
+            let context_left = first - 1; // after [CLS]
+            let context_right = window.ids.len() - 1 - (first + own.ids.len());
+            assert!(context_left <= DOCUMENT_CONTEXT && context_right <= DOCUMENT_CONTEXT);
+            // The sentence's own sub-tokens, whole, between its neighbours'.
+            assert_eq!(window.ids[first..first + own.ids.len()], own.ids[..]);
+            let before: Vec<u32> = pieces[..i].iter().flat_map(|p| p.ids.clone()).collect();
+            let after: Vec<u32> = pieces[i + 1..].iter().flat_map(|p| p.ids.clone()).collect();
+            match i {
+                0 | 3 => assert_eq!(context_left, 0, "sentence {i} opens its document"),
+                _ => assert_eq!(window.ids[1..first], before[before.len() - context_left..]),
+            }
+            match i {
+                2 | 3 => assert_eq!(context_right, 0, "sentence {i} ends its document"),
+                _ => assert_eq!(
+                    window.ids[first + own.ids.len()..window.ids.len() - 1],
+                    after[..context_right]
+                ),
+            }
+            if max_len == 512 && i == 1 {
+                assert_eq!(
+                    (context_left, context_right),
+                    (pieces[0].ids.len(), pieces[2].ids.len())
+                );
+            }
+        }
+    }
+}

@@ -823,7 +823,8 @@ impl Tagger {
         let pieces = self.document_pieces(sentences, documents);
         if let (Some(subwords), Some(encoder)) = (&self.subwords, &self.meta.sizes.encoder) {
             let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
-            subwords.set_windows(&mut encoded, &words, encoder.max_positions)?;
+            let documents: &[Range<usize>] = if self.reads_documents() { &pieces } else { &[] };
+            subwords.set_windows(&mut encoded, &words, documents, encoder.max_positions)?;
         }
         if self.reads_documents() || self.dictionary.is_some() {
             let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();

@@ -360,7 +360,7 @@ mod tests {
             sentence(&[6, 7, 8], &[2, 0, 0]),
         ];
         tokenizer
-            .set_windows(&mut sentences, &words, encoder.max_positions)
+            .set_windows(&mut sentences, &words, &[], encoder.max_positions)
             .unwrap();
         let batch = Batch::new(&sentences, vec![0, 1], 10);
         let sizes = VocabSizes {

@@ -124,16 +124,29 @@ pub(super) fn prepare(
     };
     let EncodedCorpora {
         mut encoded,
+        train_documents,
         mut dev_encoded,
         dev_documents,
         mut test_set,
     } = encode(experiment, &vocab, &train, &dev, test)?;
     let mut sets = vec![
-        (encoded.as_mut_slice(), sentence_words(&train)),
-        (dev_encoded.as_mut_slice(), sentence_words(&dev)),
+        (
+            encoded.as_mut_slice(),
+            sentence_words(&train),
+            &train_documents[..],
+        ),
+        (
+            dev_encoded.as_mut_slice(),
+            sentence_words(&dev),
+            &dev_documents[..],
+        ),
     ];
-    if let Some((corpus, encoded, _)) = test_set.as_mut() {
-        sets.push((encoded.as_mut_slice(), sentence_words(corpus)));
+    if let Some((corpus, encoded, documents)) = test_set.as_mut() {
+        sets.push((
+            encoded.as_mut_slice(),
+            sentence_words(corpus),
+            &documents[..],
+        ));
     }
     let subwords = with_subword_windows(experiment, options.resume, &run, &meta, device, sets)?;
     if !options.resume {
@@ -222,17 +235,20 @@ fn write_new_run(run: &ModelDir, overwrite: bool, description: Description) -> R
     Ok(())
 }
 
+/// Sentences encoded, their words, and the documents they are read in (none when read alone).
+type CorpusWindows<'a, 'b> = (&'a mut [Encoded], Vec<&'b [String]>, &'b [Range<usize>]);
+
 /// Reads the run's pretrained encoder's tokenizer, when it has an encoder (from the checkpoint
 /// or the model continued, for a new run, after checking the checkpoint's weights; from the run
-/// itself, resumed), and sets the windows of each of `sets` (sentences encoded, and their
-/// words). Returns the file a new run copies it from.
+/// itself, resumed), and sets the windows of each of `sets`. Returns the file a new run copies
+/// it from.
 fn with_subword_windows(
     experiment: &Experiment,
     resume: bool,
     run: &ModelDir,
     meta: &ModelMeta,
     device: &Device,
-    sets: Vec<(&mut [Encoded], Vec<&[String]>)>,
+    sets: Vec<CorpusWindows>,
 ) -> Result<Option<std::path::PathBuf>> {
     let Some(encoder) = &meta.sizes.encoder else {
         return Ok(None);
@@ -248,8 +264,8 @@ fn with_subword_windows(
         }
     };
     if let Some(tokenizer) = tokenizer {
-        for (encoded, words) in sets {
-            tokenizer.set_windows(encoded, &words, encoder.max_positions)?;
+        for (encoded, words, documents) in sets {
+            tokenizer.set_windows(encoded, &words, documents, encoder.max_positions)?;
         }
     }
     Ok(source)
@@ -377,6 +393,7 @@ fn describe_new_run(
 /// sentences are read alone) and each word's mention casing.
 struct EncodedCorpora {
     encoded: Vec<Encoded>,
+    train_documents: Vec<Range<usize>>,
     dev_encoded: Vec<Encoded>,
     dev_documents: Vec<Range<usize>>,
     test_set: Option<TestSet>,
@@ -412,6 +429,7 @@ fn encode(
         .transpose()?;
     Ok(EncodedCorpora {
         encoded,
+        train_documents,
         dev_encoded,
         dev_documents,
         test_set,
