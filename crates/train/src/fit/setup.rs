@@ -122,33 +122,20 @@ pub(super) fn prepare(
         });
         (meta, vocab, None, vectors, start, dictionary)
     };
+    let mut corpora = encode(experiment, &vocab, &train, &dev, test)?;
+    let subwords = corpora.with_subword_windows(
+        (&train, &dev),
+        (experiment, options.resume),
+        (&run, &meta),
+        device,
+    )?;
     let EncodedCorpora {
         mut encoded,
-        train_documents,
         mut dev_encoded,
         dev_documents,
         mut test_set,
-    } = encode(experiment, &vocab, &train, &dev, test)?;
-    let mut sets = vec![
-        (
-            encoded.as_mut_slice(),
-            sentence_words(&train),
-            &train_documents[..],
-        ),
-        (
-            dev_encoded.as_mut_slice(),
-            sentence_words(&dev),
-            &dev_documents[..],
-        ),
-    ];
-    if let Some((corpus, encoded, documents)) = test_set.as_mut() {
-        sets.push((
-            encoded.as_mut_slice(),
-            sentence_words(corpus),
-            &documents[..],
-        ));
-    }
-    let subwords = with_subword_windows(experiment, options.resume, &run, &meta, device, sets)?;
+        ..
+    } = corpora;
     if !options.resume {
         let description = Description {
             meta: &meta,
@@ -235,40 +222,53 @@ fn write_new_run(run: &ModelDir, overwrite: bool, description: Description) -> R
     Ok(())
 }
 
-/// Sentences encoded, their words, and the documents they are read in (none when read alone).
-type CorpusWindows<'a, 'b> = (&'a mut [Encoded], Vec<&'b [String]>, &'b [Range<usize>]);
-
-/// Reads the run's pretrained encoder's tokenizer, when it has an encoder (from the checkpoint
-/// or the model continued, for a new run, after checking the checkpoint's weights; from the run
-/// itself, resumed), and sets the windows of each of `sets`. Returns the file a new run copies
-/// it from.
-fn with_subword_windows(
-    experiment: &Experiment,
-    resume: bool,
-    run: &ModelDir,
-    meta: &ModelMeta,
-    device: &Device,
-    sets: Vec<CorpusWindows>,
-) -> Result<Option<std::path::PathBuf>> {
-    let Some(encoder) = &meta.sizes.encoder else {
-        return Ok(None);
-    };
-    let (tokenizer, source) = if resume {
-        let files = run.files();
-        (files.read_subwords(meta)?, None)
-    } else {
-        check_pretrained_weights(experiment, meta, device)?;
-        match subwords_of_new_run(experiment, meta)? {
-            Some((tokenizer, path)) => (Some(tokenizer), Some(path)),
-            None => (None, None),
+impl EncodedCorpora {
+    /// Reads the run's pretrained encoder's tokenizer, when it has an encoder (from the
+    /// checkpoint or the model continued, for a new run, after checking the checkpoint's
+    /// weights; from the run itself, resumed), and sets the windows of every sentence, read in
+    /// its documents. Returns the file a new run copies it from.
+    fn with_subword_windows(
+        &mut self,
+        (train, dev): (&Corpus<Label>, &Corpus),
+        (experiment, resume): (&Experiment, bool),
+        (run, meta): (&ModelDir, &ModelMeta),
+        device: &Device,
+    ) -> Result<Option<std::path::PathBuf>> {
+        let Some(encoder) = &meta.sizes.encoder else {
+            return Ok(None);
+        };
+        let (tokenizer, source) = if resume {
+            (run.files().read_subwords(meta)?, None)
+        } else {
+            check_pretrained_weights(experiment, meta, device)?;
+            match subwords_of_new_run(experiment, meta)? {
+                Some((tokenizer, path)) => (Some(tokenizer), Some(path)),
+                None => (None, None),
+            }
+        };
+        let Some(tokenizer) = tokenizer else {
+            return Ok(source);
+        };
+        let max_len = encoder.max_positions;
+        let train_words = sentence_words(train);
+        tokenizer.set_windows(
+            &mut self.encoded,
+            &train_words,
+            &self.train_documents,
+            max_len,
+        )?;
+        let dev_words = sentence_words(dev);
+        tokenizer.set_windows(
+            &mut self.dev_encoded,
+            &dev_words,
+            &self.dev_documents,
+            max_len,
+        )?;
+        if let Some((corpus, encoded, documents)) = self.test_set.as_mut() {
+            tokenizer.set_windows(encoded, &sentence_words(corpus), documents, max_len)?;
         }
-    };
-    if let Some(tokenizer) = tokenizer {
-        for (encoded, words, documents) in sets {
-            tokenizer.set_windows(encoded, &words, documents, encoder.max_positions)?;
-        }
+        Ok(source)
     }
-    Ok(source)
 }
 
 /// Each sentence's words, as written.
