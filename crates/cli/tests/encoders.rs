@@ -78,6 +78,22 @@ fn a_frozen_encoder_stacked_with_words_tags_alike_everywhere_and_needs_no_checkp
         );
     }
 
+    // Its card says what encoder it reads.
+    let card = scratch("encoder-card").join("CARD.md");
+    let out = nertrain(&[
+        "card",
+        "--model",
+        run.to_str().unwrap(),
+        "--output",
+        card.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let card = std::fs::read_to_string(card).unwrap();
+    assert!(
+        card.contains("- Pretrained encoder: bert, 2 layers of 32, frozen;"),
+        "{card}"
+    );
+
     // Without its tokenizer, the model is refused naming the file.
     std::fs::remove_file(moved.join("subwords.json")).unwrap();
     let out = nertrain(&["tag", "--model", moved.to_str().unwrap(), TEXTS[0]]);

@@ -311,6 +311,23 @@ fn model_section(card: &mut String, meta: &ModelMeta) {
         meta.sizes.words, m.word_dim, m.casing_dim
     )
     .ok();
+    if let Some(encoder) = &meta.sizes.encoder {
+        let tuning = match m.pretrained_tuning {
+            nertrain_model::encoder::Tuning::FineTune => "fine-tuned",
+            nertrain_model::encoder::Tuning::Frozen => "frozen",
+        };
+        let family = serde_json::to_value(encoder.family).ok();
+        let family = family.as_ref().and_then(|f| f.as_str()).unwrap_or("bert");
+        writeln!(
+            card,
+            "- Pretrained encoder: {}, {} layers of {}, {tuning}; each word is given a mix of \
+             its layers at its first sub-token (its tokenizer is the model's `subwords.json`).",
+            text(family),
+            encoder.layers,
+            encoder.hidden
+        )
+        .ok();
+    }
     writeln!(
         card,
         "- BiLSTM: {} per direction, dropout {}.",
