@@ -438,7 +438,8 @@ def report(results, full, total_tokens, out, strategies):
               + f"; loop {g.get('loop_seconds', 0):.0f} s")
 
 
-def main():
+def parse_options():
+    """The command line, checked, with --quick's settings applied."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="the shipped sample, tiny rounds")
     parser.add_argument("--config", default="configs/conll-adam.toml")
@@ -494,25 +495,132 @@ def main():
         options.step, options.until = (60, 180) if options.budget_unit == "texts" else (600, 10**9)
         if options.budget_unit == "tokens" and options.until_share is None:
             options.until_share = 0.6
+    return options
+
+
+def merge_results(options, total_tokens, out):
+    """Merges the results of the --summarize directories into --out, and reports them."""
+    results, full = [], {}
+    for directory in options.summarize:
+        directory = Path(directory)
+        results += [json.loads(l) for l in (directory / "results.jsonl").read_text().splitlines() if l]
+        if (directory / "full.jsonl").exists():
+            for line in (directory / "full.jsonl").read_text().splitlines():
+                if line:
+                    record = json.loads(line)
+                    full[record["seed"]] = record["test_f1"]
+    strategies = list(dict.fromkeys(r["strategy"] for r in results))
+    with open(out / "results.jsonl", "w") as log:
+        log.writelines(json.dumps(r) + "\n" for r in results)
+    report(results, full, total_tokens, out, strategies)
+
+
+def fit_full(options, train, work, seed, full_log):
+    """The model on the whole training file: its test F1, logged."""
+    write_blocks(work / "all.txt", train)
+    _, full_f1, seconds = fit(options, work / "all.txt", work / "full", seed)
+    full_log.write(json.dumps({"seed": seed, "test_f1": full_f1, "seconds": round(seconds, 2)}) + "\n")
+    full_log.flush()
+    print(f"seed {seed}: all {len(train)} sentences: test F1 {full_f1:.2f} ({seconds:.0f} s)", file=sys.stderr)
+    return full_f1
+
+
+def write_round(options, work, name, rnd, labelled, initial):
+    """The file a round trains on (and the one it rehearses, in served order)."""
+    subset = work / f"{name}-{rnd}.txt"
+    rehearse = None
+    if options.served_order and rnd > 0:
+        # The sentences chosen, each as Label Studio exports its task.
+        subset, rehearse = subset.with_suffix(".json"), work / f"{name}-0.txt"
+        tasks = [labelled[i] for i in sorted(set(labelled) - set(initial))]
+        subset.write_text(json.dumps(tasks), encoding="utf-8")
+    elif options.served_order:
+        write_blocks(subset, [labelled[i] for i in sorted(labelled)])
+    else:
+        write_blocks(subset, list(labelled.values()))
+    return subset, rehearse
+
+
+def label_chosen(options, train, rest, chosen, labelled, extra):
+    """Labels what select chose, as the annotator leaves it; returns the tokens decided."""
+    decided = 0
+    for j, regions, entities in chosen:
+        i = rest[j]
+        if options.served_order:
+            result, count = submitted(train[i], regions, entities)
+            data = {"text": text_of(train[i])}
+            if regions is not None:
+                data["known"] = []
+            labelled[i] = {"id": i + 1, "data": data, "annotations": [{"result": result}]}
+        elif regions is None:
+            labelled[i], count = train[i], len(train[i])
+        else:
+            labelled[i], count = revealed(train[i], regions, entities, "self" in extra)
+        decided += count
+    return decided
+
+
+def run_strategy(options, train, work, seed, spec, initial, total_tokens, log, results):
+    """One strategy's rounds from the starting sentences, each round's record logged."""
+    _, extra = parse_strategy(spec)
+    name = spec.replace(":", "_").replace("=", "")
+    # Each sentence examined, as the annotator left it; and the tokens decided.
+    labelled = {i: train[i] for i in initial}
+    decided = sum(len(train[i]) for i in initial)
+    select_seconds = 0.0
+    # The model kept (with --judge, the last one its dev F1 did not judge worse):
+    # its directory, dev F1 and test F1.
+    kept = None
+    for rnd in range(10**6):
+        model = work / f"{name}-{rnd}"
+        previous = kept[0] if options.continue_ and kept is not None else None
+        subset, rehearse = write_round(options, work, name, rnd, labelled, initial)
+        dev_f1, test_f1, seconds = fit(options, subset, model, seed, previous, rehearse)
+        served = not options.judge or kept is None or dev_f1 >= kept[1]
+        if served:
+            kept = (model, dev_f1, test_f1)
+        record = {
+            "seed": seed, "strategy": spec, "round": rnd,
+            "sentences": len(labelled), "tokens": decided,
+            "dev_f1": kept[1], "test_f1": kept[2], "seconds": round(seconds, 2),
+            "select_seconds": round(select_seconds, 2),
+        }
+        if options.judge:
+            record.update(served=served, trained_dev_f1=dev_f1)
+        results.append(record)
+        log.write(json.dumps(record) + "\n")
+        log.flush()
+        print(json.dumps(record), file=sys.stderr)
+        rest = [i for i in range(len(train)) if i not in labelled]
+        if options.until_share is not None:
+            if decided >= options.until_share * total_tokens:
+                break
+        elif len(labelled) >= options.until:
+            break
+        if not rest:
+            break
+        started = time.perf_counter()
+        chosen = select(options, kept[0], [text_of(train[i]) for i in rest], spec, seed, work)
+        select_seconds = time.perf_counter() - started
+        before = decided
+        decided += label_chosen(options, train, rest, chosen, labelled, extra)
+        # With regions, what the model is sure of is never chosen: once a round
+        # finds less than a tenth of its budget to decide, the rest is left to it.
+        if decided - before < max(1, options.step // 10 if options.budget_unit == "tokens" else 1):
+            print(f"{spec}: round {rnd + 1} would decide {decided - before} tokens; "
+                  "the model is sure of the rest", file=sys.stderr)
+            break
+
+
+def main():
+    options = parse_options()
     data = with_corpus(options)
     train = read_blocks(data / "train.txt")
     total_tokens = sum(len(s) for s in train)
     out = Path(options.out)
     (out / "runs").mkdir(parents=True, exist_ok=True)
     if options.summarize:
-        results, full = [], {}
-        for directory in options.summarize:
-            directory = Path(directory)
-            results += [json.loads(l) for l in (directory / "results.jsonl").read_text().splitlines() if l]
-            if (directory / "full.jsonl").exists():
-                for line in (directory / "full.jsonl").read_text().splitlines():
-                    if line:
-                        record = json.loads(line)
-                        full[record["seed"]] = record["test_f1"]
-        strategies = list(dict.fromkeys(r["strategy"] for r in results))
-        with open(out / "results.jsonl", "w") as log:
-            log.writelines(json.dumps(r) + "\n" for r in results)
-        report(results, full, total_tokens, out, strategies)
+        merge_results(options, total_tokens, out)
         return
     results, full = [], {}
     with open(out / "results.jsonl", "w") as log, open(out / "full.jsonl", "w") as full_log:
@@ -520,86 +628,12 @@ def main():
             work = out / "runs" / f"seed{seed}"
             work.mkdir(exist_ok=True)
             if not options.no_full:
-                write_blocks(work / "all.txt", train)
-                _, full_f1, seconds = fit(options, work / "all.txt", work / "full", seed)
-                full[seed] = full_f1
-                full_log.write(json.dumps({"seed": seed, "test_f1": full_f1, "seconds": round(seconds, 2)}) + "\n")
-                full_log.flush()
-                print(f"seed {seed}: all {len(train)} sentences: test F1 {full_f1:.2f} ({seconds:.0f} s)", file=sys.stderr)
+                full[seed] = fit_full(options, train, work, seed, full_log)
             order = list(range(len(train)))
             random.Random(seed).shuffle(order)
             initial = order[: options.start]
             for spec in options.strategies:
-                _, extra = parse_strategy(spec)
-                name = spec.replace(":", "_").replace("=", "")
-                # Each sentence examined, as the annotator left it; and the tokens decided.
-                labelled = {i: train[i] for i in initial}
-                decided = sum(len(train[i]) for i in initial)
-                select_seconds = 0.0
-                # The model kept (with --judge, the last one its dev F1 did not judge worse):
-                # its directory, dev F1 and test F1.
-                kept = None
-                for rnd in range(10**6):
-                    subset = work / f"{name}-{rnd}.txt"
-                    model = work / f"{name}-{rnd}"
-                    previous = kept[0] if options.continue_ and kept is not None else None
-                    rehearse = None
-                    if options.served_order and rnd > 0:
-                        # The sentences chosen, each as Label Studio exports its task.
-                        subset, rehearse = subset.with_suffix(".json"), work / f"{name}-0.txt"
-                        tasks = [labelled[i] for i in sorted(set(labelled) - set(initial))]
-                        subset.write_text(json.dumps(tasks), encoding="utf-8")
-                    elif options.served_order:
-                        write_blocks(subset, [labelled[i] for i in sorted(labelled)])
-                    else:
-                        write_blocks(subset, list(labelled.values()))
-                    dev_f1, test_f1, seconds = fit(options, subset, model, seed, previous, rehearse)
-                    served = not options.judge or kept is None or dev_f1 >= kept[1]
-                    if served:
-                        kept = (model, dev_f1, test_f1)
-                    record = {
-                        "seed": seed, "strategy": spec, "round": rnd,
-                        "sentences": len(labelled), "tokens": decided,
-                        "dev_f1": kept[1], "test_f1": kept[2], "seconds": round(seconds, 2),
-                        "select_seconds": round(select_seconds, 2),
-                    }
-                    if options.judge:
-                        record.update(served=served, trained_dev_f1=dev_f1)
-                    results.append(record)
-                    log.write(json.dumps(record) + "\n")
-                    log.flush()
-                    print(json.dumps(record), file=sys.stderr)
-                    rest = [i for i in range(len(train)) if i not in labelled]
-                    if options.until_share is not None:
-                        if decided >= options.until_share * total_tokens:
-                            break
-                    elif len(labelled) >= options.until:
-                        break
-                    if not rest:
-                        break
-                    started = time.perf_counter()
-                    chosen = select(options, kept[0], [text_of(train[i]) for i in rest], spec, seed, work)
-                    select_seconds = time.perf_counter() - started
-                    before = decided
-                    for j, regions, entities in chosen:
-                        i = rest[j]
-                        if options.served_order:
-                            result, count = submitted(train[i], regions, entities)
-                            data = {"text": text_of(train[i])}
-                            if regions is not None:
-                                data["known"] = []
-                            labelled[i] = {"id": i + 1, "data": data, "annotations": [{"result": result}]}
-                        elif regions is None:
-                            labelled[i], count = train[i], len(train[i])
-                        else:
-                            labelled[i], count = revealed(train[i], regions, entities, "self" in extra)
-                        decided += count
-                    # With regions, what the model is sure of is never chosen: once a round
-                    # finds less than a tenth of its budget to decide, the rest is left to it.
-                    if decided - before < max(1, options.step // 10 if options.budget_unit == "tokens" else 1):
-                        print(f"{spec}: round {rnd + 1} would decide {decided - before} tokens; "
-                              "the model is sure of the rest", file=sys.stderr)
-                        break
+                run_strategy(options, train, work, seed, spec, initial, total_tokens, log, results)
     report(results, full, total_tokens, out, options.strategies)
 
 

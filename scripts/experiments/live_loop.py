@@ -298,6 +298,105 @@ def start(options, out):
     return train, initial
 
 
+def create_project(studio, opts, train, rest):
+    """A Label Studio project holding the texts not yet labelled, as tasks; its id."""
+    project = studio.call("POST", "/api/projects", json={"title": f"live loop seed {opts.seed}", "label_config": CONFIG})
+    pid = project["id"]
+    for chunk in range(0, len(rest), 2000):
+        studio.call("POST", f"/api/projects/{pid}/import",
+                    json=[{"text": text_of(train[i]), "line": i} for i in rest[chunk:chunk + 2000]])
+    return pid
+
+
+def start_server(opts, out, log):
+    """`nertrain serve` on the base model, learning into out/versions, logging to `log`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABEL_STUDIO_", "BASIC_AUTH_"))}
+    env.update(BASIC_AUTH_USER=AUTH[0], BASIC_AUTH_PASS=AUTH[1],
+               LABEL_STUDIO_URL=opts.label_studio, LABEL_STUDIO_API_KEY=opts.token)
+    judging = ["--dev", str(opts.dev)] if opts.judge == "dev" else ["--heldout-percent", str(opts.heldout_percent)]
+    return subprocess.Popen(
+        [opts.binary, "serve", "--model", str(out / "base"), "--addr", f"127.0.0.1:{opts.port}",
+         "--train-into", str(out / "versions"), "--train-interval", "0", "--train-every", "1000000",
+         "--train-epochs", str(opts.epochs), *judging,
+         "--label-margin", "100", "--task-score", "mnlp", "--regions", "budget",
+         "--region-budget", str(opts.step), "--refresh-rate", "20",
+         "--refresh-page", str(opts.refresh_page)],
+        stderr=log, env=env, cwd=ROOT)
+
+
+def connect(studio, backend, pid):
+    """The backend as the project's ML backend, its webhooks carrying the credentials."""
+    studio.call("POST", "/api/ml", json={
+        "url": backend, "project": pid, "title": "nertrain", "auth_method": "BASIC_AUTH",
+        "basic_auth_user": AUTH[0], "basic_auth_pass": AUTH[1]})
+    basic = "Basic " + base64.b64encode(f"{AUTH[0]}:{AUTH[1]}".encode()).decode()
+    for hook in studio.call("GET", f"/api/webhooks?project={pid}"):
+        studio.call("PATCH", f"/api/webhooks/{hook['id']}", json={"headers": {"Authorization": basic}})
+
+
+def annotate_round(studio, pid, served, train, cut, opts):
+    """Submits the tasks' regions in Label Studio's order within the round's budget; returns
+    the tokens decided and the tasks annotated."""
+    this_round, spent, tasks_done = 0, 0, 0
+    for task, prediction in in_order(studio, pid, served):
+        if spent >= opts.step:
+            break
+        if not any(r["from_name"] == "check" for r in prediction["result"]):
+            continue
+        line = task["data"]["line"]
+        submitted, count, asked = annotation(train[line], prediction, cut[line])
+        if asked > opts.step - spent:
+            continue
+        studio.call("POST", f"/api/tasks/{task['id']}/annotations", json={"result": submitted})
+        this_round += count
+        spent += asked
+        tasks_done += 1
+    return this_round, tasks_done
+
+
+def train_version(backend, pid, texts, rnd, server):
+    """Asks for a version and waits for it: the learning state, /predict's latency idle and
+    while learning, and the seconds it took."""
+    idle = Latency(backend, texts)
+    time.sleep(3)
+    idle = idle.end()
+    count = len(learning(backend)["versions"])
+    busy = Latency(backend, texts)
+    trained_at = time.perf_counter()
+    requests.post(backend + "/webhook", auth=AUTH, timeout=30,
+                  json={"action": "START_TRAINING", "project": {"id": pid}}).raise_for_status()
+    state = wait_for(f"round {rnd}'s version", lambda: (lambda l: l if len(l["versions"]) > count
+                     and l["training"] is None and not l["pending"] and not l["refresh_asked"]
+                     else None)(learning(backend)), 7200, server)
+    busy = busy.end()
+    return state, idle, busy, time.perf_counter() - trained_at
+
+
+def write_summary(results, opts, total_tokens, out):
+    """summary.json, with the file loop compared; with --quick, what CI checks of the loop."""
+    summary = {"total_tokens": total_tokens, "rounds": results}
+    if opts.file_results:
+        summary.update(compared(results, opts))
+    p99 = [r["predict_learning"]["p99_ms"] / r["predict_idle"]["p99_ms"] for r in results[1:]
+           if r["predict_learning"]["p99_ms"] and r["predict_idle"]["p99_ms"]]
+    summary["p99_learning_over_idle_median"] = statistics.median(p99) if p99 else None
+    if opts.quick:
+        # What CI checks of the loop on the sample: rounds that learn, and /predict answered
+        # throughout.
+        served = [r for r in results[1:] if r["served"]]
+        if len(results) < 3 or not served or results[-1]["test_f1"] <= results[0]["test_f1"]:
+            sys.exit(f"the live loop did not learn: {[(r['tokens'], r['test_f1']) for r in results]}")
+        failures = sum(r[k]["failures"] for r in results[1:] for k in ("predict_idle", "predict_learning"))
+        if failures:
+            sys.exit(f"{failures} /predict requests failed during the loop")
+        # The file loop at the backend's settings takes the same tasks and trains the same
+        # models: any difference is the live path's.
+        if opts.file_results and summary["rounds_as_file_loop"] != len(results):
+            sys.exit(f"the live loop and the file loop differ: {summary['file_loop_by_round']}")
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in summary.items() if k != "rounds"}, indent=2))
+
+
 def main():
     opts = options()
     out = Path(opts.out)
@@ -308,33 +407,13 @@ def main():
     total_tokens = sum(len(s) for s in train)
     rest = [i for i in range(len(train)) if i not in set(initial)]
     cut = tagger_tokens(opts, out / "base", rest, train, out)
-    project = studio.call("POST", "/api/projects", json={"title": f"live loop seed {opts.seed}", "label_config": CONFIG})
-    pid = project["id"]
-    for chunk in range(0, len(rest), 2000):
-        studio.call("POST", f"/api/projects/{pid}/import",
-                    json=[{"text": text_of(train[i]), "line": i} for i in rest[chunk:chunk + 2000]])
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("LABEL_STUDIO_", "BASIC_AUTH_"))}
-    env.update(BASIC_AUTH_USER=AUTH[0], BASIC_AUTH_PASS=AUTH[1],
-               LABEL_STUDIO_URL=opts.label_studio, LABEL_STUDIO_API_KEY=opts.token)
-    judging = ["--dev", str(opts.dev)] if opts.judge == "dev" else ["--heldout-percent", str(opts.heldout_percent)]
+    pid = create_project(studio, opts, train, rest)
     log = open(out / "serve.log", "w")
-    server = subprocess.Popen(
-        [opts.binary, "serve", "--model", str(out / "base"), "--addr", f"127.0.0.1:{opts.port}",
-         "--train-into", str(out / "versions"), "--train-interval", "0", "--train-every", "1000000",
-         "--train-epochs", str(opts.epochs), *judging,
-         "--label-margin", "100", "--task-score", "mnlp", "--regions", "budget",
-         "--region-budget", str(opts.step), "--refresh-rate", "20",
-         "--refresh-page", str(opts.refresh_page)],
-        stderr=log, env=env, cwd=ROOT)
+    server = start_server(opts, out, log)
     results = []
     try:
         wait_for("nertrain serve", lambda: up(backend), 60, server)
-        ml = studio.call("POST", "/api/ml", json={
-            "url": backend, "project": pid, "title": "nertrain", "auth_method": "BASIC_AUTH",
-            "basic_auth_user": AUTH[0], "basic_auth_pass": AUTH[1]})
-        basic = "Basic " + base64.b64encode(f"{AUTH[0]}:{AUTH[1]}".encode()).decode()
-        for hook in studio.call("GET", f"/api/webhooks?project={pid}"):
-            studio.call("PATCH", f"/api/webhooks/{hook['id']}", json={"headers": {"Authorization": basic}})
+        connect(studio, backend, pid)
         served = requests.get(backend + "/model", timeout=5).json()["version"]
         started = time.perf_counter()
         requests.post(backend + "/versions/base/serve", json={}, auth=AUTH, timeout=120).raise_for_status()
@@ -351,39 +430,14 @@ def main():
             if decided >= opts.until_share * total_tokens:
                 break
             round_started = time.perf_counter()
-            this_round, spent, tasks_done = 0, 0, 0
-            for task, prediction in in_order(studio, pid, served):
-                if spent >= opts.step:
-                    break
-                if not any(r["from_name"] == "check" for r in prediction["result"]):
-                    continue
-                line = task["data"]["line"]
-                submitted, count, asked = annotation(train[line], prediction, cut[line])
-                if asked > opts.step - spent:
-                    continue
-                studio.call("POST", f"/api/tasks/{task['id']}/annotations", json={"result": submitted})
-                this_round += count
-                spent += asked
-                tasks_done += 1
+            this_round, tasks_done = annotate_round(studio, pid, served, train, cut, opts)
             if this_round == 0:
                 print(f"round {rnd}: no task has a region to decide; the model is sure of the rest", file=sys.stderr)
                 break
             decided += this_round
             annotated += tasks_done
             annotating = time.perf_counter() - round_started
-            idle = Latency(backend, texts)
-            time.sleep(3)
-            idle = idle.end()
-            count = len(learning(backend)["versions"])
-            busy = Latency(backend, texts)
-            trained_at = time.perf_counter()
-            requests.post(backend + "/webhook", auth=AUTH, timeout=30,
-                          json={"action": "START_TRAINING", "project": {"id": pid}}).raise_for_status()
-            state = wait_for(f"round {rnd}'s version", lambda: (lambda l: l if len(l["versions"]) > count
-                             and l["training"] is None and not l["pending"] and not l["refresh_asked"]
-                             else None)(learning(backend)), 7200, server)
-            busy = busy.end()
-            training = time.perf_counter() - trained_at
+            state, idle, busy, training = train_version(backend, pid, texts, rnd, server)
             newest = state["versions"][-1]
             if newest["served"]:
                 served, model_dir = newest["id"], out / "versions" / newest["name"]
@@ -406,27 +460,7 @@ def main():
         log.close()
         with open(out / "results.jsonl", "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in results)
-    summary = {"total_tokens": total_tokens, "rounds": results}
-    if opts.file_results:
-        summary.update(compared(results, opts))
-    p99 = [r["predict_learning"]["p99_ms"] / r["predict_idle"]["p99_ms"] for r in results[1:]
-           if r["predict_learning"]["p99_ms"] and r["predict_idle"]["p99_ms"]]
-    summary["p99_learning_over_idle_median"] = statistics.median(p99) if p99 else None
-    if opts.quick:
-        # What CI checks of the loop on the sample: rounds that learn, and /predict answered
-        # throughout.
-        served = [r for r in results[1:] if r["served"]]
-        if len(results) < 3 or not served or results[-1]["test_f1"] <= results[0]["test_f1"]:
-            sys.exit(f"the live loop did not learn: {[(r['tokens'], r['test_f1']) for r in results]}")
-        failures = sum(r[k]["failures"] for r in results[1:] for k in ("predict_idle", "predict_learning"))
-        if failures:
-            sys.exit(f"{failures} /predict requests failed during the loop")
-        # The file loop at the backend's settings takes the same tasks and trains the same
-        # models: any difference is the live path's.
-        if opts.file_results and summary["rounds_as_file_loop"] != len(results):
-            sys.exit(f"the live loop and the file loop differ: {summary['file_loop_by_round']}")
-    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in summary.items() if k != "rounds"}, indent=2))
+    write_summary(results, opts, total_tokens, out)
 
 
 if __name__ == "__main__":
