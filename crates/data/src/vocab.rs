@@ -415,7 +415,7 @@ impl Vocabularies {
 
 /// A sentence as ids: words, each word's characters, [`Casing`] and [`MentionCasing`], and tags (empty when
 /// untagged).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Encoded {
     /// Word ids.
     pub words: Vec<usize>,

@@ -165,24 +165,12 @@ fn read_in_documents_a_sentence_is_given_its_neighbours_as_context_it_does_not_s
         vec!["Rare", "Hendrix", "song", "draft", "sells", "."],
     ];
     let words: Vec<&[&str]> = sentences.iter().map(Vec::as_slice).collect();
-    let blank = || Encoded {
-        words: Vec::new(),
-        chars: Vec::new(),
-        casing: Vec::new(),
-        mentions: Vec::new(),
-        tags: Vec::new(),
-        allowed: Vec::new(),
-        dictionary: Vec::new(),
-        features: Vec::new(),
-        windows: Vec::new(),
-        encoder_states: Vec::new(),
-    };
     let pieces: Vec<Pieces> = sentences
         .iter()
         .map(|s| tokenizer.pieces(s).unwrap())
         .collect();
     for max_len in [24, 64, 512] {
-        let mut encoded: Vec<Encoded> = (0..4).map(|_| blank()).collect();
+        let mut encoded: Vec<Encoded> = (0..4).map(|_| Encoded::default()).collect();
         tokenizer
             .set_windows(&mut encoded, &words, &[0..3, 3..4], max_len)
             .unwrap();

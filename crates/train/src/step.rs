@@ -246,6 +246,19 @@ mod tests {
         }
     }
 
+    /// 12 words, 6 characters and 3 tags, and `encoder` when given.
+    fn small_sizes(encoder: Option<nertrain_model::encoder::EncoderConfig>) -> VocabSizes {
+        VocabSizes {
+            words: 12,
+            chars: 6,
+            tags: 3,
+            lm_words: 0,
+            dictionary_labels: 0,
+            features: Vec::new(),
+            encoder,
+        }
+    }
+
     fn values(t: Tensor<2>) -> Vec<f32> {
         t.into_data().iter::<f32>().collect()
     }
@@ -256,15 +269,7 @@ mod tests {
     fn steps_equal_the_dense_optimiser() {
         let device = Device::default().autodiff();
         device.seed(3);
-        let sizes = VocabSizes {
-            words: 12,
-            chars: 6,
-            tags: 3,
-            lm_words: 0,
-            dictionary_labels: 0,
-            features: Vec::new(),
-            encoder: None,
-        };
+        let sizes = small_sizes(None);
         let model = NetworkConfig::new()
             .with_word_dim(4)
             .with_hidden(3)
@@ -363,15 +368,7 @@ mod tests {
             .set_windows(&mut sentences, &words, &[], encoder.max_positions)
             .unwrap();
         let batch = Batch::new(&sentences, vec![0, 1], 10);
-        let sizes = VocabSizes {
-            words: 12,
-            chars: 6,
-            tags: 3,
-            lm_words: 0,
-            dictionary_labels: 0,
-            features: Vec::new(),
-            encoder: Some(encoder.clone()),
-        };
+        let sizes = small_sizes(Some(encoder.clone()));
         let embeddings = |model: &Network| {
             values(
                 model

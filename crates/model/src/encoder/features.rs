@@ -65,7 +65,7 @@ impl SubwordTensors {
             .collect();
         Self {
             groups,
-            first: Tensor::from_data(TensorData::new(first.clone(), [first.len()]), device),
+            first: Tensor::from_data(TensorData::from(first.as_slice()), device),
         }
     }
 }
@@ -153,13 +153,9 @@ impl PretrainedFeatures {
     pub fn cache_states(&self, sentences: &mut [nertrain_data::Encoded], max_word_len: usize) {
         const BATCH: usize = 64;
         const BATCH_TOKENS: usize = 8192;
-        let encoder = Self {
-            encoder: self.encoder.valid(),
-            mix: Param::from_tensor(self.mix.val().without_autodiff()),
-            scale: Param::from_tensor(self.scale.val().without_autodiff()),
-            frozen: true,
-        };
-        let device = encoder.mix.device();
+        // Frozen, the encoder runs off the autodiff graph whatever device it is on.
+        debug_assert!(self.frozen);
+        let device = self.mix.device();
         let lengths: Vec<usize> = sentences.iter().map(|s| s.len()).collect();
         let width = self.layers() * self.d_output();
         for indices in nertrain_data::BatchPlan::sorted(&lengths, BATCH, BATCH_TOKENS).batches {
@@ -168,7 +164,7 @@ impl PretrainedFeatures {
                 continue;
             };
             let subwords = SubwordTensors::new(subwords, &device);
-            let states = encoder.word_states(&subwords, batch.size(), batch.max_len);
+            let states = self.word_states(&subwords, batch.size(), batch.max_len);
             let values = crate::host_values(states);
             for (row, &i) in indices.iter().enumerate() {
                 let len = sentences[i].len();
