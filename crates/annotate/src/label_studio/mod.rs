@@ -17,8 +17,12 @@
 //!   ([`tasks`], [`Prediction`], [`Region`]), under a project's own names ([`Target`]), with the
 //!   regions to decide shown as regions of the [`CHECK`] control.
 //! - **Narrowing** an export's tasks to the text one target labels ([`narrow_tasks`]).
+//! - **The wire**: the ML backend protocol's request and answer bodies ([`backend`]) and the
+//!   REST API's that a backend reads and sends ([`rest`]).
 
+pub mod backend;
 mod config;
+pub mod rest;
 
 use std::collections::HashMap;
 use std::path::Path;

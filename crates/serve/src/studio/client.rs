@@ -6,8 +6,10 @@ use std::io::Read;
 use std::path::Path;
 use std::time::Duration;
 
-use nertrain_annotate::label_studio::{Prediction, Task};
-use serde::{Deserialize, Serialize};
+use nertrain_annotate::label_studio::rest::{
+    Access, Created, Filter, Filters, ModelVersion, ProjectAnswer, Refresh, TaskPrediction,
+    TasksPage, TasksQuery,
+};
 
 /// Label Studio's base URL and an API key: a legacy token, or a personal access token (a JWT
 /// refresh token, exchanged for an access token on each use). Only the origin and a plain path
@@ -30,76 +32,6 @@ impl std::fmt::Debug for Connection {
             .field("prefix", &self.prefix)
             .finish_non_exhaustive()
     }
-}
-
-#[derive(Serialize)]
-struct Refresh<'a> {
-    refresh: &'a str,
-}
-
-#[derive(Deserialize)]
-struct Access {
-    access: String,
-}
-
-/// A project, as much of it as learning reads.
-#[derive(Deserialize)]
-struct ProjectAnswer {
-    label_config: String,
-}
-
-/// A page of a project's tasks, as the Data Manager lists them (oldest first).
-#[derive(Debug, Deserialize)]
-pub(crate) struct TasksPage {
-    /// The project's tasks in all.
-    pub total: usize,
-    pub tasks: Vec<ListedTask>,
-}
-
-/// A task as the Data Manager lists it: the task, and how many annotations it has.
-#[derive(Debug, Deserialize)]
-pub(crate) struct ListedTask {
-    #[serde(flatten)]
-    pub task: Task,
-    #[serde(default)]
-    pub total_annotations: usize,
-}
-
-/// A Data Manager query: its filters and order.
-#[derive(Serialize)]
-struct TasksQuery {
-    filters: Filters,
-    ordering: [&'static str; 1],
-}
-
-#[derive(Serialize)]
-struct Filters {
-    conjunction: &'static str,
-    items: Vec<Filter>,
-}
-
-/// One filter of a Data Manager query: a column, how it compares, and with what.
-#[derive(Serialize)]
-struct Filter {
-    filter: &'static str,
-    operator: &'static str,
-    #[serde(rename = "type")]
-    kind: &'static str,
-    value: i64,
-}
-
-/// A prediction for a task, as Label Studio imports it.
-#[derive(Serialize)]
-pub(crate) struct TaskPrediction {
-    pub task: i64,
-    #[serde(flatten)]
-    pub prediction: Prediction,
-}
-
-/// What setting a project's model version sends.
-#[derive(Serialize)]
-struct ModelVersion<'a> {
-    model_version: &'a str,
 }
 
 /// The most of an error answer's body a message repeats.
@@ -235,10 +167,6 @@ impl Connection {
         project: u64,
         predictions: &[TaskPrediction],
     ) -> Result<usize, String> {
-        #[derive(Deserialize)]
-        struct Created {
-            created: usize,
-        }
         let path = format!("/api/projects/{project}/import/predictions");
         let body = serde_json::to_vec(predictions).map_err(|e| e.to_string())?;
         let answer = self.send("POST", &path, body)?;

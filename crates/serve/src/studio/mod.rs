@@ -28,13 +28,18 @@ use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use nertrain_annotate::CharSpan;
-use nertrain_annotate::label_studio::Context;
-use nertrain_annotate::label_studio::{CHECK, LabelingConfig, Prediction, Region, Target, Task};
+use nertrain_annotate::label_studio::backend::{
+    PredictAnswer, PredictRequest, SetupAnswer, SetupRequest, TRAINING_ACTIONS, VersionsAnswer,
+    WebhookAnswer, WebhookRequest,
+};
+use nertrain_annotate::label_studio::{
+    CHECK, Context, LabelingConfig, Prediction, Region, Target, Task,
+};
 use nertrain_tagger::{
     DEFAULT_FLOOR, Regions, Strategy, TagOptions, TagSettings, Tagged, Tagger, Token,
     doubtful_regions, lock,
 };
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 pub use client::Connection;
 pub use learn::{
@@ -149,81 +154,6 @@ impl Studio {
         }
     }
 }
-
-/// Label Studio's project id, from its `"{id}.{created}"` form or a number.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum ProjectUid {
-    Number(u64),
-    Text(String),
-}
-
-impl ProjectUid {
-    fn id(&self) -> Option<u64> {
-        match self {
-            ProjectUid::Number(id) => Some(*id),
-            ProjectUid::Text(text) => text.split('.').next()?.parse().ok(),
-        }
-    }
-}
-
-/// A `POST /setup` body.
-#[derive(Debug, Deserialize)]
-struct SetupRequest {
-    project: ProjectUid,
-    schema: String,
-    #[serde(default)]
-    hostname: Option<String>,
-    #[serde(default)]
-    access_token: Option<String>,
-}
-
-/// `/setup`'s answer.
-#[derive(Serialize)]
-struct SetupAnswer {
-    model_version: String,
-}
-
-/// A `POST /predict` body.
-#[derive(Debug, Deserialize)]
-struct PredictRequest {
-    tasks: Vec<Task>,
-    #[serde(default)]
-    label_config: Option<String>,
-    #[serde(default)]
-    project: Option<ProjectUid>,
-    #[serde(default)]
-    params: Option<PredictParams>,
-}
-
-/// A `/predict`'s `params`: with an interactive pre-annotation, the annotator's regions.
-#[derive(Debug, Deserialize)]
-struct PredictParams {
-    #[serde(default)]
-    context: Option<Context>,
-}
-
-/// A `POST /webhook` body.
-#[derive(Debug, Deserialize)]
-struct WebhookRequest {
-    action: String,
-    #[serde(default)]
-    project: Option<WebhookProject>,
-}
-
-#[derive(Debug, Deserialize)]
-struct WebhookProject {
-    id: u64,
-}
-
-/// `/webhook`'s answer.
-#[derive(Serialize)]
-struct WebhookAnswer {
-    status: String,
-}
-
-/// The actions that start a training.
-const TRAINING_ACTIONS: [&str; 3] = ["START_TRAINING", "ANNOTATION_CREATED", "ANNOTATION_UPDATED"];
 
 fn bad(message: impl Into<String>) -> ServeError {
     ServeError::new(StatusCode::BAD_REQUEST, message)
@@ -344,13 +274,6 @@ fn prediction_size_bound(
         .map(|(text, tokens)| 6 * text.len() + tokens.len() * region)
         .sum();
     64 + regions + tasks * (96 + 6 * model_version.len())
-}
-
-/// `POST /predict`'s answer.
-#[derive(Serialize)]
-struct PredictAnswer {
-    results: Vec<Prediction>,
-    model_version: String,
 }
 
 /// `POST /predict`.
@@ -818,12 +741,6 @@ pub(crate) async fn serve_version(
     }
 }
 
-/// `GET /versions`' answer.
-#[derive(Serialize)]
-struct Versions {
-    versions: Vec<String>,
-}
-
 /// `GET /versions`: the served version's id, then those that may be served instead (the accepted
 /// versions kept on disk, and the model the server started from): Label Studio's list of model
 /// versions.
@@ -840,5 +757,5 @@ pub(crate) async fn versions(State(state): State<Arc<AppState>>) -> Response {
             }
         }
     }
-    small_answer(&Versions { versions })
+    small_answer(&VersionsAnswer { versions })
 }

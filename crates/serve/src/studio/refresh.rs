@@ -22,10 +22,11 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nertrain_annotate::label_studio::LabelingConfig;
+use nertrain_annotate::label_studio::rest::{ListedTask, TaskPrediction};
 use nertrain_tagger::{PoolDoubt, Regions, Strategy, TagOptions, Tagged, Tagger, Token, lock};
 use serde::{Deserialize, Serialize};
 
-use super::client::{Connection, ListedTask, TaskPrediction};
+use super::client::Connection;
 use super::learn::StudioEvent;
 use super::{Object, Piece, Source, objects, predict_options, texts_to_tag};
 use crate::served::{Served, Version};
