@@ -212,7 +212,9 @@ fn fit_once(
     Ok(training.outcome(test_report, false))
 }
 
-/// Computes a frozen encoder's layers at each training word once, for every epoch to read.
+/// Computes a frozen encoder's layers at each word of the training, dev and test sentences
+/// once, for every epoch's training and scoring to read: the same values the encoder gives
+/// each time (its windows are read alone, whatever they are batched with).
 fn cache_frozen_encoder(
     model: &Network,
     prepared: &mut Prepared,
@@ -224,10 +226,17 @@ fn cache_frozen_encoder(
     let started = Instant::now();
     let max_word_len = prepared.meta.max_word_len;
     pretrained.cache_states(&mut prepared.encoded, max_word_len);
+    pretrained.cache_states(&mut prepared.dev_encoded, max_word_len);
+    let mut test = 0;
+    if let Some((_, encoded, _)) = prepared.test_set.as_mut() {
+        pretrained.cache_states(encoded, max_word_len);
+        test = encoded.len();
+    }
     events(FitEvent::info(format!(
-        "the frozen encoder's layers at each of the {} training sentences' words, computed \
-         once for every epoch in {:.1} s",
+        "the frozen encoder's layers at each word of the {} training, {} dev and {test} test \
+         sentences, computed once for every epoch in {:.1} s",
         prepared.encoded.len(),
+        prepared.dev_encoded.len(),
         started.elapsed().as_secs_f64()
     )));
 }
