@@ -282,14 +282,11 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
     let cost: usize = chosen.iter().map(Selected::cost).sum();
     let partial = args.regions.is_some() && args.rest == Rest::Unknown;
     let (tasks, left_out) = pre_annotated(chosen, target.as_ref(), partial);
-    let model_version = format!(
-        "nertrain {} {}",
-        env!("CARGO_PKG_VERSION"),
-        args.model.display()
-    );
     let written = match args.format {
         TaskFormat::LabelStudio => {
             let target = target.unwrap_or_else(Target::default_ner);
+            // The model version `serve` answers with for the same model.
+            let model_version = nertrain_model::ModelFiles::new(&args.model).weights_id()?;
             label_studio::tasks(&tasks, &model_version, &target)
         }
         TaskFormat::Doccano => doccano::lines(&tasks),

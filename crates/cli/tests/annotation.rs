@@ -154,12 +154,9 @@ fn label_studio_tasks_have_the_models_predictions_and_scores() {
     for task in tasks {
         let text = task["data"]["text"].as_str().unwrap();
         let prediction = &task["predictions"][0];
-        assert!(
-            prediction["model_version"]
-                .as_str()
-                .unwrap()
-                .starts_with("nertrain ")
-        );
+        // The weights' id, as `serve` answers for the same model.
+        let weights = nertrain_model::ModelFiles::new(sample_model("sentence")).weights_id();
+        assert_eq!(prediction["model_version"], weights.unwrap().as_str());
         assert!(prediction["score"].as_f64().unwrap() >= 0.0);
         for region in prediction["result"].as_array().unwrap() {
             assert_eq!(region["type"], "labels");
@@ -545,13 +542,16 @@ fn tasks_carry_the_projects_own_names_from_its_labeling_config() {
             ["PER", "LOC", "check"].iter().any(|l| label == l)
         });
         left_out += before - result.len();
-        // Entities are numbered as written.
-        let mut entities = 0;
+        // Regions are named by the task, the text's name and their place.
+        let (mut entities, mut checks) = (0, 0);
         for region in result.iter_mut() {
             if region["from_name"] == "label" {
                 region["from_name"] = "ner".into();
-                region["id"] = format!("n{line}-{entities}").into();
+                region["id"] = format!("n{line}-doc-{entities}").into();
                 entities += 1;
+            } else {
+                region["id"] = format!("n{line}-doc-check-{checks}").into();
+                checks += 1;
             }
             region["to_name"] = "doc".into();
         }

@@ -633,6 +633,45 @@ impl Region {
     }
 }
 
+/// One text of a task and what a model found on it, under a project's names.
+#[derive(Debug, Clone)]
+pub struct TextPrediction<'a> {
+    /// The text.
+    pub text: &'a str,
+    /// Its entities: the control that takes each (a target on this text), its span (code
+    /// points, as Label Studio counts them) and its probability.
+    pub entities: Vec<(&'a Target, CharSpan, f64)>,
+    /// The regions to decide (code points) as regions of the [`CHECK`] control on the
+    /// `<Text>` named, where there are any.
+    pub checks: Option<(&'a str, Vec<(usize, usize)>)>,
+}
+
+impl Prediction {
+    /// Task `task`'s prediction by `model_version`, with the task's score: each text's
+    /// entities, then its regions to decide, as regions named `{task}-{to_name}-{i}` and
+    /// `{task}-{to_name}-check-{i}` (unique in a project whose tasks have unique names).
+    pub fn of_texts(task: &str, model_version: &str, score: f64, texts: &[TextPrediction]) -> Self {
+        let mut result = Vec::new();
+        for text in texts {
+            for (i, (target, span, probability)) in text.entities.iter().enumerate() {
+                let id = format!("{task}-{}-{i}", target.to_name);
+                result.push(Region::new(text.text, span, *probability, id, target));
+            }
+            if let Some((to_name, regions)) = &text.checks {
+                for (i, &region) in regions.iter().enumerate() {
+                    let id = format!("{task}-{to_name}-{CHECK}-{i}");
+                    result.push(Region::check(text.text, region, id, to_name));
+                }
+            }
+        }
+        Self {
+            model_version: model_version.to_string(),
+            score,
+            result,
+        }
+    }
+}
+
 /// The characters `start..end` (code points) of `text`.
 fn covered(text: &str, start: usize, end: usize) -> String {
     text.chars().skip(start).take(end - start).collect()
@@ -670,7 +709,8 @@ impl Serialize for TaskData<'_> {
 pub const TASK_DATA_KEYS: [&str; 2] = ["line", KNOWN];
 
 /// Tasks for Label Studio's import (a JSON array), each with the model's entities as a
-/// prediction of `model_version` (scores per entity and per task) under `target`'s names, the
+/// prediction of `model_version` (scores per entity and per task) under `target`'s names
+/// ([`Prediction::of_texts`], the task named `n{line}`), the
 /// text under its data key (which must not be one of [`TASK_DATA_KEYS`]). A task with regions
 /// to decide shows them as regions of the [`CHECK`] control on the same `<Text>` in its
 /// prediction, and one read back as partly annotated carries them as `data.known`.
@@ -678,18 +718,17 @@ pub fn tasks(tasks: &[PreAnnotated], model_version: &str, target: &Target) -> St
     let tasks: Vec<TaskOut<'_>> = tasks
         .iter()
         .map(|task| {
-            let entities = task
-                .spans
-                .iter()
-                .enumerate()
-                .map(|(i, (span, probability))| {
-                    let id = format!("n{}-{i}", task.line);
-                    Region::new(&task.text, span, *probability, id, target)
-                });
-            let checks = task.regions.iter().enumerate().map(|(i, &region)| {
-                let id = format!("n{}-c{i}", task.line);
-                Region::check(&task.text, region, id, &target.to_name)
-            });
+            let text = TextPrediction {
+                text: &task.text,
+                entities: task
+                    .spans
+                    .iter()
+                    .map(|(span, probability)| (target, span.clone(), *probability))
+                    .collect(),
+                checks: (!task.regions.is_empty())
+                    .then(|| (&target.to_name[..], task.regions.clone())),
+            };
+            let name = format!("n{}", task.line);
             TaskOut {
                 data: TaskData {
                     key: &target.data_key,
@@ -697,11 +736,12 @@ pub fn tasks(tasks: &[PreAnnotated], model_version: &str, target: &Target) -> St
                     line: task.line,
                     known: if task.partial { &task.regions } else { &[] },
                 },
-                predictions: [Prediction {
-                    model_version: model_version.to_string(),
-                    score: task.score,
-                    result: entities.chain(checks).collect(),
-                }],
+                predictions: [Prediction::of_texts(
+                    &name,
+                    model_version,
+                    task.score,
+                    &[text],
+                )],
             }
         })
         .collect();

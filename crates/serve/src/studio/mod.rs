@@ -33,7 +33,7 @@ use nertrain_annotate::label_studio::backend::{
     WebhookAnswer, WebhookRequest,
 };
 use nertrain_annotate::label_studio::{
-    CHECK, Context, LabelingConfig, Prediction, Region, Target, Task,
+    CHECK, Context, LabelingConfig, Prediction, Target, Task, TextPrediction,
 };
 use nertrain_tagger::{
     DEFAULT_FLOOR, Regions, Strategy, TagOptions, TagSettings, Tagged, Tagger, Token,
@@ -644,25 +644,25 @@ impl Piece {
                 spans.push((tagged.text, kept, checked));
             }
             let id = self.task_ids[n].map_or_else(|| format!("t{task}"), |id| id.to_string());
-            let mut result = Vec::new();
-            for (text, kept, checked) in &spans {
-                for (i, (target, span, probability)) in kept.iter().enumerate() {
-                    let target = &self.config.targets[*target];
-                    let region = format!("{id}-{}-{i}", target.to_name);
-                    result.push(Region::new(text, span, *probability, region, target));
-                }
-                if let Some((to_name, regions)) = checked {
-                    for (i, &offsets) in regions.iter().enumerate() {
-                        let region = format!("{id}-{to_name}-{CHECK}-{i}");
-                        result.push(Region::check(text, offsets, region, to_name));
-                    }
-                }
-            }
-            predictions.push(Prediction {
-                model_version: self.model_version.clone(),
-                score: certainty,
-                result,
-            });
+            let texts: Vec<TextPrediction> = spans
+                .iter()
+                .map(|(text, kept, checked)| TextPrediction {
+                    text,
+                    entities: kept
+                        .iter()
+                        .map(|(target, span, p)| (&self.config.targets[*target], span.clone(), *p))
+                        .collect(),
+                    checks: checked
+                        .as_ref()
+                        .map(|(to_name, regions)| (&to_name[..], regions.clone())),
+                })
+                .collect();
+            predictions.push(Prediction::of_texts(
+                &id,
+                &self.model_version,
+                certainty,
+                &texts,
+            ));
         }
         predictions
     }
