@@ -188,45 +188,8 @@ fn corpus_of(
         let length = record.text.chars().count();
         let mut spans = record.spans;
         spans.sort();
-        for (k, span) in spans.iter().enumerate() {
-            let bad = |message: String| Err(DataError::at(&source, number, message));
-            if span.start >= span.end || span.end > length {
-                return bad(format!(
-                    "span {}..{} ({}) is not within the text's {length} characters (offsets are \
-                     code points, end exclusive)",
-                    span.start, span.end, span.label
-                ));
-            }
-            if span.label.is_empty() || span.label.contains(char::is_whitespace) {
-                return bad(format!(
-                    "span {}..{}: label {:?} must be non-empty, without spaces",
-                    span.start, span.end, span.label
-                ));
-            }
-            if let Some(previous) = k.checked_sub(1).map(|p| &spans[p])
-                && previous.end > span.start
-            {
-                return bad(format!(
-                    "spans {}..{} ({}) and {}..{} ({}) overlap; entities here are flat",
-                    previous.start, previous.end, previous.label, span.start, span.end, span.label
-                ));
-            }
-        }
-        if let Some(&(start, end)) = record
-            .known
-            .iter()
-            .flatten()
-            .find(|(start, end)| start >= end || *end > length)
-        {
-            return Err(DataError::at(
-                &source,
-                number,
-                format!(
-                    "known region {start}..{end} is not within the text's {length} characters \
-                     (offsets are code points, end exclusive)"
-                ),
-            ));
-        }
+        check_regions(&spans, record.known.as_deref(), length)
+            .map_err(|message| DataError::at(&source, number, message))?;
         // Known regions and spans that leave no word out annotate all of the text.
         let known = record
             .known
@@ -253,6 +216,49 @@ fn corpus_of(
         texts,
         warnings,
     })
+}
+
+/// Whether a text of `length` characters can have these `spans` (sorted) and `known` regions:
+/// within it, labelled, flat; the message says what is wrong.
+fn check_regions(
+    spans: &[CharSpan],
+    known: Option<&[(usize, usize)]>,
+    length: usize,
+) -> Result<(), String> {
+    for (k, span) in spans.iter().enumerate() {
+        if span.start >= span.end || span.end > length {
+            return Err(format!(
+                "span {}..{} ({}) is not within the text's {length} characters (offsets are \
+                 code points, end exclusive)",
+                span.start, span.end, span.label
+            ));
+        }
+        if span.label.is_empty() || span.label.contains(char::is_whitespace) {
+            return Err(format!(
+                "span {}..{}: label {:?} must be non-empty, without spaces",
+                span.start, span.end, span.label
+            ));
+        }
+        if let Some(previous) = k.checked_sub(1).map(|p| &spans[p])
+            && previous.end > span.start
+        {
+            return Err(format!(
+                "spans {}..{} ({}) and {}..{} ({}) overlap; entities here are flat",
+                previous.start, previous.end, previous.label, span.start, span.end, span.label
+            ));
+        }
+    }
+    if let Some(&(start, end)) = known
+        .into_iter()
+        .flatten()
+        .find(|(start, end)| start >= end || *end > length)
+    {
+        return Err(format!(
+            "known region {start}..{end} is not within the text's {length} characters (offsets \
+             are code points, end exclusive)"
+        ));
+    }
+    Ok(())
 }
 
 /// Whether every character of `text` but white space lies in a `known` region or a span.

@@ -298,7 +298,46 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         .worker_threads(1)
         .enable_all()
         .build()?;
-    let options = ServeOptions {
+    let options = serve_options(&args, auth, connection, dev)?;
+    let model = model.display().to_string();
+    runtime.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(args.addr)
+            .await
+            .map_err(|e| format!("{}: cannot listen: {e}", args.addr))?;
+        // Said once the server is ready (a versions directory another server holds is refused
+        // before), so that whoever reads the first line may send requests.
+        let log: Logger = Arc::new(move |line: LogLine| match line {
+            LogLine::Listening(address) => eprintln!(
+                "serving {model} on http://{address} ({threads} tagging thread{}); Ctrl-C or \
+                 SIGTERM stops",
+                if threads == 1 { "" } else { "s" }
+            ),
+            LogLine::Request(line) => eprintln!("{}", log_line(&line)),
+            LogLine::Studio(event) => eprintln!("{}", studio_line(&event)),
+        });
+        let grace = options.shutdown_grace;
+        let stopped = nertrain_serve::serve(listener, tagger, options, log, stop_signal()).await?;
+        if stopped.every_request_answered {
+            eprintln!("stopped: every request answered");
+        } else {
+            eprintln!(
+                "stopped: connections still open after {} s were closed",
+                grace.as_secs()
+            );
+        }
+        Ok(())
+    })
+}
+
+/// The server's settings, from the command line, the access rules, Label Studio's connection
+/// from the environment and the judging file.
+fn serve_options(
+    args: &ServeArgs,
+    auth: Option<Auth>,
+    connection: Option<Connection>,
+    dev: Option<PathBuf>,
+) -> Result<ServeOptions> {
+    Ok(ServeOptions {
         max_body_bytes: args.max_body,
         max_queued_texts: args.max_queued,
         max_texts: args.max_texts,
@@ -340,34 +379,6 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
         auth,
         allowed_hosts: args.allowed_host.clone(),
         ..ServeOptions::default()
-    };
-    let model = model.display().to_string();
-    runtime.block_on(async move {
-        let listener = tokio::net::TcpListener::bind(args.addr)
-            .await
-            .map_err(|e| format!("{}: cannot listen: {e}", args.addr))?;
-        // Said once the server is ready (a versions directory another server holds is refused
-        // before), so that whoever reads the first line may send requests.
-        let log: Logger = Arc::new(move |line: LogLine| match line {
-            LogLine::Listening(address) => eprintln!(
-                "serving {model} on http://{address} ({threads} tagging thread{}); Ctrl-C or \
-                 SIGTERM stops",
-                if threads == 1 { "" } else { "s" }
-            ),
-            LogLine::Request(line) => eprintln!("{}", log_line(&line)),
-            LogLine::Studio(event) => eprintln!("{}", studio_line(&event)),
-        });
-        let grace = options.shutdown_grace;
-        let stopped = nertrain_serve::serve(listener, tagger, options, log, stop_signal()).await?;
-        if stopped.every_request_answered {
-            eprintln!("stopped: every request answered");
-        } else {
-            eprintln!(
-                "stopped: connections still open after {} s were closed",
-                grace.as_secs()
-            );
-        }
-        Ok(())
     })
 }
 

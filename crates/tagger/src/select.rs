@@ -571,17 +571,7 @@ impl Tagger {
         let strategy = selection.strategy;
         let mut random_worth = Vec::new();
         if strategy == Strategy::Random {
-            let mut order: Vec<usize> = (0..texts.len()).collect();
-            order.shuffle(&mut StdRng::seed_from_u64(selection.seed));
-            random_worth = vec![0.0; texts.len()];
-            for (rank, &i) in order.iter().enumerate() {
-                let blank = texts[i].as_ref().trim().is_empty();
-                random_worth[i] = if blank {
-                    f64::NEG_INFINITY
-                } else {
-                    (texts.len() - rank) as f64
-                };
-            }
+            random_worth = shuffled_worth(texts, selection.seed);
             // Nothing else to read off the texts: they are tagged once chosen.
             let counts_texts = selection.unit == BudgetUnit::Texts;
             if counts_texts && selection.regions.is_none() && selection.diversity == 0.0 {
@@ -620,13 +610,11 @@ impl Tagger {
                     doubt.add(&tagged);
                 }
                 worth.push(score);
-                cost.push(match selection.unit {
-                    BudgetUnit::Texts => 1,
-                    BudgetUnit::Tokens if floor.is_some() => {
-                        regions.iter().map(ExactSizeIterator::len).sum()
-                    }
-                    BudgetUnit::Tokens => tagged.tokens.len(),
-                });
+                cost.push(text_cost(
+                    selection.unit,
+                    &tagged,
+                    floor.map(|_| &regions[..]),
+                ));
                 if keep > 0 && score.is_finite() {
                     kept.push((i, (tagged, regions)));
                 }
@@ -651,6 +639,32 @@ impl Tagger {
             kept,
             cut,
         })
+    }
+}
+
+/// `Random`'s worth of each of `texts`: their places in an order shuffled with `seed`, the
+/// first highest; a blank text's −∞.
+fn shuffled_worth<S: AsRef<str>>(texts: &[S], seed: u64) -> Vec<f64> {
+    let mut order: Vec<usize> = (0..texts.len()).collect();
+    order.shuffle(&mut StdRng::seed_from_u64(seed));
+    let mut worth = vec![0.0; texts.len()];
+    for (rank, &i) in order.iter().enumerate() {
+        let blank = texts[i].as_ref().trim().is_empty();
+        worth[i] = if blank {
+            f64::NEG_INFINITY
+        } else {
+            (texts.len() - rank) as f64
+        };
+    }
+    worth
+}
+
+/// What labelling `tagged` costs in `unit`: with `regions` to decide, their tokens alone.
+fn text_cost(unit: BudgetUnit, tagged: &Tagged, regions: Option<&[Range<usize>]>) -> usize {
+    match (unit, regions) {
+        (BudgetUnit::Texts, _) => 1,
+        (BudgetUnit::Tokens, Some(regions)) => regions.iter().map(ExactSizeIterator::len).sum(),
+        (BudgetUnit::Tokens, None) => tagged.tokens.len(),
     }
 }
 

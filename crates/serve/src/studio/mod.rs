@@ -48,7 +48,7 @@ pub use learn::{
 pub use refresh::{RefreshPhase, RefreshSettings, RefreshStatus};
 
 use crate::http::{RequestId, ServeError, Tally, json_answer, json_body};
-use crate::served::Served;
+use crate::served::{Served, Version};
 use crate::{AppState, Logger, queue};
 
 /// How the server works as Label Studio's ML backend.
@@ -291,44 +291,15 @@ pub(crate) async fn predict(
         "{\"tasks\": [{\"id\": 1, \"data\": {\"text\": \"...\"}}], \"label_config\": \"<View>...</View>\"}",
     )
     .await?;
-    let config = predict_config(state, &predict)?;
     let version = state.served.get();
-    config.check_labels(&version.info.labels).map_err(bad)?;
-    let objects = Arc::new(objects(&config));
-    within_queue(state, predict.tasks.len(), objects.len())?;
-    let (texts, sources) = texts_to_tag(&config, &objects, &predict.tasks)?;
-    let name = |i: usize| {
-        let source = &sources[i];
-        format!(
-            "tasks[{}].data.{}",
-            source.task, objects[source.object].data_key
-        )
-    };
-    let tag_options = predict_options(&version.tagger, state.studio.strategy, &objects)
-        .map_err(|e| ServeError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
-    let count = texts.len();
-    let (texts, tokens, mut cost) =
-        queue::measure(&version.tagger, texts, tag_options, &name).await?;
-    let context = predict.params.and_then(|p| p.context);
-    let drawn = Drawn {
-        context,
-        config: config.clone(),
-        objects: objects.clone(),
-        texts,
-        tokens,
-        sources,
-    };
-    let (
-        Drawn {
-            texts,
-            tokens,
-            sources,
-            ..
-        },
-        forced,
-    ) = queue::on_tagger(&version.tagger, move |tagger| drawn.forced(tagger)).await?;
-    cost.answer_bytes =
-        prediction_size_bound(&config, &texts, &tokens, predict.tasks.len(), &version.id);
+    let (tagging, template, mut cost) = draw_texts(state, &version, predict).await?;
+    cost.answer_bytes = prediction_size_bound(
+        &template.config,
+        &tagging.texts,
+        &tagging.tokens,
+        template.task_ids.len(),
+        &version.id,
+    );
     queue::within_answer_limit(
         state,
         &cost,
@@ -336,26 +307,9 @@ pub(crate) async fn predict(
         "send fewer or shorter tasks at a time",
     )?;
     let held = queue::hold(state, &cost)?;
-    let left_out = Arc::new(AtomicUsize::new(0));
-    let tagged = Tagging {
-        texts,
-        tokens,
-        forced,
-        sources,
-        options: tag_options,
-    };
-    let piece = Piece {
-        tasks: 0..0,
-        task_ids: predict.tasks.iter().map(|t| t.id).collect(),
-        sources: Vec::new(),
-        config,
-        objects,
-        strategy: state.studio.strategy,
-        cut: state.studio.cut(&version.id),
-        model_version: version.id.clone(),
-        left_out: left_out.clone(),
-    };
-    let results = tag_in_pieces(state, id, &version.tagger, tagged, piece).await?;
+    let count = tagging.texts.len();
+    let left_out = template.left_out.clone();
+    let results = tag_in_pieces(state, id, &version.tagger, tagging, template).await?;
     let body = queue::serialize(PredictAnswer {
         results,
         model_version: version.id.clone(),
@@ -370,6 +324,60 @@ pub(crate) async fn predict(
         }),
     };
     Ok(json_answer(body, held, tally))
+}
+
+/// A `/predict`'s texts to tag, read from its tasks under its labeling config (checked against
+/// the model), cut into words and measured, with the annotator's entities to force; what every
+/// piece of its answer shares; and what tagging them costs.
+async fn draw_texts(
+    state: &AppState,
+    version: &Version,
+    predict: PredictRequest,
+) -> Result<(Tagging, Piece, queue::Cost), ServeError> {
+    let config = predict_config(state, &predict)?;
+    config.check_labels(&version.info.labels).map_err(bad)?;
+    let objects = Arc::new(objects(&config));
+    within_queue(state, predict.tasks.len(), objects.len())?;
+    let (texts, sources) = texts_to_tag(&config, &objects, &predict.tasks)?;
+    let name = |i: usize| {
+        let source = &sources[i];
+        format!(
+            "tasks[{}].data.{}",
+            source.task, objects[source.object].data_key
+        )
+    };
+    let tag_options = predict_options(&version.tagger, state.studio.strategy, &objects)
+        .map_err(|e| ServeError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let (texts, tokens, cost) = queue::measure(&version.tagger, texts, tag_options, &name).await?;
+    let drawn = Drawn {
+        context: predict.params.and_then(|p| p.context),
+        config: config.clone(),
+        objects: objects.clone(),
+        texts,
+        tokens,
+        sources,
+    };
+    let (drawn, forced) =
+        queue::on_tagger(&version.tagger, move |tagger| drawn.forced(tagger)).await?;
+    let tagging = Tagging {
+        texts: drawn.texts,
+        tokens: drawn.tokens,
+        forced,
+        sources: drawn.sources,
+        options: tag_options,
+    };
+    let template = Piece {
+        tasks: 0..0,
+        task_ids: predict.tasks.iter().map(|t| t.id).collect(),
+        sources: Vec::new(),
+        config,
+        objects,
+        strategy: state.studio.strategy,
+        cut: state.studio.cut(&version.id),
+        model_version: version.id.clone(),
+        left_out: Arc::new(AtomicUsize::new(0)),
+    };
+    Ok((tagging, template, cost))
 }
 
 /// Whether `tasks` of `texts` texts each are no more texts than the server ever queues.
