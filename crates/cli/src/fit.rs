@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
-use nertrain_model::job::{FitJob, JobEvent};
-use nertrain_train::{Backend, Experiment, FitEvent, FitOptions, job_event};
+use nertrain_model::job::FitJob;
+use nertrain_train::{Backend, Experiment, FitEvent, FitOptions, JobEnd, record_job_event};
 
 use crate::Result;
 use crate::alloc::release_freed_memory;
@@ -67,32 +67,17 @@ pub fn run(args: FitArgs, backend: Option<Backend>) -> Result<()> {
         return Ok(());
     }
     let job = args.job.as_deref().map(FitJob::read).transpose()?;
-    let mut result = train(&args, job.as_ref(), backend);
-    if let Some(job) = &job
-        && !job.keep_checkpoint
-        && let Ok(Some(outcome)) = &result
-        && !outcome.interrupted
-        && let Err(error) = nertrain_train::ModelDir::new(&job.output).remove_checkpoint()
-    {
-        result = Err(error.into());
-    }
-    // A job's caller reads how it ended from its events, whatever ended it.
+    let result = train(&args, job.as_ref(), backend);
     if let Some(job) = &job {
-        let ended = match &result {
-            Ok(Some(outcome)) if !outcome.interrupted => JobEvent::Done {
+        let end = match &result {
+            Ok(Some(outcome)) if !outcome.interrupted => JobEnd::Finished {
                 best_epoch: outcome.best_epoch,
                 best_heldout_f1: outcome.best_dev_f1,
             },
-            Ok(_) => JobEvent::Error {
-                message: "stopped by a signal; the run is saved".into(),
-            },
-            Err(error) => JobEvent::Error {
-                message: error.to_string(),
-            },
+            Ok(_) => JobEnd::Stopped,
+            Err(error) => JobEnd::Failed(error.to_string()),
         };
-        ended
-            .append(&job.events)
-            .map_err(|e| format!("{}: {e}", job.events.display()))?;
+        nertrain_train::end_job(job, end)?;
     }
     let Some(outcome) = result? else {
         return Ok(());
@@ -151,12 +136,9 @@ fn train(args: &FitArgs, job: Option<&FitJob>, backend: Option<Backend>) -> Resu
             release_freed_memory();
         }
         if let Some(job) = job
-            && let Some(line) = job_event(&event, job.epochs)
-            && let Err(e) = line.append(&job.events)
+            && let Err(message) = record_job_event(job, &event)
         {
-            reporter.show(FitEvent::Warning {
-                message: format!("{}: {e}", job.events.display()),
-            });
+            reporter.show(FitEvent::Warning { message });
         }
         reporter.show(event)
     })?;

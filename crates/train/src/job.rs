@@ -59,8 +59,8 @@ impl Experiment {
 
 /// What a job's events file is told of `event` in a run of at most `epochs` epochs, if
 /// anything: each epoch committed. How the run ends ([`JobEvent::Done`] or
-/// [`JobEvent::Error`]) its caller says, once `fit` has returned.
-pub fn job_event(event: &FitEvent, epochs: usize) -> Option<JobEvent> {
+/// [`JobEvent::Error`]) [`end_job`] says, once `fit` has returned.
+fn job_event(event: &FitEvent, epochs: usize) -> Option<JobEvent> {
     match event {
         FitEvent::EpochEnded { metrics } => Some(JobEvent::Epoch {
             epoch: metrics.epoch,
@@ -70,4 +70,63 @@ pub fn job_event(event: &FitEvent, epochs: usize) -> Option<JobEvent> {
         }),
         _ => None,
     }
+}
+
+/// Tells `job`'s events file of `event`, when it is something the file is told
+/// ([`job_event`]); the message says why it could not be written (the run goes on).
+pub fn record_job_event(job: &FitJob, event: &FitEvent) -> Result<(), String> {
+    match job_event(event, job.epochs) {
+        Some(line) => line
+            .append(&job.events)
+            .map_err(|e| format!("{}: {e}", job.events.display())),
+        None => Ok(()),
+    }
+}
+
+/// How a job's run ended, as its runner saw it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JobEnd {
+    /// It trained to its end: the best epoch and its held-out F1.
+    Finished {
+        /// The epoch whose model was kept.
+        best_epoch: usize,
+        /// Its held-out span F1.
+        best_heldout_f1: f64,
+    },
+    /// A signal (or its caller closing its output) stopped it; the run is saved.
+    Stopped,
+    /// It failed; the message says why.
+    Failed(String),
+}
+
+/// Ends `job` after its run ended as `end`: a finished run's checkpoint is removed (unless the
+/// job keeps it), then the events file is told how the run ended, whatever ended it, so that
+/// the job's caller always reads an end. An error when the checkpoint could not be removed (the
+/// events file says so too) or the events file could not be written.
+pub fn end_job(job: &FitJob, mut end: JobEnd) -> Result<(), String> {
+    let mut failed = None;
+    if matches!(end, JobEnd::Finished { .. })
+        && !job.keep_checkpoint
+        && let Err(error) = ModelDir::new(&job.output).remove_checkpoint()
+    {
+        end = JobEnd::Failed(error.to_string());
+        failed = Some(error.to_string());
+    }
+    let event = match end {
+        JobEnd::Finished {
+            best_epoch,
+            best_heldout_f1,
+        } => JobEvent::Done {
+            best_epoch,
+            best_heldout_f1,
+        },
+        JobEnd::Stopped => JobEvent::Error {
+            message: "stopped by a signal; the run is saved".into(),
+        },
+        JobEnd::Failed(message) => JobEvent::Error { message },
+    };
+    event
+        .append(&job.events)
+        .map_err(|e| format!("{}: {e}", job.events.display()))?;
+    failed.map_or(Ok(()), Err)
 }

@@ -23,7 +23,7 @@ pub use config::{ConfigError, ConfigOrigin, DataConfig, Experiment, Optimizer, T
 pub use error::Error;
 pub use fit::{EpochMetrics, FitEvent, FitOptions, FitOutcome, fit};
 pub use io::write_atomic;
-pub use job::job_event;
+pub use job::{JobEnd, end_job, record_job_event};
 pub use model_dir::ModelDir;
 pub use nertrain_model::Backend;
 
