@@ -65,11 +65,11 @@ def main():
     (work / "train.json").write_text(json.dumps(tasks), encoding="utf-8")
     (work / "heldout.jsonl").write_text("".join(json.dumps(h) + "\n" for h in heldout), encoding="utf-8")
     rows = {"served": args.model}
-    for name, overrides in (("taught as O", []), ("left open", [f"data.open_labels={json.dumps(lacking)}"])):
+    for name, open_labels in (("taught as O", []), ("left open", lacking)):
         output = work / name.replace(" ", "-")
         job = {"start_from": str(Path(args.model).resolve()), "train": str(work / "train.json"),
                "heldout": str(work / "heldout.jsonl"), "output": str(output), "epochs": args.epochs,
-               "overrides": overrides, "events": str(work / f"{output.name}.events"),
+               "open_labels": open_labels, "events": str(work / f"{output.name}.events"),
                "keep_checkpoint": False}
         (work / f"{output.name}.job").write_text(json.dumps(job), encoding="utf-8")
         subprocess.run([args.nertrain, "fit", "--job", str(work / f"{output.name}.job")],

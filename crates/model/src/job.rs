@@ -25,6 +25,10 @@ pub struct FitJob {
     /// More settings of the experiment, as `--set` takes them (`train.lr=0.01`).
     #[serde(default)]
     pub overrides: Vec<String>,
+    /// Labels the training data does not annotate: where it says `O`, a word may still be
+    /// one of them (`data.open_labels`); empty: as `start_from`'s experiment says.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_labels: Vec<String>,
     /// Where the run's [`JobEvent`]s are appended, one JSON object a line.
     pub events: PathBuf,
     /// Whether the finished run keeps its checkpoint (the optimiser's state, several times the

@@ -30,6 +30,9 @@ impl Experiment {
                 experiment.train.output = job.output.clone();
                 experiment.train.epochs = job.epochs;
                 experiment.train.with_dev = false;
+                if !job.open_labels.is_empty() {
+                    experiment.data.open_labels = job.open_labels.clone();
+                }
             },
         )
     }

@@ -1213,11 +1213,6 @@ fn train(
     set_progress: impl Fn(usize),
 ) -> Result<(), LearnError> {
     let epochs = shared.settings.epochs;
-    let mut overrides = Vec::new();
-    if !staged.open_labels.is_empty() {
-        let labels = serde_json::to_string(&staged.open_labels).expect("labels serialise");
-        overrides.push(format!("data.open_labels={labels}"));
-    }
     let job = FitJob {
         start_from: from.to_path_buf(),
         train: staged.train.clone(),
@@ -1226,7 +1221,8 @@ fn train(
         heldout: staged.heldout.clone(),
         output: output.to_path_buf(),
         epochs,
-        overrides,
+        overrides: Vec::new(),
+        open_labels: staged.open_labels.clone(),
         events: staged.dir.join("events.jsonl"),
         keep_checkpoint: false,
         // A version was trained on tasks this export holds again; only the model the server
