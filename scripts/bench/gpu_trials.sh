@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sweep trials on one GPU: K `fit`s of an experiment sharing the GPU at once (what
-# `scripts/sweep.py run --gpus-per-trial 1/K` gives each trial), against one-thread fits on every
+# `scripts/ray/sweep.py run --gpus-per-trial 1/K` gives each trial), against one-thread fits on every
 # CPU core, in one sitting. Says how many trials a GPU takes before they slow each other down,
 # and what a GPU's trials train against the machine's cores.
 #

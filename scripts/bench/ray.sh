@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tagging a text file with Ray Data (scripts/experiments/ray_tag.py) against `nertrain tag --input`, in one
+# Tagging a text file with Ray Data (scripts/ray/ray_tag.py) against `nertrain tag --input`, in one
 # sitting: the median seconds of RUNS runs each, tokens/s, and whether Ray's output, sorted by
 # id, equals the binary's.
 #
@@ -43,7 +43,7 @@ for shape in "1 1" "1 2" "2 1"; do
     read -r workers threads <<<"$shape"
     seconds=$(for _ in $(seq "$runs"); do
         rm -rf "$work/ray"
-        "$python" scripts/experiments/ray_tag.py --model "$model" --input "$input" --output "$work/ray" \
+        "$python" scripts/ray/ray_tag.py --model "$model" --input "$input" --output "$work/ray" \
             --workers "$workers" --threads "$threads" "${dictionary[@]}" 2>/dev/null |
             "$python" -c 'import json, sys; print(json.load(sys.stdin)["seconds"])'
     done | median)

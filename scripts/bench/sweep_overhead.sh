@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One trial through Ray Tune (scripts/sweep.py, with the local Ray it starts) against `nertrain fit`
+# One trial through Ray Tune (scripts/ray/sweep.py, with the local Ray it starts) against `nertrain fit`
 # alone: conll-adam for EPOCHS epochs on one thread, RUNS runs of each, alternating; prints each
 # run's wall seconds, the trial's own seconds as Tune timed it, and whether the two models'
 # files are the same bytes. Run it inside a loopback-only namespace as CI does:
@@ -21,7 +21,7 @@ for i in $(seq "$runs"); do
     RAYON_NUM_THREADS=1 "$nertrain" fit --config configs/conll-adam.toml "${sets[@]}" \
         --set "train.output=\"$work/alone-$i\"" >/dev/null 2>&1
     t1=$(date +%s.%N)
-    "$python" scripts/sweep.py run --experiment configs/conll-adam.toml "${sets[@]}" --space "$work/one.toml" \
+    "$python" scripts/ray/sweep.py run --experiment configs/conll-adam.toml "${sets[@]}" --space "$work/one.toml" \
         --scheduler none --storage "$work" --name ray-$i --binary "$nertrain" >/dev/null 2>&1
     t2=$(date +%s.%N)
     trial=$("$python" -c "import json, glob; print(json.loads(open(glob.glob('$work/ray-$i/tune/*/result.json')[0]).read().splitlines()[-1])['time_total_s'])")

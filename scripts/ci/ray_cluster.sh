@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# A real two-node Ray cluster (pinned, from PyPI: scripts/requirements-ray.txt) on loopback
-# only, and tests/ray/cluster.py against it: the sweep (scripts/sweep.py) with a node lost
-# mid-trial, and Ray Data tagging (scripts/experiments/ray_tag.py).
+# A real two-node Ray cluster (pinned, from PyPI: scripts/ray/requirements.txt) on loopback
+# only, and scripts/ray/tests/cluster.py against it: the sweep (scripts/ray/sweep.py) with a node lost
+# mid-trial, and Ray Data tagging (scripts/ray/ray_tag.py).
 #
 # Ray talks over the machine's interface address even when told 127.0.0.1, so the cluster, the
 # driver and every trial run in a network namespace of their own where only loopback exists
@@ -17,7 +17,7 @@ results=$(realpath -m "$3")
 venv=${RAY_VENV:-$HOME/.cache/nertrain-ray-2.60.0}
 if ! "$venv/bin/python" -c "import ray.tune, ray.data" 2>/dev/null; then
     python3 -m venv "$venv"
-    "$venv/bin/pip" install -q -r scripts/requirements-ray.txt
+    "$venv/bin/pip" install -q -r scripts/ray/requirements.txt
 fi
 "$venv/bin/pip" install -q --force-reinstall --no-deps "$wheel"
 # Root makes the namespaces itself; anyone else maps to root in a user namespace of their own.
@@ -40,8 +40,8 @@ ray start --address=127.0.0.1:6393 --num-cpus=1 --disable-usage-stats \
 # The second node's raylet (its workers are its children): what losing the node stops.
 raylet=$(pgrep -f -- 'raylet.*--node_manager_port=6401' | head -1)
 [ -n "$raylet" ] || { echo "no raylet for the second node" >&2; exit 1; }
-python tests/ray/cluster.py --nertrain "$nertrain" --address 127.0.0.1:6393 \
-    --experiment tests/ray/experiment.toml --space tests/ray/space.toml \
-    --space-lost tests/ray/space-lost.toml \
+python scripts/ray/tests/cluster.py --nertrain "$nertrain" --address 127.0.0.1:6393 \
+    --experiment scripts/ray/tests/experiment.toml --space scripts/ray/tests/space.toml \
+    --space-lost scripts/ray/tests/space-lost.toml \
     --second-node-pids "$raylet" --results "$results"
 EOF

@@ -24,7 +24,7 @@ How the work is spread (Ray Data schedules all of it):
 
 Usage, on a local cluster started by the script:
     pip install "ray[data]" dist/nertrain-*.whl
-    scripts/experiments/ray_tag.py --model runs/conll --input texts.txt --output tagged --workers 2
+    scripts/ray/ray_tag.py --model runs/conll --input texts.txt --output tagged --workers 2
 
 A model with dictionary features reads the dictionary stored with it, as `tag` does;
 `--dictionary FILE` (repeatable) extends it for the labels it has, or replaces their entries with

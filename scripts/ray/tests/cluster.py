@@ -1,4 +1,4 @@
-"""scripts/sweep.py and scripts/experiments/ray_tag.py on a real two-node Ray cluster over
+"""scripts/ray/sweep.py and scripts/ray/ray_tag.py on a real two-node Ray cluster over
 loopback (scripts/ci/ray_cluster.sh starts it in a network namespace of its own and runs this
 inside it):
 
@@ -28,8 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-SWEEP = ROOT / "scripts" / "sweep.py"
+ROOT = Path(__file__).resolve().parents[3]
+SWEEP = ROOT / "scripts" / "ray" / "sweep.py"
 
 
 def fail(message):
@@ -249,14 +249,14 @@ def docs_example(args):
     home = ROOT / "runs" / "sweeps" / "try"
     check(not home.exists(), f"{home} is there already: move it away to run this test")
     try:
-        done = subprocess.run([sys.executable, "scripts/sweep.py", "run", "--experiment", "configs/sample.toml",
+        done = subprocess.run([sys.executable, "scripts/ray/sweep.py", "run", "--experiment", "configs/sample.toml",
                                "--space", "configs/sweeps/sample.toml", "--name", "try", "--binary", args.nertrain],
                               capture_output=True, text=True, cwd=ROOT, timeout=600)
         check(done.returncode == 0, f"usage.md's sweep failed: {done.stderr[-2000:]}")
         rows = json.loads((home / "trials.json").read_text())
         check(len(rows) == 4 and (home / "best.toml").exists(), f"usage.md's sweep: {rows}")
         # Its best configuration confirmed on two seeds beside the experiment as it is.
-        done = subprocess.run([sys.executable, "scripts/sweep.py", "confirm", "--experiment", "configs/sample.toml",
+        done = subprocess.run([sys.executable, "scripts/ray/sweep.py", "confirm", "--experiment", "configs/sample.toml",
                                "--name", "try", "--top", "1", "--seeds", "1", "2", "--binary", args.nertrain],
                               capture_output=True, text=True, cwd=ROOT, timeout=600)
         check(done.returncode == 0, f"confirm failed: {done.stderr[-2000:]}")
@@ -307,7 +307,7 @@ def ray_data(args, work):
                    check=True, capture_output=True, cwd=ROOT)
     text = ROOT / "data" / "sample" / "rawtext.txt"
     out = work / "ray-tagged"
-    subprocess.run([sys.executable, "scripts/experiments/ray_tag.py", "--model", str(model), "--input", str(text),
+    subprocess.run([sys.executable, "scripts/ray/ray_tag.py", "--model", str(model), "--input", str(text),
                     "--output", str(out), "--workers", "1", "--address", args.address, "--split-bytes", "2000"],
                    check=True, capture_output=True, cwd=ROOT, timeout=180)
     cli = subprocess.run([args.nertrain, "tag", "--model", str(model), "--input", str(text), "--format", "json"],

@@ -1,4 +1,4 @@
-"""scripts/sweep.py's search spaces, expected-best curve, driver beats and resumed spaces, without
+"""scripts/ray/sweep.py's search spaces, expected-best curve, driver beats and resumed spaces, without
 Ray (pytest)."""
 
 import json
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import sweep  # noqa: E402
 
 

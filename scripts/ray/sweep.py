@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Hyperparameter sweeps and seed studies of a nertrain experiment on Ray Tune.
 
-    pip install -r scripts/requirements-ray.txt
-    scripts/sweep.py run --experiment configs/conll-adam.toml --space configs/sweeps/conll-adam.toml \
+    pip install -r scripts/ray/requirements.txt
+    scripts/ray/sweep.py run --experiment configs/conll-adam.toml --space configs/sweeps/conll-adam.toml \
         --storage runs/sweeps --name adam                 # a local Ray; --address HOST:PORT for a cluster
-    scripts/sweep.py confirm --storage runs/sweeps --name adam --top 2 --seeds 1 2 3
+    scripts/ray/sweep.py confirm --storage runs/sweeps --name adam --top 2 --seeds 1 2 3
 
 A search space is a TOML file: `[space]` maps experiment keys to a distribution, `[sweep]` says
 how many random draws to take and how ASHA stops trials that trail:
@@ -66,7 +66,6 @@ import os
 import shutil
 import signal
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -74,7 +73,10 @@ import time
 import tomllib
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nerscripts import format_mean_std  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("uniform", "loguniform", "randint", "choice", "grid")
 # Seconds without a beat of the driver after which its trials stop: many beats, so that a busy
 # node is not taken for a dead driver.
@@ -583,7 +585,7 @@ def confirm(options):
         runs = [scores[(name, seed)] for seed in options.seeds]
         dev, test = [r["dev"] for r in runs], [r["test"] for r in runs]
         per_seed = ", ".join(f"{s}: {d:.2f} / {t:.2f}" for s, d, t in zip(options.seeds, dev, test))
-        lines.append(f"| {name} {json.dumps(config) if config else ''} | {mean_std(dev)} | {mean_std(test)} "
+        lines.append(f"| {name} {json.dumps(config) if config else ''} | {format_mean_std(dev)} | {format_mean_std(test)} "
                      f"| {per_seed} |")
     (home / "confirm.md").write_text("\n".join(lines) + "\n")
     expected_best_plot([r["best_dev_f1"] for r in rows if not math.isnan(r["best_dev_f1"])],
@@ -600,12 +602,6 @@ def confirm_fit(binary, experiment, config, output, wanted):
     test_file = Path(output, "test.json")
     test = json.loads(test_file.read_text())["overall"]["f1"] if test_file.exists() else float("nan")
     return {"dev": dev, "test": test}
-
-
-def mean_std(values):
-    if len(values) < 2:
-        return f"{values[0]:.2f}"
-    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values):.2f}"
 
 
 def expected_best(values, n):
