@@ -510,7 +510,8 @@ mod tests {
     }
 
     /// Matching spans to words takes time in proportion to them (it searched every token for
-    /// every span): eight times the spans may take about eight times as long, not sixty-four.
+    /// every span): 32 times the spans take about 32 times as long, not 1,024. The bound leaves
+    /// room for a machine busy with other work (a timing, however taken, is noisy there).
     #[test]
     fn spans_are_matched_to_words_in_time_in_proportion_to_them() {
         let line = |spans: usize| {
@@ -529,7 +530,7 @@ mod tests {
         let tokenizer = tokenizer();
         let time = |text: &str| {
             let corpus = parse_annotated(text, Path::new("t.jsonl")).unwrap();
-            (0..3)
+            (0..5)
                 .map(|_| {
                     let started = std::time::Instant::now();
                     let (_, misaligned) = corpus.tokenize(&tokenizer);
@@ -538,10 +539,10 @@ mod tests {
                 })
                 .fold(f64::INFINITY, f64::min)
         };
-        let ratio = time(&line(32_000)) / time(&line(4_000));
+        let ratio = time(&line(64_000)) / time(&line(2_000));
         assert!(
-            ratio < 24.0,
-            "8 times the spans took {ratio:.1} times as long"
+            ratio < 256.0,
+            "32 times the spans took {ratio:.1} times as long"
         );
     }
 
