@@ -640,10 +640,10 @@ pub struct TextPrediction<'a> {
     pub text: &'a str,
     /// Its entities: the control that takes each (a target on this text), its span (code
     /// points, as Label Studio counts them) and its probability.
-    pub entities: Vec<(&'a Target, CharSpan, f64)>,
+    pub entities: Vec<(&'a Target, &'a CharSpan, f64)>,
     /// The regions to decide (code points) as regions of the [`CHECK`] control on the
     /// `<Text>` named, where there are any.
-    pub checks: Option<(&'a str, Vec<(usize, usize)>)>,
+    pub checks: Option<(&'a str, &'a [(usize, usize)])>,
 }
 
 impl Prediction {
@@ -723,10 +723,10 @@ pub fn tasks(tasks: &[PreAnnotated], model_version: &str, target: &Target) -> St
                 entities: task
                     .spans
                     .iter()
-                    .map(|(span, probability)| (target, span.clone(), *probability))
+                    .map(|(span, probability)| (target, span, *probability))
                     .collect(),
                 checks: (!task.regions.is_empty())
-                    .then(|| (&target.to_name[..], task.regions.clone())),
+                    .then(|| (&target.to_name[..], &task.regions[..])),
             };
             let name = format!("n{}", task.line);
             TaskOut {

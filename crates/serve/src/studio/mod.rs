@@ -658,11 +658,11 @@ impl Piece {
                     text,
                     entities: kept
                         .iter()
-                        .map(|(target, span, p)| (&self.config.targets[*target], span.clone(), *p))
+                        .map(|(target, span, p)| (&self.config.targets[*target], span, *p))
                         .collect(),
                     checks: checked
                         .as_ref()
-                        .map(|(to_name, regions)| (&to_name[..], regions.clone())),
+                        .map(|(to_name, regions)| (&to_name[..], &regions[..])),
                 })
                 .collect();
             predictions.push(Prediction::of_texts(
