@@ -10,10 +10,8 @@ use burn::tensor::Device;
 use clap::Args;
 use nertrain_annotate::LabelledFile;
 use nertrain_serve::auth::{Auth, Credentials, Guarded};
-use nertrain_serve::studio::{
-    Connection, LearnSettings, RefreshSettings, StudioEvent, StudioOptions,
-};
 use nertrain_serve::{LogLine, Logger, RequestLog, ServeOptions};
+use nertrain_studio::{Connection, LearnSettings, RefreshSettings, StudioEvent, StudioOptions};
 use nertrain_tagger::{Regions, Strategy, Tagger};
 
 use crate::Result;
@@ -283,7 +281,7 @@ pub fn run(args: ServeArgs, device: &Device) -> Result<()> {
     let auth = auth(&args)?;
     let connection = connection_from_env()?;
     let model = match &args.train_into {
-        Some(dir) => nertrain_serve::studio::model_to_serve(dir, &args.model)?,
+        Some(dir) => nertrain_studio::model_to_serve(dir, &args.model)?,
         None => args.model.clone(),
     };
     let tagger = load(&args, &model, device)?;

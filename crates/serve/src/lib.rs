@@ -24,12 +24,11 @@ mod batch;
 mod guard;
 mod http;
 mod queue;
-mod served;
-pub mod studio;
+mod studio;
 mod tag;
 
 pub use http::ErrorBody;
-pub use served::check_servable;
+pub use nertrain_studio::check_servable;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -52,8 +51,7 @@ use tokio::sync::Semaphore;
 
 use crate::batch::Batcher;
 use crate::http::{RequestId, ServeError, Tally};
-use crate::served::{Served, Version};
-use crate::studio::{Studio, StudioOptions};
+use nertrain_studio::{Served, Studio, StudioEvent, StudioOptions, Version};
 
 /// Limits and batching of the service.
 #[derive(Debug, Clone)]
@@ -149,7 +147,7 @@ pub enum LogLine {
     /// A request was answered.
     Request(RequestLog),
     /// Something learning from Label Studio did or found.
-    Studio(studio::StudioEvent),
+    Studio(StudioEvent),
 }
 
 /// Where the log lines go (the CLI prints them).
@@ -179,7 +177,11 @@ pub async fn serve(
 ) -> std::io::Result<Stopped> {
     let served = Arc::new(Served::new(Version::new(tagger)?));
     let batcher = Batcher::start(options.clone())?;
-    let studio = Studio::start(&options.studio, served.clone(), log.clone())?;
+    let events = {
+        let log = log.clone();
+        Arc::new(move |event| log(LogLine::Studio(event)))
+    };
+    let studio = Studio::start(&options.studio, served.clone(), events)?;
     let state = Arc::new(AppState {
         batcher,
         served,
@@ -338,7 +340,7 @@ struct ModelAnswer {
     version: String,
     /// Learning from Label Studio's annotations, when the server does.
     #[serde(skip_serializing_if = "Option::is_none")]
-    learning: Option<studio::LearningStatus>,
+    learning: Option<nertrain_studio::LearningStatus>,
 }
 
 async fn model(State(state): State<Arc<AppState>>) -> impl IntoResponse {

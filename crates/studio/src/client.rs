@@ -46,7 +46,7 @@ impl Connection {
     pub fn new(url: &str, key: &str) -> Result<Self, String> {
         let expected = "expected Label Studio's address, such as http://localhost:8080 (or \
                         http://host/label-studio where it is served under a path)";
-        let uri: axum::http::Uri = url.parse().map_err(|_| format!("not a URL; {expected}"))?;
+        let uri: ureq::http::Uri = url.parse().map_err(|_| format!("not a URL; {expected}"))?;
         let scheme = uri.scheme_str().unwrap_or_default();
         if scheme != "http" && scheme != "https" {
             return Err(format!("the scheme must be http or https; {expected}"));

@@ -3,8 +3,9 @@
 //!
 //! 1. **fetch** the project's labeling config and annotated tasks;
 //! 2. **stage** them: split by task id into those trained on and a fixed share held out (never
-//!    trained on) — or all trained on, where a gold dev file judges instead — each narrowed to the text of the config's first `<Labels>` on a `<Text>`, so
-//!    that the importer reads the text the project labels whatever else a task holds;
+//!    trained on) — or all trained on, where a gold dev file judges instead — each narrowed to
+//!    the text of the config's first `<Labels>` on a `<Text>`, so that the importer reads the
+//!    text the project labels whatever else a task holds;
 //! 3. **train**: the served model continued on them into `DIR/vN` by a [`FitJob`] that
 //!    `nertrain fit --job` runs in a process of its own (so that serving links no training code
 //!    and a training that fails or is killed cannot take the server with it; the training file
@@ -12,20 +13,19 @@
 //!    version's tasks, which the export holds again), its progress and outcome read from the
 //!    job's [`JobEvent`]s;
 //! 4. **judge** the new version and the served one on the held-out tasks or the dev file
-//!    (`nertrain eval`, in
-//!    processes of their own too: scoring in the server would hold the served model's turn for
+//!    (`nertrain eval`, in processes of their own too: scoring in the server would hold the served model's turn for
 //!    as long as the held-out share takes, and it grows with the project), read as `Scores`;
 //! 5. **publish**: the version is recorded, and served only if it does no worse; otherwise it
 //!    stays on disk and the status says why. Either way Label Studio is brought in step: with
 //!    the new version's predictions, or with the served version's regions re-cut for the tasks
 //!    still without an annotation (fewer now, so the cut a region budget needs has moved).
 //!
-//! Each step fails with its own [`LearnError`]. One training runs at a time; events that come
+//! Each step fails with its own `LearnError`. One training runs at a time; events that come
 //! during it make one more. `DIR/versions.json`, replaced whole after each version, says which
 //! version is served, so a crash loses nothing and the next start serves the newest accepted
-//! version ([`model_to_serve`]).
+//! version ([`model_to_serve`](crate::versions::model_to_serve)); the registry and pruning are
+//! [`versions`](crate::versions)', whether a version is served `judge.rs`'s.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,20 +35,25 @@ use std::time::{Duration, Instant};
 
 use nertrain_annotate::PreAnnotated;
 use nertrain_annotate::label_studio::{self, LabelingConfig, Target, Task};
+use nertrain_data::Scores;
 use nertrain_data::lock::{LockError, ProcessLock};
-use nertrain_data::{ChunkCounts, Scores};
 use nertrain_model::job::{FitJob, JobEvent};
 use nertrain_tagger::{Tagger, lock};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::value::RawValue;
 
-use super::client::Connection;
-use super::refresh::{RefreshSettings, RefreshStatus, Refresher};
+use crate::child::{dies_with_server, kill_group};
+use crate::client::Connection;
+use crate::error::{LearnError, file_error};
+use crate::events::{Events, StudioEvent};
+use crate::judge::{JudgedOn, Judgement};
+use crate::refresh::{RefreshSettings, RefreshStatus, Refresher};
 use crate::served::{Served, Version, weights_id};
-use crate::{LogLine, Logger};
+use crate::versions::{
+    BASE, Registry, ServeRefusal, VersionRecord, VersionServed, next_name, prune, read_registry,
+    write_registry,
+};
 
-/// The file that says which version is served.
-const REGISTRY: &str = "versions.json";
 /// The file whose lock keeps a second server out of the versions directory.
 const LOCK: &str = ".nertrain-serve.lock";
 /// The annotations fetched, in a version's data directory until they are staged.
@@ -119,127 +124,6 @@ impl Default for LearnSettings {
     }
 }
 
-/// What learning did, for the log.
-#[derive(Debug, Clone, PartialEq)]
-pub enum StudioEvent {
-    /// A training began.
-    Started {
-        /// Its version's name (`v3`).
-        version: String,
-        /// The Label Studio project.
-        project: u64,
-        /// Annotated tasks trained on, and held out.
-        train_tasks: usize,
-        /// Tasks held out.
-        heldout_tasks: usize,
-        /// The dev file that judges it, in place of held-out tasks.
-        dev: Option<PathBuf>,
-    },
-    /// A version was trained, and served or kept.
-    Finished(VersionRecord),
-    /// A training failed (or a refresh of Label Studio's predictions).
-    Failed {
-        /// Why.
-        message: String,
-    },
-    /// A version was served by hand (`POST /versions/NAME/serve`).
-    Switched {
-        /// Its name (`v3`), or `base`.
-        name: String,
-        /// Its weights' id.
-        id: String,
-    },
-    /// Every task of a project without an annotation has the served version's prediction.
-    Refreshed(RefreshStatus),
-}
-
-/// A version trained.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VersionRecord {
-    /// Its directory's name, `vN`.
-    pub name: String,
-    /// Its weights' id (Label Studio's model version).
-    pub id: Option<String>,
-    /// Whether it was served.
-    pub served: bool,
-    /// Its span F1 on the held-out tasks (or the [`dev`](Self::dev) file), over the project's
-    /// labels.
-    pub heldout_f1: f64,
-    /// The F1 of the version served before it, on the same tasks.
-    pub previous_f1: f64,
-    /// Each of the project's labels: its gold entities held out, and its F1 under both models.
-    #[serde(default)]
-    pub labels: BTreeMap<String, LabelF1>,
-    /// Entities of the project's labels found by the served model and by this one.
-    #[serde(default)]
-    pub found: (usize, usize),
-    /// Annotated tasks trained on.
-    pub train_tasks: usize,
-    /// Annotated tasks held out.
-    pub heldout_tasks: usize,
-    /// The gold dev file that chose its epoch and judged it, in place of held-out tasks.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub dev: Option<PathBuf>,
-    /// Of them, those annotated only in part (`select --regions`), scored on their known parts.
-    #[serde(default)]
-    pub heldout_partial: usize,
-    /// The served model's labels the project lacks: left open in training, not scored.
-    #[serde(default)]
-    pub open_labels: Vec<String>,
-    /// Why it was or was not served.
-    pub reason: String,
-    /// Seconds from the training's start to the decision.
-    pub seconds: f64,
-    /// Whether its directory was removed (only its record, log and events are left).
-    #[serde(default)]
-    pub pruned: bool,
-}
-
-/// `DIR/versions.json`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Registry {
-    /// The weights' id of the model the first version continued.
-    base: String,
-    /// The project learned from.
-    project: Option<u64>,
-    /// The version served (`vN`), or none: the base model.
-    served: Option<String>,
-    /// What was served, each time it changed (learnt or chosen by hand), oldest first: `vN`, or
-    /// `base`. Written since rollbacks are kept by it; empty in an older registry.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    history: Vec<String>,
-    versions: Vec<VersionRecord>,
-}
-
-impl Registry {
-    /// Serves `name` (`vN`, or [`BASE`]) from now on, and notes it in the history.
-    fn serve(&mut self, name: &str) {
-        self.served = (name != BASE).then(|| name.to_string());
-        if self.history.last().map(String::as_str) != Some(name) {
-            self.history.push(name.to_string());
-        }
-    }
-
-    /// The version served before the one served now, when it was a version: the one a
-    /// rollback goes back to. From the history, or in an older registry without one, the
-    /// accepted version listed before the served one.
-    fn served_before(&self) -> Option<String> {
-        let served = self.served.as_deref()?;
-        if !self.history.is_empty() {
-            let before = self.history.iter().rev().skip_while(|n| *n == served);
-            return before.take(1).find(|n| *n != BASE).cloned();
-        }
-        let accepted: Vec<&str> = self
-            .versions
-            .iter()
-            .filter(|r| r.served)
-            .map(|r| r.name.as_str())
-            .collect();
-        let at = accepted.iter().position(|name| *name == served)?;
-        at.checked_sub(1).map(|before| accepted[before].to_string())
-    }
-}
-
 /// A training under way.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Progress {
@@ -278,40 +162,6 @@ pub struct LearningStatus {
     /// Whether a refresh is asked for and not yet begun ([`refresh`](Self::refresh) is the last
     /// one until it begins).
     pub refresh_asked: bool,
-}
-
-/// The model the server starts with: the newest version served before in `dir`, or `base`.
-/// A `dir` that continued another model is an error.
-pub fn model_to_serve(dir: &Path, base: &Path) -> Result<PathBuf, String> {
-    let Some(registry) = read_registry(dir)? else {
-        return Ok(base.to_path_buf());
-    };
-    let id = weights_id(base).map_err(|e| e.to_string())?;
-    if registry.base != id {
-        return Err(format!(
-            "{}: its versions continue the model of weights {}, not {} ({}); give that \
-             --model, or another --train-into",
-            dir.join(REGISTRY).display(),
-            registry.base,
-            id,
-            base.display()
-        ));
-    }
-    Ok(match registry.served {
-        Some(name) => dir.join(name),
-        None => base.to_path_buf(),
-    })
-}
-
-fn read_registry(dir: &Path) -> Result<Option<Registry>, String> {
-    let path = dir.join(REGISTRY);
-    match std::fs::read(&path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| format!("{}: {e}", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", path.display())),
-    }
 }
 
 struct State {
@@ -355,7 +205,7 @@ struct Shared {
     /// From the environment; before any `/setup` connection.
     connection: Option<Connection>,
     served: Arc<Served>,
-    log: Logger,
+    events: Events,
     state: Mutex<State>,
     wake: Condvar,
     interrupt: Arc<AtomicBool>,
@@ -451,7 +301,7 @@ impl Learner {
         settings: LearnSettings,
         connection: Option<Connection>,
         served: Arc<Served>,
-        log: Logger,
+        events: Events,
     ) -> std::io::Result<Self> {
         std::fs::create_dir_all(&dir)
             .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
@@ -474,8 +324,12 @@ impl Learner {
                 history: Vec::new(),
                 versions: Vec::new(),
             });
-        let refresher =
-            Refresher::start(&dir, settings.refresh.clone(), served.clone(), log.clone())?;
+        let refresher = Refresher::start(
+            &dir,
+            settings.refresh.clone(),
+            served.clone(),
+            events.clone(),
+        )?;
         if let Some(connection) = &connection {
             refresher.resume(connection.clone());
         }
@@ -484,7 +338,7 @@ impl Learner {
             settings,
             connection,
             served,
-            log,
+            events,
             refresher,
             state: Mutex::new(State::new(registry)),
             wake: Condvar::new(),
@@ -616,7 +470,7 @@ impl Learner {
     /// Serves the accepted version `name` (`vN`, or `base`: the model the server started from)
     /// from now on, as a restart would; Label Studio's predictions are refreshed. Says what is
     /// served, or why not (a name that is not one, or a version not accepted or removed).
-    pub(crate) fn serve_version(&self, name: &str) -> Result<VersionRecordServed, ServeRefusal> {
+    pub(crate) fn serve_version(&self, name: &str) -> Result<VersionServed, ServeRefusal> {
         let shared = &self.shared;
         let (dir, project) = {
             let state = lock(&shared.state);
@@ -651,14 +505,14 @@ impl Learner {
             shared.served.replace(version);
             state.registry = registry;
         }
-        (shared.log)(LogLine::Studio(StudioEvent::Switched {
+        (shared.events)(StudioEvent::Switched {
             name: name.to_string(),
             id: id.clone(),
-        }));
+        });
         if let Some(project) = project {
             refresh(shared, project);
         }
-        Ok(VersionRecordServed {
+        Ok(VersionServed {
             name: name.to_string(),
             id,
         })
@@ -729,15 +583,10 @@ fn run(shared: &Shared) {
             Err(message) => {
                 state.last_error = Some(message.clone());
                 drop(state);
-                (shared.log)(LogLine::Studio(StudioEvent::Failed { message }));
+                (shared.events)(StudioEvent::Failed { message });
             }
         }
     }
-}
-
-/// The number of a version's name, `v12`.
-fn version_number(name: &str) -> Option<u64> {
-    name.strip_prefix('v')?.parse().ok()
 }
 
 /// How long the next training must wait for the last one's start to be `interval` ago.
@@ -745,24 +594,6 @@ fn until_next(state: &State, interval: Duration) -> Duration {
     state.last_started.map_or(Duration::ZERO, |started| {
         interval.saturating_sub(started.elapsed())
     })
-}
-
-/// The next version's name, reserved: one past the highest `vN` in `dir` or its `data`,
-/// finished, failed or crashed, its `data/vN` made at once, so that no name is used twice.
-fn next_name(dir: &Path) -> Result<String, LearnError> {
-    let data = dir.join("data");
-    std::fs::create_dir_all(&data).map_err(file_error(&data))?;
-    let mut highest = 0;
-    for place in [dir, data.as_path()] {
-        let entries = std::fs::read_dir(place).map_err(file_error(place))?;
-        highest = entries
-            .filter_map(|e| version_number(e.ok()?.file_name().to_str()?))
-            .fold(highest, u64::max);
-    }
-    let name = format!("v{}", highest + 1);
-    let reserved = data.join(&name);
-    std::fs::create_dir(&reserved).map_err(file_error(&reserved))?;
-    Ok(name)
 }
 
 /// Whether task `id` is held out: by a mix of its id, so that tasks imported in any order or
@@ -773,144 +604,6 @@ fn held_out(id: u64, percent: u64) -> bool {
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     x ^= x >> 31;
     x % 100 < percent
-}
-
-/// Makes a `nertrain` child go with the server: in a process group of its own (a terminal's
-/// Ctrl-C reaches the server, which stops it), and on Linux killed when the server dies however
-/// it dies (`kill -9` included), so that no training outlives it.
-fn dies_with_server(command: &mut Command) {
-    #[cfg(unix)]
-    {
-        use std::os::unix::process::CommandExt;
-        command.process_group(0);
-    }
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::process::CommandExt;
-        let server = rustix::process::getpid();
-        // SAFETY: between fork and exec the closure makes only system calls (prctl, getppid),
-        // which are async-signal-safe, and allocates nothing but an error on failure.
-        unsafe {
-            command.pre_exec(move || {
-                use rustix::process::{Signal, getppid, set_parent_process_death_signal};
-                set_parent_process_death_signal(Some(Signal::KILL))?;
-                // The server may have died before the signal was asked for.
-                if getppid() != Some(server) {
-                    return Err(std::io::Error::other("the server is gone"));
-                }
-                Ok(())
-            });
-        }
-    }
-}
-
-/// Kills a child's process group (the child and whatever it started).
-fn kill_group(child: &std::process::Child) {
-    #[cfg(unix)]
-    if let Some(pid) = i32::try_from(child.id())
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    {
-        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
-    }
-    #[cfg(not(unix))]
-    let _ = child;
-}
-
-/// Why a training made no version: each step's own failures.
-#[derive(Debug)]
-pub(crate) enum LearnError {
-    /// No Label Studio address and key, from the environment or `/setup`.
-    NoConnection,
-    /// Label Studio could not be asked, or answered with an error.
-    Fetch(String),
-    /// The project's labeling config has no entity control on a text.
-    Config {
-        /// The project.
-        project: u64,
-        /// What the config lacks.
-        message: String,
-    },
-    /// The export is not what Label Studio writes.
-    Export(String),
-    /// Too few annotated tasks to train on and to judge on.
-    TooFew {
-        /// Annotated tasks.
-        tasks: usize,
-        /// Of them, held out.
-        heldout: usize,
-        /// The share held out, in percent.
-        percent: u64,
-    },
-    /// A file of the version could not be written or read.
-    File {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        message: String,
-    },
-    /// `nertrain` (`fit` or `eval`) could not run, or failed.
-    Child {
-        /// The version.
-        version: String,
-        /// What failed, and the end of its log.
-        message: String,
-    },
-    /// The server stopped it.
-    Stopped {
-        /// The version.
-        version: String,
-    },
-    /// The version trained cannot be loaded to be served.
-    Load(String),
-}
-
-impl std::fmt::Display for LearnError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::NoConnection => write!(
-                f,
-                "no Label Studio to fetch annotations from: set LABEL_STUDIO_URL and \
-                 LABEL_STUDIO_API_KEY, or connect the model in Label Studio (its setup gives them)"
-            ),
-            Self::Fetch(message) | Self::Load(message) => f.write_str(message),
-            Self::Config { project, message } => {
-                write!(f, "project {project}'s labeling config: {message}")
-            }
-            Self::Export(message) => write!(f, "Label Studio's export: {message}"),
-            Self::TooFew {
-                tasks,
-                heldout,
-                percent,
-            } if *percent == 0 => write!(
-                f,
-                "{tasks} annotated tasks: a version needs tasks to train on; annotate some"
-            ),
-            Self::TooFew {
-                tasks,
-                heldout,
-                percent,
-            } => write!(
-                f,
-                "{tasks} annotated tasks, {heldout} of them held out: a version needs tasks to \
-                 train on and held-out tasks to be judged on (about {percent}% of tasks, chosen \
-                 by id, are held out); annotate more"
-            ),
-            Self::File { path, message } => write!(f, "{}: {message}", path.display()),
-            Self::Child { version, message } => write!(f, "training {version} {message}"),
-            Self::Stopped { version } => {
-                write!(f, "training {version} was stopped; it is not served")
-            }
-        }
-    }
-}
-
-/// A [`LearnError::File`] of `path`.
-fn file_error<E: std::fmt::Display>(path: &Path) -> impl Fn(E) -> LearnError + '_ {
-    move |e| LearnError::File {
-        path: path.to_path_buf(),
-        message: e.to_string(),
-    }
 }
 
 /// The export's tasks split into those trained on and those held out.
@@ -984,13 +677,13 @@ fn train_version(shared: &Shared, project: u64) -> Result<(), LearnError> {
     let fetched = fetch(shared, project, &name)?;
     let current = shared.served.get();
     let staged = stage(shared, &name, fetched, &current.info.labels)?;
-    (shared.log)(LogLine::Studio(StudioEvent::Started {
+    (shared.events)(StudioEvent::Started {
         version: name.clone(),
         project,
         train_tasks: staged.train_tasks,
         heldout_tasks: staged.heldout_tasks,
         dev: shared.settings.dev.clone(),
-    }));
+    });
     let from = current.tagger.dir().to_path_buf();
     let output = shared.dir.join(&name);
     train(shared, &name, &staged, &from, &output, set_progress)?;
@@ -1303,139 +996,6 @@ fn score(
         })
 }
 
-/// A label's held-out F1 under the served model and the new one.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LabelF1 {
-    /// Its gold entities in the held-out texts.
-    pub gold: usize,
-    /// The served model's F1.
-    pub previous: f64,
-    /// The new version's F1.
-    pub new: f64,
-}
-
-/// What a version is judged on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JudgedOn {
-    /// The annotated tasks held out.
-    Heldout,
-    /// The gold dev file.
-    Dev,
-}
-
-impl JudgedOn {
-    /// The F1 it gives, by name.
-    fn f1(self) -> &'static str {
-        match self {
-            Self::Heldout => "held-out F1",
-            Self::Dev => "dev F1",
-        }
-    }
-
-    /// It, as the subject of a sentence with no gold entity.
-    fn without_entities(self) -> &'static str {
-        match self {
-            Self::Heldout => "the held-out tasks have",
-            Self::Dev => "the dev file has",
-        }
-    }
-}
-
-/// Whether a new version is served, judged on the held-out texts (or the dev file) by the
-/// project's labels only.
-#[derive(Debug, Clone, PartialEq)]
-struct Judgement {
-    served: bool,
-    previous_f1: f64,
-    new_f1: f64,
-    /// Each project label's F1 under both models.
-    labels: BTreeMap<String, LabelF1>,
-    /// Entities of the project's labels found by the served model and the new one: on held-out
-    /// texts without a gold entity, each is false, and they judge.
-    found: (usize, usize),
-    reason: String,
-}
-
-impl Judgement {
-    /// Judges `new` against `previous` (each model's held-out scores) on `labels` alone: served
-    /// when its F1 is not below the served model's and it loses no more than `margin` F1 points
-    /// on any label with gold entities; on texts with no gold entity of those labels, when it
-    /// finds no more (false) entities than the served model.
-    fn of(previous: &Scores, new: &Scores, labels: &[String], margin: f64, on: JudgedOn) -> Self {
-        let counts = |scores: &Scores| -> ChunkCounts {
-            labels
-                .iter()
-                .filter_map(|label| scores.types.get(label))
-                .map(ChunkCounts::from)
-                .sum()
-        };
-        let (before, after) = (counts(previous), counts(new));
-        let f1 = |scores: &Scores, label: &str| scores.types.get(label).map_or(0.0, |s| s.f1);
-        let table: BTreeMap<String, LabelF1> = labels
-            .iter()
-            .map(|label| {
-                let gold = new.types.get(label).map_or(0, |s| s.gold);
-                let judged = LabelF1 {
-                    gold,
-                    previous: f1(previous, label),
-                    new: f1(new, label),
-                };
-                (label.clone(), judged)
-            })
-            .collect();
-        let (previous_f1, new_f1) = (before.prf().2, after.prf().2);
-        let found = (before.found, after.found);
-        let (served, reason) = if after.gold == 0 {
-            let served = found.1 <= found.0;
-            let reason = format!(
-                "{} no entity of the project's labels: it finds {} (all false) against the \
-                 served model's {}",
-                on.without_entities(),
-                found.1,
-                found.0
-            );
-            (served, reason)
-        } else {
-            let lost: Vec<String> = table
-                .iter()
-                .filter(|(_, l)| l.gold > 0 && l.previous - l.new > margin)
-                .map(|(label, l)| format!("{label} {:.2} → {:.2}", l.previous, l.new))
-                .collect();
-            let f1 = on.f1();
-            if new_f1 < previous_f1 {
-                let reason =
-                    format!("{f1} {new_f1:.2} is below the served model's {previous_f1:.2}");
-                (false, reason)
-            } else if !lost.is_empty() {
-                let reason = format!(
-                    "{f1} {new_f1:.2} (served: {previous_f1:.2}), but it loses more than \
-                     {margin} F1 points on {}",
-                    lost.join(", ")
-                );
-                (false, reason)
-            } else {
-                let reason = format!(
-                    "{f1} {new_f1:.2} is not below the served model's {previous_f1:.2}, and no \
-                     label loses more than {margin} points"
-                );
-                (true, reason)
-            }
-        };
-        Self {
-            served,
-            previous_f1,
-            new_f1,
-            labels: table,
-            found,
-            reason: if served {
-                reason
-            } else {
-                format!("{reason}; kept on disk, not served")
-            },
-        }
-    }
-}
-
 /// The new version, loaded on the served model's device to be served with the server's
 /// dictionaries.
 fn load_version(shared: &Shared, output: &Path, served: &Tagger) -> Result<Version, LearnError> {
@@ -1499,7 +1059,7 @@ fn publish(
     }
     state.registry = registry;
     drop(state);
-    (shared.log)(LogLine::Studio(StudioEvent::Finished(record)));
+    (shared.events)(StudioEvent::Finished(record));
     refresh(shared, project);
     Ok(Published::Done)
 }
@@ -1512,108 +1072,10 @@ fn refresh(shared: &Shared, project: u64) {
     }
 }
 
-/// The name that serves the model the server started from.
-pub(crate) const BASE: &str = "base";
-
-/// A version served by hand.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct VersionRecordServed {
-    pub name: String,
-    pub id: String,
-}
-
-/// Why a version cannot be served.
-#[derive(Debug)]
-pub(crate) enum ServeRefusal {
-    /// No version has the name.
-    Unknown(String),
-    /// It was trained, but judged worse than the version served then (the reason).
-    NotAccepted(String, String),
-    /// Its directory was removed (`--keep-versions`).
-    Removed(String),
-    /// It could not be loaded.
-    Load(String),
-}
-
-impl std::fmt::Display for ServeRefusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ServeRefusal::Unknown(name) => write!(
-                f,
-                "no version is named {name:?}; GET /model lists them (or serve {BASE:?})"
-            ),
-            ServeRefusal::NotAccepted(name, reason) => {
-                write!(
-                    f,
-                    "{name} was never accepted ({reason}); serve an accepted version"
-                )
-            }
-            ServeRefusal::Removed(name) => write!(
-                f,
-                "{name} was removed from disk (--keep-versions); its record alone is left"
-            ),
-            ServeRefusal::Load(message) => f.write_str(message),
-        }
-    }
-}
-
-fn write_registry(dir: &Path, registry: &Registry) -> Result<(), LearnError> {
-    let bytes = serde_json::to_vec_pretty(registry).expect("the registry serialises");
-    let path = dir.join(REGISTRY);
-    nertrain_data::io::write_atomic(&path, &bytes).map_err(file_error(&path))
-}
-
-/// Files of a version's data directory kept when it is pruned: what says how it went.
-const KEPT_WHEN_PRUNED: [&str; 2] = ["fit.log", "events.jsonl"];
-
-/// Removes the versions (and failed trainings) past those kept: the one served, the one served
-/// before it, and the `keep` newest others. A removed version's record stays, marked pruned, and
-/// its data directory keeps its log and events (and its name, which is never used again).
-fn prune(dir: &Path, registry: &mut Registry, keep: usize) {
-    let mut kept: Vec<String> = Vec::new();
-    if let Some(served) = &registry.served {
-        kept.push(served.clone());
-        kept.extend(registry.served_before());
-    }
-    let others = registry
-        .versions
-        .iter()
-        .rev()
-        .filter(|r| !kept.contains(&r.name) && !r.pruned)
-        .take(keep)
-        .map(|r| r.name.clone())
-        .collect::<Vec<_>>();
-    kept.extend(others);
-    let data = dir.join("data");
-    let names: Vec<String> = std::fs::read_dir(&data)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|name| version_number(name).is_some() && !kept.contains(name))
-        .collect();
-    for name in names {
-        let _ = std::fs::remove_dir_all(dir.join(&name));
-        if let Ok(entries) = std::fs::read_dir(data.join(&name)) {
-            for entry in entries.flatten() {
-                if !KEPT_WHEN_PRUNED.contains(&entry.file_name().to_str().unwrap_or_default()) {
-                    let path = entry.path();
-                    let _ = if path.is_dir() {
-                        std::fs::remove_dir_all(&path)
-                    } else {
-                        std::fs::remove_file(&path)
-                    };
-                }
-            }
-        }
-        if let Some(record) = registry.versions.iter_mut().find(|r| r.name == name) {
-            record.pruned = true;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::versions::Registry;
 
     #[test]
     fn holds_out_about_the_share_asked_and_always_the_same_tasks() {
@@ -1621,196 +1083,6 @@ mod tests {
         assert!((1_800..=2_200).contains(&held), "{held}");
         assert_eq!(held_out(17, 20), held_out(17, 20));
         assert!((1..=1000).all(|id| !held_out(id, 0)));
-    }
-
-    #[test]
-    fn a_new_version_never_reuses_a_directory() {
-        let dir = std::env::temp_dir().join(format!("nertrain-learn-{}", std::process::id()));
-        std::fs::create_dir_all(dir.join("v2")).unwrap();
-        std::fs::create_dir_all(dir.join("v10")).unwrap();
-        std::fs::create_dir_all(dir.join("data")).unwrap();
-        assert_eq!(next_name(&dir).unwrap(), "v11");
-        // A training that failed before writing its version (fetching, say) left only its
-        // reserved data directory: the next name is past it.
-        assert!(dir.join("data/v11").is_dir() && !dir.join("v11").exists());
-        assert_eq!(next_name(&dir).unwrap(), "v12");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    fn scores(types: &[(&str, usize, usize, usize)]) -> Scores {
-        let mut report = nertrain_data::Report {
-            tokens: 100,
-            correct_tags: 90,
-            overall: Default::default(),
-            by_type: BTreeMap::new(),
-        };
-        for &(label, gold, found, correct) in types {
-            let counts = nertrain_data::ChunkCounts {
-                gold,
-                found,
-                correct,
-            };
-            report.by_type.insert(label.to_string(), counts);
-            report.overall.gold += gold;
-            report.overall.found += found;
-            report.overall.correct += correct;
-        }
-        report.scores()
-    }
-
-    #[test]
-    fn entity_free_held_out_tasks_judge_by_false_entities() {
-        let labels = ["PER".to_string()];
-        let previous = scores(&[("PER", 0, 18, 0)]);
-        let worse = scores(&[("PER", 0, 36, 0)]);
-        let judged = Judgement::of(&previous, &worse, &labels, 5.0, JudgedOn::Heldout);
-        assert!(!judged.served, "{judged:?}");
-        assert!(judged.reason.contains("finds 36"), "{}", judged.reason);
-        assert!(
-            judged
-                .reason
-                .starts_with("the held-out tasks have no entity")
-        );
-        let on_dev = Judgement::of(&previous, &worse, &labels, 5.0, JudgedOn::Dev);
-        assert!(
-            on_dev.reason.starts_with("the dev file has no entity"),
-            "{}",
-            on_dev.reason
-        );
-        assert_eq!(judged.found, (18, 36));
-        let better = scores(&[("PER", 0, 4, 0)]);
-        assert!(Judgement::of(&previous, &better, &labels, 5.0, JudgedOn::Heldout).served);
-    }
-
-    #[test]
-    fn labels_the_project_lacks_are_not_scored() {
-        // The served model finds LOC entities the PER-only project never labelled: they are
-        // not counted against it, nor is forgetting them counted for the new version.
-        let labels = ["PER".to_string()];
-        let previous = scores(&[("PER", 10, 10, 9), ("LOC", 0, 12, 0)]);
-        let forgot = scores(&[("PER", 10, 10, 8), ("LOC", 0, 0, 0)]);
-        let judged = Judgement::of(&previous, &forgot, &labels, 5.0, JudgedOn::Heldout);
-        assert!(!judged.served, "{judged:?}");
-        assert!((judged.previous_f1 - 90.0).abs() < 1e-9);
-        assert_eq!(judged.labels.keys().collect::<Vec<_>>(), ["PER"]);
-    }
-
-    #[test]
-    fn a_version_losing_a_label_past_the_margin_is_not_served_and_the_label_named() {
-        let labels = ["ORG".to_string(), "PER".to_string()];
-        let previous = scores(&[("PER", 50, 50, 40), ("ORG", 10, 10, 9)]);
-        let new = scores(&[("PER", 50, 50, 48), ("ORG", 10, 10, 8)]);
-        let judged = Judgement::of(&previous, &new, &labels, 5.0, JudgedOn::Heldout);
-        assert!(judged.new_f1 > judged.previous_f1);
-        assert!(!judged.served && judged.reason.contains("ORG 90.00 → 80.00"));
-        assert!(
-            judged.reason.starts_with("held-out F1 "),
-            "{}",
-            judged.reason
-        );
-        let on_dev = Judgement::of(&previous, &new, &labels, 5.0, JudgedOn::Dev);
-        assert!(on_dev.reason.starts_with("dev F1 "), "{}", on_dev.reason);
-        assert!(Judgement::of(&previous, &new, &labels, 10.0, JudgedOn::Heldout).served);
-    }
-
-    fn record(name: &str, served: bool) -> VersionRecord {
-        VersionRecord {
-            name: name.into(),
-            id: None,
-            served,
-            heldout_f1: 0.0,
-            previous_f1: 0.0,
-            labels: BTreeMap::new(),
-            found: (0, 0),
-            train_tasks: 1,
-            heldout_tasks: 1,
-            heldout_partial: 0,
-            dev: None,
-            open_labels: Vec::new(),
-            reason: String::new(),
-            seconds: 0.0,
-            pruned: false,
-        }
-    }
-
-    #[test]
-    fn pruning_keeps_the_served_its_predecessor_and_the_newest_others() {
-        let dir = std::env::temp_dir().join(format!("nertrain-prune-{}", std::process::id()));
-        let served = [false, true, false, false, true, false, false];
-        for n in 1..=served.len() + 1 {
-            std::fs::create_dir_all(dir.join(format!("v{n}/checkpoint"))).unwrap();
-            std::fs::create_dir_all(dir.join(format!("data/v{n}"))).unwrap();
-            std::fs::write(dir.join(format!("data/v{n}/train.json")), "[]").unwrap();
-            std::fs::write(dir.join(format!("data/v{n}/fit.log")), "log").unwrap();
-        }
-        let mut registry = Registry {
-            base: "base".into(),
-            project: Some(1),
-            served: Some("v5".into()),
-            history: Vec::new(),
-            versions: served
-                .iter()
-                .enumerate()
-                .map(|(i, &s)| record(&format!("v{}", i + 1), s))
-                .collect(),
-        };
-        // v8 failed: no record.
-        prune(&dir, &mut registry, 2);
-        let kept: Vec<String> = (1..=8)
-            .map(|n| format!("v{n}"))
-            .filter(|name| dir.join(name).exists())
-            .collect();
-        assert_eq!(kept, ["v2", "v5", "v6", "v7"]);
-        let pruned: Vec<&str> = registry
-            .versions
-            .iter()
-            .filter(|r| r.pruned)
-            .map(|r| r.name.as_str())
-            .collect();
-        assert_eq!(pruned, ["v1", "v3", "v4"]);
-        // A pruned version's data keeps its log and its name.
-        assert!(dir.join("data/v1/fit.log").exists());
-        assert!(!dir.join("data/v1/train.json").exists());
-        assert_eq!(next_name(&dir).unwrap(), "v9");
-        std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn pruning_keeps_the_version_actually_served_before_a_rollback() {
-        let dir = std::env::temp_dir().join(format!("nertrain-prune-back-{}", std::process::id()));
-        for n in 1..=6 {
-            std::fs::create_dir_all(dir.join(format!("v{n}"))).unwrap();
-            std::fs::create_dir_all(dir.join(format!("data/v{n}"))).unwrap();
-        }
-        // v2 then v5 then v6 were learnt and served; the operator rolled back to v5.
-        let served = [false, true, false, false, true, true];
-        let mut registry = Registry {
-            base: "base".into(),
-            project: Some(1),
-            served: None,
-            history: Vec::new(),
-            versions: served
-                .iter()
-                .enumerate()
-                .map(|(i, &s)| record(&format!("v{}", i + 1), s))
-                .collect(),
-        };
-        for name in ["v2", "v5", "v6", "v5"] {
-            registry.serve(name);
-        }
-        assert_eq!(registry.served_before().as_deref(), Some("v6"));
-        prune(&dir, &mut registry, 0);
-        let kept: Vec<String> = (1..=6)
-            .map(|n| format!("v{n}"))
-            .filter(|name| dir.join(name).exists())
-            .collect();
-        assert_eq!(kept, ["v5", "v6"]);
-        // Back to the base: no version is its predecessor but the one served before it.
-        registry.serve(BASE);
-        assert_eq!(registry.served, None);
-        registry.serve("v5");
-        assert_eq!(registry.served_before(), None);
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -9,8 +9,10 @@ use nertrain_model::ModelFiles;
 use nertrain_tagger::{ModelInfo, Tagger, lock};
 
 /// A loaded model and what it is.
-pub(crate) struct Version {
+pub struct Version {
+    /// The tagger.
     pub tagger: Arc<Tagger>,
+    /// What its model is.
     pub info: ModelInfo,
     /// A short id of its weights: Label Studio's model version.
     pub id: String,
@@ -56,9 +58,10 @@ pub(crate) fn weights_id(dir: &Path) -> std::io::Result<String> {
 }
 
 /// The version being served.
-pub(crate) struct Served(Mutex<Arc<Version>>);
+pub struct Served(Mutex<Arc<Version>>);
 
 impl Served {
+    /// Serves `version`.
     pub fn new(version: Version) -> Self {
         Self(Mutex::new(Arc::new(version)))
     }

@@ -26,11 +26,10 @@ use nertrain_annotate::label_studio::rest::{ListedTask, TaskPrediction};
 use nertrain_tagger::{PoolDoubt, Regions, Strategy, TagOptions, Tagged, Tagger, Token, lock};
 use serde::{Deserialize, Serialize};
 
-use super::client::Connection;
-use super::learn::StudioEvent;
-use super::{Object, Piece, Source, objects, predict_options, texts_to_tag};
+use crate::client::Connection;
+use crate::events::{Events, StudioEvent};
+use crate::predict::{Object, Piece, Source, objects, predict_options, texts_to_tag};
 use crate::served::{Served, Version};
-use crate::{LogLine, Logger};
 
 /// The file that says how far the last refresh went.
 const PROGRESS: &str = "refresh.json";
@@ -147,7 +146,7 @@ struct Shared {
     settings: RefreshSettings,
     served: Arc<Served>,
     file: PathBuf,
-    log: Logger,
+    events: Events,
     state: Mutex<State>,
     wake: Condvar,
     stopping: AtomicBool,
@@ -165,7 +164,7 @@ impl Refresher {
         dir: &Path,
         settings: RefreshSettings,
         served: Arc<Served>,
-        log: Logger,
+        events: Events,
     ) -> std::io::Result<Self> {
         let file = dir.join(PROGRESS);
         let status = match std::fs::read(&file) {
@@ -185,7 +184,7 @@ impl Refresher {
             settings,
             served,
             file,
-            log,
+            events,
             state: Mutex::new(State {
                 wanted: None,
                 status,
@@ -305,15 +304,15 @@ fn run(shared: &Shared) {
         status.seconds = seconds + started.elapsed().as_secs_f64();
         match outcome {
             Ok(()) if status.phase == RefreshPhase::Done => {
-                (shared.log)(LogLine::Studio(StudioEvent::Refreshed(status.clone())));
+                (shared.events)(StudioEvent::Refreshed(status.clone()));
             }
             Ok(()) => {}
             Err(message) => {
                 status.phase = RefreshPhase::Failed;
                 status.error = Some(message.clone());
-                (shared.log)(LogLine::Studio(StudioEvent::Failed {
+                (shared.events)(StudioEvent::Failed {
                     message: format!("refreshing Label Studio's predictions: {message}"),
-                }));
+                });
             }
         }
         // A status that cannot be saved is still shown; the next refresh starts afresh.
