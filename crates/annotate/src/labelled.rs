@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use nertrain_data::{ColumnSpec, Corpus, DataError, Label, Tokenizer};
+use nertrain_data::{ColumnSpec, Corpus, DataError, Label, Tokenizer, TokenizerSpec};
 
 use crate::{AnnotatedCorpus, is_annotated};
 
@@ -29,6 +29,18 @@ pub fn read_labelled(path: &Path, columns: &ColumnSpec) -> Result<LabelledFile, 
     Ok(LabelledFile::Columns(nertrain_data::read_partially_tagged(
         path, columns,
     )?))
+}
+
+/// Reads `path` into sentences as `fit` reads its training, dev and test files: CoNLL columns as
+/// they are, an export cut into words and sentences by the treebank rules
+/// ([`LabelledFile::into_sentences`]); with what reading left out, for the caller to show.
+/// Whatever scores a model the way `fit` chooses its epoch reads its file here.
+pub fn read_sentences(
+    path: &Path,
+    columns: &ColumnSpec,
+) -> Result<(Corpus<Label>, Vec<String>), DataError> {
+    let tokenizer = Tokenizer::new(&TokenizerSpec::treebank()).expect("the treebank rules");
+    read_labelled(path, columns)?.into_sentences(&tokenizer)
 }
 
 impl LabelledFile {

@@ -38,7 +38,7 @@ pub use corpus::{
     AnnotatedCorpus, AnnotatedText, Misaligned, is_annotated, parse_annotated, read_annotated,
 };
 pub use format::Format;
-pub use labelled::{LabelledFile, read_labelled};
+pub use labelled::{LabelledFile, read_labelled, read_sentences};
 
 /// An entity as character offsets into its text (owned by `nertrain-data`, beside its tokens'
 /// [`Span`](nertrain_data::Span)).

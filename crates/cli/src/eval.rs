@@ -9,6 +9,7 @@ use burn::tensor::Device;
 use clap::Args;
 use nertrain_data::{OperatingPoint, THRESHOLD_GRID};
 use nertrain_model::LabelThreshold;
+use nertrain_model::job::ScoreJob;
 use nertrain_tagger::{FileEvaluation, MAX_CONSISTENCY, TagOptions, TagSettings, Tagger};
 use serde::Serialize;
 
@@ -29,8 +30,13 @@ pub struct EvalArgs {
     #[arg(long)]
     data: Option<PathBuf>,
     /// Score a file whose last two columns are the gold and predicted tags, as conlleval does.
-    #[arg(long, required_unless_present = "model")]
+    #[arg(long, required_unless_present_any = ["model", "job"])]
     predicted: Option<PathBuf>,
+    /// Run a scoring job (JSON) another program wrote: a model on a held-out file, read and
+    /// scored as `fit` chooses its epoch, its scores written to the job's file. The job says
+    /// everything, so no other option is taken.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "data", "predicted", "output", "json", "calibration", "confusion", "sweep", "unconstrained", "consistency"])]
+    job: Option<PathBuf>,
     /// Write `word gold predicted` lines here.
     #[arg(long)]
     output: Option<PathBuf>,
@@ -81,6 +87,9 @@ pub fn consistency_weight(value: &str) -> std::result::Result<f64, String> {
 }
 
 pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
+    if let Some(job) = &args.job {
+        return run_job(&ScoreJob::read(job)?, device);
+    }
     let evaluation = match (&args.model, &args.data, &args.predicted) {
         (_, _, Some(path)) => FileEvaluation::of_predictions(path)?,
         (Some(model), Some(data), None) => {
@@ -135,6 +144,22 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
             )?;
         }
     }
+    Ok(())
+}
+
+/// `eval --job`: the job's model (with its dictionaries) on its data, read and scored as `fit`
+/// chooses its epoch, its open labels left out; the scores written whole to the job's file.
+fn run_job(job: &ScoreJob, device: &Device) -> Result<()> {
+    let tagger = Tagger::load(&job.model, device)?
+        .with_dictionaries(&job.dictionaries, job.replace_dictionary)?;
+    let options = crate::tag_options(&tagger, TagSettings::default())?;
+    let evaluation = tagger.evaluate_as_fit(&job.data, options)?;
+    for warning in &evaluation.warnings {
+        eprintln!("warning: {warning}");
+    }
+    let scores = evaluation.report.without(&job.open_labels).scores();
+    let json = nertrain_data::io::to_sorted_json(&scores, true)?;
+    nertrain_data::io::write_atomic(&job.scores, json.as_bytes())?;
     Ok(())
 }
 

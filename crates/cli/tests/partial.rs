@@ -428,6 +428,70 @@ fn a_job_continues_a_model_and_says_each_epoch_and_how_it_ended() {
 }
 
 #[test]
+fn a_score_job_scores_a_model_as_its_training_chose_the_epoch() {
+    // The studio's learner judges a new version by the scores its training recorded on the
+    // held-out texts, and the served model by a score job on them: the two must be one way of
+    // scoring, an export's texts cut by the treebank rules as `fit` cuts them.
+    let dir = scratch("score-job");
+    let first = dir.join("first");
+    assert!(fit(&first, &["--set", "train.epochs=1"]).status.success());
+    let heldout = common::workspace().join("data/sample/rawtext.jsonl");
+    let output = dir.join("continued");
+    let job = serde_json::json!({
+        "start_from": first,
+        "train": "data/sample/dev.txt",
+        "heldout": heldout,
+        "output": output,
+        "epochs": 1,
+        "events": dir.join("continued.events.jsonl"),
+    });
+    let file = dir.join("continued.job.json");
+    std::fs::write(&file, job.to_string()).unwrap();
+    let out = common::nertrain(&["fit", "--job", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let score = |model: &Path, name: &str, open: &[&str]| {
+        let scores = dir.join(format!("{name}.json"));
+        let job = serde_json::json!({
+            "model": model,
+            "data": heldout,
+            "open_labels": open,
+            "scores": scores,
+        });
+        let file = dir.join(format!("{name}.job.json"));
+        std::fs::write(&file, job.to_string()).unwrap();
+        let out = common::nertrain(&["eval", "--job", file.to_str().unwrap()]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let text = std::fs::read_to_string(&scores).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()
+    };
+    let recorded: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(output.join("test.json")).unwrap()).unwrap();
+    let scored = score(&output, "new", &[]);
+    assert_eq!(scored["overall"], recorded["overall"]);
+    assert_eq!(scored["types"], recorded["types"]);
+    // Open labels are left out, as training leaves them out of its own scores.
+    let served = score(&first, "served", &["MISC"]);
+    let types = served["types"].as_object().unwrap();
+    assert!(
+        types.contains_key("PER") && !types.contains_key("MISC"),
+        "{served}"
+    );
+    // The job says everything: options beside it are refused, and a job that is not one is
+    // named, with nothing written.
+    let out = common::nertrain(&["eval", "--job", file.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let bad = dir.join("bad.job.json");
+    std::fs::write(&bad, r#"{"model": "x", "data": "y"}"#).unwrap();
+    let out = common::nertrain(&["eval", "--job", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    let message = stderr(&out);
+    assert!(
+        message.contains("bad.job.json") && message.contains("not a score job"),
+        "{message}"
+    );
+}
+
+#[test]
 fn a_job_continuing_a_jobs_model_does_not_train_twice_on_what_its_caller_sends_again() {
     // As `serve`'s learner runs them: each job is sent every annotation so far, so the file a
     // job-trained version was trained on is in the next job's. Its base's training file is

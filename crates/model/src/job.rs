@@ -1,7 +1,8 @@
-//! A training run driven from outside `nertrain fit`'s command line: the job a caller writes
-//! (which model to continue, on which files, into where) and the events `fit --job` appends as it
-//! goes, read back with the same types. They live here, below the training crate, so that a
-//! caller that links no training code (`serve`'s learner) speaks them.
+//! Work driven from outside the command line: a training (`FitJob`: which model to continue, on
+//! which files, into where) and the events `fit --job` appends as it goes, read back with the
+//! same types; and a scoring (`ScoreJob`: a model on a held-out file, scored as `fit` chooses its
+//! epoch), which `eval --job` runs. They live here, below the training crate, so that a caller
+//! that links no training code (the studio's learner) speaks them.
 
 use std::path::{Path, PathBuf};
 
@@ -65,6 +66,40 @@ impl FitJob {
             ));
         }
         Ok(job)
+    }
+}
+
+/// What `nertrain eval --job FILE` scores: `model` on `data`, read as `fit` reads its held-out
+/// file (`nertrain_annotate::read_sentences`) and scored as `fit` scores the epochs it chooses
+/// among, `open_labels` left out; its scores written whole to `scores`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScoreJob {
+    /// The model scored (a run directory).
+    pub model: PathBuf,
+    /// The gold file: CoNLL columns, or an annotation tool's export.
+    pub data: PathBuf,
+    /// Dictionary files the model tags with, beside the dictionary stored in it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dictionaries: Vec<PathBuf>,
+    /// Whether [`dictionaries`](Self::dictionaries) replace the stored entries of their labels
+    /// rather than extend them.
+    #[serde(default)]
+    pub replace_dictionary: bool,
+    /// Labels the gold file does not annotate: left out of the scores, as `fit` leaves out its
+    /// open labels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_labels: Vec<String>,
+    /// Where the scores go (`Scores`, as JSON); written whole or not at all.
+    pub scores: PathBuf,
+}
+
+impl ScoreJob {
+    /// Reads a job file; an error names the file and what is wrong.
+    pub fn read(path: &Path) -> Result<Self, String> {
+        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{}: not a score job: {e}", path.display()))
     }
 }
 

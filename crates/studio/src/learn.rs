@@ -12,9 +12,11 @@
 //!    of the model the server started from is rehearsed when it is at hand, never an earlier
 //!    version's tasks, which the export holds again), its progress and outcome read from the
 //!    job's [`JobEvent`]s;
-//! 4. **judge** the new version and the served one on the held-out tasks or the dev file
-//!    (`nertrain eval`, in processes of their own too: scoring in the server would hold the served model's turn for
-//!    as long as the held-out share takes, and it grows with the project), read as `Scores`;
+//! 4. **judge** the new version against the served one on the held-out tasks or the dev file,
+//!    each scored once and as the epoch was chosen: the new version by its training (the
+//!    held-out file is its test file), the served one by a [`ScoreJob`] that `nertrain eval
+//!    --job` runs (in a process of its own too: scoring in the server would hold the served
+//!    model's turn for as long as the held-out share takes, and it grows with the project);
 //! 5. **publish**: the version is recorded, and served only if it does no worse; otherwise it
 //!    stays on disk and the status says why. Either way Label Studio is brought in step: with
 //!    the new version's predictions, or with the served version's regions re-cut for the tasks
@@ -37,7 +39,8 @@ use nertrain_annotate::PreAnnotated;
 use nertrain_annotate::label_studio::{self, LabelingConfig, Target, Task};
 use nertrain_data::Scores;
 use nertrain_data::lock::{LockError, ProcessLock};
-use nertrain_model::job::{FitJob, JobEvent};
+use nertrain_model::ModelFiles;
+use nertrain_model::job::{FitJob, JobEvent, ScoreJob};
 use nertrain_tagger::{Tagger, lock};
 use serde::Serialize;
 use serde_json::value::RawValue;
@@ -725,9 +728,9 @@ fn judge_and_publish(
     } else {
         JudgedOn::Heldout
     };
-    let scored = |model: &Path, file: &str| score(shared, name, staged, model, file);
-    let new = scored(output, "heldout-new.json")?;
-    let mut previous = scored(against.tagger.dir(), "heldout-served.json")?;
+    let scored = |model: &Path| score(shared, name, staged, model, "heldout-served");
+    let new = new_version_scores(shared, name, staged, output)?;
+    let mut previous = scored(against.tagger.dir())?;
     let mut chosen_meanwhile: Option<String> = None;
     loop {
         let mut judgement = Judgement::of(
@@ -772,7 +775,7 @@ fn judge_and_publish(
         match publish(shared, project, record, version, &against.id)? {
             Published::Done => return Ok(()),
             Published::ServedMeanwhile { name, version } => {
-                previous = scored(version.tagger.dir(), "heldout-served.json")?;
+                previous = scored(version.tagger.dir())?;
                 chosen_meanwhile = Some(name);
                 against = version;
             }
@@ -923,8 +926,7 @@ fn train(
         rehearse_own: from == shared.settings.base_model,
     };
     let job_file = staged.dir.join("job.json");
-    let bytes = serde_json::to_vec_pretty(&job).expect("a job serialises");
-    nertrain_data::io::write_atomic(&job_file, &bytes).map_err(file_error(&job_file))?;
+    write_job(&job_file, &job)?;
     let log_file = staged.dir.join("fit.log");
     let mut fit = shared.trainer(&log_file)?;
     fit.arg("fit").arg("--job").arg(&job_file);
@@ -959,9 +961,10 @@ fn train(
     }
 }
 
-/// A model's scores on the held-out texts (`nertrain eval`, in a process of its own, so that
-/// scoring takes no turn from the served model's requests), written to `scores` in the data
-/// directory.
+/// A model's scores on the held-out texts, read and scored as `fit` chose the new version's
+/// epoch, open labels left out: a [`ScoreJob`] that `nertrain eval --job` runs in a process of
+/// its own (so that scoring takes no turn from the served model's requests), its scores written
+/// to `DIR/data/vN/{scores}.json`.
 fn score(
     shared: &Shared,
     name: &str,
@@ -969,30 +972,59 @@ fn score(
     model: &Path,
     scores: &str,
 ) -> Result<Scores, LearnError> {
+    let job = ScoreJob {
+        model: model.to_path_buf(),
+        data: staged.heldout.clone(),
+        dictionaries: shared.settings.dictionaries.clone(),
+        replace_dictionary: shared.settings.replace_dictionary,
+        open_labels: staged.open_labels.clone(),
+        scores: staged.dir.join(format!("{scores}.json")),
+    };
+    let job_file = staged.dir.join(format!("{scores}.job.json"));
+    write_job(&job_file, &job)?;
     let log_file = staged.dir.join("fit.log");
-    let scores = staged.dir.join(scores);
     let mut eval = shared.trainer(&log_file)?;
-    eval.arg("eval")
-        .arg("--model")
-        .arg(model)
-        .arg("--data")
-        .arg(&staged.heldout)
-        .arg("--json");
-    for file in &shared.settings.dictionaries {
-        eval.arg("--dictionary").arg(file);
-    }
-    if shared.settings.replace_dictionary {
-        eval.arg("--replace-dictionary");
-    }
-    let out = std::fs::File::create(&scores).map_err(file_error(&scores))?;
-    eval.stdout(out);
+    eval.arg("eval").arg("--job").arg(&job_file);
     shared.run_child(eval, name, &log_file, || {})?;
-    std::fs::read(&scores)
+    read_scores(&job.scores, &staged.heldout)
+}
+
+/// The new version's scores on the held-out texts: those its training recorded for the model
+/// it kept (the held-out texts are its test file), so that it is scored once, as its epoch was
+/// chosen; scored again only to tag with the server's dictionaries, which training did not.
+fn new_version_scores(
+    shared: &Shared,
+    name: &str,
+    staged: &Staged,
+    output: &Path,
+) -> Result<Scores, LearnError> {
+    if !shared.settings.dictionaries.is_empty() {
+        return score(shared, name, staged, output, "heldout-new");
+    }
+    let files = ModelFiles::new(output);
+    files
+        .read_test_scores()
+        .map(|recorded| recorded.scores)
+        .map_err(|e| LearnError::File {
+            path: files.test_scores_file(),
+            message: e.to_string(),
+        })
+}
+
+/// A job written whole for a child to read.
+fn write_job(path: &Path, job: &impl Serialize) -> Result<(), LearnError> {
+    let bytes = serde_json::to_vec_pretty(job).expect("a job serialises");
+    nertrain_data::io::write_atomic(path, &bytes).map_err(file_error(path))
+}
+
+/// Scores a [`ScoreJob`] wrote, of `heldout`.
+fn read_scores(path: &Path, heldout: &Path) -> Result<Scores, LearnError> {
+    std::fs::read(path)
         .map_err(|e| e.to_string())
         .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| e.to_string()))
         .map_err(|message| LearnError::File {
-            path: scores.clone(),
-            message: format!("scoring {}: {message}", staged.heldout.display()),
+            path: path.to_path_buf(),
+            message: format!("scoring {}: {message}", heldout.display()),
         })
 }
 

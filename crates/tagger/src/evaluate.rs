@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 use std::ops::Range;
 use std::path::Path;
 
-use nertrain_annotate::{AnnotatedCorpus, CharSpan, LabelledFile, Misaligned, read_labelled};
+use nertrain_annotate::{
+    AnnotatedCorpus, CharSpan, LabelledFile, Misaligned, read_labelled, read_sentences,
+};
 use nertrain_data::{
     CalibrationBin, ColumnSpec, Confusion, Corpus, LabelConfidences, OperatingPoint, Report,
     Scorer, Scores, SpanScorer, TagScheme, calibration, label_confidences, read_tagged, spans,
@@ -192,6 +194,17 @@ impl Tagger {
             warnings,
             scored: Scored::Spans(evaluation),
         })
+    }
+
+    /// Scores the model on a gold file read as `fit` reads its held-out files
+    /// ([`read_sentences`]: an export cut into words by the treebank rules, its spans that miss
+    /// them left out) and scored as `fit` scores the epochs it chooses among, so that a model is
+    /// judged the way its epoch was chosen.
+    pub fn evaluate_as_fit(&self, path: &Path, options: TagOptions) -> Result<FileEvaluation> {
+        let (gold, read_warnings) = read_sentences(path, &self.meta().columns)?;
+        let mut evaluation = self.evaluate_gold(gold.complete("scoring")?, options)?;
+        evaluation.warnings.splice(0..0, read_warnings);
+        Ok(evaluation)
     }
 
     /// [`Tagger::evaluate_file`] of a CoNLL corpus read elsewhere (stdin, say): the corpus's

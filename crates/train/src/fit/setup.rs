@@ -6,7 +6,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use burn::tensor::Device;
-use nertrain_annotate::read_labelled;
+use nertrain_annotate::read_sentences;
 use nertrain_data::{
     ColumnSpec, Context, Corpus, DataError, Dictionary, Encoded, Label, Mention, Sentence,
     SubwordTokenizer, TOKENIZER_FILE, TagScheme, TextNormalization, Tokenizer, TokenizerSpec,
@@ -28,7 +28,7 @@ use super::events::{FitEvent, FitOptions};
 use crate::model_dir::ModelDir;
 use crate::{Experiment, Result};
 
-/// Reads a training, dev or test file ([`read_labelled`]): CoNLL columns (unknown labels
+/// Reads a training, dev or test file ([`read_sentences`]): CoNLL columns (unknown labels
 /// allowed, refused later where every label is needed), or an annotation tool's export cut into
 /// words and sentences by the treebank rules, its warnings shown.
 fn read_corpus(
@@ -36,8 +36,7 @@ fn read_corpus(
     columns: &ColumnSpec,
     events: &mut dyn FnMut(FitEvent),
 ) -> Result<Corpus<Label>> {
-    let tokenizer = Tokenizer::new(&TokenizerSpec::treebank()).expect("the treebank rules");
-    let (corpus, warnings) = read_labelled(path, columns)?.into_sentences(&tokenizer)?;
+    let (corpus, warnings) = read_sentences(path, columns)?;
     for warning in warnings {
         events(FitEvent::warning(warning));
     }
