@@ -16,6 +16,12 @@ if [ ! -x "$venv/bin/label-studio" ]; then
     python3 -m venv "$venv"
     "$venv/bin/pip" install -q "label-studio==$version"
 fi
+# The tests read CoNLL and make text of it with the nertrain wheel (crates/python), installed in
+# the same venv (.ci/run installs the one it built).
+if ! "$venv/bin/python" -c "import nertrain" 2>/dev/null; then
+    echo "$venv lacks the nertrain wheel: build it (maturin build --release -m crates/python/Cargo.toml) and pip install it there" >&2
+    exit 1
+fi
 port=8090
 token=0123456789abcdef0123456789abcdef01234567
 # A loopback backend is refused unless both SSRF guards are off; the setup request names this

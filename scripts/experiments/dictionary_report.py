@@ -29,10 +29,17 @@ from pathlib import Path
 from summarize_runs import conllpp_f1  # noqa: E402 (beside this script)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nerscripts import chunks, f1, format_mean_std, read_sentences  # noqa: E402 (scripts/nerscripts.py)
+from nerscripts import format_mean_std  # noqa: E402 (scripts/nerscripts.py)
+import nertrain  # noqa: E402 (the wheel: crates/python)
 
 NERTRAIN = os.environ.get("NERTRAIN", "target/release/nertrain")
 TYPES = ["LOC", "MISC", "ORG", "PER"]
+
+
+def read_sentences(path, tag_column=-1):
+    """A CoNLL file's sentences as (words, tags), as nertrain reads it."""
+    return [(s["words"], s["tags"])
+            for document in nertrain.read_conll(path, tag_column=tag_column) for s in document]
 
 
 def entities(corpus):
@@ -40,8 +47,16 @@ def entities(corpus):
     return [
         (s, a, b, kind, " ".join(words[a:b]))
         for s, (words, tags) in enumerate(corpus)
-        for a, b, kind in chunks(tags)
+        for a, b, kind in nertrain.entities(tags)
     ]
+
+
+def f1(gold, predicted, sentences):
+    """F1 of the entities (sentence, start, end, type) found against the gold ones, scored by
+    nertrain as `eval` scores exact spans."""
+    by_sentence = lambda entities: [  # noqa: E731
+        [(a, b, kind) for s, a, b, kind in entities if s == i] for i in range(sentences)]
+    return nertrain.score_entities(by_sentence(gold), by_sentence(predicted))["overall"]["f1"]
 
 
 def score(run, test, seen):
@@ -60,7 +75,7 @@ def score(run, test, seen):
         row[kind] = report["types"].get(kind, {}).get("f1", 0.0)
         g = {e[:4] for e in gold if e[3] == kind and e[4] not in seen}
         p = {e[:4] for e in predicted if e[3] == kind and e[4] not in seen}
-        row[f"unseen {kind}"] = f1(g, p)
+        row[f"unseen {kind}"] = f1(g, p, len(predicted_corpus))
     return row
 
 

@@ -13,24 +13,16 @@ Every fifth task is held out. Writes nothing outside a temporary directory.
 import argparse
 import json
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nerscripts import chunks, read_sentences  # noqa: E402
+import nertrain  # noqa: E402 (the wheel: crates/python)
 
 
 def spans(words, tags, keep):
     """The text (words joined by spaces) and its entities of the labels `keep`, in characters."""
-    starts, text = [], ""
-    for word in words:
-        text += " " if text else ""
-        starts.append(len(text))
-        text += word
-    found = [(starts[s], starts[e - 1] + len(words[e - 1]), label)
-             for s, e, label in chunks(tags) if label in keep]
-    return text, found
+    text, found = nertrain.sentence_text(words, tags)
+    return text, [(s, e, label) for s, e, label in found if label in keep]
 
 
 def scores(nertrain, model, data):
@@ -53,7 +45,9 @@ def main():
     lacking = [label for label in model_labels if label not in keep]
     work = Path(tempfile.mkdtemp(prefix="nertrain-subset-"))
     tasks, heldout = [], []
-    for i, (words, tags) in enumerate(read_sentences(args.project_data)):
+    sentences = [s for document in nertrain.read_conll(args.project_data) for s in document]
+    for i, sentence in enumerate(sentences):
+        words, tags = sentence["words"], sentence["tags"]
         text, found = spans(words, tags, keep)
         if i % 5 == 4:
             heldout.append({"text": text, "label": [[s, e, label] for s, e, label in found]})

@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+import nertrain  # the wheel (crates/python), installed beside Label Studio
 import requests
 
 CONFIG = """<View>
@@ -52,38 +53,14 @@ def check(condition, message):
 
 
 def sentences(path):
-    """(tokens, tags) of each sentence of a CoNLL file, -DOCSTART- left out."""
-    out, tokens, tags = [], [], []
-    for line in Path(path).read_text(encoding="utf-8").splitlines() + [""]:
-        if not line.strip():
-            if tokens and tokens[0] != "-DOCSTART-":
-                out.append((tokens, tags))
-            tokens, tags = [], []
-            continue
-        columns = line.split()
-        tokens.append(columns[0])
-        tags.append(columns[-1])
-    return out
+    """(tokens, tags) of each sentence of a CoNLL file, as nertrain reads it."""
+    return [(s["words"], s["tags"]) for document in nertrain.read_conll(path) for s in document]
 
 
 def spans(tokens, tags):
-    """The text (tokens joined by spaces) and its IOB2 entities as (start, end, label)."""
-    text, starts = "", []
-    for token in tokens:
-        if text:
-            text += " "
-        starts.append(len(text))
-        text += token
-    found, current = [], None
-    for i, tag in enumerate(tags + ["O"]):
-        if current and not tag.startswith("I-"):
-            found.append(current)
-            current = None
-        if tag.startswith("B-"):
-            current = [starts[i], starts[i] + len(tokens[i]), tag[2:]]
-        elif tag.startswith("I-") and current:
-            current[1] = starts[i] + len(tokens[i])
-    return text, [tuple(s) for s in found]
+    """The text (tokens joined by spaces) and its entities as (start, end, label), as nertrain
+    makes text of a sentence."""
+    return nertrain.sentence_text(tokens, tags)
 
 
 class Studio:

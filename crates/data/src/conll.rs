@@ -5,8 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::DataError;
 use crate::label::{Allowed, Label, TagColumn, known_tags};
+use crate::{CharSpan, DataError, Token, spans};
 
 const DOCSTART: &str = "-DOCSTART-";
 
@@ -354,6 +354,42 @@ pub fn parse_partially_tagged(
 /// [`read_tagged`] of text read elsewhere (stdin); `path` names it in errors.
 pub fn parse_tagged(text: &str, path: &Path, columns: &ColumnSpec) -> Result<Corpus, DataError> {
     parse_conll(text, path, columns)?.with_checked_tags()
+}
+
+/// Words as the text a sentence read from columns is tagged and annotated as: joined by single
+/// spaces, each word's token with its offsets (code points).
+pub fn words_as_text<S: AsRef<str>>(words: &[S]) -> (String, Vec<Token>) {
+    let mut text = String::new();
+    let mut tokens = Vec::with_capacity(words.len());
+    let mut start = 0;
+    for word in words {
+        let word = word.as_ref();
+        if !tokens.is_empty() {
+            text.push(' ');
+        }
+        text.push_str(word);
+        let end = start + word.chars().count();
+        tokens.push(Token {
+            text: word.to_string(),
+            start,
+            end,
+        });
+        start = end + 1;
+    }
+    (text, tokens)
+}
+
+/// A sentence's entities (conlleval's chunks of its tags, [`spans`]) as character spans of
+/// its text ([`words_as_text`]).
+pub fn char_spans<S: AsRef<str>>(tokens: &[Token], tags: &[S]) -> Vec<CharSpan> {
+    spans(tags)
+        .into_iter()
+        .map(|span| CharSpan {
+            start: tokens[span.start].start,
+            end: tokens[span.end - 1].end,
+            label: span.label,
+        })
+        .collect()
 }
 
 /// Reads a CoNLL file. Tolerates a UTF-8 BOM, CRLF line ends, whitespace-only separator lines,

@@ -28,8 +28,9 @@ mod vocab;
 pub use batch::{Batch, BatchPlan, CharIds, SentenceChars, SubwordIds};
 pub use casing::Casing;
 pub use conll::{
-    ColumnSpec, Corpus, Sentence, convert_tag_column, parse_conll, parse_partially_tagged,
-    parse_tagged, read_conll, read_partially_tagged, read_tagged, read_text, text_from_bytes,
+    ColumnSpec, Corpus, Sentence, char_spans, convert_tag_column, parse_conll,
+    parse_partially_tagged, parse_tagged, read_conll, read_partially_tagged, read_tagged,
+    read_text, text_from_bytes, words_as_text,
 };
 pub use context::{
     Context, DEFAULT_DOCUMENT_TOKENS, MentionCasing, document_pieces, set_mention_casing,

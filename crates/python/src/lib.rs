@@ -16,6 +16,8 @@
 
 #![warn(missing_docs)]
 
+mod data;
+
 use std::collections::BTreeMap;
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
@@ -450,5 +452,9 @@ fn nertrain(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(evaluate, module)?)?;
     module.add_function(wrap_pyfunction!(fit, module)?)?;
     module.add_function(wrap_pyfunction!(select, module)?)?;
+    module.add_function(wrap_pyfunction!(data::read_conll, module)?)?;
+    module.add_function(wrap_pyfunction!(data::entities, module)?)?;
+    module.add_function(wrap_pyfunction!(data::sentence_text, module)?)?;
+    module.add_function(wrap_pyfunction!(data::score_entities, module)?)?;
     Ok(())
 }

@@ -502,3 +502,35 @@ def test_a_model_reading_columns_scores_files_and_refuses_text(tmp_path):
     assert nertrain.Tagger(run).feature_columns == [1]
     with pytest.raises(ValueError, match=r"reads feature columns \[1\]"):
         nertrain.Tagger(run).tag(["Anna flew to Oslo ."])
+
+
+def test_reading_and_scoring_agree_with_the_binary(model, tmp_path):
+    documents = nertrain.read_conll(SAMPLE / "test.txt")
+    sentences = [s for document in documents for s in document]
+    assert sentences and all(len(s["words"]) == len(s["tags"]) for s in sentences)
+    assert nertrain.entities(["B-PER", "I-PER", "O", "I-LOC", "S-ORG"]) == [
+        (0, 2, "PER"), (3, 4, "LOC"), (4, 5, "ORG")]
+    text, found = nertrain.sentence_text(["Peter", "Müller", "in", "Berlin"],
+                                         ["B-PER", "I-PER", "O", "B-LOC"])
+    assert text == "Peter Müller in Berlin"
+    assert [text[s:e] for s, e, _ in found] == ["Peter Müller", "Berlin"]
+    with pytest.raises(ValueError, match="tags"):
+        nertrain.sentence_text(["a", "b"], ["O"])
+    # The sample's test file as text with its entities: scored by the binary as exact spans,
+    # and by score_entities from the binary's own tagging, the same numbers.
+    lines, gold = [], []
+    for sentence in sentences:
+        text, spans = nertrain.sentence_text(sentence["words"], sentence["tags"])
+        lines.append(json.dumps({"text": text, "spans": [
+            {"start": s, "end": e, "label": label} for s, e, label in spans]}))
+        gold.append(spans)
+    data = tmp_path / "test.jsonl"
+    data.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    expected = json.loads(cli("eval", "--model", str(model), "--data", str(data), "--json"))
+    tagged = nertrain.Tagger(model).tag([json.loads(line)["text"] for line in lines])
+    found = [[(e["start"], e["end"], e["label"]) for e in record["entities"]] for record in tagged]
+    scores = nertrain.score_entities(gold, found)
+    assert scores["overall"] == expected["overall"]
+    assert scores["types"] == expected["types"]
+    with pytest.raises(ValueError, match="same texts"):
+        nertrain.score_entities(gold, found[:-1])

@@ -617,22 +617,7 @@ impl Tagger {
             .iter()
             .zip(predictions)
             .map(|(sentence, prediction)| {
-                let words = &sentence.words;
-                let text = words.join(" ");
-                let mut start = 0;
-                let tokens = words
-                    .iter()
-                    .map(|word| {
-                        let end = start + word.chars().count();
-                        let token = Token {
-                            text: word.clone(),
-                            start,
-                            end,
-                        };
-                        start = end + 1;
-                        token
-                    })
-                    .collect();
+                let (text, tokens) = nertrain_data::words_as_text(&sentence.words);
                 tagged(&text, tokens, prediction)
             })
             .collect())

@@ -4,6 +4,26 @@ The module is the Rust extension `nertrain.nertrain`, re-exported; `nertrain.spa
 pipeline component (`nlp.add_pipe("nertrain", config={"model": DIR})`).
 """
 
-from .nertrain import Tagger, __version__, evaluate, fit, select
+from .nertrain import (
+    Tagger,
+    __version__,
+    entities,
+    evaluate,
+    fit,
+    read_conll,
+    score_entities,
+    select,
+    sentence_text,
+)
 
-__all__ = ["Tagger", "__version__", "evaluate", "fit", "select"]
+__all__ = [
+    "Tagger",
+    "__version__",
+    "entities",
+    "evaluate",
+    "fit",
+    "read_conll",
+    "score_entities",
+    "select",
+    "sentence_text",
+]

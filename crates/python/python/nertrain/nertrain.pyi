@@ -6,7 +6,7 @@ Offsets count code points, as ``str`` slices: ``text[entity["start"]:entity["end
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, TypedDict, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, TypedDict, Union
 
 __version__: str
 
@@ -230,3 +230,32 @@ def fit(
     batch with a checkpoint saved (``resume=True`` continues it), and is raised. ``start_from``,
     a trained model's directory, continues that model (``fit --start-from``).
     """
+
+class Sentence(TypedDict):
+    """A sentence of a CoNLL file: its words and their tags."""
+
+    words: List[str]
+    tags: List[str]
+
+EntitySpan = Tuple[int, int, str]
+"""An entity as ``(start, end, label)``: token indices, or code points of a text; ``end``
+exclusive."""
+
+def read_conll(path: StrPath, *, word_column: int = 0, tag_column: int = -1) -> List[List[Sentence]]:
+    """Reads a CoNLL file as ``fit`` and ``eval`` read it: its documents (``-DOCSTART-`` blocks;
+    one for a file without them), each a list of sentences. An error names the file and line."""
+
+def entities(tags: Sequence[str]) -> List[EntitySpan]:
+    """The entities of a sentence's tags as conlleval reads them (IOB1, IOB2 or IOBES,
+    leniently), over token indices."""
+
+def sentence_text(words: Sequence[str], tags: Sequence[str] = ()) -> Tuple[str, List[EntitySpan]]:
+    """A sentence's words as the text it is tagged and annotated as (joined by single spaces),
+    with its entities from ``tags`` in code points of that text."""
+
+def score_entities(
+    gold: Sequence[Sequence[EntitySpan]], found: Sequence[Sequence[EntitySpan]]
+) -> Dict[str, Any]:
+    """Scores found entities against gold ones, a list of them per text, each matched exactly
+    (same place, same label), as ``eval`` scores span-annotated text: ``overall`` and ``types``,
+    each with ``gold``, ``found``, ``correct``, ``precision``, ``recall`` and ``f1``."""

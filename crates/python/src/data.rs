@@ -1,0 +1,119 @@
+//! What scripts read and score without a model, from the crates that own it: CoNLL files as
+//! `fit` and `eval` read them, conlleval's entities of a tag sequence, a sentence's words as the
+//! text it is tagged as, and entity sets scored as `eval` scores span-annotated text.
+
+use std::path::PathBuf;
+
+use nertrain_data::{ColumnSpec, SpanScorer};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use serde::Serialize;
+
+use crate::to_python;
+
+/// An entity as `(start, end, label)`: token indices, or code points of a text.
+type EntitySpan = (usize, usize, String);
+
+/// A sentence of a CoNLL file.
+#[derive(Serialize)]
+struct SentenceRecord<'a> {
+    words: &'a [String],
+    tags: &'a [String],
+}
+
+/// Reads a CoNLL file as `fit` and `eval` read it: a list of documents (its `-DOCSTART-`
+/// blocks; one for a file without them), each a list of sentences, each a dict of `words` and
+/// `tags` (from `tag_column`; negative counts from the end). An error names the file and line.
+#[pyfunction]
+#[pyo3(signature = (path, *, word_column = 0, tag_column = -1))]
+pub(crate) fn read_conll<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+    word_column: isize,
+    tag_column: isize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let columns = ColumnSpec {
+        word_column,
+        tag_column,
+        ..ColumnSpec::default()
+    };
+    let corpus = py
+        .detach(|| nertrain_data::read_conll(&path, &columns))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    let mut documents: Vec<Vec<SentenceRecord>> = Vec::new();
+    let mut last = None;
+    for sentence in &corpus.sentences {
+        if last != Some(sentence.document) {
+            documents.push(Vec::new());
+            last = Some(sentence.document);
+        }
+        let record = SentenceRecord {
+            words: &sentence.words,
+            tags: &sentence.tags,
+        };
+        documents.last_mut().expect("pushed above").push(record);
+    }
+    to_python(py, &documents)
+}
+
+/// The entities of a sentence's tags as conlleval reads them (any of IOB1, IOB2 and IOBES,
+/// leniently): `(start, end, label)` over token indices, `end` exclusive.
+#[pyfunction]
+pub(crate) fn entities(tags: Vec<String>) -> Vec<EntitySpan> {
+    nertrain_data::spans(&tags)
+        .into_iter()
+        .map(|span| (span.start, span.end, span.label))
+        .collect()
+}
+
+/// A sentence's words as the text it is tagged and annotated as (joined by single spaces), with
+/// its entities from `tags` as `(start, end, label)` in code points of that text.
+#[pyfunction]
+#[pyo3(signature = (words, tags = Vec::new()))]
+pub(crate) fn sentence_text(
+    words: Vec<String>,
+    tags: Vec<String>,
+) -> PyResult<(String, Vec<EntitySpan>)> {
+    if !tags.is_empty() && tags.len() != words.len() {
+        return Err(PyValueError::new_err(format!(
+            "tags: {} for {} words; expected one a word",
+            tags.len(),
+            words.len()
+        )));
+    }
+    let (text, tokens) = nertrain_data::words_as_text(&words);
+    let spans = nertrain_data::char_spans(&tokens, &tags);
+    Ok((
+        text,
+        spans
+            .into_iter()
+            .map(|s| (s.start, s.end, s.label))
+            .collect(),
+    ))
+}
+
+/// Scores found entities against gold ones as `eval` scores span-annotated text: each an
+/// exact `(start, end, label)`, a list of them per text. The numbers `eval --json` prints
+/// (overall and per label; no token accuracy, which needs tokens).
+#[pyfunction]
+pub(crate) fn score_entities<'py>(
+    py: Python<'py>,
+    gold: Vec<Vec<EntitySpan>>,
+    found: Vec<Vec<EntitySpan>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    if gold.len() != found.len() {
+        return Err(PyValueError::new_err(format!(
+            "{} gold texts and {} found: expected the same texts",
+            gold.len(),
+            found.len()
+        )));
+    }
+    let mut scorer = SpanScorer::new();
+    let keyed = |entities: &[EntitySpan]| -> Vec<(EntitySpan, String)> {
+        entities.iter().map(|e| (e.clone(), e.2.clone())).collect()
+    };
+    for (gold, found) in gold.iter().zip(&found) {
+        scorer.add_entities(&keyed(gold), &keyed(found));
+    }
+    to_python(py, &scorer.report().scores())
+}
