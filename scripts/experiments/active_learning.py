@@ -55,6 +55,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nerscripts import mean_std, read_blocks, write_blocks  # noqa: E402 (scripts/nerscripts.py)
+import nertrain  # noqa: E402 (the wheel: crates/python)
 STRATEGIES = ["random", "least-confidence", "margin", "entropy", "expected-errors", "mnlp", "bald"]
 STRATEGY_OPTIONS = {"diversity", "regions", "floor", "self"}
 
@@ -113,9 +114,8 @@ def fit(options, train_file, output, seed, start_from=None, rehearse=None):
         args += ["--set", setting]
     run(args)
     seconds = time.perf_counter() - started
-    dev = json.loads((Path(output) / "dev.json").read_text())
-    test = json.loads((Path(output) / "test.json").read_text())
-    return dev["overall"]["f1"], test["overall"]["f1"], seconds
+    recorded = nertrain.read_run(output)
+    return recorded["dev"]["overall"]["f1"], recorded["test"]["overall"]["f1"], seconds
 
 
 def with_corpus(options):

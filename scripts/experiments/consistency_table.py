@@ -5,9 +5,8 @@
 
 Runs are grouped by their directory name without the `-sSEED` suffix. Columns: dev, test and
 CoNLL++ F1 decoded sentence by sentence (weight 0) and with the weight chosen on dev, the weights
-chosen, and each run's epochs (best) from its metrics.jsonl.
+chosen, and each run's epochs (best) from its record (`nertrain.read_run`).
 """
-import json
 import re
 import sys
 from collections import OrderedDict
@@ -15,11 +14,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from nerscripts import format_mean_std  # noqa: E402 (scripts/nerscripts.py)
+import nertrain  # noqa: E402 (the wheel: crates/python)
 
 
 def epochs(run):
-    with open(f"{run}/metrics.jsonl") as f:
-        records = [json.loads(line) for line in f]
+    records = nertrain.read_run(run)["metrics"]
     best = max((r for r in records if r["best"]), key=lambda r: r["epoch"])["epoch"]
     return f"{len(records)} ({best})"
 

@@ -14,13 +14,9 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 import tempfile
 
 import dictionary_report as report  # noqa: E402 (beside this script)
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nerscripts import read_sentences  # noqa: E402 (scripts/nerscripts.py)
 
 NERTRAIN = os.environ.get("NERTRAIN", "target/release/nertrain")
 
@@ -30,14 +26,14 @@ def predict(model, data, extra, out):
     if extra:
         args += ["--dictionary", extra]
     scores = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
-    entities = {e[:4]: e[4] for e in report.entities(read_sentences(out))}
+    entities = {e[:4]: e[4] for e in report.entities(report.read_sentences(out))}
     return scores, entities
 
 
 def main():
     model = sys.argv[1]
     dev = sys.argv[2] if len(sys.argv) > 2 else "../shared/data/conll2003/valid.txt"
-    gold = {e[:4]: e[4] for e in report.entities(read_sentences(dev))}
+    gold = {e[:4]: e[4] for e in report.entities(report.read_sentences(dev))}
     with tempfile.TemporaryDirectory() as tmp:
         before_scores, before = predict(model, dev, None, os.path.join(tmp, "before.txt"))
         missed = {k: v for k, v in gold.items() if k[3] in ("LOC", "PER") and k not in before}

@@ -27,7 +27,8 @@ from pathlib import Path
 
 import active_learning as loop  # noqa: E402 (beside this script)
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nerscripts import chunks, mean_std, read_blocks, write_blocks  # noqa: E402 (scripts/nerscripts.py)
+from nerscripts import mean_std, read_blocks, write_blocks  # noqa: E402 (scripts/nerscripts.py)
+import nertrain  # noqa: E402 (the wheel: crates/python)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +54,7 @@ def variants(train, seed):
         hidden = set(rng.sample(range(len(tags)), len(tags) // 2))
         for name, mark in [("half-unknown", "-"), ("half-O", "O")]:
             out[name].append(with_tags(sentence, [mark if i in hidden else t for i, t in enumerate(tags)]))
-        removed = [span for span in chunks(tags) if rng.random() < 1 / 3]
+        removed = [span for span in nertrain.entities(tags) if rng.random() < 1 / 3]
         inside = {i for start, end, _ in removed for i in range(start, end)}
         for name, mark in [("spans-unknown", "-"), ("spans-O", "O")]:
             out[name].append(with_tags(sentence, [mark if i in inside else t for i, t in enumerate(tags)]))
@@ -151,12 +152,12 @@ def main():
                 else:
                     write_blocks(work / f"{name}.txt", files[name])
                     dev_f1, test_f1, seconds = loop.fit(options, work / f"{name}.txt", run, seed)
-                test = json.loads((run / "test.json").read_text())
+                recorded = nertrain.read_run(run)
                 record = {
                     "seed": seed, "variant": name, "dev_f1": dev_f1, "test_f1": test_f1,
-                    "test_misc_f1": test["types"].get("MISC", {}).get("f1", 0.0),
+                    "test_misc_f1": recorded["test"]["types"].get("MISC", {}).get("f1", 0.0),
                     "seconds": round(seconds, 2),
-                    "epochs": len((run / "metrics.jsonl").read_text().splitlines()),
+                    "epochs": len(recorded["metrics"]),
                 }
                 results.append(record)
                 log.write(json.dumps(record) + "\n")

@@ -27,17 +27,16 @@ import os
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 from sacremoses import MosesDetokenizer
 
-import nertrain  # noqa: E402 (the wheel: crates/python)
+from nertrain import entities, read_conll  # noqa: E402 (the wheel: crates/python)
 
 
 def read_documents(path, tag_column):
     """A CoNLL file's documents of sentences of (word, tag), as nertrain reads it."""
     return [[list(zip(s["words"], s["tags"])) for s in document]
-            for document in nertrain.read_conll(path, tag_column=tag_column)]
+            for document in read_conll(path, tag_column=tag_column)]
 
 
 def align(words, text):
@@ -92,7 +91,7 @@ def annotated(documents, detokenize, paragraphs):
                 continue
             spans = [
                 {"start": offsets[s][0], "end": offsets[e - 1][1], "label": label}
-                for s, e, label in nertrain.entities([t for _, t in sentence])
+                for s, e, label in entities([t for _, t in sentence])
             ]
             texts.append((text, spans))
         if paragraphs:

@@ -8,14 +8,15 @@ Per run: the model's character features, the settings that differ from `configs/
 test F1 there (as `fit` scored it each epoch), CoNLL++ test F1 of the saved model (when
 ../shared/data/conllpp/test.txt or $CONLLPP is present; runs `nertrain eval`), epochs trained,
 the median training seconds per epoch and the summed training time. Everything comes from the
-run's own files (config.toml, metrics.jsonl).
+run's own record, read by the wheel (`nertrain.read_run`).
 """
 import json
 import os
 import statistics
 import subprocess
 import sys
-import tomllib
+
+import nertrain  # the wheel (crates/python)
 
 NERTRAIN = os.environ.get("NERTRAIN", "target/release/nertrain")
 # The levers' values in configs/conll.toml (section, key, value there).
@@ -45,8 +46,11 @@ def as_toml(value):
 
 
 def summarise(run):
-    config = tomllib.load(open(os.path.join(run, "config.toml"), "rb"))
-    epochs = [json.loads(line) for line in open(os.path.join(run, "metrics.jsonl"))]
+    record = nertrain.read_run(run)
+    # The resolved experiment names every setting; one left unset is None, as TOML leaves it out.
+    config = {name: {k: v for k, v in section.items() if v is not None}
+              for name, section in record["config"].items() if isinstance(section, dict)}
+    epochs = record["metrics"]
     best = max(epochs, key=lambda e: (e["dev_f1"], -e["epoch"]))
     train_seconds = [e["train_seconds"] for e in epochs]
     pp = conllpp_f1(run)

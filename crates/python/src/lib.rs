@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 mod data;
+mod run;
 
 use std::collections::BTreeMap;
 use std::ffi::CString;
@@ -456,5 +457,6 @@ fn nertrain(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(data::entities, module)?)?;
     module.add_function(wrap_pyfunction!(data::sentence_text, module)?)?;
     module.add_function(wrap_pyfunction!(data::score_entities, module)?)?;
+    module.add_function(wrap_pyfunction!(run::read_run, module)?)?;
     Ok(())
 }

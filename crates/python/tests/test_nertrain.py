@@ -534,3 +534,14 @@ def test_reading_and_scoring_agree_with_the_binary(model, tmp_path):
     assert scores["types"] == expected["types"]
     with pytest.raises(ValueError, match="same texts"):
         nertrain.score_entities(gold, found[:-1])
+
+
+def test_a_run_reads_as_fit_wrote_it(model):
+    run = nertrain.read_run(model)
+    metrics = [json.loads(line) for line in (Path(model) / "metrics.jsonl").read_text().splitlines()]
+    assert run["metrics"] == metrics
+    assert run["dev"] == json.loads((Path(model) / "dev.json").read_text())
+    assert run["test"] == json.loads((Path(model) / "test.json").read_text())
+    assert run["config"]["model"]["hidden"] > 0 and isinstance(run["config"]["train"]["seed"], int)
+    with pytest.raises(FileNotFoundError):
+        nertrain.read_run(Path(model) / "nowhere")

@@ -259,3 +259,9 @@ def score_entities(
     """Scores found entities against gold ones, a list of them per text, each matched exactly
     (same place, same label), as ``eval`` scores span-annotated text: ``overall`` and ``types``,
     each with ``gold``, ``found``, ``correct``, ``precision``, ``recall`` and ``f1``."""
+
+def read_run(run_dir: StrPath) -> Dict[str, Any]:
+    """A run directory's record, as ``fit`` wrote it: ``config`` (the resolved experiment, a dict
+    of its sections), ``metrics`` (a dict per epoch: ``epoch``, ``loss``, ``dev_f1``,
+    ``test_f1``, ``train_seconds``, ``best``, ...), ``dev`` (the best epoch's dev scores and its
+    ``epoch``) and ``test`` (the best model's test scores, or ``None``)."""
