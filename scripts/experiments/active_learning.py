@@ -83,8 +83,13 @@ def parse_strategy(spec):
     return name, options
 
 
+def made_text(sentence):
+    """A sentence's token lines made text by nertrain: its text and each token's offsets."""
+    return nertrain.sentence_text([line.split()[0] for line in sentence])
+
+
 def text_of(sentence):
-    return " ".join(line.split()[0] for line in sentence)
+    return made_text(sentence)["text"]
 
 
 def run(args, **kwargs):
@@ -171,24 +176,12 @@ def select(options, model, texts, spec, seed, work):
 
 def token_offsets(sentence):
     """Each token's (start, end) in the sentence's text (its words joined by spaces)."""
-    offsets, start = [], 0
-    for line in sentence:
-        word = line.split()[0]
-        offsets.append((start, start + len(word)))
-        start += len(word) + 1
-    return offsets
+    return [tuple(offsets) for offsets in made_text(sentence)["tokens"]]
 
 
 def gold_entities(tags):
-    """The IOB2 entities of `tags` as token ranges (start, end)."""
-    entities, start = [], None
-    for i, tag in enumerate(tags + ["O"]):
-        if start is not None and not tag.startswith("I-"):
-            entities.append((start, i))
-            start = None
-        if tag.startswith("B-") or (tag.startswith("I-") and start is None):
-            start = i
-    return entities
+    """The entities of `tags` as token ranges (start, end), as nertrain reads them."""
+    return [(start, end) for start, end, _ in nertrain.entities(tags)]
 
 
 def decided_tokens(sentence, regions):

@@ -21,8 +21,8 @@ import nertrain  # noqa: E402 (the wheel: crates/python)
 
 def spans(words, tags, keep):
     """The text (words joined by spaces) and its entities of the labels `keep`, in characters."""
-    text, found = nertrain.sentence_text(words, tags)
-    return text, [(s, e, label) for s, e, label in found if label in keep]
+    made = nertrain.sentence_text(words, tags)
+    return made["text"], [(s, e, label) for s, e, label in made["entities"] if label in keep]
 
 
 def scores(nertrain, model, data):

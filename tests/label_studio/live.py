@@ -60,7 +60,8 @@ def sentences(path):
 def spans(tokens, tags):
     """The text (tokens joined by spaces) and its entities as (start, end, label), as nertrain
     makes text of a sentence."""
-    return nertrain.sentence_text(tokens, tags)
+    made = nertrain.sentence_text(tokens, tags)
+    return made["text"], made["entities"]
 
 
 class Studio:

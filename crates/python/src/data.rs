@@ -66,14 +66,26 @@ pub(crate) fn entities(tags: Vec<String>) -> Vec<EntitySpan> {
         .collect()
 }
 
-/// A sentence's words as the text it is tagged and annotated as (joined by single spaces), with
-/// its entities from `tags` as `(start, end, label)` in code points of that text.
+/// A sentence made text: its words joined by single spaces, as it is tagged and annotated.
+#[derive(Serialize)]
+struct SentenceText {
+    text: String,
+    /// Each word's `(start, end)` in code points of the text.
+    tokens: Vec<(usize, usize)>,
+    /// The entities of its tags, in code points of the text.
+    entities: Vec<EntitySpan>,
+}
+
+/// A sentence's words as the text it is tagged and annotated as (joined by single spaces): a
+/// dict of the `text`, each word's `tokens` offsets `(start, end)` and its `entities` from
+/// `tags` as `(start, end, label)`, all in code points of that text.
 #[pyfunction]
 #[pyo3(signature = (words, tags = Vec::new()))]
-pub(crate) fn sentence_text(
+pub(crate) fn sentence_text<'py>(
+    py: Python<'py>,
     words: Vec<String>,
     tags: Vec<String>,
-) -> PyResult<(String, Vec<EntitySpan>)> {
+) -> PyResult<Bound<'py, PyAny>> {
     if !tags.is_empty() && tags.len() != words.len() {
         return Err(PyValueError::new_err(format!(
             "tags: {} for {} words; expected one a word",
@@ -82,14 +94,19 @@ pub(crate) fn sentence_text(
         )));
     }
     let (text, tokens) = nertrain_data::words_as_text(&words);
-    let spans = nertrain_data::char_spans(&tokens, &tags);
-    Ok((
-        text,
-        spans
-            .into_iter()
-            .map(|s| (s.start, s.end, s.label))
-            .collect(),
-    ))
+    let entities = nertrain_data::char_spans(&tokens, &tags)
+        .into_iter()
+        .map(|s| (s.start, s.end, s.label))
+        .collect();
+    let tokens = tokens.iter().map(|t| (t.start, t.end)).collect();
+    to_python(
+        py,
+        &SentenceText {
+            text,
+            tokens,
+            entities,
+        },
+    )
 }
 
 /// Scores found entities against gold ones as `eval` scores span-annotated text: each an

@@ -510,17 +510,20 @@ def test_reading_and_scoring_agree_with_the_binary(model, tmp_path):
     assert sentences and all(len(s["words"]) == len(s["tags"]) for s in sentences)
     assert nertrain.entities(["B-PER", "I-PER", "O", "I-LOC", "S-ORG"]) == [
         (0, 2, "PER"), (3, 4, "LOC"), (4, 5, "ORG")]
-    text, found = nertrain.sentence_text(["Peter", "Müller", "in", "Berlin"],
-                                         ["B-PER", "I-PER", "O", "B-LOC"])
+    made = nertrain.sentence_text(["Peter", "Müller", "in", "Berlin"],
+                                  ["B-PER", "I-PER", "O", "B-LOC"])
+    text = made["text"]
     assert text == "Peter Müller in Berlin"
-    assert [text[s:e] for s, e, _ in found] == ["Peter Müller", "Berlin"]
+    assert [text[s:e] for s, e in made["tokens"]] == ["Peter", "Müller", "in", "Berlin"]
+    assert [text[s:e] for s, e, _ in made["entities"]] == ["Peter Müller", "Berlin"]
     with pytest.raises(ValueError, match="tags"):
         nertrain.sentence_text(["a", "b"], ["O"])
     # The sample's test file as text with its entities: scored by the binary as exact spans,
     # and by score_entities from the binary's own tagging, the same numbers.
     lines, gold = [], []
     for sentence in sentences:
-        text, spans = nertrain.sentence_text(sentence["words"], sentence["tags"])
+        made = nertrain.sentence_text(sentence["words"], sentence["tags"])
+        text, spans = made["text"], made["entities"]
         lines.append(json.dumps({"text": text, "spans": [
             {"start": s, "end": e, "label": label} for s, e, label in spans]}))
         gold.append(spans)

@@ -249,9 +249,17 @@ def entities(tags: Sequence[str]) -> List[EntitySpan]:
     """The entities of a sentence's tags as conlleval reads them (IOB1, IOB2 or IOBES,
     leniently), over token indices."""
 
-def sentence_text(words: Sequence[str], tags: Sequence[str] = ()) -> Tuple[str, List[EntitySpan]]:
-    """A sentence's words as the text it is tagged and annotated as (joined by single spaces),
-    with its entities from ``tags`` in code points of that text."""
+class SentenceText(TypedDict):
+    """A sentence made text: its words joined by single spaces."""
+
+    text: str
+    tokens: List[Tuple[int, int]]
+    entities: List[EntitySpan]
+
+def sentence_text(words: Sequence[str], tags: Sequence[str] = ()) -> SentenceText:
+    """A sentence's words as the text it is tagged and annotated as (joined by single spaces):
+    the ``text``, each word's ``tokens`` offsets and the ``entities`` of ``tags``, in code points
+    of that text."""
 
 def score_entities(
     gold: Sequence[Sequence[EntitySpan]], found: Sequence[Sequence[EntitySpan]]
