@@ -102,17 +102,11 @@ def count_lines(path):
 
 
 def documents_of(lines):
-    """A file's lines as documents, as `tag --input` reads them: each run of lines up to a blank
-    one, and each blank line alone; as (first line's index, lines)."""
-    documents = []
-    previous_blank = True
-    for i, line in enumerate(lines):
-        blank = not line.strip()
-        if previous_blank or blank:
-            documents.append((i, []))
-        documents[-1][1].append(line)
-        previous_blank = blank
-    return documents
+    """A file's lines as documents, as `tag --input` reads them (`nertrain.line_documents`):
+    as (first line's index, lines)."""
+    import nertrain
+
+    return [(start, lines[start:end]) for start, end in nertrain.line_documents(lines)]
 
 
 def read_lines(path, documents):

@@ -134,3 +134,14 @@ pub(crate) fn score_entities<'py>(
     }
     to_python(py, &scorer.report().scores())
 }
+
+/// A file's lines as documents, as `tag --input` (and `Tagger.tag(lines=True)`) reads them for a
+/// model that reads documents: each run of non-blank lines is one, each blank line one alone;
+/// as `(start, end)` line indices, `end` exclusive.
+#[pyfunction]
+pub(crate) fn line_documents(lines: Vec<String>) -> Vec<(usize, usize)> {
+    nertrain_tagger::line_documents(&lines)
+        .into_iter()
+        .map(|range| (range.start, range.end))
+        .collect()
+}

@@ -518,6 +518,8 @@ def test_reading_and_scoring_agree_with_the_binary(model, tmp_path):
     assert [text[s:e] for s, e, _ in made["entities"]] == ["Peter Müller", "Berlin"]
     with pytest.raises(ValueError, match="tags"):
         nertrain.sentence_text(["a", "b"], ["O"])
+    assert nertrain.line_documents(["a", "b", "", "c", " ", "", "d", "e"]) == [
+        (0, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 8)]
     # The sample's test file as text with its entities: scored by the binary as exact spans,
     # and by score_entities from the binary's own tagging, the same numbers.
     lines, gold = [], []

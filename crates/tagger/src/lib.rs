@@ -765,9 +765,9 @@ fn cut_long(tokens: &[Token], sentence: Range<usize>) -> Vec<Range<usize>> {
     pieces
 }
 
-/// A file's lines as documents: each run of non-blank lines is one, and each blank line one
-/// alone.
-fn line_documents<S: AsRef<str>>(lines: &[S]) -> Vec<Range<usize>> {
+/// A file's lines as documents, as `tag --input` reads them for a model that reads documents:
+/// each run of non-blank lines is one, and each blank line one alone.
+pub fn line_documents<S: AsRef<str>>(lines: &[S]) -> Vec<Range<usize>> {
     let mut documents: Vec<Range<usize>> = Vec::new();
     let mut previous_blank = true;
     for (i, line) in lines.iter().enumerate() {

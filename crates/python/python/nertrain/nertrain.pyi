@@ -273,3 +273,8 @@ def read_run(run_dir: StrPath) -> Dict[str, Any]:
     of its sections), ``metrics`` (a dict per epoch: ``epoch``, ``loss``, ``dev_f1``,
     ``test_f1``, ``train_seconds``, ``best``, ...), ``dev`` (the best epoch's dev scores and its
     ``epoch``) and ``test`` (the best model's test scores, or ``None``)."""
+
+def line_documents(lines: Sequence[str]) -> List[Tuple[int, int]]:
+    """A file's lines as documents, as ``tag --input`` (and ``Tagger.tag(lines=True)``) reads
+    them for a model that reads documents: each run of non-blank lines is one, each blank line
+    one alone; as ``(start, end)`` line indices."""
