@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from nerscripts import read_blocks, write_blocks  # noqa: E402
 from active_learning import interpolate, submitted, text_of  # noqa: E402
+import nertrain  # noqa: E402 (the wheel: crates/python)
 
 CONFIG = """<View>
   <Labels name="label" toName="text">
@@ -102,32 +103,12 @@ def test_f1(options, model):
     return json.loads(out)["overall"]["f1"]
 
 
-def tagger_tokens(options, model, lines, train, work):
-    """Each of the training file's `lines`, its tokens as the model cuts its text (`tag --format
-    conll`), as (start, end) code points: what `select`'s token budget counts, which is not always
-    the corpus's tokens (`U.S.-based` is three)."""
-    texts = [text_of(train[i]) for i in lines]
-    pool = work / "pool.txt"
-    pool.write_text("".join(t + "\n" for t in texts), encoding="utf-8")
-    out = run([options.binary, "tag", "--model", str(model), "--input", str(pool), "--format", "conll"])
-    words, current = [], []
-    for line in out.split("\n"):
-        if line:
-            current.append(line.rsplit(" ", 1)[0])
-        else:
-            words.append(current)
-            current = []
-    tokens = {}
-    for i, text, cut in zip(lines, texts, words):
-        offsets, at = [], 0
-        for word in cut:
-            start = text.index(word, at)
-            offsets.append((start, start + len(word)))
-            at = start + len(word)
-        tokens[i] = offsets
-    if len(tokens) != len(lines):
-        sys.exit(f"tag --format conll gave {len(tokens)} texts for {len(lines)}")
-    return tokens
+def tagger_tokens(model, lines, train):
+    """Each of the training file's `lines`, its tokens as the model cuts its text, as (start,
+    end) code points: what `select`'s token budget counts, which is not always the corpus's
+    tokens (`U.S.-based` is three)."""
+    cut = nertrain.Tagger(str(model)).tokenize([text_of(train[i]) for i in lines])
+    return {i: [tuple(token) for token in tokens] for i, tokens in zip(lines, cut)}
 
 
 def annotation(sentence, prediction, cut):
@@ -406,7 +387,7 @@ def main():
     train, initial = start(opts, out)
     total_tokens = sum(len(s) for s in train)
     rest = [i for i in range(len(train)) if i not in set(initial)]
-    cut = tagger_tokens(opts, out / "base", rest, train, out)
+    cut = tagger_tokens(out / "base", rest, train)
     pid = create_project(studio, opts, train, rest)
     log = open(out / "serve.log", "w")
     server = start_server(opts, out, log)

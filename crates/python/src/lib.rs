@@ -126,6 +126,27 @@ impl Tagger {
         Ok(list)
     }
 
+    /// Each text cut into words as `tag` cuts it (the unit of `select`'s token budget): a list
+    /// of `(start, end)` code points per text. A text of more words than a text may have is a
+    /// `ValueError` naming it.
+    fn tokenize(&self, py: Python<'_>, texts: Vec<String>) -> PyResult<Vec<Vec<(usize, usize)>>> {
+        py.detach(|| {
+            texts
+                .iter()
+                .enumerate()
+                .map(|(i, text)| {
+                    let tokens = self.inner.tokenize(text).ok_or_else(|| {
+                        PyValueError::new_err(format!(
+                            "texts[{i}]: more than {} words",
+                            nertrain_tagger::MAX_TEXT_WORDS
+                        ))
+                    })?;
+                    Ok(tokens.iter().map(|t| (t.start, t.end)).collect())
+                })
+                .collect()
+        })
+    }
+
     /// The entity types the model finds.
     #[getter]
     fn labels(&self) -> Vec<String> {

@@ -550,3 +550,12 @@ def test_a_run_reads_as_fit_wrote_it(model):
     assert run["config"]["model"]["hidden"] > 0 and isinstance(run["config"]["train"]["seed"], int)
     with pytest.raises(FileNotFoundError):
         nertrain.read_run(Path(model) / "nowhere")
+
+
+def test_tokenize_cuts_text_as_tag_does(model, tagger):
+    texts = ["Peter lives in Berlin.", "U.S.-based Acme Corp. hired Anna Schmidt."]
+    cut = tagger.tokenize(texts)
+    conll = cli("tag", "--model", str(model), "--format", "conll", *texts)
+    tagged = [[line.rsplit(" ", 1)[0] for line in block.splitlines()]
+              for block in conll.strip("\n").split("\n\n")]
+    assert [[text[s:e] for s, e in tokens] for text, tokens in zip(texts, cut)] == tagged

@@ -154,6 +154,10 @@ class Tagger:
         scores and tags CoNLL files only."""
 
     @property
+    def tokenize(self, texts: Sequence[str]) -> List[List[Tuple[int, int]]]:
+        """Each text cut into words as ``tag`` cuts it (the unit of ``select``'s token budget):
+        ``(start, end)`` code points per word. A text of more words than a text may have is a
+        ``ValueError``."""
     def labels(self) -> List[str]:
         """The entity types the model finds."""
 
