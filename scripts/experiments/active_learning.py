@@ -225,9 +225,8 @@ def revealed(sentence, regions, entities, self_train):
 
 
 def labels_region(text, start, end, name, label):
-    """A Label Studio region of control `name` over text[start:end]."""
-    return {"from_name": name, "to_name": "text", "type": "labels",
-            "value": {"start": start, "end": end, "text": text[start:end], "labels": [label]}}
+    """A Label Studio region of control `name` over text[start:end], as nertrain makes it."""
+    return nertrain.label_studio_region(text, start, end, label, from_name=name)
 
 
 def submitted(sentence, checks, entities):

@@ -52,9 +52,7 @@ def main():
         if i % 5 == 4:
             heldout.append({"text": text, "label": [[s, e, label] for s, e, label in found]})
             continue
-        result = [{"from_name": "label", "to_name": "text", "type": "labels",
-                   "value": {"start": s, "end": e, "text": text[s:e], "labels": [label]}}
-                  for s, e, label in found]
+        result = [nertrain.label_studio_region(text, s, e, label) for s, e, label in found]
         tasks.append({"id": i + 1, "data": {"text": text}, "annotations": [{"result": result}]})
     (work / "train.json").write_text(json.dumps(tasks), encoding="utf-8")
     (work / "heldout.jsonl").write_text("".join(json.dumps(h) + "\n" for h in heldout), encoding="utf-8")

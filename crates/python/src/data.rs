@@ -4,7 +4,8 @@
 
 use std::path::PathBuf;
 
-use nertrain_data::{ColumnSpec, SpanScorer};
+use nertrain_annotate::label_studio;
+use nertrain_data::{CharSpan, ColumnSpec, SpanScorer};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use serde::Serialize;
@@ -144,4 +145,31 @@ pub(crate) fn line_documents(lines: Vec<String>) -> Vec<(usize, usize)> {
         .into_iter()
         .map(|range| (range.start, range.end))
         .collect()
+}
+
+/// A region of `text[start:end]` (code points) labelled `label`, as an annotator submits it in
+/// Label Studio under the control `from_name` on the object `to_name` (Label Studio's default
+/// named-entity config by default): the dict `fit` reads in an export's results.
+#[pyfunction]
+#[pyo3(signature = (text, start, end, label, *, from_name = "label", to_name = "text"))]
+pub(crate) fn label_studio_region<'py>(
+    py: Python<'py>,
+    text: &str,
+    start: usize,
+    end: usize,
+    label: String,
+    from_name: &str,
+    to_name: &str,
+) -> PyResult<Bound<'py, PyAny>> {
+    let length = text.chars().count();
+    if start >= end || end > length {
+        return Err(PyValueError::new_err(format!(
+            "start {start}, end {end}: expected 0 <= start < end <= {length}, the text's length"
+        )));
+    }
+    let span = CharSpan { start, end, label };
+    to_python(
+        py,
+        &label_studio::Region::annotated(text, &span, from_name, to_name),
+    )
 }

@@ -479,6 +479,7 @@ fn nertrain(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(data::sentence_text, module)?)?;
     module.add_function(wrap_pyfunction!(data::score_entities, module)?)?;
     module.add_function(wrap_pyfunction!(data::line_documents, module)?)?;
+    module.add_function(wrap_pyfunction!(data::label_studio_region, module)?)?;
     module.add_function(wrap_pyfunction!(run::read_run, module)?)?;
     Ok(())
 }

@@ -518,6 +518,11 @@ def test_reading_and_scoring_agree_with_the_binary(model, tmp_path):
     assert [text[s:e] for s, e, _ in made["entities"]] == ["Peter Müller", "Berlin"]
     with pytest.raises(ValueError, match="tags"):
         nertrain.sentence_text(["a", "b"], ["O"])
+    assert nertrain.label_studio_region("Peter Müller lives", 0, 12, "PER") == {
+        "from_name": "label", "to_name": "text", "type": "labels",
+        "value": {"start": 0, "end": 12, "text": "Peter Müller", "labels": ["PER"]}}
+    with pytest.raises(ValueError, match="start 3, end 99"):
+        nertrain.label_studio_region("Peter", 3, 99, "PER")
     assert nertrain.line_documents(["a", "b", "", "c", " ", "", "d", "e"]) == [
         (0, 2), (2, 3), (3, 4), (4, 5), (5, 6), (6, 8)]
     # The sample's test file as text with its entities: scored by the binary as exact spans,

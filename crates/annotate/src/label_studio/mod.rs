@@ -582,10 +582,12 @@ pub struct Prediction {
     pub result: Vec<Region>,
 }
 
-/// A labelled region of a prediction.
+/// A labelled region of a prediction, or of an annotation's result.
 #[derive(Debug, Clone, Serialize)]
 pub struct Region {
-    id: String,
+    /// Its id; none in a result an annotator submits, where Label Studio gives one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
     from_name: String,
     to_name: String,
     #[serde(rename = "type")]
@@ -600,7 +602,7 @@ impl Region {
     /// region named `id` of `target`.
     pub fn new(text: &str, span: &CharSpan, probability: f64, id: String, target: &Target) -> Self {
         Self {
-            id,
+            id: Some(id),
             from_name: target.from_name.clone(),
             to_name: target.to_name.clone(),
             kind: "labels",
@@ -614,11 +616,29 @@ impl Region {
         }
     }
 
+    /// `span` of `text` (code points) as an annotator submits it, a region of the control
+    /// `from_name` on the object `to_name`: no id (Label Studio gives one) and no score.
+    pub fn annotated(text: &str, span: &CharSpan, from_name: &str, to_name: &str) -> Self {
+        Self {
+            id: None,
+            from_name: from_name.to_string(),
+            to_name: to_name.to_string(),
+            kind: "labels",
+            value: LabelsValue {
+                start: span.start,
+                end: span.end,
+                text: Some(covered(text, span.start, span.end)),
+                labels: vec![span.label.clone()],
+            },
+            score: None,
+        }
+    }
+
     /// The region `start..end` of `text` (code points) to decide, as a region named `id` of
     /// the [`CHECK`] control on `to_name`.
     pub fn check(text: &str, (start, end): (usize, usize), id: String, to_name: &str) -> Self {
         Self {
-            id,
+            id: Some(id),
             from_name: CHECK.to_string(),
             to_name: to_name.to_string(),
             kind: "labels",

@@ -282,3 +282,10 @@ def line_documents(lines: Sequence[str]) -> List[Tuple[int, int]]:
     """A file's lines as documents, as ``tag --input`` (and ``Tagger.tag(lines=True)``) reads
     them for a model that reads documents: each run of non-blank lines is one, each blank line
     one alone; as ``(start, end)`` line indices."""
+
+def label_studio_region(
+    text: str, start: int, end: int, label: str, *, from_name: str = "label", to_name: str = "text"
+) -> Dict[str, Any]:
+    """A region of ``text[start:end]`` labelled ``label``, as an annotator submits it in Label
+    Studio under the control ``from_name`` on the object ``to_name``: the dict ``fit`` reads in
+    an export's results."""
