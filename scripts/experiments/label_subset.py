@@ -59,11 +59,10 @@ def main():
     rows = {"served": args.model}
     for name, open_labels in (("taught as O", []), ("left open", lacking)):
         output = work / name.replace(" ", "-")
-        job = {"start_from": str(Path(args.model).resolve()), "train": str(work / "train.json"),
-               "heldout": str(work / "heldout.jsonl"), "output": str(output), "epochs": args.epochs,
-               "open_labels": open_labels, "events": str(work / f"{output.name}.events"),
-               "keep_checkpoint": False}
-        (work / f"{output.name}.job").write_text(json.dumps(job), encoding="utf-8")
+        nertrain.write_fit_job(work / f"{output.name}.job", start_from=Path(args.model).resolve(),
+                               train=work / "train.json", heldout=work / "heldout.jsonl",
+                               output=output, epochs=args.epochs, open_labels=open_labels,
+                               events=work / f"{output.name}.events", keep_checkpoint=False)
         subprocess.run([args.nertrain, "fit", "--job", str(work / f"{output.name}.job")],
                        capture_output=True, check=True)
         rows[name] = output

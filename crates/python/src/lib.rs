@@ -481,5 +481,6 @@ fn nertrain(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(data::line_documents, module)?)?;
     module.add_function(wrap_pyfunction!(data::label_studio_region, module)?)?;
     module.add_function(wrap_pyfunction!(run::read_run, module)?)?;
+    module.add_function(wrap_pyfunction!(run::write_fit_job, module)?)?;
     Ok(())
 }

@@ -564,3 +564,18 @@ def test_tokenize_cuts_text_as_tag_does(model, tagger):
     tagged = [[line.rsplit(" ", 1)[0] for line in block.splitlines()]
               for block in conll.strip("\n").split("\n\n")]
     assert [[text[s:e] for s, e in tokens] for text, tokens in zip(texts, cut)] == tagged
+
+
+def test_a_fit_job_written_by_the_wheel_runs(model, tmp_path):
+    job = tmp_path / "job.json"
+    nertrain.write_fit_job(job, start_from=model, train=SAMPLE / "dev.txt",
+                           heldout=SAMPLE / "test.txt", output=tmp_path / "run", epochs=1,
+                           events=tmp_path / "events.jsonl", keep_checkpoint=False)
+    cli("fit", "--job", str(job))
+    events = [json.loads(line) for line in (tmp_path / "events.jsonl").read_text().splitlines()]
+    assert [e["event"] for e in events] == ["epoch", "done"]
+    assert nertrain.read_run(tmp_path / "run")["test"]["overall"]["f1"] >= 0
+    with pytest.raises(ValueError, match="epochs"):
+        nertrain.write_fit_job(tmp_path / "bad.json", start_from=model, train="t", heldout="h",
+                               output="o", epochs=0, events="e")
+    assert not (tmp_path / "bad.json").exists()

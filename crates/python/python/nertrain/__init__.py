@@ -17,6 +17,7 @@ from .nertrain import (
     score_entities,
     select,
     sentence_text,
+    write_fit_job,
 )
 
 __all__ = [
@@ -32,4 +33,5 @@ __all__ = [
     "score_entities",
     "select",
     "sentence_text",
+    "write_fit_job",
 ]

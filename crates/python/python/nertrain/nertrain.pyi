@@ -289,3 +289,21 @@ def label_studio_region(
     """A region of ``text[start:end]`` labelled ``label``, as an annotator submits it in Label
     Studio under the control ``from_name`` on the object ``to_name``: the dict ``fit`` reads in
     an export's results."""
+
+def write_fit_job(
+    path: StrPath,
+    *,
+    start_from: StrPath,
+    train: StrPath,
+    heldout: StrPath,
+    output: StrPath,
+    epochs: int,
+    events: StrPath,
+    open_labels: Sequence[str] = (),
+    overrides: Sequence[str] = (),
+    keep_checkpoint: bool = True,
+    rehearse_own: bool = True,
+) -> None:
+    """Writes the job ``nertrain fit --job PATH`` runs: ``start_from``'s model continued on
+    ``train``, its epoch chosen and scored on ``heldout``, into ``output``, each epoch appended
+    to ``events``; written whole or not at all."""
