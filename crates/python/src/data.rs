@@ -10,7 +10,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use serde::Serialize;
 
-use crate::to_python;
+use crate::{python_error, to_python};
 
 /// An entity as `(start, end, label)`: token indices, or code points of a text.
 type EntitySpan = (usize, usize, String);
@@ -24,7 +24,8 @@ struct SentenceRecord<'a> {
 
 /// Reads a CoNLL file as `fit` and `eval` read it: a list of documents (its `-DOCSTART-`
 /// blocks; one for a file without them), each a list of sentences, each a dict of `words` and
-/// `tags` (from `tag_column`; negative counts from the end). An error names the file and line.
+/// `tags` (from `tag_column`; negative counts from the end). An error names the file and line:
+/// `FileNotFoundError` for a file that is not there, `ValueError` for one that is not CoNLL.
 #[pyfunction]
 #[pyo3(signature = (path, *, word_column = 0, tag_column = -1))]
 pub(crate) fn read_conll<'py>(
@@ -40,7 +41,7 @@ pub(crate) fn read_conll<'py>(
     };
     let corpus = py
         .detach(|| nertrain_data::read_conll(&path, &columns))
-        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+        .map_err(|e| python_error(e.into()))?;
     let mut documents: Vec<Vec<SentenceRecord>> = Vec::new();
     let mut last = None;
     for sentence in &corpus.sentences {

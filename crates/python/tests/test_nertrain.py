@@ -508,6 +508,8 @@ def test_reading_and_scoring_agree_with_the_binary(model, tmp_path):
     documents = nertrain.read_conll(SAMPLE / "test.txt")
     sentences = [s for document in documents for s in document]
     assert sentences and all(len(s["words"]) == len(s["tags"]) for s in sentences)
+    with pytest.raises(FileNotFoundError):
+        nertrain.read_conll(tmp_path / "nowhere.txt")
     assert nertrain.entities(["B-PER", "I-PER", "O", "I-LOC", "S-ORG"]) == [
         (0, 2, "PER"), (3, 4, "LOC"), (4, 5, "ORG")]
     made = nertrain.sentence_text(["Peter", "Müller", "in", "Berlin"],

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::refresh::RefreshStatus;
+use crate::status::RefreshStatus;
 use crate::versions::VersionRecord;
 
 /// What learning did or found, for the log.

@@ -50,8 +50,9 @@ use crate::client::Connection;
 use crate::error::{LearnError, file_error};
 use crate::events::{Events, StudioEvent};
 use crate::judge::{JudgedOn, Judgement};
-use crate::refresh::{RefreshSettings, RefreshStatus, Refresher};
+use crate::refresh::{RefreshSettings, Refresher};
 use crate::served::{Served, Version, weights_id};
+use crate::status::RefreshStatus;
 use crate::versions::{
     BASE, Registry, ServeRefusal, VersionRecord, VersionServed, next_name, prune, read_registry,
     write_registry,

@@ -24,6 +24,7 @@ pub mod learn;
 pub mod predict;
 pub mod refresh;
 mod served;
+pub mod status;
 pub mod versions;
 
 use std::collections::HashMap;
@@ -42,8 +43,9 @@ pub use client::Connection;
 pub use events::{Events, StudioEvent};
 pub use judge::LabelF1;
 pub use learn::{LearnSettings, LearningStatus, Progress};
-pub use refresh::{RefreshPhase, RefreshSettings, RefreshStatus};
+pub use refresh::RefreshSettings;
 pub use served::{Served, Version, check_servable};
+pub use status::{Posted, RefreshPhase, RefreshStatus};
 pub use versions::{ServeRefusal, VersionRecord, VersionServed, model_to_serve};
 
 /// Why the backend refused a request.

@@ -603,16 +603,8 @@ impl Region {
     pub fn new(text: &str, span: &CharSpan, probability: f64, id: String, target: &Target) -> Self {
         Self {
             id: Some(id),
-            from_name: target.from_name.clone(),
-            to_name: target.to_name.clone(),
-            kind: "labels",
-            value: LabelsValue {
-                start: span.start,
-                end: span.end,
-                text: Some(covered(text, span.start, span.end)),
-                labels: vec![span.label.clone()],
-            },
             score: Some(probability),
+            ..Self::annotated(text, span, &target.from_name, &target.to_name)
         }
     }
 
