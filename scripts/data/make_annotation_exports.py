@@ -11,6 +11,10 @@ Label Studio and doccano export them.
 - doccano.jsonl: doccano's sequence-labelling export, offsets in UTF-16 units (JavaScript string
   indices), with its `Comments` key.
 
+The exports are written here as the tools write them, not by nertrain's writers (crates/annotate):
+the round-trip tests read them to check those readers and writers against the tools' own shapes,
+which a fixture made by the code under test could not.
+
 Run from the repository root: python3 scripts/data/make_annotation_exports.py
 """
 

@@ -16,11 +16,13 @@ OUT/pr-dev.json.
 
 import argparse
 import json
-import statistics
 import subprocess
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+from nerscripts import format_mean_std  # noqa: E402 (scripts/nerscripts.py)
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
 
 
@@ -120,11 +122,10 @@ def main():
                      f"{d['precision']:.2f} / {d['recall']:.2f} | "
                      f"{t['precision']:.2f} / {t['recall']:.2f} | {t['all']['precision']:.2f} / {t['all']['recall']:.2f} |")
     if len(rows) > 1:
-        mean = lambda xs: f"{statistics.mean(xs):.2f} ± {statistics.stdev(xs):.2f}"
-        lines += ["", f"Test recall at the threshold: {mean([r['test']['recall'] for r in rows])}; "
-                      f"precision {mean([r['test']['precision'] for r in rows])} "
-                      f"(as decoded: recall {mean([r['test']['all']['recall'] for r in rows])}, "
-                      f"precision {mean([r['test']['all']['precision'] for r in rows])})."]
+        lines += ["", f"Test recall at the threshold: {format_mean_std([r['test']['recall'] for r in rows])}; "
+                      f"precision {format_mean_std([r['test']['precision'] for r in rows])} "
+                      f"(as decoded: recall {format_mean_std([r['test']['all']['recall'] for r in rows])}, "
+                      f"precision {format_mean_std([r['test']['all']['precision'] for r in rows])})."]
     (options.out / "operating-point.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -248,9 +248,7 @@ def learning_live(studio, args, work, serve, gold, region_pid):
     for task in studio.call("GET", f"/api/tasks?project={pid}&page_size=1000")["tasks"]:
         tokens, tags = next((t, g) for t, g in gold if spans(t, g)[0] == task["data"]["text"])
         text, found = spans(tokens, tags)
-        result = [{"from_name": "label", "to_name": "text", "type": "labels",
-                   "value": {"start": s, "end": e, "text": text[s:e], "labels": [label]}}
-                  for s, e, label in found if label == "PER"]
+        result = [nertrain.label_studio_region(text, s, e, label) for s, e, label in found if label == "PER"]
         studio.call("POST", f"/api/tasks/{task['id']}/annotations", json={"result": result})
     per = learn_once(serve, args, args.port + 2, work / "versions-per", pid, [])
     check(per["last_error"] is None, f"learning from the PER-only project: {per['last_error']}")
@@ -444,8 +442,7 @@ def main():
         started = time.perf_counter()
         for tokens, tags in gold:
             text, found = spans(tokens, tags)
-            result = [{"from_name": "entities", "to_name": "passage", "type": "labels",
-                       "value": {"start": s, "end": e, "text": text[s:e], "labels": [label]}}
+            result = [nertrain.label_studio_region(text, s, e, label, from_name="entities", to_name="passage")
                       for s, e, label in found]
             studio.call("POST", f"/api/tasks/{by_text[text]}/annotations", json={"result": result})
         settled = wait_for(

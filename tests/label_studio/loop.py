@@ -27,6 +27,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import nertrain  # the wheel (crates/python), installed beside Label Studio
 import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -98,9 +99,7 @@ def annotate(studio, task, prediction, gold):
     entities = [(s, e, label) for s, e, label in gold if touches(s, e)]
     entities += [(r["value"]["start"], r["value"]["end"], r["value"]["labels"][0]) for r in result
                  if r["from_name"] == "label" and not touches(r["value"]["start"], r["value"]["end"])]
-    submitted = [{"from_name": "label", "to_name": "text", "type": "labels",
-                  "value": {"start": s, "end": e, "text": text[s:e], "labels": [label]}}
-                 for s, e, label in entities]
+    submitted = [nertrain.label_studio_region(text, s, e, label) for s, e, label in entities]
     submitted += [r for r in result if r["from_name"] == "check"]
     studio.call("POST", f"/api/tasks/{task['id']}/annotations", json={"result": submitted})
 
@@ -386,8 +385,7 @@ def main():
         # a task as an ORG; the backend decodes the task again with it forced.
         task = next(t for t in tasks if len(t["data"]["text"].split()[0]) > 2)
         word = task["data"]["text"].split()[0]
-        drawn = {"from_name": "label", "to_name": "text", "type": "labels",
-                 "value": {"start": 0, "end": len(word), "text": word, "labels": ["ORG"]}}
+        drawn = nertrain.label_studio_region(task["data"]["text"], 0, len(word), "ORG")
         answer = studio.call("POST", f"/api/ml/{ml['id']}/interactive-annotating",
                              json={"task": task["id"], "context": {"result": [drawn]}})
         check("data" in answer and not answer.get("errors"), f"interactive pre-annotation: {answer}")
