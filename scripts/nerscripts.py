@@ -1,12 +1,14 @@
 """What the Python scripts share that the Rust does not own: a CoNLL file's token lines as written
-(to cut and rewrite files) and mean ± std over seeds. Reading CoNLL sentences and tags, their
+(to cut and rewrite files), mean ± std over seeds, and a `nertrain` command's JSON answer. Reading CoNLL sentences and tags, their
 entities, a sentence as text with character offsets and scoring entity sets are the wheel's
 (`import nertrain`: `read_conll`, `entities`, `sentence_text`, `score_entities`).
 
 A script in a family folder (scripts/experiments/, scripts/data/, ...) imports it with
 `sys.path.insert(0, str(Path(__file__).resolve().parents[1]))`.
 """
+import json
 import statistics
+import subprocess
 from pathlib import Path
 
 
@@ -29,6 +31,15 @@ def read_blocks(path):
 def write_blocks(path, sentences):
     """Writes sentences of token lines as a CoNLL file."""
     Path(path).write_text("".join("\n".join(s) + "\n\n" for s in sentences), encoding="utf-8")
+
+
+def nertrain_json(binary, *args):
+    """The JSON that `BINARY ARGS` prints (ARGS asks for it: `--json`); on failure the script
+    ends with nertrain's own message."""
+    done = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"nertrain {' '.join(map(str, args))}: {done.stderr.strip()}")
+    return json.loads(done.stdout)
 
 
 def mean_std(values):

@@ -16,10 +16,8 @@ first or last name. Everything read comes from ../shared/data (or --corpus, and 
 directories; nothing is written but a scratch file per run under $TMPDIR.
 """
 import argparse
-import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 from collections import defaultdict
@@ -29,7 +27,7 @@ from pathlib import Path
 from summarize_runs import conllpp_f1  # noqa: E402 (beside this script)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from nerscripts import format_mean_std  # noqa: E402 (scripts/nerscripts.py)
+from nerscripts import format_mean_std, nertrain_json  # noqa: E402 (scripts/nerscripts.py)
 import nertrain  # noqa: E402 (the wheel: crates/python)
 
 NERTRAIN = os.environ.get("NERTRAIN", "target/release/nertrain")
@@ -62,12 +60,8 @@ def f1(gold, predicted, sentences):
 def score(run, test, seen):
     """Test F1 overall and per type, and unseen F1 of each type, from `eval --output`."""
     with tempfile.NamedTemporaryFile("r", suffix=".txt") as out:
-        report = subprocess.run(
-            [NERTRAIN, "eval", "--model", run, "--data", test, "--json", "--output", out.name],
-            check=True, capture_output=True, text=True,
-        ).stdout
+        report = nertrain_json(NERTRAIN, "eval", "--model", run, "--data", test, "--json", "--output", out.name)
         predicted_corpus = read_sentences(out.name, tag_column=-1)
-    report = json.loads(report)
     gold = entities(read_sentences(test))
     predicted = entities(predicted_corpus)
     row = {"test": report["overall"]["f1"]}

@@ -10,22 +10,24 @@ A missed LOC entity is added as a LOC phrase; a missed PER entity as its first w
 entry and its other words' PER_LAST entries (single words: PER_LAST), the model's own labels.
 The extra list is written next to nothing: a temporary directory, removed at the end.
 """
-import json
 import os
-import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import dictionary_report as report  # noqa: E402 (beside this script)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nerscripts import nertrain_json  # noqa: E402 (scripts/nerscripts.py)
 
 NERTRAIN = os.environ.get("NERTRAIN", "target/release/nertrain")
 
 
 def predict(model, data, extra, out):
-    args = [NERTRAIN, "eval", "--model", model, "--data", data, "--json", "--output", out]
+    args = ["eval", "--model", model, "--data", data, "--json", "--output", out]
     if extra:
         args += ["--dictionary", extra]
-    scores = json.loads(subprocess.run(args, check=True, capture_output=True, text=True).stdout)
+    scores = nertrain_json(NERTRAIN, *args)
     entities = {e[:4]: e[4] for e in report.entities(report.read_sentences(out))}
     return scores, entities
 

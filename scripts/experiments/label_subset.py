@@ -13,9 +13,12 @@ Every fifth task is held out. Writes nothing outside a temporary directory.
 import argparse
 import json
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nerscripts import nertrain_json  # noqa: E402 (scripts/nerscripts.py)
 import nertrain  # noqa: E402 (the wheel: crates/python)
 
 
@@ -25,10 +28,8 @@ def spans(words, tags, keep):
     return made["text"], [(s, e, label) for s, e, label in made["entities"] if label in keep]
 
 
-def scores(nertrain, model, data):
-    out = subprocess.run([nertrain, "eval", "--model", str(model), "--data", str(data), "--json"],
-                         capture_output=True, text=True, check=True).stdout
-    return json.loads(out)
+def scores(binary, model, data):
+    return nertrain_json(binary, "eval", "--model", model, "--data", data, "--json")
 
 
 def main():

@@ -16,22 +16,17 @@ OUT/pr-dev.json.
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
-from nerscripts import format_mean_std  # noqa: E402 (scripts/nerscripts.py)
+from nerscripts import format_mean_std, nertrain_json  # noqa: E402 (scripts/nerscripts.py)
 COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b"]
 
 
 def eval_json(binary, model, data, *extra):
-    done = subprocess.run([binary, "eval", "--model", str(model), "--data", str(data), "--json", *extra],
-                          cwd=ROOT, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"nertrain eval failed on {model}: {done.stderr.strip()}")
-    return json.loads(done.stdout)
+    return nertrain_json(binary, "eval", "--model", model, "--data", data, "--json", *extra)
 
 
 def bias_points(binary, model, dev, labels):

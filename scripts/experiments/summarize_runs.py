@@ -10,13 +10,14 @@ test F1 there (as `fit` scored it each epoch), CoNLL++ test F1 of the saved mode
 the median training seconds per epoch and the summed training time. Everything comes from the
 run's own record, read by the wheel (`nertrain.read_run`).
 """
-import json
 import os
 import statistics
-import subprocess
 import sys
+from pathlib import Path
 
-import nertrain  # the wheel (crates/python)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nerscripts import nertrain_json  # noqa: E402 (scripts/nerscripts.py)
+import nertrain  # noqa: E402 (the wheel: crates/python)
 
 NERTRAIN = os.environ.get("NERTRAIN", "target/release/nertrain")
 # The levers' values in configs/conll.toml (section, key, value there).
@@ -36,9 +37,7 @@ CONLLPP = os.environ.get("CONLLPP", "../shared/data/conllpp/test.txt")
 def conllpp_f1(run):
     if not os.path.exists(CONLLPP):
         return None
-    out = subprocess.run([NERTRAIN, "eval", "--model", run, "--data", CONLLPP, "--json"],
-                         check=True, capture_output=True, text=True).stdout
-    return json.loads(out)["overall"]["f1"]
+    return nertrain_json(NERTRAIN, "eval", "--model", run, "--data", CONLLPP, "--json")["overall"]["f1"]
 
 
 def as_toml(value):
