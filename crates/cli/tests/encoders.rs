@@ -1,6 +1,8 @@
 //! A pretrained encoder under the CRF, on the sample with the tiny random checkpoints of
 //! `data/encoders`: fitted frozen and fine-tuned, then tagged, scored and served through every
-//! interface alike, self-contained once trained, resumed exactly; bad checkpoints refused.
+//! interface alike, self-contained once trained, resumed exactly; its marginals, n best paths and
+//! thresholds, `select`'s regions, Label Studio's `/predict`, and continued on partial labels;
+//! bad checkpoints refused.
 
 mod common;
 
@@ -221,4 +223,133 @@ fn bad_checkpoints_are_refused_naming_the_file() {
         &scratch("encoder-nowhere").join("none"),
     );
     assert!(message.contains("config.json"), "{message}");
+}
+
+/// Labels of `entities` (a JSON array of tag's or /predict's entities) with their offsets.
+fn spans(entities: &serde_json::Value) -> Vec<(u64, u64, String)> {
+    entities
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let e = e.get("value").unwrap_or(e);
+            let label = e.get("label").unwrap_or(&e["labels"][0]);
+            (
+                e["start"].as_u64().unwrap(),
+                e["end"].as_u64().unwrap(),
+                label.as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn a_fine_tuned_encoder_model_decodes_selects_serves_and_is_continued_on_partial_labels() {
+    let dir = scratch("encoder-downstream");
+    let run = fit_with("encoder-downstream-fit", "roberta", "fine-tune", 2, &[]);
+    let model = run.to_str().unwrap();
+
+    // Marginals, confidences and the n best paths, the first of them the decoded one.
+    let out = nertrain(&[
+        "tag", "--model", model, "--format", "json", "--probs", "--nbest", "3", TEXTS[0],
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tagged: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    for token in tagged["tokens"].as_array().unwrap() {
+        let probs = token["probs"].as_object().unwrap();
+        let total: f64 = probs.values().map(|p| p.as_f64().unwrap()).sum();
+        assert!((total - 1.0).abs() < 1e-5, "{token}");
+    }
+    for entity in tagged["entities"].as_array().unwrap() {
+        let confidence = entity["confidence"].as_f64().unwrap();
+        assert!(confidence > 0.0 && confidence <= 1.0 + 1e-9, "{entity}");
+    }
+    let nbest = tagged["nbest"].as_array().unwrap();
+    assert_eq!(nbest.len(), 3);
+    assert_eq!(spans(&nbest[0]["entities"]), spans(&tagged["entities"]));
+
+    // A confidence threshold keeps a subset of the entities.
+    let entities = |extra: &[&str]| {
+        let mut args = vec![
+            "eval",
+            "--model",
+            model,
+            "--data",
+            "data/sample/dev.txt",
+            "--json",
+        ];
+        args.extend(extra);
+        let out = nertrain(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let value: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        value["overall"]["found"].as_u64().unwrap()
+    };
+    let kept = entities(&["--threshold", "PER=0.9", "--threshold", "LOC=0.9"]);
+    assert!(kept <= entities(&["--all-entities"]));
+
+    // The doubtful regions of a pool, from the exact marginals, read back as partial labels.
+    let tasks = dir.join("tasks.json");
+    let out = nertrain(&[
+        "select",
+        "--model",
+        model,
+        "--input",
+        "data/sample/pool.txt",
+        "--budget",
+        "40",
+        "--budget-unit",
+        "tokens",
+        "--strategy",
+        "entropy",
+        "--regions",
+        "0.95",
+        "--output",
+        tasks.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut written: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(&tasks).unwrap()).unwrap();
+    assert!(!written.is_empty());
+    for task in &mut written {
+        assert!(
+            !task["data"]["known"].as_array().unwrap().is_empty(),
+            "{task}"
+        );
+        let result = task["predictions"][0]["result"].clone();
+        task["annotations"] = serde_json::json!([{"id": 1, "result": result}]);
+    }
+    let export = dir.join("export.json");
+    std::fs::write(&export, serde_json::to_string(&written).unwrap()).unwrap();
+
+    // Continued on them by an experiment that names no checkpoint: the encoder is the model's.
+    let continued = dir.join("continued");
+    let out = fit_small(
+        &continued,
+        1,
+        &[
+            "--set",
+            &format!("data.train={}", serde_json::to_string(&export).unwrap()),
+            "--set",
+            &format!("train.start_from={:?}", model),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(continued.join("subwords.json").is_file());
+    assert_eq!(tag_json(&continued, &TEXTS).len(), TEXTS.len());
+
+    // Label Studio's backend predicts what `tag` finds.
+    let server = Server::start(&run, &[], None);
+    let config = r#"<View><Labels name="ents" toName="doc"><Label value="PER"/><Label value="ORG"/><Label value="LOC"/><Label value="MISC"/></Labels><Text name="doc" value="$body"/></View>"#;
+    for text in TEXTS {
+        let request = serde_json::json!({
+            "tasks": [{"id": 1, "data": {"body": text}}], "label_config": config});
+        let (status, body) = server.request("POST", "/predict", request.to_string().as_bytes());
+        assert_eq!(status, 200, "{body}");
+        let answer: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            spans(&answer["results"][0]["result"]),
+            spans(&tag_json(&run, &[text])[0]["entities"]),
+            "{body}"
+        );
+    }
 }
