@@ -61,16 +61,9 @@ def cli_entities(model, texts, tmp_path, *extra):
 
 
 def conll_dev_texts(limit):
-    """CoNLL-2003 dev's first `limit` sentences, each its words joined by spaces."""
-    texts, words = [], []
-    for line in CONLL_DEV.read_text(encoding="utf-8").splitlines() + [""]:
-        if not line.strip():
-            if words:
-                texts.append(" ".join(words))
-                words = []
-        elif not line.startswith("-DOCSTART-"):
-            words.append(line.split()[0])
-    return texts[:limit]
+    """CoNLL-2003 dev's first `limit` sentences, each as nertrain makes text of it."""
+    sentences = [s for document in nertrain.read_conll(CONLL_DEV) for s in document][:limit]
+    return [nertrain.sentence_text(s["words"], s["tags"])["text"] for s in sentences]
 
 
 def compare(docs, expected):
@@ -121,6 +114,19 @@ def test_the_pipeline_gives_the_cli_entities_on_conll_dev(model, tmp_path):
     found = sum(len(e) for e in expected)
     print(f"CoNLL dev, {len(texts)} sentences: {found} entities, {explained} misaligned")
     assert found > 500 and explained <= found // 50
+
+
+def test_a_model_with_a_pretrained_encoder_gives_the_cli_entities(tmp_path):
+    # The tiny random BERT of data/encoders, frozen under the BiLSTM-CRF.
+    model = nertrain.fit(
+        ROOT / "configs" / "sample-encoder.toml",
+        {"train.output": str(tmp_path / "run"), "train.epochs": 1},
+    )
+    nlp = spacy.blank("en")
+    nlp.add_pipe("nertrain", config={"model": str(model), "batch_size": 1000})
+    expected = cli_entities(model, TEXTS, tmp_path)
+    assert compare(list(nlp.pipe(TEXTS)), expected) == 0
+    assert sum(len(e) for e in expected) > 0
 
 
 def test_several_processes_give_the_same_docs(model):
