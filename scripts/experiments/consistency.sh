@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Chooses a model's document consistency weight on dev, as `fit` does for a document-level run
-# (the smallest of the best among 0, 1, 2, 4, 8, 16, 32), and scores test and CoNLL++ with it. Works
-# for sentence-level models too (consistency alone, without mention casing). Prints one line:
+# (the smallest of the best among 0, 1, 2, 4, 8, 16, 32), and scores test and CoNLL++ with it. The
+# model must read documents (`eval --consistency` refuses one that reads sentences alone). Prints
+# one line:
 #
 #   RUN dev@0 dev@0.5 ... chosen=W dev=F test=F conllpp=F
 #
