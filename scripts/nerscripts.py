@@ -1,7 +1,8 @@
 """What the Python scripts share that the Rust does not own: a CoNLL file's token lines as written
-(to cut and rewrite files), mean ± std over seeds, and a `nertrain` command's JSON answer. Reading CoNLL sentences and tags, their
-entities, a sentence as text with character offsets and scoring entity sets are the wheel's
-(`import nertrain`: `read_conll`, `entities`, `sentence_text`, `score_entities`).
+(to cut and rewrite files), mean ± std over seeds, and a `nertrain` command's JSON answer.
+Reading CoNLL sentences and tags, their entities, a sentence as text with character offsets and
+scoring entity sets are the wheel's (`import nertrain`: `read_conll`, `entities`,
+`sentence_text`, `score_entities`).
 
 A script in a family folder (scripts/experiments/, scripts/data/, ...) imports it with
 `sys.path.insert(0, str(Path(__file__).resolve().parents[1]))`.

@@ -9,7 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{
-    Server, fit_small, learning_curve, nertrain, scratch, stderr, stdout, tag_json, workspace,
+    Server, eval_json, fit_small, learning_curve, nertrain, scratch, stderr, stdout, tag_json,
+    workspace,
 };
 
 const TEXTS: [&str; 2] = [
@@ -269,21 +270,7 @@ fn a_fine_tuned_encoder_model_decodes_selects_serves_and_is_continued_on_partial
     assert_eq!(spans(&nbest[0]["entities"]), spans(&tagged["entities"]));
 
     // A confidence threshold keeps a subset of the entities.
-    let entities = |extra: &[&str]| {
-        let mut args = vec![
-            "eval",
-            "--model",
-            model,
-            "--data",
-            "data/sample/dev.txt",
-            "--json",
-        ];
-        args.extend(extra);
-        let out = nertrain(&args);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let value: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
-        value["overall"]["found"].as_u64().unwrap()
-    };
+    let entities = |extra: &[&str]| eval_json(&run, extra)["overall"]["found"].as_u64().unwrap();
     let kept = entities(&["--threshold", "PER=0.9", "--threshold", "LOC=0.9"]);
     assert!(kept <= entities(&["--all-entities"]));
 

@@ -4,11 +4,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use common::{
-    fit_small, nertrain, scratch, stderr, stdout, store_recall, stored_thresholds, tag_json,
-    workspace,
+    eval_json, fit_small, nertrain, scratch, stderr, stdout, store_recall, stored_thresholds,
+    tag_json, workspace,
 };
 use serde_json::Value;
 
@@ -21,21 +21,6 @@ fn model_copy(name: &str) -> PathBuf {
         std::fs::copy(from.join(file), dir.join(file)).unwrap();
     }
     dir
-}
-
-fn eval_json(model: &Path, extra: &[&str]) -> Value {
-    let mut args = vec![
-        "eval",
-        "--model",
-        model.to_str().unwrap(),
-        "--data",
-        "data/sample/dev.txt",
-        "--json",
-    ];
-    args.extend(extra);
-    let out = nertrain(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    serde_json::from_str(&stdout(&out)).unwrap()
 }
 
 const TEXTS: [&str; 2] = [

@@ -141,6 +141,22 @@ pub fn tag_json(model: &Path, texts: &[&str]) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// What `eval --model MODEL --data data/sample/dev.txt --json EXTRA` prints.
+pub fn eval_json(model: &Path, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
+        "eval",
+        "--model",
+        model.to_str().unwrap(),
+        "--data",
+        "data/sample/dev.txt",
+        "--json",
+    ];
+    args.extend(extra);
+    let out = nertrain(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).unwrap()
+}
+
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
