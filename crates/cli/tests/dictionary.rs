@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{fit_small, learning_curve, nertrain, sample_model, scratch, stderr};
+use common::{fit_small, learning_curve, nertrain, sample_model, scratch, stderr, tag_json};
 
 #[test]
 fn the_dictionary_is_stored_with_its_hash_and_a_changed_one_is_refused() {
@@ -137,19 +137,7 @@ fn dictionaries_given_at_tag_time_extend_or_replace_the_models_without_retrainin
     let extra = dir.join("extra.tsv");
     std::fs::write(&extra, "LOC\tZorblat\n").unwrap();
     let probs = |args: &[&str]| -> Vec<serde_json::Value> {
-        let mut all = vec![
-            "tag",
-            "--model",
-            model.to_str().unwrap(),
-            "--format",
-            "json",
-        ];
-        all.extend(["--probs"]);
-        all.extend(args);
-        all.push(text);
-        let out = nertrain(&all);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let record: serde_json::Value = serde_json::from_str(&common::stdout(&out)).unwrap();
+        let record = tag_json(&model, &[&["--probs"], args, &[text]].concat()).remove(0);
         record["tokens"]
             .as_array()
             .unwrap()

@@ -123,19 +123,24 @@ pub fn learning_curve(dir: &Path) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// The records `tag --model MODEL --format json` prints for `texts`, one per text.
-pub fn tag_json(model: &Path, texts: &[&str]) -> Vec<serde_json::Value> {
-    let mut args = vec![
+/// What `nertrain ARGS` prints, once it has succeeded.
+pub fn nertrain_ok(args: &[&str]) -> String {
+    let out = nertrain(args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    stdout(&out)
+}
+
+/// The records `tag --model MODEL --format json ARGS` prints: one per text, the texts and any
+/// options in `args`.
+pub fn tag_json(model: &Path, args: &[&str]) -> Vec<serde_json::Value> {
+    let head = [
         "tag",
         "--model",
         model.to_str().unwrap(),
         "--format",
         "json",
     ];
-    args.extend(texts);
-    let out = nertrain(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    stdout(&out)
+    nertrain_ok(&[&head, args].concat())
         .lines()
         .map(|line| serde_json::from_str(line).unwrap())
         .collect()
@@ -143,18 +148,14 @@ pub fn tag_json(model: &Path, texts: &[&str]) -> Vec<serde_json::Value> {
 
 /// What `eval --model MODEL --data data/sample/dev.txt --json EXTRA` prints.
 pub fn eval_json(model: &Path, extra: &[&str]) -> serde_json::Value {
-    let mut args = vec![
-        "eval",
-        "--model",
-        model.to_str().unwrap(),
-        "--data",
-        "data/sample/dev.txt",
-        "--json",
-    ];
-    args.extend(extra);
-    let out = nertrain(&args);
-    assert!(out.status.success(), "{}", stderr(&out));
-    serde_json::from_str(&stdout(&out)).unwrap()
+    let head = ["eval", "--model", model.to_str().unwrap()];
+    let args = [
+        &head[..],
+        &["--data", "data/sample/dev.txt", "--json"],
+        extra,
+    ]
+    .concat();
+    serde_json::from_str(&nertrain_ok(&args)).unwrap()
 }
 
 pub fn stdout(output: &Output) -> String {
