@@ -45,6 +45,7 @@ the results of several runs (seeds or strategies run apart) into --out.
 
 import argparse
 import json
+import math
 import random
 import statistics
 import subprocess
@@ -335,6 +336,12 @@ def summarize(results, full, total_tokens, _options=None):
     return rows, curves, goals
 
 
+def tick_step(span, ticks=5):
+    """The round step (1, 2, 2.5 or 5 times a power of ten) giving about `ticks` steps over `span`."""
+    magnitude = 10 ** math.floor(math.log10(span / ticks))
+    return next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude * ticks >= span)
+
+
 def svg(curves, goals, path):
     """Test F1 against the share of training tokens labelled, one line per strategy."""
     width, height, left, bottom, top, right = 640, 400, 60, 50, 20, 150
@@ -357,9 +364,12 @@ def svg(curves, goals, path):
         f'<text x="14" y="{(top + height - bottom) / 2}" transform="rotate(-90 14 {(top + height - bottom) / 2})" '
         'text-anchor="middle">test F1</text>',
     ]
+    # Round shares on the x axis, each label where its value lies.
+    step = tick_step(x_max)
+    for k in range(int(x_max / step + 1e-9) + 1):
+        x = step * k
+        parts.append(f'<text x="{px(x)}" y="{height - bottom + 16}" text-anchor="middle">{100 * x:g}%</text>')
     for k in range(6):
-        x = x_max * k / 5
-        parts.append(f'<text x="{px(x)}" y="{height - bottom + 16}" text-anchor="middle">{100 * x:.0f}%</text>')
         y = y_min + (y_max - y_min) * k / 5
         parts.append(f'<text x="{left - 6}" y="{py(y) + 4}" text-anchor="end">{y:.1f}</text>')
     # The two reference lines lie close together: one label above its line, one below.
@@ -370,13 +380,15 @@ def svg(curves, goals, path):
         parts.append(f'<line x1="{left}" y1="{py(value)}" x2="{width - right}" y2="{py(value)}" '
                      f'stroke="black" stroke-dasharray="{dash}"/>')
         parts.append(f'<text x="{width - right + 4}" y="{py(value) + shift}">{label} {value:.2f}</text>')
+    # The legend starts under the reference lines' labels.
+    legend_top = max(top + 60, py(goals["target_99"]) + 36)
     for n, (strategy, points) in enumerate(curves.items()):
         colour = colours.get(strategy, "black")
         path_d = " ".join(f"{'M' if i == 0 else 'L'}{px(x):.1f},{py(y):.1f}" for i, (x, y) in enumerate(points))
         parts.append(f'<path d="{path_d}" fill="none" stroke="{colour}" stroke-width="2"/>')
         for x, y in points:
             parts.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}"/>')
-        parts.append(f'<text x="{width - right + 4}" y="{top + 60 + 16 * n}" fill="{colour}">{strategy}</text>')
+        parts.append(f'<text x="{width - right + 4}" y="{legend_top + 16 * n}" fill="{colour}">{strategy}</text>')
     parts.append("</svg>\n")
     Path(path).write_text("\n".join(parts), encoding="utf-8")
 
