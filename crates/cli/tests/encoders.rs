@@ -137,6 +137,34 @@ fn fine_tuned_and_frozen_encoders_resume_exactly() {
 }
 
 #[test]
+fn a_finished_frozen_run_resumed_reads_no_training_sentence_through_the_encoder() {
+    let pretrained = "model.pretrained=data/encoders/bert";
+    let frozen = [
+        "--set",
+        pretrained,
+        "--set",
+        "model.pretrained_tuning=frozen",
+    ];
+    let run = scratch("encoder-finished").join("run");
+    let out = fit_small(&run, 2, &frozen);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let fitted = stdout(&out);
+    assert!(fitted.contains("training, "), "{fitted}");
+    let (test_f1, curve) = (recorded_test_f1(&run), learning_curve(&run));
+
+    // No epoch is left, so only dev and test are read through the encoder, and scored as before.
+    let out = fit_small(&run, 2, &[&frozen[..], &["--resume"]].concat());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let resumed = stdout(&out);
+    assert!(
+        resumed.contains("with no epoch left to train") && !resumed.contains("training, "),
+        "{resumed}"
+    );
+    assert_eq!(learning_curve(&run), curve);
+    assert_eq!(recorded_test_f1(&run), test_f1);
+}
+
+#[test]
 fn read_in_documents_fit_and_eval_agree() {
     // Each sentence read with its neighbours' sub-tokens as context, in fit's scoring and in
     // eval's alike.

@@ -37,6 +37,13 @@ impl LoopState {
             epoch_seconds: 0.0,
         }
     }
+
+    /// Whether another epoch trains: fewer than `epochs` are done, and the best is one of the
+    /// last `patience` (or none has trained yet).
+    pub(super) fn trains_on(&self, epochs: usize, patience: usize) -> bool {
+        self.epochs_done < epochs
+            && (self.epochs_done == 0 || self.epochs_done - self.best_epoch < patience)
+    }
 }
 
 /// Where a run resumes from: a checkpoint's training weights, trainer state and loop state.

@@ -146,10 +146,9 @@ fn fit_once(
         batch_size: train_config.eval_batch_size,
         ..TagOptions::default()
     };
-    let epochs_since_best = |state: &LoopState| state.epochs_done - state.best_epoch;
-    while training.state.epochs_done < train_config.epochs
-        && (training.state.epochs_done == 0
-            || epochs_since_best(&training.state) < train_config.patience)
+    while training
+        .state
+        .trains_on(train_config.epochs, train_config.patience)
     {
         let (trained, end) =
             training.train_epoch(model, experiment, &prepared, &options, events)?;
@@ -212,12 +211,13 @@ fn fit_once(
     Ok(training.outcome(test_report, false))
 }
 
-/// Computes a frozen encoder's layers at each word of the training, dev and test sentences
-/// once, for every epoch's training and scoring to read: the same values the encoder gives
-/// each time (its windows are read alone, whatever they are batched with).
+/// Computes a frozen encoder's layers at each word of the training (when `training` is left),
+/// dev and test sentences once, for every epoch's training and scoring to read: the same values
+/// the encoder gives each time (its windows are read alone, whatever they are batched with).
 fn cache_frozen_encoder(
     model: &Network,
     prepared: &mut Prepared,
+    training: bool,
     events: &mut dyn FnMut(FitEvent),
 ) {
     let Some(pretrained) = model.pretrained.as_ref().filter(|p| p.frozen) else {
@@ -225,17 +225,26 @@ fn cache_frozen_encoder(
     };
     let started = Instant::now();
     let max_word_len = prepared.meta.max_word_len;
-    pretrained.cache_states(&mut prepared.encoded, max_word_len);
+    if training {
+        pretrained.cache_states(&mut prepared.encoded, max_word_len);
+    }
     pretrained.cache_states(&mut prepared.dev_encoded, max_word_len);
     let mut test = 0;
     if let Some((_, encoded, _)) = prepared.test_set.as_mut() {
         pretrained.cache_states(encoded, max_word_len);
         test = encoded.len();
     }
+    let (training, reuse) = if training {
+        (
+            format!("{} training, ", prepared.encoded.len()),
+            "once for every epoch",
+        )
+    } else {
+        (String::new(), "with no epoch left to train")
+    };
     events(FitEvent::info(format!(
-        "the frozen encoder's layers at each word of the {} training, {} dev and {test} test \
-         sentences, computed once for every epoch in {:.1} s",
-        prepared.encoded.len(),
+        "the frozen encoder's layers at each word of the {training}{} dev and {test} test \
+         sentences, computed {reuse} in {:.1} s",
         prepared.dev_encoded.len(),
         started.elapsed().as_secs_f64()
     )));
@@ -373,6 +382,8 @@ impl Training {
                 state.epochs_done
             )));
         }
+        // A finished run, resumed, trains no epoch: its training sentences need no layers.
+        let epochs_left = state.trains_on(train_config.epochs, train_config.patience);
         let training = Self {
             trainer,
             state,
@@ -380,7 +391,7 @@ impl Training {
             lengths: prepared.encoded.iter().map(Encoded::len).collect(),
             singletons: singleton_words(&prepared.encoded, vocab.words.len()),
         };
-        cache_frozen_encoder(&model, prepared, events);
+        cache_frozen_encoder(&model, prepared, epochs_left, events);
         Ok((training, model))
     }
 
