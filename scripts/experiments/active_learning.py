@@ -109,6 +109,8 @@ def fit(options, train_file, output, seed, start_from=None, rehearse=None):
         args += ["--start-from", str(start_from)]
     if rehearse is not None:
         args += ["--set", f"data.rehearse={json.dumps(str(rehearse))}"]
+    if options.encoder_cache is not None:
+        args += ["--encoder-cache", options.encoder_cache]
     for setting in [
         f"data.train={json.dumps(str(train_file))}",
         f"train.output={json.dumps(str(output))}",
@@ -472,6 +474,9 @@ def parse_options():
                         help="keep a round's model only when its dev F1 is not below the kept "
                              "one's (as serve --dev does); otherwise go on from the kept one")
     parser.add_argument("--set", action="append", default=[], help="more fit overrides")
+    parser.add_argument("--encoder-cache", metavar="DIR", default=None,
+                        help="keep a frozen encoder's layers here between rounds "
+                             "(fit --encoder-cache)")
     parser.add_argument("--out", default="runs/active-learning")
     parser.add_argument("--binary", default=None)
     parser.add_argument("--continue", dest="continue_", action="store_true",

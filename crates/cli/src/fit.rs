@@ -44,6 +44,11 @@ pub struct FitArgs {
     /// written. A sweep checks its keys so.
     #[arg(long, conflicts_with_all = ["job", "resume", "overwrite"])]
     check: bool,
+    /// Keep a frozen encoder's layers in this directory between runs: what an earlier run of
+    /// the same encoder computed over the same sentences is read, not computed again (an
+    /// experiment's seeds, train.with_dev's second model, the annotation loop's rounds).
+    #[arg(long, value_name = "DIR", conflicts_with = "check")]
+    encoder_cache: Option<PathBuf>,
 }
 
 /// Whether `error` is a mistake in the experiment's settings that the command line made (a
@@ -130,6 +135,7 @@ fn train(args: &FitArgs, job: Option<&FitJob>, backend: Option<Backend>) -> Resu
         resume: args.resume,
         overwrite: args.overwrite,
         interrupt: Some(interrupt),
+        encoder_cache: args.encoder_cache.clone(),
     };
     let outcome = nertrain_train::fit(&experiment, options, &device, &mut |event| {
         if matches!(event, FitEvent::EpochTrained | FitEvent::EpochEnded { .. }) {

@@ -164,6 +164,89 @@ fn a_finished_frozen_run_resumed_reads_no_training_sentence_through_the_encoder(
     assert_eq!(recorded_test_f1(&run), test_f1);
 }
 
+/// Every file under `dir` and its subdirectories, in order.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files.sort();
+    files
+}
+
+#[test]
+fn a_frozen_encoders_layers_kept_between_runs_are_read_back_as_computed() {
+    let frozen = [
+        "--set",
+        "model.pretrained=data/encoders/bert",
+        "--set",
+        "model.pretrained_tuning=frozen",
+    ];
+    let cache = scratch("encoder-cache").join("layers");
+    let kept = [&frozen[..], &["--encoder-cache", cache.to_str().unwrap()]].concat();
+    let fitted = |name: &str, args: &[&str]| {
+        let run = scratch(name).join("run");
+        let out = fit_small(&run, 2, args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        (learning_curve(&run), recorded_test_f1(&run), out)
+    };
+    let (curve, test_f1, _) = fitted("encoder-uncached", &frozen);
+    // Of the 600 training, 150 dev and 150 test sentences, the first run reads only those it
+    // met before (a sentence the sample has twice); the next reads all.
+    let read = |out: &std::process::Output| -> usize {
+        let said = stdout(out);
+        let (before, _) = said.split_once(" read from ").expect(&said);
+        before.rsplit('(').next().unwrap().parse().unwrap()
+    };
+    let (first_curve, first_f1, out) = fitted("encoder-cached-1", &kept);
+    assert!(read(&out) < 900);
+    let (second_curve, second_f1, out) = fitted("encoder-cached-2", &kept);
+    assert_eq!(read(&out), 900);
+    assert_eq!((first_curve, first_f1), (curve.clone(), test_f1));
+    assert_eq!((second_curve, second_f1), (curve.clone(), test_f1));
+
+    // A file cut short and one of another sentence are computed again, with a warning each.
+    let files = files_under(&cache);
+    assert!(
+        files
+            .iter()
+            .all(|f| !f.to_str().unwrap().contains(".partial"))
+    );
+    let whole = std::fs::read(&files[0]).unwrap();
+    std::fs::write(&files[0], &whole[..whole.len() - 4]).unwrap();
+    std::fs::copy(&files[1], &files[2]).unwrap();
+    let (damaged_curve, damaged_f1, out) = fitted("encoder-cached-3", &kept);
+    let warned = stderr(&out);
+    assert!(
+        warned.contains(&format!("{}: ", files[0].display())),
+        "{warned}"
+    );
+    assert!(warned.contains("bytes, expected"), "{warned}");
+    assert!(
+        warned.contains("the layers of another sentence"),
+        "{warned}"
+    );
+    assert_eq!(read(&out), 898);
+    assert_eq!((damaged_curve, damaged_f1), (curve, test_f1));
+    assert_eq!(std::fs::read(&files[0]).unwrap(), whole);
+
+    // A store that cannot be made is an error naming it.
+    let not_a_dir = [&frozen[..], &["--encoder-cache", "data/sample/train.txt"]].concat();
+    let out = fit_small(&scratch("encoder-cache-file").join("run"), 2, &not_a_dir);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("data/sample/train.txt/")
+            && stderr(&out).contains("cannot create the encoder's layer store"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn read_in_documents_fit_and_eval_agree() {
     // Each sentence read with its neighbours' sub-tokens as context, in fit's scoring and in

@@ -302,8 +302,10 @@ fn evaluate<'py>(
 /// called with a dict for each event. Ctrl-C, or an exception raised by `progress`, stops
 /// training after the current batch with a checkpoint saved (`resume=True` continues it), and is
 /// raised. `start_from`, a trained model's directory, continues that model (`train.start_from`).
+/// `encoder_cache`, a directory, keeps a frozen encoder's layers between runs (`fit
+/// --encoder-cache`).
 #[pyfunction]
-#[pyo3(signature = (config, overrides = None, *, resume = false, overwrite = false, progress = None, threads = None, start_from = None))]
+#[pyo3(signature = (config, overrides = None, *, resume = false, overwrite = false, progress = None, threads = None, start_from = None, encoder_cache = None))]
 #[allow(clippy::too_many_arguments)]
 fn fit(
     py: Python<'_>,
@@ -314,6 +316,7 @@ fn fit(
     progress: Option<Py<PyAny>>,
     threads: Option<usize>,
     start_from: Option<PathBuf>,
+    encoder_cache: Option<PathBuf>,
 ) -> PyResult<PathBuf> {
     let overrides = match overrides {
         Some(dict) => override_items(&dict)?,
@@ -332,6 +335,7 @@ fn fit(
         resume,
         overwrite,
         interrupt: Some(interrupt.clone()),
+        encoder_cache,
     };
     let outcome = py.detach(|| {
         pool.install(|| {

@@ -147,18 +147,24 @@ impl PretrainedFeatures {
             .reshape([batch, max_len, hidden])
     }
 
-    /// Every layer at each word's first sub-token of each of `sentences`, computed once
-    /// ([`nertrain_data::Encoded::encoder_states`]), for a frozen encoder whose layers training
-    /// reads every epoch.
-    pub fn cache_states(&self, sentences: &mut [nertrain_data::Encoded], max_word_len: usize) {
+    /// Every layer at each word's first sub-token of each of `sentences` at `indices`, computed
+    /// once ([`nertrain_data::Encoded::encoder_states`]), for a frozen encoder whose layers
+    /// training reads every epoch.
+    pub fn cache_states(
+        &self,
+        sentences: &mut [nertrain_data::Encoded],
+        indices: &[usize],
+        max_word_len: usize,
+    ) {
         const BATCH: usize = 64;
         const BATCH_TOKENS: usize = 8192;
         // Frozen, the encoder runs off the autodiff graph whatever device it is on.
         debug_assert!(self.frozen);
         let device = self.mix.device();
-        let lengths: Vec<usize> = sentences.iter().map(|s| s.len()).collect();
+        let lengths: Vec<usize> = indices.iter().map(|&i| sentences[i].len()).collect();
         let width = self.layers() * self.d_output();
-        for indices in nertrain_data::BatchPlan::sorted(&lengths, BATCH, BATCH_TOKENS).batches {
+        for batch in nertrain_data::BatchPlan::sorted(&lengths, BATCH, BATCH_TOKENS).batches {
+            let indices: Vec<usize> = batch.into_iter().map(|b| indices[b]).collect();
             let batch = nertrain_data::Batch::new(sentences, indices.clone(), max_word_len);
             let Some(subwords) = &batch.subwords else {
                 continue;

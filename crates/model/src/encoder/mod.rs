@@ -9,6 +9,7 @@
 //! are token types (not in DistilBERT), and how the weights are named ([`weights`]).
 
 mod features;
+mod store;
 mod weights;
 
 use std::path::Path;
@@ -23,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::FileError;
 
 pub use features::{PretrainedFeatures, SubwordTensors, Tuning};
+pub use store::{LayerStore, Loaded};
 pub use weights::load_weights;
 
 /// A checkpoint's configuration file.

@@ -226,6 +226,7 @@ def fit(
     progress: Optional[Callable[[Event], object]] = None,
     threads: Optional[int] = None,
     start_from: Optional[StrPath] = None,
+    encoder_cache: Optional[StrPath] = None,
 ) -> Path:
     """Trains a model as the experiment file describes (``nertrain fit``); returns its run directory.
 
@@ -233,6 +234,8 @@ def fit(
     each event. Ctrl-C, or an exception raised by ``progress``, stops training after the current
     batch with a checkpoint saved (``resume=True`` continues it), and is raised. ``start_from``,
     a trained model's directory, continues that model (``fit --start-from``).
+    ``encoder_cache``, a directory, keeps a frozen encoder's layers between runs (``fit
+    --encoder-cache``).
     """
 
 class Sentence(TypedDict):

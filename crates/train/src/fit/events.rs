@@ -1,6 +1,7 @@
 //! What `fit` takes and what it reports: its options, the events it emits for the caller to
 //! show (it prints nothing), each epoch's metrics and the outcome of a run.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
@@ -17,6 +18,10 @@ pub struct FitOptions {
     /// When this becomes true, training stops after the current batch and saves a checkpoint
     /// that `resume` continues from (set by Ctrl-C in the CLI).
     pub interrupt: Option<Arc<AtomicBool>>,
+    /// A directory that keeps a frozen encoder's layers between runs
+    /// ([`LayerStore`](nertrain_model::encoder::LayerStore)): those computed before are read
+    /// from it, the others computed and written to it.
+    pub encoder_cache: Option<PathBuf>,
 }
 
 /// What a run reports as it goes, for the caller to show; `fit` itself prints nothing. Its serde

@@ -7,16 +7,18 @@ mod checkpoint;
 mod events;
 mod setup;
 
+use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{Batch, BatchPlan, Encoded, Mention, Report, Vocab};
+use nertrain_model::encoder::LayerStore;
 use nertrain_model::files::load_weights;
 use nertrain_model::{
-    Constraints, ModelFiles, ModelMeta, Network, RecordedScores, Reduction, StartedFrom, WordGates,
-    grown_from,
+    Backend, Constraints, ModelFiles, ModelMeta, Network, RecordedScores, Reduction, StartedFrom,
+    WordGates, grown_from,
 };
 use nertrain_tagger::{Decoder, TagOptions};
 use rand::rngs::StdRng;
@@ -26,7 +28,7 @@ pub use events::{EpochMetrics, FitEvent, FitOptions, FitOutcome};
 
 use crate::model_dir::ModelDir;
 use crate::step::Trainer;
-use crate::{Error, Experiment, Result};
+use crate::{Error, Experiment, Result, TrainConfig};
 use checkpoint::{Checkpoint, LoopState, save_checkpoint};
 use setup::{Prepared, prepare, singleton_words};
 
@@ -57,7 +59,7 @@ fn fit_locked(
     device: &Device,
     events: &mut dyn FnMut(FitEvent),
 ) -> Result<FitOutcome> {
-    let interrupt = options.interrupt.clone();
+    let (interrupt, encoder_cache) = (options.interrupt.clone(), options.encoder_cache.clone());
     let mut outcome = fit_once(experiment, options, device, events, Stage::Selection)?;
     if !experiment.train.with_dev || outcome.interrupted || outcome.best_epoch == 0 {
         return Ok(outcome);
@@ -77,6 +79,7 @@ fn fit_locked(
         resume: false,
         overwrite: true,
         interrupt,
+        encoder_cache,
     };
     let with_dev = fit_once(
         &second,
@@ -140,16 +143,21 @@ fn fit_once(
         events,
     )?;
     let (mut training, mut model) = Training::start(experiment, &mut prepared, device, events)?;
+    cache_frozen_encoder(
+        &model,
+        &mut prepared,
+        training.epochs_left(train_config),
+        options.encoder_cache.as_deref(),
+        train_config.backend,
+        events,
+    )?;
     describe_data(&prepared, stage, &training.lengths, events);
     let decode_options = TagOptions {
         constrained: prepared.meta.crf.constrained_decoding,
         batch_size: train_config.eval_batch_size,
         ..TagOptions::default()
     };
-    while training
-        .state
-        .trains_on(train_config.epochs, train_config.patience)
-    {
+    while training.epochs_left(train_config) {
         let (trained, end) =
             training.train_epoch(model, experiment, &prepared, &options, events)?;
         model = trained;
@@ -214,26 +222,55 @@ fn fit_once(
 /// Computes a frozen encoder's layers at each word of the training (when `training` is left),
 /// dev and test sentences once, for every epoch's training and scoring to read: the same values
 /// the encoder gives each time (its windows are read alone, whatever they are batched with).
+/// With a `store`, the layers it has are read from it and the others written to it.
 fn cache_frozen_encoder(
     model: &Network,
     prepared: &mut Prepared,
     training: bool,
+    store: Option<&Path>,
+    backend: Backend,
     events: &mut dyn FnMut(FitEvent),
-) {
+) -> Result<()> {
     let Some(pretrained) = model.pretrained.as_ref().filter(|p| p.frozen) else {
-        return;
+        return Ok(());
     };
     let started = Instant::now();
+    let store = store
+        .map(|root| LayerStore::open(root, pretrained, backend))
+        .transpose()?;
     let max_word_len = prepared.meta.max_word_len;
+    let mut sets: Vec<&mut Vec<Encoded>> = vec![&mut prepared.dev_encoded];
     if training {
-        pretrained.cache_states(&mut prepared.encoded, max_word_len);
+        sets.insert(0, &mut prepared.encoded);
     }
-    pretrained.cache_states(&mut prepared.dev_encoded, max_word_len);
-    let mut test = 0;
     if let Some((_, encoded, _)) = prepared.test_set.as_mut() {
-        pretrained.cache_states(encoded, max_word_len);
-        test = encoded.len();
+        sets.push(encoded);
     }
+    let mut read = 0;
+    for sentences in sets {
+        let missing = match &store {
+            Some(store) => {
+                let loaded = store.load(sentences);
+                for why in loaded.unreadable {
+                    events(FitEvent::warning(format!("{why}; computed again")));
+                }
+                loaded.missing
+            }
+            None => (0..sentences.len()).collect(),
+        };
+        pretrained.cache_states(sentences, &missing, max_word_len);
+        read += sentences.len() - missing.len();
+        if let Some(store) = &store
+            && let Err(error) = store.save(sentences, &missing)
+        {
+            events(FitEvent::warning(format!(
+                "{error}: the encoder's layers are not kept"
+            )));
+        }
+    }
+    let stored = store.map_or(String::new(), |store| {
+        format!(" ({read} read from {})", store.dir().display())
+    });
     let (training, reuse) = if training {
         (
             format!("{} training, ", prepared.encoded.len()),
@@ -242,12 +279,17 @@ fn cache_frozen_encoder(
     } else {
         (String::new(), "with no epoch left to train")
     };
+    let test = prepared
+        .test_set
+        .as_ref()
+        .map_or(0, |(_, encoded, _)| encoded.len());
     events(FitEvent::info(format!(
         "the frozen encoder's layers at each word of the {training}{} dev and {test} test \
-         sentences, computed {reuse} in {:.1} s",
+         sentences, computed {reuse}{stored} in {:.1} s",
         prepared.dev_encoded.len(),
         started.elapsed().as_secs_f64()
     )));
+    Ok(())
 }
 
 /// `model`, fresh, with the pretrained encoder's weights read from its checkpoint
@@ -382,8 +424,6 @@ impl Training {
                 state.epochs_done
             )));
         }
-        // A finished run, resumed, trains no epoch: its training sentences need no layers.
-        let epochs_left = state.trains_on(train_config.epochs, train_config.patience);
         let training = Self {
             trainer,
             state,
@@ -391,8 +431,13 @@ impl Training {
             lengths: prepared.encoded.iter().map(Encoded::len).collect(),
             singletons: singleton_words(&prepared.encoded, vocab.words.len()),
         };
-        cache_frozen_encoder(&model, prepared, epochs_left, events);
         Ok((training, model))
+    }
+
+    /// Whether another epoch trains.
+    fn epochs_left(&self, train_config: &TrainConfig) -> bool {
+        self.state
+            .trains_on(train_config.epochs, train_config.patience)
     }
 
     /// Trains `model` on the next epoch's batches (from where a resumed run stopped), or stops
