@@ -97,6 +97,14 @@ def test_a_model_with_a_pretrained_encoder_tags_as_the_cli_and_copies_whole(tmp_
     tagger.copy_to(copy)
     assert (copy / "subwords.json").read_bytes() == (run / "subwords.json").read_bytes()
     assert nertrain.Tagger(copy).tag(TEXTS) == tagger.tag(TEXTS)
+    # Its layers kept on disk (`fit --encoder-cache`), the same model.
+    kept = nertrain.fit(
+        ROOT / "configs" / "sample-encoder.toml",
+        {"train.output": str(tmp_path / "kept"), "train.epochs": 1},
+        encoder_cache=tmp_path / "layers",
+    )
+    assert any(path.is_file() for path in (tmp_path / "layers").rglob("*"))
+    assert nertrain.Tagger(kept).tag(TEXTS) == tagger.tag(TEXTS)
 
 
 def test_thresholds_stored_or_given_apply_as_the_cli_applies_them(tmp_path, model):
