@@ -14,7 +14,7 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{Batch, BatchPlan, Encoded, Mention, Report, Vocab};
-use nertrain_model::encoder::LayerStore;
+use nertrain_model::encoder::{LayerStore, PretrainedFeatures};
 use nertrain_model::files::load_weights;
 use nertrain_model::{
     Backend, Constraints, ModelFiles, ModelMeta, Network, RecordedScores, Reduction, StartedFrom,
@@ -239,35 +239,13 @@ fn cache_frozen_encoder(
         .map(|root| LayerStore::open(root, pretrained, backend))
         .transpose()?;
     let max_word_len = prepared.meta.max_word_len;
-    let mut sets: Vec<&mut Vec<Encoded>> = vec![&mut prepared.dev_encoded];
-    if training {
-        sets.insert(0, &mut prepared.encoded);
-    }
-    if let Some((_, encoded, _)) = prepared.test_set.as_mut() {
-        sets.push(encoded);
-    }
-    let mut read = 0;
-    for sentences in sets {
-        let missing = match &store {
-            Some(store) => {
-                let loaded = store.load(sentences);
-                for why in loaded.unreadable {
-                    events(FitEvent::warning(format!("{why}; computed again")));
-                }
-                loaded.missing
-            }
-            None => (0..sentences.len()).collect(),
-        };
-        pretrained.cache_states(sentences, &missing, max_word_len);
-        read += sentences.len() - missing.len();
-        if let Some(store) = &store
-            && let Err(error) = store.save(sentences, &missing)
-        {
-            events(FitEvent::warning(format!(
-                "{error}: the encoder's layers are not kept"
-            )));
-        }
-    }
+    let train = training.then_some(&mut prepared.encoded);
+    let test = prepared.test_set.as_mut().map(|(_, encoded, _)| encoded);
+    let read: usize = (train.into_iter())
+        .chain([&mut prepared.dev_encoded])
+        .chain(test)
+        .map(|sentences| set_layers(pretrained, sentences, store.as_ref(), max_word_len, events))
+        .sum();
     let stored = store.map_or(String::new(), |store| {
         format!(" ({read} read from {})", store.dir().display())
     });
@@ -290,6 +268,33 @@ fn cache_frozen_encoder(
         started.elapsed().as_secs_f64()
     )));
     Ok(())
+}
+
+/// Sets the frozen encoder's layers at each word of `sentences`: read from `store` where it has
+/// them, computed (and written to it) where not. Returns how many sentences were read.
+fn set_layers(
+    pretrained: &PretrainedFeatures,
+    sentences: &mut [Encoded],
+    store: Option<&LayerStore>,
+    max_word_len: usize,
+    events: &mut dyn FnMut(FitEvent),
+) -> usize {
+    let Some(store) = store else {
+        let all: Vec<usize> = (0..sentences.len()).collect();
+        pretrained.cache_states(sentences, &all, max_word_len);
+        return 0;
+    };
+    let loaded = store.load(sentences);
+    for why in loaded.unreadable {
+        events(FitEvent::warning(format!("{why}; computed again")));
+    }
+    pretrained.cache_states(sentences, &loaded.missing, max_word_len);
+    if let Err(error) = store.save(sentences, &loaded.missing) {
+        events(FitEvent::warning(format!(
+            "{error}: the encoder's layers are not kept"
+        )));
+    }
+    sentences.len() - loaded.missing.len()
 }
 
 /// `model`, fresh, with the pretrained encoder's weights read from its checkpoint
