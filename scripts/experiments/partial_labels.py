@@ -127,6 +127,9 @@ def main():
     parser.add_argument("--epochs", type=int, default=40)
     parser.add_argument("--patience", type=int, default=4)
     parser.add_argument("--set", action="append", default=[], help="more fit overrides")
+    parser.add_argument("--encoder-cache", metavar="DIR", default=None,
+                        help="keep a frozen encoder's layers here between runs "
+                             "(fit --encoder-cache)")
     parser.add_argument("--out", default="runs/partial-labels")
     parser.add_argument("--binary", default=None)
     options = parser.parse_args()
