@@ -9,8 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{
-    Server, eval_json, fit_small, learning_curve, nertrain, scratch, stderr, stdout, tag_json,
-    workspace,
+    Server, eval_json, fit_small, learning_curve, nertrain, scratch, snapshot, stderr, stdout,
+    tag_json, workspace,
 };
 
 const TEXTS: [&str; 2] = [
@@ -164,21 +164,6 @@ fn a_finished_frozen_run_resumed_reads_no_training_sentence_through_the_encoder(
     assert_eq!(recorded_test_f1(&run), test_f1);
 }
 
-/// Every file under `dir` and its subdirectories, in order.
-fn files_under(dir: &Path) -> Vec<PathBuf> {
-    let mut files = Vec::new();
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            files.extend(files_under(&path));
-        } else {
-            files.push(path);
-        }
-    }
-    files.sort();
-    files
-}
-
 #[test]
 fn a_frozen_encoders_layers_kept_between_runs_are_read_back_as_computed() {
     let frozen = [
@@ -211,15 +196,11 @@ fn a_frozen_encoders_layers_kept_between_runs_are_read_back_as_computed() {
     assert_eq!((second_curve, second_f1), (curve.clone(), test_f1));
 
     // A file cut short and one of another sentence are computed again, with a warning each.
-    let files = files_under(&cache);
-    assert!(
-        files
-            .iter()
-            .all(|f| !f.to_str().unwrap().contains(".partial"))
-    );
-    let whole = std::fs::read(&files[0]).unwrap();
-    std::fs::write(&files[0], &whole[..whole.len() - 4]).unwrap();
-    std::fs::copy(&files[1], &files[2]).unwrap();
+    let before = snapshot(&cache);
+    let files: Vec<&PathBuf> = before.0.iter().map(|(path, _)| path).collect();
+    let whole = &before.0[0].1;
+    std::fs::write(files[0], &whole[..whole.len() - 4]).unwrap();
+    std::fs::copy(files[1], files[2]).unwrap();
     let (damaged_curve, damaged_f1, out) = fitted("encoder-cached-3", &kept);
     let warned = stderr(&out);
     assert!(
@@ -233,7 +214,8 @@ fn a_frozen_encoders_layers_kept_between_runs_are_read_back_as_computed() {
     );
     assert_eq!(read(&out), 898);
     assert_eq!((damaged_curve, damaged_f1), (curve, test_f1));
-    assert_eq!(std::fs::read(&files[0]).unwrap(), whole);
+    // Each written again as it was, and nothing else left there.
+    assert_eq!(snapshot(&cache), before);
 
     // A store that cannot be made is an error naming it.
     let not_a_dir = [&frozen[..], &["--encoder-cache", "data/sample/train.txt"]].concat();

@@ -148,13 +148,16 @@ pub fn tag_json(model: &Path, args: &[&str]) -> Vec<serde_json::Value> {
 
 /// What `eval --model MODEL --data data/sample/dev.txt --json EXTRA` prints.
 pub fn eval_json(model: &Path, extra: &[&str]) -> serde_json::Value {
-    let head = ["eval", "--model", model.to_str().unwrap()];
-    let args = [
-        &head[..],
-        &["--data", "data/sample/dev.txt", "--json"],
-        extra,
-    ]
-    .concat();
+    let model = model.to_str().unwrap();
+    let head = [
+        "eval",
+        "--model",
+        model,
+        "--data",
+        "data/sample/dev.txt",
+        "--json",
+    ];
+    let args = [&head[..], extra].concat();
     serde_json::from_str(&nertrain_ok(&args)).unwrap()
 }
 
