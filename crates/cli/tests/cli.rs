@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
-use common::{learning_curve, nertrain, scratch, snapshot, stderr, stdout, workspace};
+use common::{eval_json, learning_curve, nertrain, scratch, snapshot, stderr, stdout, workspace};
 
 /// Small enough to train in seconds, good enough to find the sample's entities.
 const QUICK: [&str; 8] = [
@@ -606,15 +606,7 @@ fn eval_reports_calibration() {
         report.contains("confidence    entities  mean conf.  precision"),
         "{report}"
     );
-    let json = nertrain(&[
-        "eval",
-        "--model",
-        model,
-        "--data",
-        "data/sample/dev.txt",
-        "--json",
-    ]);
-    let value: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    let value = eval_json(Path::new(model), &[]);
     let bins = value["calibration"].as_array().unwrap();
     assert_eq!(bins.len(), 10);
     let binned: u64 = bins.iter().map(|b| b["entities"].as_u64().unwrap()).sum();
