@@ -37,7 +37,7 @@ use nertrain_data::{
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use crate::{Network, NetworkConfig, VocabSizes};
+use crate::{FileError, Network, NetworkConfig, VocabSizes};
 
 const META: &str = "model.json";
 const VOCAB: &str = "vocab.json";
@@ -65,49 +65,6 @@ const MAX_WORD_LEN: usize = 1 << 16;
 const MAX_FEATURES: usize = 64;
 /// The most values a feature column may have (a categorical column, not a second word column).
 const MAX_FEATURE_VALUES: usize = 1 << 20;
-
-/// A model file that cannot be read, or is not what nertrain writes.
-#[derive(Debug, thiserror::Error)]
-pub enum FileError {
-    /// A file that cannot be read.
-    #[error("{}: cannot {action}: {source}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// What was being done: "read", ...
-        action: &'static str,
-        /// Why it failed.
-        source: std::io::Error,
-    },
-    /// A file or directory that is not a model nertrain can read: `message` says what is wrong.
-    #[error("{}: {message}", path.display())]
-    Invalid {
-        /// The file or directory.
-        path: PathBuf,
-        /// What is wrong, and what was expected.
-        message: String,
-    },
-}
-
-impl FileError {
-    /// `path` is not a readable model file: `message` says why.
-    pub fn invalid(path: impl Into<PathBuf>, message: impl std::fmt::Display) -> Self {
-        Self::Invalid {
-            path: path.into(),
-            message: message.to_string(),
-        }
-    }
-}
-
-impl From<nertrain_data::WriteError> for FileError {
-    fn from(error: nertrain_data::WriteError) -> Self {
-        Self::Io {
-            path: error.path,
-            action: error.action,
-            source: error.source,
-        }
-    }
-}
 
 /// How the tag scheme's rules are enforced (see [`Constraints`](crate::Constraints)).
 #[derive(Config, Debug, PartialEq)]

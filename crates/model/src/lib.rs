@@ -13,6 +13,7 @@ mod char_lm;
 mod char_lstm;
 pub mod crf;
 pub mod encoder;
+mod error;
 pub mod files;
 mod grow;
 mod inputs;
@@ -28,10 +29,10 @@ pub use char_cnn::{CharCnn, CharCnnConfig};
 pub use char_lm::{CharLm, CharLmConfig, Highway, WordStates};
 pub use char_lstm::{CharLstm, CharLstmConfig};
 pub use crf::{Constraints, Crf, CrfConfig, CrfError, Marginals, Potentials, Reduction};
+pub use error::FileError;
 pub use files::{
-    ChosenThreshold, CrfOptions, DataSummary, DocumentContext, FORMAT_VERSION, FileError,
-    FileSummary, LabelThreshold, ModelFiles, ModelMeta, RecordedScores, StartedFrom,
-    StoredThresholds,
+    ChosenThreshold, CrfOptions, DataSummary, DocumentContext, FORMAT_VERSION, FileSummary,
+    LabelThreshold, ModelFiles, ModelMeta, RecordedScores, StartedFrom, StoredThresholds,
 };
 pub use grow::{GrowError, first_non_finite, grown_from};
 pub use inputs::BatchTensors;

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use nertrain_model::files::FileError;
+use nertrain_model::FileError;
 use nertrain_tagger::{Error as TaggingError, Layout, TagSettings};
 use nertrain_train::{ConfigError, ConfigOrigin, Error, Experiment, FitOptions};
 use pyo3::exceptions::{

@@ -20,8 +20,7 @@ use nertrain_data::Encoded;
 use sha2::{Digest, Sha256};
 
 use super::PretrainedFeatures;
-use crate::Backend;
-use crate::files::FileError;
+use crate::{Backend, FileError};
 
 /// The start of every file of the store, before its format's version.
 const MAGIC: &[u8; 8] = b"NTLAYERS";
