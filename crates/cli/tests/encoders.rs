@@ -186,7 +186,7 @@ fn a_frozen_encoders_layers_kept_between_runs_are_read_back_as_computed() {
     let read = |out: &std::process::Output| -> usize {
         let said = stdout(out);
         let (before, _) = said.split_once(" read from ").expect(&said);
-        before.rsplit('(').next().unwrap().parse().unwrap()
+        before.rsplit(' ').next().unwrap().parse().unwrap()
     };
     let (first_curve, first_f1, out) = fitted("encoder-cached-1", &kept);
     assert!(read(&out) < 900);

@@ -246,13 +246,20 @@ fn cache_frozen_encoder(
         .chain(test)
         .map(|sentences| set_layers(pretrained, sentences, store.as_ref(), max_word_len, events))
         .sum();
+    let computed = prepared.encoded.len() * usize::from(training)
+        + prepared.dev_encoded.len()
+        + prepared
+            .test_set
+            .as_ref()
+            .map_or(0, |(_, encoded, _)| encoded.len())
+        - read;
     let stored = store.map_or(String::new(), |store| {
-        format!(" ({read} read from {})", store.dir().display())
+        format!(", {read} read from {}", store.dir().display())
     });
     let (training, reuse) = if training {
         (
             format!("{} training, ", prepared.encoded.len()),
-            "once for every epoch",
+            "for every epoch",
         )
     } else {
         (String::new(), "with no epoch left to train")
@@ -263,7 +270,7 @@ fn cache_frozen_encoder(
         .map_or(0, |(_, encoded, _)| encoded.len());
     events(FitEvent::info(format!(
         "the frozen encoder's layers at each word of the {training}{} dev and {test} test \
-         sentences, computed {reuse}{stored} in {:.1} s",
+         sentences, {reuse} ({computed} computed{stored}) in {:.1} s",
         prepared.dev_encoded.len(),
         started.elapsed().as_secs_f64()
     )));
