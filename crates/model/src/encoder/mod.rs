@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::FileError;
 
 pub use features::{PretrainedFeatures, SubwordTensors, Tuning};
-pub use store::{LayerStore, Loaded};
+pub use store::{Filled, LayerStore};
 pub use weights::load_weights;
 
 /// A checkpoint's configuration file.

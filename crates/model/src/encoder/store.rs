@@ -37,13 +37,26 @@ pub struct LayerStore {
     width: usize,
 }
 
+/// What [`LayerStore::fill`] did.
+#[derive(Debug, Default)]
+pub struct Filled {
+    /// How many sentences' layers were read from the store.
+    pub read: usize,
+    /// How many were computed (and written to it).
+    pub computed: usize,
+    /// The files that were there but could not be read, and why: they were computed again.
+    pub unreadable: Vec<String>,
+    /// Why the layers computed could not all be written, if so: the rest were not kept.
+    pub unwritten: Option<FileError>,
+}
+
 /// What [`LayerStore::load`] found.
 #[derive(Debug, Default)]
-pub struct Loaded {
+struct Loaded {
     /// The sentences (by index) that had no file, or a file that could not be read.
-    pub missing: Vec<usize>,
+    missing: Vec<usize>,
     /// The files that were there but could not be read, and why: they are computed again.
-    pub unreadable: Vec<String>,
+    unreadable: Vec<String>,
 }
 
 impl LayerStore {
@@ -75,8 +88,29 @@ impl LayerStore {
         &self.dir
     }
 
+    /// Sets the layers at each word of `sentences`: read where the store has them, computed by
+    /// `features` (its encoder, the one the store was opened for) and written where not.
+    pub fn fill(
+        &self,
+        features: &PretrainedFeatures,
+        sentences: &mut [Encoded],
+        max_word_len: usize,
+    ) -> Filled {
+        let Loaded {
+            missing,
+            unreadable,
+        } = self.load(sentences);
+        features.cache_states(sentences, &missing, max_word_len);
+        Filled {
+            read: sentences.len() - missing.len(),
+            computed: missing.len(),
+            unreadable,
+            unwritten: self.save(sentences, &missing).err(),
+        }
+    }
+
     /// Sets the layers of each of `sentences` that has a readable file.
-    pub fn load(&self, sentences: &mut [Encoded]) -> Loaded {
+    fn load(&self, sentences: &mut [Encoded]) -> Loaded {
         let mut loaded = Loaded::default();
         for (i, sentence) in sentences.iter_mut().enumerate() {
             let key = sentence_key(sentence);
@@ -101,7 +135,7 @@ impl LayerStore {
 
     /// Writes the layers of `sentences` at `indices`; the first file that cannot be written
     /// ends it, with the error (the files written are whole).
-    pub fn save(&self, sentences: &[Encoded], indices: &[usize]) -> Result<(), FileError> {
+    fn save(&self, sentences: &[Encoded], indices: &[usize]) -> Result<(), FileError> {
         for &i in indices {
             let sentence = &sentences[i];
             debug_assert_eq!(sentence.encoder_states.len(), sentence.len() * self.width);

@@ -291,17 +291,16 @@ fn set_layers(
         pretrained.cache_states(sentences, &all, max_word_len);
         return 0;
     };
-    let loaded = store.load(sentences);
-    for why in loaded.unreadable {
+    let filled = store.fill(pretrained, sentences, max_word_len);
+    for why in filled.unreadable {
         events(FitEvent::warning(format!("{why}; computed again")));
     }
-    pretrained.cache_states(sentences, &loaded.missing, max_word_len);
-    if let Err(error) = store.save(sentences, &loaded.missing) {
+    if let Some(error) = filled.unwritten {
         events(FitEvent::warning(format!(
             "{error}: the encoder's layers are not kept"
         )));
     }
-    sentences.len() - loaded.missing.len()
+    filled.read
 }
 
 /// `model`, fresh, with the pretrained encoder's weights read from its checkpoint
