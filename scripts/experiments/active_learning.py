@@ -165,6 +165,8 @@ def select(options, model, texts, spec, seed, work):
         if "floor" in extra:
             regions += f":{extra['floor']}"
         args += ["--regions", regions]
+    if options.encoder_cache is not None:
+        args += ["--encoder-cache", options.encoder_cache]
     run(args)
     picked = []
     for task in json.loads(chosen.read_text(encoding="utf-8")):
@@ -476,7 +478,7 @@ def parse_options():
     parser.add_argument("--set", action="append", default=[], help="more fit overrides")
     parser.add_argument("--encoder-cache", metavar="DIR", default=None,
                         help="keep a frozen encoder's layers here between rounds "
-                             "(fit --encoder-cache)")
+                             "(fit and select --encoder-cache)")
     parser.add_argument("--out", default="runs/active-learning")
     parser.add_argument("--binary", default=None)
     parser.add_argument("--continue", dest="continue_", action="store_true",

@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use nertrain_model::Backend;
 use nertrain_tagger::{TagOptions, TagSettings, Tagger};
 
 /// Any failure of a command: the library's typed errors, and the CLI's own (output, usage).
@@ -87,6 +88,44 @@ impl DictionaryArgs {
             eprintln!("dictionary {read}");
         }
         Ok(tagger)
+    }
+}
+
+/// Where a frozen encoder's layers are kept between commands, as `fit --encoder-cache` keeps them.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct EncoderCacheArgs {
+    /// Keep a frozen encoder's layers of each sentence in this directory: those an earlier
+    /// command of the same encoder computed (`fit --encoder-cache`, `select` or `eval` with it)
+    /// are read, the others computed and written there (the annotation loop's rounds choose
+    /// from the same pool). A model without a frozen encoder has none to keep.
+    #[arg(long, value_name = "DIR")]
+    pub encoder_cache: Option<std::path::PathBuf>,
+}
+
+impl EncoderCacheArgs {
+    /// `tagger` reading and writing the store, when one is given.
+    pub fn apply(&self, tagger: Tagger, backend: Backend) -> Result<Tagger> {
+        match &self.encoder_cache {
+            Some(root) => Ok(tagger.with_encoder_cache(root, backend)?),
+            None => Ok(tagger),
+        }
+    }
+
+    /// Says on stderr what `tagger`'s store gave, as `fit` does, and what it could not use.
+    pub fn report(tagger: &Tagger) {
+        let Some((dir, tally)) = tagger.encoder_cache_tally() else {
+            return;
+        };
+        for problem in &tally.problems {
+            eprintln!("warning: {problem}");
+        }
+        eprintln!(
+            "the frozen encoder's layers of {} sentences: {} read from {}, {} computed",
+            tally.read + tally.computed,
+            tally.read,
+            dir.display(),
+            tally.computed
+        );
     }
 }
 

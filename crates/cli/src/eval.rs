@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use burn::tensor::Device;
 use clap::Args;
 use nertrain_data::{OperatingPoint, THRESHOLD_GRID};
-use nertrain_model::LabelThreshold;
 use nertrain_model::job::ScoreJob;
+use nertrain_model::{Backend, LabelThreshold};
 use nertrain_tagger::{FileEvaluation, MAX_CONSISTENCY, TagOptions, TagSettings, Tagger};
 use serde::Serialize;
 
@@ -24,18 +24,20 @@ pub struct EvalArgs {
     dictionaries: crate::common::DictionaryArgs,
     #[command(flatten)]
     thresholds: crate::common::ThresholdArgs,
+    #[command(flatten)]
+    encoder_cache: crate::common::EncoderCacheArgs,
     /// A tagged CoNLL file to predict and score (read with the model's columns; `-`: stdin), or
     /// text with character spans (`.jsonl`: `{"text", "spans": [{"start", "end", "label"}]}` a
     /// line), tagged as `tag` tags text and scored as exact character spans.
     #[arg(long)]
     data: Option<PathBuf>,
     /// Score a file whose last two columns are the gold and predicted tags, as conlleval does.
-    #[arg(long, required_unless_present_any = ["model", "job"])]
+    #[arg(long, required_unless_present_any = ["model", "job"], conflicts_with = "encoder_cache")]
     predicted: Option<PathBuf>,
     /// Run a scoring job (JSON) another program wrote: a model on a held-out file, read and
     /// scored as `fit` chooses its epoch, its scores written to the job's file. The job says
     /// everything, so no other option is taken.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "data", "predicted", "output", "json", "calibration", "confusion", "sweep", "unconstrained", "consistency"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["model", "data", "predicted", "encoder_cache", "output", "json", "calibration", "confusion", "sweep", "unconstrained", "consistency"])]
     job: Option<PathBuf>,
     /// Write `word gold predicted` lines here.
     #[arg(long)]
@@ -86,7 +88,8 @@ pub fn consistency_weight(value: &str) -> std::result::Result<f64, String> {
     }
 }
 
-pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
+pub fn run(args: EvalArgs, backend: Backend) -> Result<()> {
+    let device = &backend.device()?;
     if let Some(job) = &args.job {
         return run_job(&ScoreJob::read(job)?, device);
     }
@@ -95,6 +98,7 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
         (Some(model), Some(data), None) => {
             let tagger = args.dictionaries.apply(Tagger::load(model, device)?)?;
             let tagger = args.thresholds.apply(tagger)?;
+            let tagger = args.encoder_cache.apply(tagger, backend)?;
             let settings = TagSettings {
                 unconstrained: args.unconstrained,
                 consistency: args.consistency,
@@ -111,6 +115,7 @@ pub fn run(args: EvalArgs, device: &Device) -> Result<()> {
             } else {
                 tagger.evaluate_file(data, options)?
             };
+            crate::common::EncoderCacheArgs::report(&tagger);
             if args.sweep {
                 return sweep(&args, tagger, &evaluation, data, options);
             }

@@ -73,11 +73,11 @@ fn run(cli: Cli) -> Result<()> {
     let device = || backend.unwrap_or_default().device();
     match cli.command {
         Command::Fit(args) => fit::run(args, backend),
-        Command::Eval(args) => eval::run(args, &device()?),
+        Command::Eval(args) => eval::run(args, backend.unwrap_or_default()),
         Command::Tag(args) => tag::run(args, &device()?),
         Command::Tokenize(args) => tag::tokenize(args),
         Command::Serve(args) => serve::run(*args, &device()?),
-        Command::Select(args) => select::run(args, &device()?),
+        Command::Select(args) => select::run(args, backend.unwrap_or_default()),
         Command::Report(args) => report::run(args),
         Command::Bench(args) => bench::run(args, &device()?),
         Command::Convert(args) => convert::run(args),

@@ -4,10 +4,10 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use burn::tensor::Device;
 use clap::{Args, ValueEnum};
 use nertrain_annotate::label_studio::{self, CHECK, LabelingConfig, TASK_DATA_KEYS, Target};
 use nertrain_annotate::{PreAnnotated, doccano};
+use nertrain_model::Backend;
 use nertrain_tagger::{BudgetUnit, MAX_DIVERSITY, Regions, Selected, Selection, Strategy, Tagger};
 
 use crate::{Result, UsageError};
@@ -80,6 +80,8 @@ pub struct SelectArgs {
     /// The seed of the random strategy and of bald's dropout masks.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    #[command(flatten)]
+    encoder_cache: crate::common::EncoderCacheArgs,
     /// The annotation tool the tasks are for.
     #[arg(long, value_enum, default_value_t = TaskFormat::LabelStudio)]
     format: TaskFormat,
@@ -249,9 +251,10 @@ fn target(args: &SelectArgs, tagger: &Tagger) -> Result<Option<Target>> {
     Ok(Some(target.clone()))
 }
 
-pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
+pub fn run(args: SelectArgs, backend: Backend) -> Result<()> {
     check_outputs(&args)?;
-    let tagger = Tagger::load(&args.model, device)?;
+    let tagger = Tagger::load(&args.model, &backend.device()?)?;
+    let tagger = args.encoder_cache.apply(tagger, backend)?;
     let target = target(&args, &tagger)?;
     let (pool, pool_name) = crate::input::read(&args.input)?;
     let texts: Vec<&str> = pool.lines().collect();
@@ -275,6 +278,7 @@ pub fn run(args: SelectArgs, device: &Device) -> Result<()> {
             .into(),
             error => Box::<dyn std::error::Error + Send + Sync>::from(error),
         })?;
+    crate::common::EncoderCacheArgs::report(&tagger);
     let mut left = vec![true; texts.len()];
     for selected in &chosen {
         left[selected.index] = false;

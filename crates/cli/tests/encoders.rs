@@ -230,6 +230,107 @@ fn a_frozen_encoders_layers_kept_between_runs_are_read_back_as_computed() {
 }
 
 #[test]
+fn select_and_eval_read_a_frozen_encoders_layers_from_the_store_fit_filled() {
+    let cache = scratch("encoder-cache-tagger").join("layers");
+    let cache_arg = cache.to_str().unwrap();
+    let run = fit_with(
+        "encoder-cache-tagger-fit",
+        "bert",
+        "frozen",
+        2,
+        &["--encoder-cache", cache_arg],
+    );
+    let model = run.to_str().unwrap();
+    // What the store gave, from the line select and eval end with.
+    let tally = |out: &std::process::Output| -> (usize, usize) {
+        let said = stderr(out);
+        let line = said
+            .lines()
+            .find(|l| l.starts_with("the frozen encoder's layers of "))
+            .expect(&said);
+        let number = |before: &str| -> usize {
+            let (head, _) = line.split_once(before).expect(line);
+            head.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        (number(" read from "), number(" computed"))
+    };
+
+    // eval of the test file reads every sentence fit computed, and scores as fit did.
+    let eval = |extra: &[&str]| {
+        let mut args = vec!["eval", "--model", model, "--data", "data/sample/test.txt"];
+        args.extend(extra);
+        let out = nertrain(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        out
+    };
+    let out = eval(&["--json", "--encoder-cache", cache_arg]);
+    assert_eq!(tally(&out), (150, 0));
+    assert_eq!(stdout(&out), stdout(&eval(&["--json"])));
+
+    // select over a pool fit never read: computed once, then read, choosing the same tasks.
+    let select = |extra: &[&str]| {
+        let mut args = vec![
+            "select",
+            "--model",
+            model,
+            "--input",
+            "data/sample/pool.txt",
+            "--budget",
+            "60",
+            "--budget-unit",
+            "tokens",
+            "--strategy",
+            "mnlp",
+            "--regions",
+            "budget",
+        ];
+        args.extend(extra);
+        let out = nertrain(&args);
+        assert!(out.status.success(), "{}", stderr(&out));
+        out
+    };
+    let tasks = stdout(&select(&[]));
+    let kept = ["--encoder-cache", cache_arg];
+    let fitted = snapshot(&cache);
+    let first = select(&kept);
+    let (read, computed) = tally(&first);
+    assert!(computed > 0, "{}", stderr(&first));
+    assert_eq!(stdout(&first), tasks);
+    let second = select(&kept);
+    assert_eq!(tally(&second), (read + computed, 0));
+    assert_eq!(stdout(&second), tasks);
+
+    // A pool's file cut short is computed again, with a warning naming it, and written again
+    // whole.
+    let before = snapshot(&cache);
+    let (file, whole) = (before.0.iter())
+        .find(|entry| !fitted.0.contains(entry))
+        .unwrap();
+    std::fs::write(file, &whole[..whole.len() - 4]).unwrap();
+    let out = select(&kept);
+    let warned = stderr(&out);
+    assert!(
+        warned.contains(&format!("warning: {}: ", file.display()))
+            && warned.contains("bytes, expected"),
+        "{warned}"
+    );
+    let (read_again, computed_again) = tally(&out);
+    assert!(computed_again >= 1 && read_again + computed_again == read + computed);
+    assert_eq!(stdout(&out), tasks);
+    assert_eq!(snapshot(&cache), before);
+
+    // eval's store is the tagger's: not for scoring a file of predictions.
+    let out = nertrain(&[
+        "eval",
+        "--predicted",
+        "data/sample/test.txt",
+        "--encoder-cache",
+        cache_arg,
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+}
+
+#[test]
 fn read_in_documents_fit_and_eval_agree() {
     // Each sentence read with its neighbours' sub-tokens as context, in fit's scoring and in
     // eval's alike.

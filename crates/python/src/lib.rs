@@ -206,7 +206,7 @@ struct SelectedRecord {
 /// text (entities with confidences: its pre-annotation) with its `index` in the pool, its
 /// `score` by the strategy and, with `regions`, the `regions` to decide.
 #[pyfunction]
-#[pyo3(signature = (model_dir, texts, budget, *, strategy = "margin", budget_unit = "texts", max_similarity = 0.7, diversity = 0.0, regions = None, seed = 1, threads = None))]
+#[pyo3(signature = (model_dir, texts, budget, *, strategy = "margin", budget_unit = "texts", max_similarity = 0.7, diversity = 0.0, regions = None, seed = 1, threads = None, encoder_cache = None))]
 #[allow(clippy::too_many_arguments)]
 fn select<'py>(
     py: Python<'py>,
@@ -220,6 +220,7 @@ fn select<'py>(
     regions: Option<Bound<'py, PyAny>>,
     seed: u64,
     threads: Option<usize>,
+    encoder_cache: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyList>> {
     // A threshold (0.99) or a rule ("budget", "budget:0.999"), as `select --regions` reads it.
     let regions: Option<nertrain_tagger::Regions> = regions
@@ -245,12 +246,12 @@ fn select<'py>(
         regions,
         seed,
     };
-    let chosen = py
+    let (chosen, problems) = py
         .detach(|| {
-            let tagger = load(&model_dir, threads)?;
+            let tagger = with_encoder_cache(load(&model_dir, threads)?, encoder_cache.as_deref())?;
             let chosen = tagger.select(&texts, &selection)?;
             let labels = tagger.labels();
-            Ok::<_, TaggingError>(
+            Ok::<_, TaggingError>((
                 chosen
                     .into_iter()
                     .map(|s| SelectedRecord {
@@ -260,9 +261,13 @@ fn select<'py>(
                         record: s.tagged.into_record(labels),
                     })
                     .collect::<Vec<_>>(),
-            )
+                encoder_cache_problems(&tagger),
+            ))
         })
         .map_err(tagging_error)?;
+    for problem in &problems {
+        warn(py, problem)?;
+    }
     let list = PyList::empty(py);
     for record in &chosen {
         list.append(to_python(py, record)?)?;
@@ -271,9 +276,10 @@ fn select<'py>(
 }
 
 /// Scores a model on a gold file (CoNLL, or span-annotated `.jsonl`): the numbers
-/// `nertrain eval --json` prints. Warnings about the gold data go to Python's `warnings`.
+/// `nertrain eval --json` prints. Warnings about the gold data, and about the files of
+/// `encoder_cache` (`eval --encoder-cache`) that could not be used, go to Python's `warnings`.
 #[pyfunction]
-#[pyo3(signature = (model_dir, path, *, threads = None, dictionaries = Vec::new(), replace_dictionary = false))]
+#[pyo3(signature = (model_dir, path, *, threads = None, dictionaries = Vec::new(), replace_dictionary = false, encoder_cache = None))]
 fn evaluate<'py>(
     py: Python<'py>,
     model_dir: PathBuf,
@@ -281,17 +287,20 @@ fn evaluate<'py>(
     threads: Option<usize>,
     dictionaries: Vec<PathBuf>,
     replace_dictionary: bool,
+    encoder_cache: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let evaluation = py
+    let (evaluation, problems) = py
         .detach(|| {
             let tagger =
                 load(&model_dir, threads)?.with_dictionaries(&dictionaries, replace_dictionary)?;
+            let tagger = with_encoder_cache(tagger, encoder_cache.as_deref())?;
             // As `eval --json`: with the calibration table.
             let options = tagger.options_with(TagSettings::default())?;
-            tagger.evaluate_file(&path, options)
+            let evaluation = tagger.evaluate_file(&path, options)?;
+            Ok::<_, TaggingError>((evaluation, encoder_cache_problems(&tagger)))
         })
         .map_err(tagging_error)?;
-    for warning in &evaluation.warnings {
+    for warning in evaluation.warnings.iter().chain(&problems) {
         warn(py, warning)?;
     }
     to_python(py, &evaluation.scores())
@@ -385,6 +394,26 @@ fn thread_pool(threads: Option<usize>) -> PyResult<rayon::ThreadPool> {
 /// The model in `model_dir`, to tag on `threads` threads.
 fn load(model_dir: &Path, threads: Option<usize>) -> Result<nertrain_tagger::Tagger, TaggingError> {
     nertrain_tagger::Tagger::load_with_threads(model_dir, &device()?, threads)
+}
+
+/// `tagger` keeping its frozen encoder's layers under `root`, when given (on the CPU backend
+/// every call runs on).
+fn with_encoder_cache(
+    tagger: nertrain_tagger::Tagger,
+    root: Option<&Path>,
+) -> Result<nertrain_tagger::Tagger, TaggingError> {
+    match root {
+        Some(root) => Ok(tagger.with_encoder_cache(root, nertrain_model::Backend::default())?),
+        None => Ok(tagger),
+    }
+}
+
+/// The store files `tagger` could not read or write, for Python's `warnings`.
+fn encoder_cache_problems(tagger: &nertrain_tagger::Tagger) -> Vec<String> {
+    tagger
+        .encoder_cache_tally()
+        .map(|(_, tally)| tally.problems)
+        .unwrap_or_default()
 }
 
 /// The CPU device every call runs on.

@@ -105,6 +105,14 @@ def test_a_model_with_a_pretrained_encoder_tags_as_the_cli_and_copies_whole(tmp_
     )
     assert any(path.is_file() for path in (tmp_path / "layers").rglob("*"))
     assert nertrain.Tagger(kept).tag(TEXTS) == tagger.tag(TEXTS)
+    # `select` and `evaluate` read the layers through the same store, and answer as without it.
+    pool = (SAMPLE / "pool.txt").read_text(encoding="utf-8").splitlines()
+    chosen = nertrain.select(run, pool, 40, budget_unit="tokens", strategy="mnlp", regions="budget")
+    for _ in range(2):
+        assert nertrain.select(run, pool, 40, budget_unit="tokens", strategy="mnlp",
+                               regions="budget", encoder_cache=tmp_path / "layers") == chosen
+    scores = nertrain.evaluate(run, SAMPLE / "test.txt")
+    assert nertrain.evaluate(run, SAMPLE / "test.txt", encoder_cache=tmp_path / "layers") == scores
 
 
 def test_thresholds_stored_or_given_apply_as_the_cli_applies_them(tmp_path, model):

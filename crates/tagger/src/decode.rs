@@ -825,6 +825,9 @@ impl Tagger {
             let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
             let documents: &[Range<usize>] = if self.reads_documents() { &pieces } else { &[] };
             subwords.set_windows(&mut encoded, &words, documents, encoder.max_positions)?;
+            if let Some(cache) = &self.encoder_cache {
+                cache.fill(&self.network, &mut encoded, self.meta.max_word_len);
+            }
         }
         if self.reads_documents() || self.dictionary.is_some() {
             let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();

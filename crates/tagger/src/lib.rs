@@ -45,6 +45,7 @@
 #![warn(missing_docs)]
 
 mod decode;
+mod encoder_cache;
 mod error;
 mod evaluate;
 mod forced;
@@ -73,6 +74,7 @@ pub use decode::{
     Decoder, MAX_BATCH_TOKENS, Prediction, RankedPath, Reading, TagOptions, entity_confidences,
     entity_types,
 };
+pub use encoder_cache::EncoderCacheTally;
 pub use error::Error;
 pub use evaluate::{Evaluation, FileEvaluation, FileScores, Scored, SpanEvaluation};
 /// A word with its character offsets: what [`Tagger::tokenize`] gives and [`Tagger::tag_tokens`] reads.
@@ -189,6 +191,9 @@ pub struct Tagger {
     /// By label, what is added to the emission scores of its tags when the best path is chosen
     /// ([`Tagger::with_biases`]): the model's `thresholds.json`, or those a caller set.
     biases: BTreeMap<String, f64>,
+    /// Where a frozen encoder's layers are kept between commands, when a caller names a store
+    /// ([`Tagger::with_encoder_cache`]).
+    encoder_cache: Option<encoder_cache::EncoderCache>,
 }
 
 /// What a loaded model is: `nertrain serve`'s `GET /model`.
@@ -309,6 +314,7 @@ impl Tagger {
             tokenizer,
             dir: dir.to_path_buf(),
             threads,
+            encoder_cache: None,
         })
     }
 

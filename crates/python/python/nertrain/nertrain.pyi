@@ -176,11 +176,13 @@ def evaluate(
     threads: Optional[int] = None,
     dictionaries: Sequence[StrPath] = (),
     replace_dictionary: bool = False,
+    encoder_cache: Optional[StrPath] = None,
 ) -> Scores:
     """Scores a model on a gold file: a CoNLL file, or span-annotated text (``.jsonl``).
 
-    The numbers ``nertrain eval --json`` prints; warnings about the gold data are issued as
-    ``UserWarning``.
+    The numbers ``nertrain eval --json`` prints; warnings about the gold data (and about files
+    of ``encoder_cache``, a directory keeping a frozen encoder's layers between calls, that
+    could not be read or written) are issued as ``UserWarning``.
     """
 
 def select(
@@ -195,6 +197,7 @@ def select(
     regions: Union[float, str, None] = None,
     seed: int = 1,
     threads: Optional[int] = None,
+    encoder_cache: Optional[StrPath] = None,
 ) -> List[Dict[str, Any]]:
     """Chooses the texts of an unlabelled pool most worth labelling next (``nertrain select``).
 
@@ -208,7 +211,9 @@ def select(
     ``select --regions``), only each text's doubtful regions are to be decided. Returns, best first, each chosen
     text's record as ``tag`` makes it (its entities with confidences, to pre-annotate it) with
     its ``index`` in ``texts``, its ``score`` and, with ``regions``, its ``regions``
-    (``(start, end)`` tuples in code points).
+    (``(start, end)`` tuples in code points). ``encoder_cache``, a directory, keeps a frozen
+    encoder's layers of the pool between calls (``select --encoder-cache``); files it could not
+    read or write are ``UserWarning``.
     """
 
 Event = Dict[str, Any]
