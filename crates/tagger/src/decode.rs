@@ -17,6 +17,7 @@ use nertrain_model::crf::{Potentials, host_emissions};
 use nertrain_model::{BatchTensors, Constraints, CrfError, Dropped, ModelMeta, Network, WordGates};
 use rayon::prelude::*;
 
+use crate::encoder_cache::EncoderCache;
 use crate::{Error, Result, Tagger};
 
 /// How to decode, and what to compute besides the best path. A model's own settings come from
@@ -152,6 +153,9 @@ pub struct Decoder<'a> {
     /// label's entities are found more (or less) often; confidences, marginals and n-best paths
     /// stay the model's. Empty: none.
     bias: Vec<f64>,
+    /// Where a frozen encoder's layers of each batch are read from (or computed and written
+    /// to), batch by batch, so that no more of them than a batch's is held at once.
+    encoder_cache: Option<&'a EncoderCache>,
 }
 
 /// What of a model's description decoding needs: how words are read and tags written.
@@ -203,7 +207,26 @@ impl<'a> Decoder<'a> {
             device,
             word_gates,
             bias: Vec::new(),
+            encoder_cache: None,
         }
+    }
+
+    /// The decoder reading its frozen encoder's layers through `cache`, when given.
+    pub(crate) fn with_encoder_cache(mut self, cache: Option<&'a EncoderCache>) -> Self {
+        self.encoder_cache = cache;
+        self
+    }
+
+    /// The batch of `sentences` at `indices`, with the frozen encoder's layers of each from the
+    /// encoder cache when the decoder has one.
+    fn batch(&self, sentences: &[Encoded], indices: &[usize]) -> Batch {
+        let max_word_len = self.reading.max_word_len;
+        let Some(cache) = self.encoder_cache else {
+            return Batch::new(sentences, indices.to_vec(), max_word_len);
+        };
+        let mut members: Vec<Encoded> = indices.iter().map(|&i| sentences[i].clone()).collect();
+        cache.fill(self.model, &mut members, max_word_len);
+        Batch::new(&members, (0..members.len()).collect(), max_word_len)
     }
 
     /// The decoder with `bias` (by label) added to the emission scores of each of the label's
@@ -394,7 +417,7 @@ impl<'a> Decoder<'a> {
         indices: &[usize],
         options: TagOptions,
     ) -> Result<Vec<(Vec<f32>, Vec<f64>)>> {
-        let batch = Batch::new(sentences, indices.to_vec(), self.reading.max_word_len);
+        let batch = self.batch(sentences, indices);
         let mut extras = vec![(Vec::new(), Vec::new()); indices.len()];
         if options.representation {
             let states = self.model.states_with_cache(&batch, self.word_gates);
@@ -495,7 +518,7 @@ impl<'a> Decoder<'a> {
 
     /// The emissions of `sentences[i]` for each of `indices`, on the host, `[length * tags]` each.
     fn emissions(&self, sentences: &[Encoded], indices: &[usize]) -> Vec<Vec<f64>> {
-        let batch = Batch::new(sentences, indices.to_vec(), self.reading.max_word_len);
+        let batch = self.batch(sentences, indices);
         let emissions = self.model.emissions_with_cache(&batch, self.word_gates);
         host_emissions(emissions, &batch.lengths)
     }
@@ -825,9 +848,6 @@ impl Tagger {
             let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
             let documents: &[Range<usize>] = if self.reads_documents() { &pieces } else { &[] };
             subwords.set_windows(&mut encoded, &words, documents, encoder.max_positions)?;
-            if let Some(cache) = &self.encoder_cache {
-                cache.fill(&self.network, &mut encoded, self.meta.max_word_len);
-            }
         }
         if self.reads_documents() || self.dictionary.is_some() {
             let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
@@ -902,6 +922,7 @@ impl Tagger {
             &self.device,
             &self.word_gates,
         )
+        .with_encoder_cache(self.encoder_cache.as_ref())
     }
 }
 
