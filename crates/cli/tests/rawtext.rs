@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use common::{nertrain, sample_model, scratch, workspace};
+use common::{nertrain, same_output, sample_model, scratch, workspace};
 use serde::Deserialize;
 
 fn ok(args: &[&str]) -> String {
@@ -343,9 +343,11 @@ fn models_from_before_tokenizers_were_saved_tag_and_score_as_they_did() {
             args.extend(["--model", model.as_str()]);
             let expected =
                 std::fs::read_to_string(workspace().join(&model).join(expected)).unwrap();
+            // The same weights: another CPU changes the last digits alone.
+            let printed = ok(&args);
             assert!(
-                ok(&args) == expected,
-                "{context}: {args:?} prints what it printed"
+                same_output(&printed, &expected, 1e-6),
+                "{context}: {args:?} prints what it printed:\n{printed}\nnot\n{expected}"
             );
         }
     }

@@ -24,6 +24,60 @@ pub fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// `text` with each full-precision number in it (a float printed with 8 decimals or more, as
+/// JSON prints an `f64`) replaced by `#`, and those numbers.
+pub fn full_precision_apart(text: &str) -> (String, Vec<f64>) {
+    let chars: Vec<char> = text.chars().collect();
+    let digits_from = |mut i: usize| {
+        while chars.get(i).is_some_and(char::is_ascii_digit) {
+            i += 1;
+        }
+        i
+    };
+    let (mut apart, mut numbers) = (String::new(), Vec::new());
+    let mut i = 0;
+    while i < chars.len() {
+        let starts_number = chars[i].is_ascii_digit()
+            && (i == 0 || !(chars[i - 1].is_ascii_alphanumeric() || chars[i - 1] == '.'));
+        if !starts_number {
+            apart.push(chars[i]);
+            i += 1;
+            continue;
+        }
+        let point = digits_from(i);
+        let mut end = if chars.get(point) == Some(&'.') {
+            digits_from(point + 1)
+        } else {
+            point
+        };
+        if end - point > 8 {
+            if matches!(chars.get(end), Some('e' | 'E')) {
+                let sign = usize::from(matches!(chars.get(end + 1), Some('-' | '+')));
+                end = digits_from(end + 1 + sign);
+            }
+            let number: String = chars[i..end].iter().collect();
+            numbers.push(number.parse().unwrap());
+            apart.push('#');
+        } else {
+            apart.extend(&chars[i..end]);
+        }
+        i = end;
+    }
+    (apart, numbers)
+}
+
+/// Whether `printed` is `expected`: the same text, and its full-precision numbers (confidences,
+/// probabilities) within `tolerance`. The CPU's vector instructions order a float sum, so the
+/// same model gives another machine's numbers in their last digits, and a model trained there
+/// drifts further.
+pub fn same_output(printed: &str, expected: &str, tolerance: f64) -> bool {
+    let (printed, printed_numbers) = full_precision_apart(printed);
+    let (expected, expected_numbers) = full_precision_apart(expected);
+    printed == expected
+        && printed_numbers.len() == expected_numbers.len()
+        && (printed_numbers.iter().zip(&expected_numbers)).all(|(a, b)| (a - b).abs() <= tolerance)
+}
+
 /// Runs the binary in the workspace root.
 pub fn nertrain(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_nertrain"))
