@@ -5,7 +5,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use nertrain_data::{Batch, Casing, MentionCasing, Vectors, Vocab};
 use serde::{Deserialize, Serialize};
 
-use crate::encoder::{EncoderConfig, PretrainedFeatures, Tuning};
+use crate::encoder::{EncoderConfig, LayerUse, PretrainedFeatures, Tuning};
 use crate::{
     BatchTensors, BiLstm, BiLstmConfig, CharCnn, CharCnnConfig, CharLm, CharLmConfig, CharLstm,
     CharLstmConfig, Constraints, Crf, CrfConfig, CrfError, FormInputs, Reduction, WordGates,
@@ -74,13 +74,17 @@ pub struct NetworkConfig {
     #[config(default = "Vec::new()")]
     pub feature_dims: Vec<usize>,
     /// A pretrained encoder's checkpoint directory (`config.json`, `model.safetensors` or
-    /// `pytorch_model.bin`, `tokenizer.json`, as Hugging Face writes them), whose layers' mix
-    /// each word is given among the BiLSTM's inputs. Read when training starts: a model keeps
+    /// `pytorch_model.bin`, `tokenizer.json`, as Hugging Face writes them), whose layers
+    /// (as [`NetworkConfig::pretrained_layers`] says) each word is given among the BiLSTM's inputs. Read when training starts: a model keeps
     /// its own copy.
     pub pretrained: Option<std::path::PathBuf>,
     /// How the pretrained encoder is trained: `fine-tune` or `frozen`.
     #[config(default = "Tuning::FineTune")]
     pub pretrained_tuning: Tuning,
+    /// What each word is given of the pretrained encoder's layers: `mix` (a learned mix of them
+    /// all) or `concat-last-N` (the last N side by side).
+    #[config(default = "LayerUse::Mix")]
+    pub pretrained_layers: LayerUse,
 }
 
 /// The sizes of a model's vocabularies.
@@ -138,6 +142,8 @@ pub struct Architecture {
     pub feature_dims: Vec<usize>,
     /// [`NetworkConfig::pretrained_tuning`], when there is an encoder.
     pub pretrained_tuning: Tuning,
+    /// [`NetworkConfig::pretrained_layers`], when there is an encoder.
+    pub pretrained_layers: LayerUse,
 }
 
 impl From<&nertrain_data::Vocabularies> for VocabSizes {
@@ -176,6 +182,7 @@ impl NetworkConfig {
             // Where the checkpoint was read from; its shape is in `VocabSizes::encoder`.
             pretrained: _,
             pretrained_tuning,
+            pretrained_layers,
         } = self.clone();
         Architecture {
             word_dim,
@@ -191,6 +198,7 @@ impl NetworkConfig {
             dictionary_dim,
             feature_dims,
             pretrained_tuning,
+            pretrained_layers,
         }
     }
 
@@ -236,10 +244,14 @@ impl NetworkConfig {
                 .collect(),
         });
         let d_features: usize = self.feature_dims.iter().sum();
-        let pretrained = sizes
-            .encoder
-            .as_ref()
-            .map(|config| PretrainedFeatures::new(config, self.pretrained_tuning, device));
+        let pretrained = sizes.encoder.as_ref().map(|config| {
+            PretrainedFeatures::new(
+                config,
+                self.pretrained_tuning,
+                self.pretrained_layers,
+                device,
+            )
+        });
         let d_input = self.word_dim
             + self.casing_dim
             + self.mention_dim
@@ -672,11 +684,11 @@ impl Network {
     ) -> Tensor<3> {
         let [batch, time] = inputs.words.dims();
         if let Some(states) = &inputs.encoder_states {
-            let shape = [batch, time, pretrained.layers(), pretrained.d_output()];
-            return pretrained.mix(states.clone().reshape(shape));
+            let shape = [batch, time, pretrained.layers(), pretrained.hidden()];
+            return pretrained.combine(states.clone().reshape(shape));
         }
         match &inputs.subwords {
-            Some(subwords) => pretrained.mix(pretrained.word_states(subwords, batch, time)),
+            Some(subwords) => pretrained.combine(pretrained.word_states(subwords, batch, time)),
             None => Tensor::zeros([batch, time, pretrained.d_output()], &inputs.words.device()),
         }
     }

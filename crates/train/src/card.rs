@@ -8,6 +8,7 @@ use std::fmt::Write;
 use std::path::Path;
 
 use nertrain_data::TagScheme;
+use nertrain_model::encoder::LayerUse;
 use nertrain_model::{ModelFiles, ModelMeta, RecordedScores, StoredThresholds};
 use nertrain_tagger::entity_types;
 use serde::Serialize;
@@ -318,10 +319,14 @@ fn model_section(card: &mut String, meta: &ModelMeta) {
         };
         let family = serde_json::to_value(encoder.family).ok();
         let family = family.as_ref().and_then(|f| f.as_str()).unwrap_or("bert");
+        let given = match m.pretrained_layers {
+            LayerUse::Mix => "a mix of its layers".to_string(),
+            LayerUse::ConcatLast(n) => format!("its last {n} layers side by side"),
+        };
         writeln!(
             card,
-            "- Pretrained encoder: {}, {} layers of {}, {tuning}; each word is given a mix of \
-             its layers at its first sub-token (its tokenizer is the model's `subwords.json`).",
+            "- Pretrained encoder: {}, {} layers of {}, {tuning}; each word is given {given} \
+             at its first sub-token (its tokenizer is the model's `subwords.json`).",
             text(family),
             encoder.layers,
             encoder.hidden

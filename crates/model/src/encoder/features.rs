@@ -1,5 +1,6 @@
-//! What a pretrained encoder gives each word: a learned weighted mix of its layers (as ELMo's
-//! are used, Peters et al. 2018) at the word's first sub-token, among the BiLSTM's inputs.
+//! What a pretrained encoder gives each word among the BiLSTM's inputs, from its layers at the
+//! word's first sub-token: a learned weighted mix of them all (as ELMo's are used, Peters et al.
+//! 2018), or its last few side by side (BERT's best features, Devlin et al. 2019, section 5.3).
 
 use burn::module::{Module, Param};
 use burn::tensor::activation::softmax;
@@ -18,6 +19,74 @@ pub enum Tuning {
     FineTune,
     /// Its weights stay as the checkpoint has them; its layers' mix is learned.
     Frozen,
+}
+
+/// How the layers at a word's first sub-token become its features: `"mix"` or
+/// `"concat-last-N"` in an experiment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum LayerUse {
+    /// A learned softmax mix of every layer (the embeddings' first) times a learned scale.
+    #[default]
+    Mix,
+    /// The last `n` layers, side by side: `n` times the encoder's width.
+    ConcatLast(usize),
+}
+
+impl LayerUse {
+    /// The setting's name in an experiment.
+    pub const SETTING: &'static str = "model.pretrained_layers";
+
+    /// Checked against an encoder of `layers` layers (the embeddings' among them).
+    pub fn check(self, layers: usize) -> Result<(), String> {
+        match self {
+            Self::ConcatLast(n) if n > layers => Err(format!(
+                "{}: \"{self}\" asks for more layers than the encoder's {layers} (the embeddings' \
+                 and each block's)",
+                Self::SETTING
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl std::fmt::Display for LayerUse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Mix => f.write_str("mix"),
+            Self::ConcatLast(n) => write!(f, "concat-last-{n}"),
+        }
+    }
+}
+
+impl std::str::FromStr for LayerUse {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let expected =
+            || format!("expected \"mix\" or \"concat-last-N\" (N from 1), found \"{text}\"");
+        if text == "mix" {
+            return Ok(Self::Mix);
+        }
+        match text.strip_prefix("concat-last-").map(str::parse::<usize>) {
+            Some(Ok(n)) if n > 0 => Ok(Self::ConcatLast(n)),
+            _ => Err(expected()),
+        }
+    }
+}
+
+impl TryFrom<String> for LayerUse {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        text.parse()
+    }
+}
+
+impl From<LayerUse> for String {
+    fn from(use_: LayerUse) -> Self {
+        use_.to_string()
+    }
 }
 
 /// A batch's [`SubwordIds`] on a device, its windows grouped by length: each group is read
@@ -70,33 +139,46 @@ impl SubwordTensors {
     }
 }
 
-/// A pretrained encoder and the mix of its layers that each word is given.
+/// A pretrained encoder and what each word is given of its layers.
 #[derive(Module, Debug)]
 pub struct PretrainedFeatures {
     /// The encoder, loaded from a checkpoint.
     pub encoder: PretrainedEncoder,
     /// Each layer's weight in the mix before a softmax, the embeddings' first: `[layers + 1]`.
+    /// (Kept, untrained, when the layers are concatenated: the weights' layout is one.)
     pub mix: Param<Tensor<1>>,
     /// The mix's scale: `[1]`.
     pub scale: Param<Tensor<1>>,
     /// Whether the encoder's own weights stay as they are.
     pub frozen: bool,
+    /// How many of the last layers are concatenated; 0: they are mixed.
+    pub concat_last: usize,
 }
 
 impl PretrainedFeatures {
-    /// An encoder of `config`'s shape (weights to be loaded), with an even mix.
-    pub fn new(config: &EncoderConfig, tuning: Tuning, device: &Device) -> Self {
+    /// An encoder of `config`'s shape (weights to be loaded), with an even mix; `layers` checked
+    /// against it ([`LayerUse::check`]).
+    pub fn new(config: &EncoderConfig, tuning: Tuning, layers: LayerUse, device: &Device) -> Self {
         Self {
             encoder: config.init(device),
             mix: Param::from_tensor(Tensor::zeros([config.layers + 1], device)),
             scale: Param::from_tensor(Tensor::ones([1], device)),
             frozen: tuning == Tuning::Frozen,
+            concat_last: match layers {
+                LayerUse::Mix => 0,
+                LayerUse::ConcatLast(n) => n,
+            },
         }
+    }
+
+    /// Width of each of the encoder's layers.
+    pub fn hidden(&self) -> usize {
+        self.encoder.embeddings.word_embeddings.weight.dims()[1]
     }
 
     /// Width of what each word is given.
     pub fn d_output(&self) -> usize {
-        self.encoder.embeddings.word_embeddings.weight.dims()[1]
+        self.hidden() * self.concat_last.max(1)
     }
 
     /// Layers in the mix: the embeddings' and each block's.
@@ -112,7 +194,7 @@ impl PretrainedFeatures {
         batch: usize,
         max_len: usize,
     ) -> Tensor<4> {
-        let (layers, hidden) = (self.layers(), self.d_output());
+        let (layers, hidden) = (self.layers(), self.hidden());
         let tracked = self.mix.val().is_autodiff();
         let groups: Vec<Tensor<3>> = subwords
             .groups
@@ -137,9 +219,16 @@ impl PretrainedFeatures {
             .reshape([batch, max_len, layers, hidden])
     }
 
-    /// `states` (`[batch, max_len, layers + 1, hidden]`) mixed: `[batch, max_len, hidden]`.
-    pub fn mix(&self, states: Tensor<4>) -> Tensor<3> {
+    /// What each word is given of `states` (`[batch, max_len, layers + 1, hidden]`):
+    /// `[batch, max_len, d_output]`.
+    pub fn combine(&self, states: Tensor<4>) -> Tensor<3> {
         let [batch, max_len, layers, hidden] = states.dims();
+        if self.concat_last > 0 {
+            let n = self.concat_last;
+            return states
+                .slice([0..batch, 0..max_len, layers - n..layers, 0..hidden])
+                .reshape([batch, max_len, n * hidden]);
+        }
         let weights = softmax(self.mix.val(), 0).reshape([1, 1, layers, 1]);
         let scale = self.scale.val().reshape([1, 1, 1, 1]);
         (states * weights * scale)
@@ -162,7 +251,7 @@ impl PretrainedFeatures {
         debug_assert!(self.frozen);
         let device = self.mix.device();
         let lengths: Vec<usize> = indices.iter().map(|&i| sentences[i].len()).collect();
-        let width = self.layers() * self.d_output();
+        let width = self.layers() * self.hidden();
         for batch in nertrain_data::BatchPlan::sorted(&lengths, BATCH, BATCH_TOKENS).batches {
             let indices: Vec<usize> = batch.into_iter().map(|b| indices[b]).collect();
             let batch = nertrain_data::Batch::new(sentences, indices.clone(), max_word_len);

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::FileError;
 
-pub use features::{PretrainedFeatures, SubwordTensors, Tuning};
+pub use features::{LayerUse, PretrainedFeatures, SubwordTensors, Tuning};
 pub use store::{Filled, LayerStore};
 pub use weights::load_weights;
 

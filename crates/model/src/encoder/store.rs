@@ -67,7 +67,7 @@ impl LayerStore {
         features: &PretrainedFeatures,
         backend: Backend,
     ) -> Result<Self, FileError> {
-        let width = features.layers() * features.d_output();
+        let width = features.layers() * features.hidden();
         let mut digest = Sha256::new();
         digest.update(VERSION.to_le_bytes());
         digest.update(backend.name().as_bytes());

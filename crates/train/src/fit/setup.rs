@@ -12,7 +12,7 @@ use nertrain_data::{
     SubwordTokenizer, TOKENIZER_FILE, TagScheme, TextNormalization, Tokenizer, TokenizerSpec,
     Vectors, Vocab, Vocabularies, convert_tags, read_dictionary, read_vectors, set_mention_casing,
 };
-use nertrain_model::encoder::{EncoderConfig, Tuning, check_tokenizer, load_weights};
+use nertrain_model::encoder::{CONFIG_FILE, EncoderConfig, Tuning, check_tokenizer, load_weights};
 use nertrain_model::files::DictionaryMeta;
 use nertrain_model::{
     DataSummary, DocumentContext, FORMAT_VERSION, FileSummary, ModelFiles, ModelMeta, Network,
@@ -848,8 +848,12 @@ fn describe_run(
         .as_deref()
         .map(|checkpoint| -> Result<EncoderConfig> {
             let encoder = EncoderConfig::read(checkpoint)?;
+            let layers = experiment.model.pretrained_layers;
+            layers
+                .check(encoder.layers + 1)
+                .map_err(|message| DataError::file(&checkpoint.join(CONFIG_FILE), message))?;
             events(FitEvent::info(format!(
-                "pretrained encoder {}: {:?}, {} layers of {}, {} sub-tokens, {}",
+                "pretrained encoder {}: {:?}, {} layers of {}, {} sub-tokens, {}, layers: {layers}",
                 checkpoint.display(),
                 encoder.family,
                 encoder.layers,
