@@ -420,6 +420,67 @@ fn bad_checkpoints_are_refused_naming_the_file() {
     assert!(message.contains("config.json"), "{message}");
 }
 
+#[test]
+fn a_frozen_encoders_last_layers_side_by_side_make_a_model_as_its_mix_does() {
+    let concat = ["--set", "model.pretrained_layers=concat-last-2"];
+    let run = fit_with("encoder-concat", "bert", "frozen", 2, &concat);
+    let described = std::fs::read_to_string(run.join("model.json")).unwrap();
+    assert!(
+        described.contains(r#""pretrained_layers": "concat-last-2""#),
+        "{described}"
+    );
+    assert_eq!(eval_f1(&run), recorded_test_f1(&run));
+    let mixed = fit_with("encoder-concat-mix", "bert", "frozen", 2, &[]);
+    assert_ne!(learning_curve(&run), learning_curve(&mixed));
+
+    // Served, the entities `tag` finds.
+    let server = Server::start(&run, &[], None);
+    let (status, body) = server.tag(&serde_json::json!({ "text": TEXTS[0] }));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["entities"], tag_json(&run, &TEXTS[..1])[0]["entities"]);
+
+    let card = scratch("encoder-concat-card").join("CARD.md");
+    let out = nertrain(&[
+        "card",
+        "--model",
+        run.to_str().unwrap(),
+        "--output",
+        card.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let card = std::fs::read_to_string(card).unwrap();
+    assert!(card.contains("its last 2 layers side by side"), "{card}");
+
+    // The tiny BERT has 3 layers, its embeddings' among them: a fourth is refused, by `fit`
+    // before anything is written and in a model's description.
+    let refused = scratch("encoder-concat-refused").join("run");
+    let out = fit_small(
+        &refused,
+        1,
+        &[
+            "--set",
+            "model.pretrained=data/encoders/bert",
+            "--set",
+            "model.pretrained_layers=concat-last-4",
+        ],
+    );
+    assert!(!out.status.success());
+    let message = stderr(&out);
+    assert!(message.contains("config.json"), "{message}");
+    assert!(message.contains("model.pretrained_layers"), "{message}");
+    assert!(!refused.exists());
+    std::fs::write(
+        run.join("model.json"),
+        described.replace("concat-last-2", "concat-last-4"),
+    )
+    .unwrap();
+    let out = nertrain(&["tag", "--model", run.to_str().unwrap(), TEXTS[0]]);
+    assert!(!out.status.success());
+    let message = stderr(&out);
+    assert!(message.contains("model.json"), "{message}");
+    assert!(message.contains("concat-last-4"), "{message}");
+}
+
 /// Labels of `entities` (a JSON array of tag's or /predict's entities) with their offsets.
 fn spans(entities: &serde_json::Value) -> Vec<(u64, u64, String)> {
     entities

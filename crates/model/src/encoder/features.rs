@@ -41,8 +41,8 @@ impl LayerUse {
     pub fn check(self, layers: usize) -> Result<(), String> {
         match self {
             Self::ConcatLast(n) if n > layers => Err(format!(
-                "{}: \"{self}\" asks for more layers than the encoder's {layers} (the embeddings' \
-                 and each block's)",
+                "{}: \"{self}\" asks for more layers than the encoder's {layers} layers (the \
+                 embeddings' and each block's)",
                 Self::SETTING
             )),
             _ => Ok(()),
@@ -267,5 +267,73 @@ impl PretrainedFeatures {
                     values[row * batch.max_len * width..][..len * width].to_vec();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::encoder::{Activation, Family};
+
+    #[test]
+    fn layer_uses_read_as_written_and_others_are_named() {
+        for text in ["mix", "concat-last-1", "concat-last-4"] {
+            let layers: LayerUse = text.parse().unwrap();
+            assert_eq!(layers.to_string(), text);
+        }
+        for text in [
+            "",
+            "concat",
+            "concat-last-0",
+            "concat-last-x",
+            "Mix",
+            "concat-4",
+        ] {
+            let message = text.parse::<LayerUse>().unwrap_err();
+            assert!(message.contains(&format!("found \"{text}\"")), "{message}");
+        }
+        assert!(LayerUse::ConcatLast(7).check(7).is_ok());
+        let message = LayerUse::ConcatLast(8).check(7).unwrap_err();
+        assert!(message.contains("model.pretrained_layers"), "{message}");
+        assert!(message.contains("7 layers"), "{message}");
+    }
+
+    #[test]
+    fn concatenated_layers_are_the_last_ones_in_order_and_the_mix_their_weighted_sum() {
+        let device = Device::flex();
+        let config = EncoderConfig {
+            family: Family::Bert,
+            vocab_size: 10,
+            hidden: 2,
+            layers: 2,
+            heads: 1,
+            intermediate: 4,
+            max_positions: 8,
+            type_vocab_size: 1,
+            layer_norm_eps: 1e-12,
+            activation: Activation::Gelu,
+            pad_token_id: 0,
+            dropout: 0.0,
+        };
+        // One word of one sentence: layers 0, 1, 2 of width 2.
+        let states = || {
+            Tensor::<4>::from_data(
+                TensorData::new(vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0], [1, 1, 3, 2]),
+                &device,
+            )
+        };
+        let values = |t: Tensor<3>| t.into_data().iter::<f32>().collect::<Vec<_>>();
+        let concat =
+            PretrainedFeatures::new(&config, Tuning::Frozen, LayerUse::ConcatLast(2), &device);
+        assert_eq!(concat.d_output(), 4);
+        assert_eq!(values(concat.combine(states())), [3.0, 4.0, 5.0, 6.0]);
+        // An even mix of the three layers, scaled by 1: their mean.
+        let mix = PretrainedFeatures::new(&config, Tuning::Frozen, LayerUse::Mix, &device);
+        assert_eq!(mix.d_output(), 2);
+        let mixed = values(mix.combine(states()));
+        assert!(
+            (mixed[0] - 3.0).abs() < 1e-6 && (mixed[1] - 4.0).abs() < 1e-6,
+            "{mixed:?}"
+        );
     }
 }
