@@ -45,6 +45,20 @@ fn eval_f1(model: &Path) -> f64 {
     value["overall"]["f1"].as_f64().unwrap()
 }
 
+/// The model card `nertrain card` writes for `run`, in a scratch directory `name`.
+fn card_of(run: &Path, name: &str) -> String {
+    let card = scratch(name).join("CARD.md");
+    let out = nertrain(&[
+        "card",
+        "--model",
+        run.to_str().unwrap(),
+        "--output",
+        card.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    std::fs::read_to_string(card).unwrap()
+}
+
 fn recorded_test_f1(run: &Path) -> f64 {
     let text = std::fs::read_to_string(run.join("test.json")).unwrap();
     let value: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -82,16 +96,7 @@ fn a_frozen_encoder_stacked_with_words_tags_alike_everywhere_and_needs_no_checkp
     }
 
     // Its card says what encoder it reads.
-    let card = scratch("encoder-card").join("CARD.md");
-    let out = nertrain(&[
-        "card",
-        "--model",
-        run.to_str().unwrap(),
-        "--output",
-        card.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let card = std::fs::read_to_string(card).unwrap();
+    let card = card_of(&run, "encoder-card");
     assert!(
         card.contains("- Pretrained encoder: bert, 2 layers of 32, frozen;"),
         "{card}"
@@ -439,16 +444,7 @@ fn a_frozen_encoders_last_layers_side_by_side_make_a_model_as_its_mix_does() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["entities"], tag_json(&run, &TEXTS[..1])[0]["entities"]);
 
-    let card = scratch("encoder-concat-card").join("CARD.md");
-    let out = nertrain(&[
-        "card",
-        "--model",
-        run.to_str().unwrap(),
-        "--output",
-        card.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let card = std::fs::read_to_string(card).unwrap();
+    let card = card_of(&run, "encoder-concat-card");
     assert!(card.contains("its last 2 layers side by side"), "{card}");
 
     // The tiny BERT has 3 layers, its embeddings' among them: a fourth is refused, by `fit`
