@@ -946,7 +946,7 @@ fn check_sizes(meta: &ModelMeta) -> Result<(), String> {
         encoder
             .check()
             .map_err(|message| format!("sizes.encoder: {message}"))?;
-        meta.model.pretrained_layers.check(encoder.layers + 1)?;
+        meta.model.pretrained_layers.check(encoder)?;
     }
     if !(1..=MAX_WORD_LEN).contains(&meta.max_word_len) {
         return Err(format!(

@@ -74,9 +74,9 @@ pub struct NetworkConfig {
     #[config(default = "Vec::new()")]
     pub feature_dims: Vec<usize>,
     /// A pretrained encoder's checkpoint directory (`config.json`, `model.safetensors` or
-    /// `pytorch_model.bin`, `tokenizer.json`, as Hugging Face writes them), whose layers
-    /// (as [`NetworkConfig::pretrained_layers`] says) each word is given among the BiLSTM's inputs. Read when training starts: a model keeps
-    /// its own copy.
+    /// `pytorch_model.bin`, `tokenizer.json`, as Hugging Face writes them), whose layers (as
+    /// [`NetworkConfig::pretrained_layers`] says) each word is given among the BiLSTM's inputs.
+    /// Read when training starts: a model keeps its own copy.
     pub pretrained: Option<std::path::PathBuf>,
     /// How the pretrained encoder is trained: `fine-tune` or `frozen`.
     #[config(default = "Tuning::FineTune")]

@@ -37,8 +37,9 @@ impl LayerUse {
     /// The setting's name in an experiment.
     pub const SETTING: &'static str = "model.pretrained_layers";
 
-    /// Checked against an encoder of `layers` layers (the embeddings' among them).
-    pub fn check(self, layers: usize) -> Result<(), String> {
+    /// Checked against `encoder`, whose embeddings' output counts as a layer.
+    pub fn check(self, encoder: &EncoderConfig) -> Result<(), String> {
+        let layers = encoder.layers + 1;
         match self {
             Self::ConcatLast(n) if n > layers => Err(format!(
                 "{}: \"{self}\" asks for more layers than the encoder's {layers} layers (the \
@@ -63,14 +64,14 @@ impl std::str::FromStr for LayerUse {
     type Err = String;
 
     fn from_str(text: &str) -> Result<Self, String> {
-        let expected =
-            || format!("expected \"mix\" or \"concat-last-N\" (N from 1), found \"{text}\"");
         if text == "mix" {
             return Ok(Self::Mix);
         }
         match text.strip_prefix("concat-last-").map(str::parse::<usize>) {
             Some(Ok(n)) if n > 0 => Ok(Self::ConcatLast(n)),
-            _ => Err(expected()),
+            _ => Err(format!(
+                "expected \"mix\" or \"concat-last-N\" (N from 1), found \"{text}\""
+            )),
         }
     }
 }
@@ -156,8 +157,8 @@ pub struct PretrainedFeatures {
 }
 
 impl PretrainedFeatures {
-    /// An encoder of `config`'s shape (weights to be loaded), with an even mix; `layers` checked
-    /// against it ([`LayerUse::check`]).
+    /// An encoder of `config`'s shape (weights to be loaded), with an even mix; `layers` must
+    /// have passed [`LayerUse::check`] against `config`.
     pub fn new(config: &EncoderConfig, tuning: Tuning, layers: LayerUse, device: &Device) -> Self {
         Self {
             encoder: config.init(device),
@@ -292,16 +293,16 @@ mod tests {
             let message = text.parse::<LayerUse>().unwrap_err();
             assert!(message.contains(&format!("found \"{text}\"")), "{message}");
         }
-        assert!(LayerUse::ConcatLast(7).check(7).is_ok());
-        let message = LayerUse::ConcatLast(8).check(7).unwrap_err();
+        // Two blocks and the embeddings: 3 layers.
+        assert!(LayerUse::ConcatLast(3).check(&tiny()).is_ok());
+        let message = LayerUse::ConcatLast(4).check(&tiny()).unwrap_err();
         assert!(message.contains("model.pretrained_layers"), "{message}");
-        assert!(message.contains("7 layers"), "{message}");
+        assert!(message.contains("3 layers"), "{message}");
     }
 
-    #[test]
-    fn concatenated_layers_are_the_last_ones_in_order_and_the_mix_their_weighted_sum() {
-        let device = Device::flex();
-        let config = EncoderConfig {
+    /// An encoder of 2 blocks of width 2.
+    fn tiny() -> EncoderConfig {
+        EncoderConfig {
             family: Family::Bert,
             vocab_size: 10,
             hidden: 2,
@@ -314,7 +315,13 @@ mod tests {
             activation: Activation::Gelu,
             pad_token_id: 0,
             dropout: 0.0,
-        };
+        }
+    }
+
+    #[test]
+    fn concatenated_layers_are_the_last_ones_in_order_and_the_mix_their_weighted_sum() {
+        let device = Device::flex();
+        let config = tiny();
         // One word of one sentence: layers 0, 1, 2 of width 2.
         let states = || {
             Tensor::<4>::from_data(

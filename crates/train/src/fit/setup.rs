@@ -850,7 +850,7 @@ fn describe_run(
             let encoder = EncoderConfig::read(checkpoint)?;
             let layers = experiment.model.pretrained_layers;
             layers
-                .check(encoder.layers + 1)
+                .check(&encoder)
                 .map_err(|message| DataError::file(&checkpoint.join(CONFIG_FILE), message))?;
             events(FitEvent::info(format!(
                 "pretrained encoder {}: {:?}, {} layers of {}, {} sub-tokens, {}, layers: {layers}",
