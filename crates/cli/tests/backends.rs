@@ -12,7 +12,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use common::{scratch, workspace};
+use common::{scratch_at, shared, workspace};
 
 use nertrain_data::read_tagged;
 use nertrain_data::{Batch, BatchPlan, ColumnSpec};
@@ -73,7 +73,7 @@ const TINY: [&str; 12] = [
 fn model() -> &'static Path {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
     MODEL.get_or_init(|| {
-        let dir = scratch("model").join("run");
+        let dir = shared("model").join("run");
         let out = format!("train.output={}", dir.display());
         let mut args = vec!["fit", "--config", "configs/sample.toml", "--set", &out];
         args.extend(TINY);
@@ -212,7 +212,7 @@ fn fit_eval_and_tag_run_on_each_backend() {
 
         // Continuing the flex model on partial labels: the grown weights, and the loss of
         // batches with and without unlabelled tokens, on this backend.
-        let run = scratch(name).join("run");
+        let run = scratch_at(name, "run");
         let out = format!("train.output={}", run.display());
         let partial = run.parent().unwrap().join("partial.txt");
         let train = std::fs::read_to_string(workspace().join("data/sample/train.txt")).unwrap();
@@ -259,7 +259,7 @@ fn fit_eval_and_tag_run_on_each_backend() {
 /// scores the same on every backend, and fine-tunes on each.
 #[test]
 fn a_pretrained_encoder_runs_on_each_backend() {
-    let flex_run = scratch("encoder-flex").join("run");
+    let flex_run = scratch_at("encoder-flex", "run");
     let fit = |backend: Backend, run: &Path, tuning: &str| {
         let out = format!("train.output={}", run.display());
         let tuning = format!("model.pretrained_tuning={tuning}");
@@ -294,7 +294,7 @@ fn a_pretrained_encoder_runs_on_each_backend() {
     for backend in backends() {
         let name = backend.name();
         assert_eq!(eval(backend), flex_eval, "{name}: the same report as flex");
-        let run = scratch(&format!("encoder-{name}")).join("run");
+        let run = scratch_at(&format!("encoder-{name}"), "run");
         fit(backend, &run, "fine-tune");
         let metrics = std::fs::read_to_string(run.join("metrics.jsonl")).unwrap();
         assert_eq!(metrics.lines().count(), 2, "two epochs on {name}");

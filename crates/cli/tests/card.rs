@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{fit_small, nertrain, scratch, stderr, stdout, store_recall};
+use common::{fit_small, nertrain, scratch, scratch_at, stderr, stdout, store_recall};
 use serde_json::Value;
 
 /// The card's front matter: each `key: value` line, its value JSON (YAML's flow style).
@@ -21,7 +21,7 @@ fn front_matter(card: &str) -> serde_json::Map<String, Value> {
 
 #[test]
 fn the_card_holds_the_scores_the_run_recorded() {
-    let run = scratch("card").join("run");
+    let run = scratch_at("card", "run");
     assert!(fit_small(&run, 2, &[]).status.success());
     store_recall(&run, "LOC=50");
     let out = nertrain(&["card", "--model", run.to_str().unwrap()]);

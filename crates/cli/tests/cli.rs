@@ -8,7 +8,8 @@ use std::process::{Command, Output};
 use std::sync::OnceLock;
 
 use common::{
-    eval_json, learning_curve, nertrain, nertrain_ok, scratch, snapshot, stderr, stdout, workspace,
+    eval_json, learning_curve, nertrain, nertrain_ok, scratch, scratch_at, shared, snapshot,
+    stderr, stdout, workspace,
 };
 
 /// Small enough to train in seconds, good enough to find the sample's entities.
@@ -45,7 +46,7 @@ fn fit_with_env(output: &Path, extra: &[&str], env: Option<(&str, &str)>) -> Out
 fn model() -> &'static Path {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
     MODEL.get_or_init(|| {
-        let dir = scratch("model").join("run");
+        let dir = shared("model").join("run");
         let output = fit(&dir, &[]);
         assert!(output.status.success(), "fit failed: {}", stderr(&output));
         dir
@@ -83,7 +84,7 @@ fn fit_writes_a_complete_model_directory() {
 
 #[test]
 fn refuses_to_overwrite_a_run_or_resume_a_different_one() {
-    let dir = scratch("refuse").join("run");
+    let dir = scratch_at("refuse", "run");
     assert!(fit(&dir, &["--set", "train.epochs=1"]).status.success());
     let again = fit(&dir, &["--set", "train.epochs=1"]);
     assert_eq!(again.status.code(), Some(1));
@@ -104,10 +105,10 @@ fn refuses_to_overwrite_a_run_or_resume_a_different_one() {
 
 #[test]
 fn resumed_training_matches_an_uninterrupted_run() {
-    let whole = scratch("whole").join("run");
+    let whole = scratch_at("whole", "run");
     assert!(fit(&whole, &["--set", "train.epochs=3"]).status.success());
     // Stopped after one epoch, then continued to three.
-    let split = scratch("split").join("run");
+    let split = scratch_at("split", "run");
     assert!(fit(&split, &["--set", "train.epochs=1"]).status.success());
     let resumed = fit(&split, &["--set", "train.epochs=3", "--resume"]);
     assert!(resumed.status.success(), "{}", stderr(&resumed));
@@ -399,7 +400,7 @@ fn unseen_tags_and_very_long_sentences_are_handled() {
 
 #[test]
 fn fit_check_prints_the_resolved_experiment_and_writes_nothing() {
-    let output = scratch("fit-check").join("run");
+    let output = scratch_at("fit-check", "run");
     let out = output.to_str().unwrap();
     let checked = nertrain(&[
         "fit",
@@ -678,7 +679,7 @@ fn convert_rewrites_the_tag_column() {
 
 #[test]
 fn iobes_training_writes_the_files_scheme() {
-    let dir = scratch("iobes").join("run");
+    let dir = scratch_at("iobes", "run");
     let out = fit(
         &dir,
         &[
@@ -720,7 +721,7 @@ fn iobes_training_writes_the_files_scheme() {
 #[test]
 fn interrupted_runs_resume_to_the_same_result() {
     let long = ["--set", "train.epochs=5", "--set", "train.patience=5"];
-    let whole = scratch("uninterrupted").join("run");
+    let whole = scratch_at("uninterrupted", "run");
     assert!(fit(&whole, &long).status.success());
     let predictions = |dir: &Path| {
         stdout(&nertrain(&[
@@ -740,7 +741,7 @@ fn interrupted_runs_resume_to_the_same_result() {
         ("kill-b", "-KILL", 1100),
         ("kill-c", "-KILL", 1800),
     ] {
-        let dir = scratch(name).join("run");
+        let dir = scratch_at(name, "run");
         let out = format!("train.output={}", dir.display());
         let mut args = vec!["fit", "--config", "configs/sample.toml", "--set", &out];
         args.extend(QUICK);
@@ -786,7 +787,7 @@ fn interrupted_runs_resume_to_the_same_result() {
 
 #[test]
 fn a_diverging_loss_stops_training_with_its_epoch_and_batch() {
-    let dir = scratch("nan").join("run");
+    let dir = scratch_at("nan", "run");
     let out = fit(
         &dir,
         &["--set", "train.lr=1e20", "--set", "train.clip_norm=0"],
@@ -803,7 +804,7 @@ fn a_diverging_loss_stops_training_with_its_epoch_and_batch() {
 
 #[test]
 fn damaged_model_directories_are_explained() {
-    let dir = scratch("damaged").join("run");
+    let dir = scratch_at("damaged", "run");
     std::fs::create_dir_all(&dir).unwrap();
     let copy = |name: &str| std::fs::copy(model().join(name), dir.join(name)).unwrap();
     for name in ["model.json", "vocab.json", "model.bpk", "config.toml"] {
@@ -1145,7 +1146,7 @@ fn predictions_and_scores(dir: &Path) -> (String, serde_json::Value) {
 
 #[test]
 fn overwrite_replaces_a_run_only_after_reading_the_new_data() {
-    let dir = scratch("overwrite").join("run");
+    let dir = scratch_at("overwrite", "run");
     assert!(fit(&dir, &["--set", "train.epochs=1"]).status.success());
     let before = snapshot(&dir);
     let scratch_dir = dir.parent().unwrap();
@@ -1182,7 +1183,7 @@ fn overwrite_replaces_a_run_only_after_reading_the_new_data() {
 
 #[test]
 fn a_directory_that_is_not_a_run_is_never_written_or_deleted() {
-    let dir = scratch("foreign").join("corpus");
+    let dir = scratch_at("foreign", "corpus");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(
         workspace().join("data/sample/train.txt"),
@@ -1203,14 +1204,14 @@ fn a_directory_that_is_not_a_run_is_never_written_or_deleted() {
         stderr(&out)
     );
     // An empty directory is fine to train into.
-    let empty = scratch("foreign-empty").join("run");
+    let empty = scratch_at("foreign-empty", "run");
     std::fs::create_dir_all(&empty).unwrap();
     assert!(fit(&empty, &["--set", "train.epochs=1"]).status.success());
 }
 
 #[test]
 fn resume_without_a_checkpoint_keeps_the_finished_model() {
-    let dir = scratch("no-checkpoint").join("run");
+    let dir = scratch_at("no-checkpoint", "run");
     assert!(fit(&dir, &["--set", "train.epochs=1"]).status.success());
     std::fs::remove_dir_all(dir.join("checkpoint")).unwrap();
     let before = snapshot(&dir);
@@ -1230,9 +1231,9 @@ fn resume_without_a_checkpoint_keeps_the_finished_model() {
 #[test]
 fn failed_and_crashed_saves_leave_a_consistent_run_that_resumes_exactly() {
     let long = ["--set", "train.epochs=3", "--set", "train.patience=3"];
-    let whole = scratch("save-whole").join("run");
+    let whole = scratch_at("save-whole", "run");
     assert!(fit(&whole, &long).status.success());
-    let first = scratch("save-first").join("run");
+    let first = scratch_at("save-first", "run");
     assert!(fit(&first, &["--set", "train.epochs=1"]).status.success());
     for point in [
         "checkpoint:2",
@@ -1242,7 +1243,7 @@ fn failed_and_crashed_saves_leave_a_consistent_run_that_resumes_exactly() {
         "swap:2:abort",
         "publish:2:abort",
     ] {
-        let dir = scratch(&point.replace(':', "-")).join("run");
+        let dir = scratch_at(&point.replace(':', "-"), "run");
         let out = fit_with_env(&dir, &long, Some(("NERTRAIN_FAILPOINT", point)));
         assert!(!out.status.success(), "{point}");
         // Epoch 1 is what the directory shows, whole: model, dev scores, metrics and report.
@@ -1285,9 +1286,9 @@ fn failed_and_crashed_saves_leave_a_consistent_run_that_resumes_exactly() {
 
 #[test]
 fn a_moved_run_resumes_and_a_changed_one_names_what_changed() {
-    let dir = scratch("moved").join("run");
+    let dir = scratch_at("moved", "run");
     assert!(fit(&dir, &["--set", "train.epochs=1"]).status.success());
-    let moved = scratch("moved-to").join("run");
+    let moved = scratch_at("moved-to", "run");
     std::fs::create_dir_all(&moved).unwrap();
     for (from, bytes) in snapshot(&dir).0 {
         let to = moved.join(from.strip_prefix(&dir).unwrap());
@@ -1468,7 +1469,7 @@ fn malformed_iobes_is_read_alike_by_eval_and_convert_with_a_warning() {
 
 #[test]
 fn report_refuses_dev_scores_of_another_epoch_than_the_best() {
-    let dir = scratch("report-mismatch").join("run");
+    let dir = scratch_at("report-mismatch", "run");
     std::fs::create_dir_all(&dir).unwrap();
     for name in ["model.json", "metrics.jsonl", "dev.json"] {
         std::fs::copy(model().join(name), dir.join(name)).unwrap();
@@ -1495,7 +1496,7 @@ fn report_refuses_dev_scores_of_another_epoch_than_the_best() {
 fn document_model() -> &'static Path {
     static MODEL: OnceLock<PathBuf> = OnceLock::new();
     MODEL.get_or_init(|| {
-        let dir = scratch("document-model").join("run");
+        let dir = shared("document-model").join("run");
         let out = format!("train.output={}", dir.display());
         let output = nertrain(&[
             "fit",
@@ -1618,7 +1619,7 @@ fn tag_recognises_a_second_mention_from_the_first_in_its_document() {
 
     // Lines up to a blank one are one document: the second mention on its own line still follows
     // the first; after a blank line it does not see it.
-    let input = scratch("document-lines").join("input.txt");
+    let input = scratch_at("document-lines", "input.txt");
     std::fs::write(
         &input,
         format!("{first}\n{}\n\n{}\n", seconds[0], seconds[0]),
@@ -1683,7 +1684,7 @@ fn eval_reads_documents_and_takes_a_consistency_weight() {
     ]);
     assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
     let config = fit(
-        &scratch("mention-without-documents").join("run"),
+        &scratch_at("mention-without-documents", "run"),
         &["--set", "model.mention_dim=5"],
     );
     assert!(!config.status.success());
@@ -1696,7 +1697,7 @@ fn eval_reads_documents_and_takes_a_consistency_weight() {
 
 #[test]
 fn with_dev_trains_a_second_model_on_train_and_dev_for_the_chosen_epochs() {
-    let dir = scratch("with-dev").join("run");
+    let dir = scratch_at("with-dev", "run");
     let output = fit(&dir, &["--set", "train.with_dev=true"]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{fit_small, learning_curve, nertrain, sample_model, scratch, stderr, tag_json};
+use common::{
+    fit_small, learning_curve, nertrain, sample_model, scratch, scratch_at, stderr, tag_json,
+};
 
 #[test]
 fn the_dictionary_is_stored_with_its_hash_and_a_changed_one_is_refused() {
@@ -111,9 +113,9 @@ fn a_resumed_run_with_dictionary_dropout_matches_an_uninterrupted_one() {
         "--set",
         "train.dictionary_dropout=0.5",
     ];
-    let whole = scratch("dictionary-whole").join("run");
+    let whole = scratch_at("dictionary-whole", "run");
     assert!(fit_small(&whole, 3, &dictionary).status.success());
-    let split = scratch("dictionary-split").join("run");
+    let split = scratch_at("dictionary-split", "run");
     assert!(fit_small(&split, 1, &dictionary).status.success());
     let mut resume = dictionary.to_vec();
     resume.push("--resume");
@@ -122,7 +124,7 @@ fn a_resumed_run_with_dictionary_dropout_matches_an_uninterrupted_one() {
     assert_eq!(learning_curve(&split).len(), 3);
     assert_eq!(learning_curve(&whole), learning_curve(&split));
     // And the dropout draws change what is learnt: without it the curve differs.
-    let plain = scratch("dictionary-no-dropout").join("run");
+    let plain = scratch_at("dictionary-no-dropout", "run");
     let mut no_dropout = dictionary.to_vec();
     no_dropout[5] = "train.dictionary_dropout=0";
     assert!(fit_small(&plain, 3, &no_dropout).status.success());

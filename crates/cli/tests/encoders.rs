@@ -9,8 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{
-    Server, eval_json, fit_small, learning_curve, nertrain, scratch, snapshot, stderr, stdout,
-    tag_json, workspace,
+    Scratch, Server, eval_json, fit_small, learning_curve, nertrain, scratch, scratch_at, snapshot,
+    stderr, stdout, tag_json, workspace,
 };
 
 const TEXTS: [&str; 2] = [
@@ -19,8 +19,8 @@ const TEXTS: [&str; 2] = [
 ];
 
 /// A model fitted on the sample with `family`'s checkpoint, `tuning` as given, for `epochs`.
-fn fit_with(name: &str, family: &str, tuning: &str, epochs: usize, extra: &[&str]) -> PathBuf {
-    let run = scratch(name).join("run");
+fn fit_with(name: &str, family: &str, tuning: &str, epochs: usize, extra: &[&str]) -> Scratch {
+    let run = scratch_at(name, "run");
     let pretrained = format!("model.pretrained=data/encoders/{family}");
     let tuning = format!("model.pretrained_tuning={tuning}");
     let mut args = vec!["--set", &pretrained, "--set", &tuning];
@@ -47,7 +47,7 @@ fn eval_f1(model: &Path) -> f64 {
 
 /// The model card `nertrain card` writes for `run`, in a scratch directory `name`.
 fn card_of(run: &Path, name: &str) -> String {
-    let card = scratch(name).join("CARD.md");
+    let card = scratch_at(name, "CARD.md");
     let out = nertrain(&[
         "card",
         "--model",
@@ -74,7 +74,7 @@ fn a_frozen_encoder_stacked_with_words_tags_alike_everywhere_and_needs_no_checkp
 
     // The model moved away, without the checkpoint it was trained from, tags the same.
     let tagged = tag_json(&run, &TEXTS);
-    let moved = scratch("encoder-moved").join("model");
+    let moved = scratch_at("encoder-moved", "model");
     std::fs::create_dir_all(&moved).unwrap();
     for file in ["model.json", "vocab.json", "model.bpk", "subwords.json"] {
         std::fs::copy(run.join(file), moved.join(file)).unwrap();
@@ -150,7 +150,7 @@ fn a_finished_frozen_run_resumed_reads_no_training_sentence_through_the_encoder(
         "--set",
         "model.pretrained_tuning=frozen",
     ];
-    let run = scratch("encoder-finished").join("run");
+    let run = scratch_at("encoder-finished", "run");
     let out = fit_small(&run, 2, &frozen);
     assert!(out.status.success(), "{}", stderr(&out));
     let fitted = stdout(&out);
@@ -177,10 +177,10 @@ fn a_frozen_encoders_layers_kept_between_runs_are_read_back_as_computed() {
         "--set",
         "model.pretrained_tuning=frozen",
     ];
-    let cache = scratch("encoder-cache").join("layers");
+    let cache = scratch_at("encoder-cache", "layers");
     let kept = [&frozen[..], &["--encoder-cache", cache.to_str().unwrap()]].concat();
     let fitted = |name: &str, args: &[&str]| {
-        let run = scratch(name).join("run");
+        let run = scratch_at(name, "run");
         let out = fit_small(&run, 2, args);
         assert!(out.status.success(), "{}", stderr(&out));
         (learning_curve(&run), recorded_test_f1(&run), out)
@@ -224,7 +224,7 @@ fn a_frozen_encoders_layers_kept_between_runs_are_read_back_as_computed() {
 
     // A store that cannot be made is an error naming it.
     let not_a_dir = [&frozen[..], &["--encoder-cache", "data/sample/train.txt"]].concat();
-    let out = fit_small(&scratch("encoder-cache-file").join("run"), 2, &not_a_dir);
+    let out = fit_small(&scratch_at("encoder-cache-file", "run"), 2, &not_a_dir);
     assert!(!out.status.success());
     assert!(
         stderr(&out).contains("data/sample/train.txt/")
@@ -236,7 +236,7 @@ fn a_frozen_encoders_layers_kept_between_runs_are_read_back_as_computed() {
 
 #[test]
 fn select_and_eval_read_a_frozen_encoders_layers_from_the_store_fit_filled() {
-    let cache = scratch("encoder-cache-tagger").join("layers");
+    let cache = scratch_at("encoder-cache-tagger", "layers");
     let cache_arg = cache.to_str().unwrap();
     let run = fit_with(
         "encoder-cache-tagger-fit",
@@ -356,8 +356,8 @@ fn a_distilbert_encoder_fits_fine_tuned() {
 }
 
 /// A copy of `family`'s checkpoint under a fresh directory, `edit` applied to it.
-fn broken_checkpoint(name: &str, family: &str, edit: impl FnOnce(&Path)) -> PathBuf {
-    let dir = scratch(name).join("checkpoint");
+fn broken_checkpoint(name: &str, family: &str, edit: impl FnOnce(&Path)) -> Scratch {
+    let dir = scratch_at(name, "checkpoint");
     std::fs::create_dir_all(&dir).unwrap();
     let source = workspace().join("data/encoders").join(family);
     for file in ["config.json", "model.safetensors", "tokenizer.json"] {
@@ -369,7 +369,7 @@ fn broken_checkpoint(name: &str, family: &str, edit: impl FnOnce(&Path)) -> Path
 
 /// What `fit` says of checkpoint `dir`, which it must refuse without writing a run.
 fn refusal(name: &str, dir: &Path) -> String {
-    let run = scratch(name).join("run");
+    let run = scratch_at(name, "run");
     let pretrained = format!("model.pretrained={}", dir.display());
     let out = fit_small(&run, 1, &["--set", &pretrained]);
     assert!(!out.status.success(), "{name} was fitted");
@@ -420,7 +420,7 @@ fn bad_checkpoints_are_refused_naming_the_file() {
 
     let message = refusal(
         "encoder-missing-run",
-        &scratch("encoder-nowhere").join("none"),
+        &scratch_at("encoder-nowhere", "none"),
     );
     assert!(message.contains("config.json"), "{message}");
 }
@@ -449,7 +449,7 @@ fn a_frozen_encoders_last_layers_side_by_side_make_a_model_as_its_mix_does() {
 
     // The tiny BERT has 3 layers, its embeddings' among them: a fourth is refused, by `fit`
     // before anything is written and in a model's description.
-    let refused = scratch("encoder-concat-refused").join("run");
+    let refused = scratch_at("encoder-concat-refused", "run");
     let out = fit_small(
         &refused,
         1,

@@ -4,11 +4,11 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{nertrain, scratch, snapshot, stderr, workspace};
+use common::{Scratch, nertrain, scratch, scratch_at, snapshot, stderr, workspace};
 
 /// `fit` on the sample into `output`, with `extra` overrides, as a command not yet run.
 fn fit_command(output: &Path, extra: &[&str]) -> Command {
@@ -27,8 +27,8 @@ fn fit(output: &Path, extra: &[&str], flags: &[&str]) -> std::process::Output {
 }
 
 /// A small trained run in a fresh scratch directory.
-fn trained(name: &str, extra: &[&str]) -> PathBuf {
-    let run = scratch(name).join("run");
+fn trained(name: &str, extra: &[&str]) -> Scratch {
+    let run = scratch_at(name, "run");
     let out = fit(&run, &[&["train.epochs=2"], extra].concat(), &[]);
     assert!(out.status.success(), "{}", stderr(&out));
     run
@@ -97,7 +97,7 @@ fn two_writers_of_one_run_never_mix_and_the_second_is_told_who_writes() {
 
 #[test]
 fn resuming_a_run_that_is_still_training_is_refused() {
-    let run = scratch("resume-while-running").join("run");
+    let run = scratch_at("resume-while-running", "run");
     let mut first = fit_command(&run, &["train.epochs=60", "train.patience=60"])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -121,7 +121,7 @@ fn resuming_a_run_that_is_still_training_is_refused() {
 
 #[test]
 fn a_refused_new_run_leaves_no_directory_behind() {
-    let run = scratch("refused-new").join("nested").join("run");
+    let run = scratch_at("refused-new", "nested/run");
     let out = fit(&run, &["data.train=data/sample/missing.txt"], &[]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(!run.exists(), "{} was left behind", run.display());
@@ -131,7 +131,7 @@ fn a_refused_new_run_leaves_no_directory_behind() {
 fn a_reader_sees_the_old_model_or_the_new_one_while_it_is_replaced() {
     let old = trained("reader-old", &["train.seed=1"]);
     let new = trained("reader-new", &["train.seed=2"]);
-    let live = scratch("reader-live").join("run");
+    let live = scratch_at("reader-live", "run");
     std::fs::create_dir_all(&live).unwrap();
     for entry in std::fs::read_dir(&old).unwrap() {
         let path = entry.unwrap().path();
@@ -163,7 +163,7 @@ fn a_reader_sees_the_old_model_or_the_new_one_while_it_is_replaced() {
     ];
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let publisher = {
-        let (live, stop) = (live.clone(), stop.clone());
+        let (live, stop) = (live.to_path_buf(), stop.clone());
         // As `fit` publishes a better model: written beside, then renamed over the old one.
         std::thread::spawn(move || {
             let mut i = 0;
@@ -303,7 +303,7 @@ fn absurd_sizes_are_refused_before_the_old_run_is_touched() {
 fn vectors_that_are_not_finite_are_a_reader_error_before_the_old_run_is_touched() {
     let run = trained("nan-vectors", &[]);
     let before = snapshot(&run);
-    let vectors = scratch("nan-vectors-file").join("vectors.txt");
+    let vectors = scratch_at("nan-vectors-file", "vectors.txt");
     std::fs::write(&vectors, "the 0.1 0.2\nGermany nan 0.5\n").unwrap();
     let setting = format!("data.vectors={}", vectors.display());
     let out = fit(&run, &[&setting, "model.word_dim=2"], &["--overwrite"]);
@@ -440,7 +440,7 @@ fn numbers_out_of_range_are_usage_errors() {
 
 #[test]
 fn a_closed_pipe_ends_fit_quietly_and_a_full_disk_is_an_error() {
-    let run = scratch("fit-pipe").join("run");
+    let run = scratch_at("fit-pipe", "run");
     let mut child = fit_command(&run, &["train.epochs=30"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -457,7 +457,7 @@ fn a_closed_pipe_ends_fit_quietly_and_a_full_disk_is_an_error() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
 
-    let run = scratch("fit-full").join("run");
+    let run = scratch_at("fit-full", "run");
     let full = std::fs::OpenOptions::new()
         .write(true)
         .open("/dev/full")
@@ -477,7 +477,7 @@ fn a_closed_pipe_ends_fit_quietly_and_a_full_disk_is_an_error() {
 
 #[test]
 fn sigterm_stops_fit_like_ctrl_c_saving_first() {
-    let run = scratch("sigterm").join("run");
+    let run = scratch_at("sigterm", "run");
     let settings = ["train.epochs=60", "train.patience=60"];
     let child = fit_command(&run, &settings)
         .stdout(Stdio::null())
@@ -504,7 +504,7 @@ fn sigterm_stops_fit_like_ctrl_c_saving_first() {
 #[test]
 fn a_line_of_more_words_than_a_text_may_have_is_an_error_naming_the_line() {
     let model = common::sample_model("sentence");
-    let input = scratch("too-many-words").join("input.txt");
+    let input = scratch_at("too-many-words", "input.txt");
     let line = "#".repeat(nertrain_tagger::MAX_TEXT_WORDS + 1);
     std::fs::write(&input, format!("Peter lives in Berlin.\n{line}\n")).unwrap();
     let out = nertrain(&[
@@ -525,7 +525,7 @@ fn a_line_of_more_words_than_a_text_may_have_is_an_error_naming_the_line() {
 
 #[test]
 fn a_changed_checkpoint_state_is_an_error_not_a_panic() {
-    let run = scratch("state").join("run");
+    let run = scratch_at("state", "run");
     let settings = ["train.epochs=60", "train.patience=60"];
     let child = fit_command(&run, &settings)
         .stdout(Stdio::null())
@@ -560,7 +560,7 @@ fn a_changed_checkpoint_state_is_an_error_not_a_panic() {
 
 #[test]
 fn config_values_and_files_that_are_not_right_say_so_briefly() {
-    let out = fit(&scratch("nan-lr").join("run"), &["train.lr=nan"], &[]);
+    let out = fit(&scratch_at("nan-lr", "run"), &["train.lr=nan"], &[]);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("train.lr: expected a finite number, found NaN"),
@@ -614,7 +614,7 @@ fn convert_reads_stdin_for_a_dash() {
 #[test]
 fn eval_warns_when_the_gold_file_is_in_another_scheme_than_the_model_writes() {
     let model = common::sample_model("sentence");
-    let gold = scratch("other-scheme").join("gold.txt");
+    let gold = scratch_at("other-scheme", "gold.txt");
     let converted = nertrain(&["convert", "--to", "iobes", "data/sample/test.txt"]);
     std::fs::write(&gold, &converted.stdout).unwrap();
     let out = nertrain(&[
@@ -656,7 +656,7 @@ fn eval_reads_stdin_for_a_dash() {
 
 #[test]
 fn an_output_that_is_a_pipe_is_written_into_not_replaced() {
-    let fifo = scratch("output-fifo").join("pipe");
+    let fifo = scratch_at("output-fifo", "pipe");
     assert!(
         Command::new("mkfifo")
             .arg(&fifo)
@@ -665,7 +665,7 @@ fn an_output_that_is_a_pipe_is_written_into_not_replaced() {
             .success()
     );
     let reader = {
-        let fifo = fifo.clone();
+        let fifo = fifo.to_path_buf();
         std::thread::spawn(move || std::fs::read_to_string(fifo).unwrap())
     };
     let out = convert_to(&fifo);

@@ -10,7 +10,7 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{Server, nertrain, sample_model, scratch, stderr, stdout};
+use common::{Server, nertrain, sample_model, scratch, scratch_at, stderr, stdout};
 
 /// This process's child's peak resident memory, in MiB (Linux).
 fn peak_mib(pid: u32) -> f64 {
@@ -202,7 +202,7 @@ fn a_lock_file_linked_elsewhere_is_refused_and_its_target_kept() {
 #[test]
 fn a_model_whose_tokenizer_cannot_be_built_is_named_in_full() {
     let model = sample_model("sentence");
-    let changed = scratch("tokenizer-rules").join("run");
+    let changed = scratch_at("tokenizer-rules", "run");
     std::fs::create_dir(&changed).unwrap();
     for entry in std::fs::read_dir(&model).unwrap() {
         let entry = entry.unwrap();

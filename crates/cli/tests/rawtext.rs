@@ -6,9 +6,9 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use common::{nertrain, same_output, sample_model, scratch, workspace};
+use common::{Scratch, nertrain, same_output, sample_model, scratch, scratch_at, workspace};
 use serde::Deserialize;
 
 fn ok(args: &[&str]) -> String {
@@ -166,8 +166,8 @@ fn the_tokenizer_cuts_text_back_into_the_corpus_tokens() {
 }
 
 /// A model from before tokenizers were saved: `model.json` without one.
-fn without_tokenizer(model: &Path, name: &str) -> PathBuf {
-    let dir = scratch(name).join("run");
+fn without_tokenizer(model: &Path, name: &str) -> Scratch {
+    let dir = scratch_at(name, "run");
     std::fs::create_dir_all(&dir).unwrap();
     for file in ["vocab.json", "model.bpk", "config.toml"] {
         std::fs::copy(model.join(file), dir.join(file)).unwrap();

@@ -7,7 +7,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{Server, nertrain, sample_model, scratch, stderr};
+use common::{Server, nertrain, sample_model, scratch, scratch_at, stderr};
 
 const CONFIG: &str = r#"<View><Labels name="ents" toName="doc"><Label value="PER"/><Label value="LOC"/><Label value="ORG"/><Label value="MISC"/></Labels><Labels name="check" toName="doc"><Label value="check"/></Labels><Text name="doc" value="$body"/></View>"#;
 
@@ -216,7 +216,7 @@ fn accepted_versions_are_served_by_hand_with_the_credentials() {
     let base = sample_model("sentence");
     // Another model: the same recipe with another seed (weights files are written alike for
     // alike weights, so it must learn others).
-    let other = scratch("studio-loop-other").join("run");
+    let other = scratch_at("studio-loop-other", "run");
     let fitted = common::fit_small(&other, 2, &["--set", "train.seed=7"]);
     assert!(fitted.status.success(), "{}", stderr(&fitted));
     let server = Server::start(&base, &[], None);

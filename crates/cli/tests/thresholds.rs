@@ -4,18 +4,16 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::{
-    eval_json, fit_small, nertrain, scratch, stderr, stdout, store_recall, stored_thresholds,
-    tag_json, workspace,
+    Scratch, eval_json, fit_small, nertrain, scratch_at, stderr, stdout, store_recall,
+    stored_thresholds, tag_json, workspace,
 };
 use serde_json::Value;
 
 /// A copy of the binary's stored sample model, to write thresholds into.
-fn model_copy(name: &str) -> PathBuf {
+fn model_copy(name: &str) -> Scratch {
     let from = workspace().join("crates/cli/tests/fixtures/before-tokenizers/sentence");
-    let dir = scratch(name).join("model");
+    let dir = scratch_at(name, "model");
     std::fs::create_dir_all(&dir).unwrap();
     for file in ["model.json", "vocab.json", "model.bpk"] {
         std::fs::copy(from.join(file), dir.join(file)).unwrap();
@@ -186,7 +184,7 @@ fn bad_thresholds_and_recalls_out_of_reach_are_usage_errors() {
         "{}",
         stderr(&shape)
     );
-    let learner = scratch("bad-learner").join("versions");
+    let learner = scratch_at("bad-learner", "versions");
     let learning = nertrain(&[
         "serve",
         "--model",
@@ -235,7 +233,7 @@ fn bad_thresholds_and_recalls_out_of_reach_are_usage_errors() {
 
 #[test]
 fn new_weights_forget_the_thresholds_chosen_for_the_old() {
-    let run = scratch("forget").join("run");
+    let run = scratch_at("forget", "run");
     assert!(fit_small(&run, 1, &[]).status.success());
     let store = |recall: &str| drop(store_recall(&run, recall));
     store("PER=1");

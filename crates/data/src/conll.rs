@@ -782,6 +782,7 @@ mod tests {
         assert!(err.message.contains("invalid UTF-8"));
         let missing = read_conll(&dir.join("missing.txt"), &ColumnSpec::default()).unwrap_err();
         assert!(missing.message.starts_with("cannot read"));
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -221,5 +221,6 @@ mod tests {
                 .to_string()
                 .contains("not a readable gzip file")
         );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
 use nertrain_model::encoder::{EncoderConfig, load_weights};
 use serde::Deserialize;
+use tempfile::TempDir;
 
 /// Within what each value must agree.
 const TOLERANCE: f32 = 1e-5;
@@ -109,18 +110,19 @@ fn roberta_matches_transformers() {
 }
 
 /// A copy of the BERT fixture in a fresh directory, its `config.json` changed by `edit`.
-fn edited_checkpoint(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nertrain-encoder-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn edited_checkpoint(name: &str, edit: impl FnOnce(&mut serde_json::Value)) -> TempDir {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("nertrain-encoder-{name}-"))
+        .tempdir()
+        .unwrap();
     let source = fixture("bert");
     for file in ["model.safetensors", "tokenizer.json"] {
-        std::fs::copy(source.join(file), dir.join(file)).unwrap();
+        std::fs::copy(source.join(file), dir.path().join(file)).unwrap();
     }
     let text = std::fs::read_to_string(source.join("config.json")).unwrap();
     let mut config: serde_json::Value = serde_json::from_str(&text).unwrap();
     edit(&mut config);
-    std::fs::write(dir.join("config.json"), config.to_string()).unwrap();
+    std::fs::write(dir.path().join("config.json"), config.to_string()).unwrap();
     dir
 }
 
@@ -140,7 +142,7 @@ fn refusal(dir: &Path) -> String {
 #[test]
 fn a_family_nertrain_does_not_read_is_refused() {
     let dir = edited_checkpoint("gpt2", |c| c["model_type"] = "gpt2".into());
-    let message = refusal(&dir);
+    let message = refusal(dir.path());
     assert!(message.contains("config.json"), "{message}");
     assert!(message.contains("\"gpt2\""), "{message}");
 }
@@ -148,7 +150,7 @@ fn a_family_nertrain_does_not_read_is_refused() {
 #[test]
 fn a_tensor_of_another_shape_is_refused() {
     let dir = edited_checkpoint("shape", |c| c["intermediate_size"] = 38.into());
-    let message = refusal(&dir);
+    let message = refusal(dir.path());
     assert!(message.contains("model.safetensors"), "{message}");
     assert!(message.contains("linear_inner"), "{message}");
     assert!(message.contains("do not fit"), "{message}");
@@ -157,7 +159,7 @@ fn a_tensor_of_another_shape_is_refused() {
 #[test]
 fn a_missing_tensor_is_refused() {
     let dir = edited_checkpoint("missing", |c| c["num_hidden_layers"] = 3.into());
-    let message = refusal(&dir);
+    let message = refusal(dir.path());
     assert!(message.contains("model.safetensors"), "{message}");
     assert!(message.contains("missing"), "{message}");
     assert!(message.contains("encoder.layers.2."), "{message}");
@@ -166,10 +168,10 @@ fn a_missing_tensor_is_refused() {
 #[test]
 fn a_damaged_weights_file_is_refused() {
     let dir = edited_checkpoint("damaged", |_| {});
-    let weights = dir.join("model.safetensors");
+    let weights = dir.path().join("model.safetensors");
     let bytes = std::fs::read(&weights).unwrap();
     std::fs::write(&weights, &bytes[..bytes.len() / 2]).unwrap();
-    let message = refusal(&dir);
+    let message = refusal(dir.path());
     assert!(message.contains("model.safetensors"), "{message}");
     assert!(message.contains("not a readable weights file"), "{message}");
 }
@@ -177,8 +179,8 @@ fn a_damaged_weights_file_is_refused() {
 #[test]
 fn a_checkpoint_without_weights_is_refused() {
     let dir = edited_checkpoint("none", |_| {});
-    std::fs::remove_file(dir.join("model.safetensors")).unwrap();
-    let message = refusal(&dir);
+    std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
+    let message = refusal(dir.path());
     assert!(message.contains("no weights"), "{message}");
     assert!(message.contains("pytorch_model.bin"), "{message}");
 }
@@ -187,13 +189,13 @@ fn a_checkpoint_without_weights_is_refused() {
 fn absurd_sizes_are_refused_before_anything_is_allocated() {
     for (field, value) in [("hidden_size", 1u64 << 40), ("vocab_size", 0)] {
         let dir = edited_checkpoint(field, |c| c[field] = value.into());
-        let message = refusal(&dir);
+        let message = refusal(dir.path());
         assert!(message.contains(field), "{message}");
     }
     let dir = edited_checkpoint("huge", |c| {
         c["vocab_size"] = (1u64 << 20).into();
         c["hidden_size"] = (1u64 << 16).into();
     });
-    let message = refusal(&dir);
+    let message = refusal(dir.path());
     assert!(message.contains("parameters"), "{message}");
 }

@@ -16,9 +16,72 @@ pub fn workspace() -> PathBuf {
         .unwrap()
 }
 
-/// A fresh, empty directory for one test, unique to this test process.
-pub fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("nertrain-cli-{}-{name}", std::process::id()));
+/// A path in a fresh, empty directory of one test's: the directory is removed when this is
+/// dropped, unless the test is failing, so that what it wrote can be read.
+pub struct Scratch {
+    dir: tempfile::TempDir,
+    path: PathBuf,
+}
+
+/// A fresh, empty directory for one test, named after `name`.
+pub fn scratch(name: &str) -> Scratch {
+    let dir = tempfile::Builder::new()
+        .prefix(&format!("nertrain-{name}-"))
+        .tempdir()
+        .unwrap();
+    let path = dir.path().to_path_buf();
+    Scratch { dir, path }
+}
+
+/// `relative` in a fresh, empty directory for one test (which it does not create).
+pub fn scratch_at(name: &str, relative: &str) -> Scratch {
+    let mut scratch = scratch(name);
+    scratch.path.push(relative);
+    scratch
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.dir.disable_cleanup(true);
+        }
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
+}
+
+/// A fresh directory for what a test binary builds once and its tests share (a `static` is never
+/// dropped, so no test can remove it): in Cargo's directory for tests' files, named after the
+/// binary, replaced by the binary's next run. The first call takes a lock there that the process
+/// holds until it exits, so that two runs of one binary take turns rather than share it.
+pub fn shared(name: &str) -> PathBuf {
+    static LOCK: OnceLock<std::fs::File> = OnceLock::new();
+    let parent = Path::new(env!("CARGO_TARGET_TMPDIR")).join(env!("CARGO_CRATE_NAME"));
+    LOCK.get_or_init(|| {
+        std::fs::create_dir_all(&parent).unwrap();
+        let lock = std::fs::File::create(parent.join(".lock")).unwrap();
+        lock.lock().unwrap();
+        lock
+    });
+    let dir = parent.join(name);
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -100,7 +163,7 @@ pub fn sample_model(context: &str) -> PathBuf {
         _ => &SENTENCE,
     };
     cell.get_or_init(|| {
-        let dir = scratch(&format!("sample-{context}")).join("run");
+        let dir = shared(&format!("sample-{context}")).join("run");
         let output = format!("train.output={}", dir.display());
         let (context, dictionaries, dictionary_dim) = match context {
             "dictionary" => (
