@@ -12,10 +12,7 @@ results=$2
 version=${LABEL_STUDIO_VERSION:-1.23.2}
 work=$(mktemp -d)
 venv=${LABEL_STUDIO_VENV:-$HOME/.cache/nertrain-label-studio-$version}
-if [ ! -x "$venv/bin/label-studio" ]; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q "label-studio==$version"
-fi
+scripts/ci/venv.sh "$venv" "label-studio==$version"
 # The tests read CoNLL and make text of it with the nertrain wheel (crates/python), installed in
 # the same venv (.ci/run installs the one it built).
 if ! "$venv/bin/python" -c "import nertrain" 2>/dev/null; then

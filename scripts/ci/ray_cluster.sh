@@ -15,10 +15,7 @@ nertrain=$(realpath "$1")
 wheel=$(realpath "$2")
 results=$(realpath -m "$3")
 venv=${RAY_VENV:-$HOME/.cache/nertrain-ray-2.60.0}
-if ! "$venv/bin/python" -c "import ray.tune, ray.data" 2>/dev/null; then
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install -q -r scripts/ray/requirements.txt
-fi
+scripts/ci/venv.sh "$venv" -r scripts/ray/requirements.txt
 "$venv/bin/pip" install -q --force-reinstall --no-deps "$wheel"
 # Root makes the namespaces itself; anyone else maps to root in a user namespace of their own.
 as=(--net --pid --fork --mount-proc)

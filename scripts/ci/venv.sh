@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# A pip venv kept between runs: made at DIR with what the pip arguments name unless DIR already
+# holds a complete one. Complete means the install finished (a marker written last), so a run
+# stopped half-way makes the next one start the venv again rather than use half of it.
+# Usage: scripts/ci/venv.sh DIR PIP-INSTALL-ARGUMENTS...
+set -euo pipefail
+dir=$1
+shift
+[ -f "$dir/.nertrain-complete" ] && exit 0
+rm -rf "$dir"
+python3 -m venv "$dir"
+"$dir/bin/pip" install -q "$@"
+touch "$dir/.nertrain-complete"
