@@ -14,7 +14,8 @@ cd "$(dirname "$0")/../.."
 nertrain=$(realpath "$1")
 wheel=$(realpath "$2")
 results=$(realpath -m "$3")
-venv=${RAY_VENV:-$HOME/.cache/nertrain-ray-2.60.0}
+# Named by its pins, as .ci/run names it, so a change of pins makes a new one.
+venv=${RAY_VENV:-$HOME/.cache/nertrain-ray-$(sha256sum scripts/ray/requirements.txt | cut -c1-12)}
 scripts/ci/venv.sh "$venv" -r scripts/ray/requirements.txt
 "$venv/bin/pip" install -q --force-reinstall --no-deps "$wheel"
 # Root makes the namespaces itself; anyone else maps to root in a user namespace of their own.
