@@ -20,15 +20,14 @@ import os
 import subprocess
 import sys
 
-# The builds of `.ci/run` (clippy runs first there; listed last here so that the counts read as
-# what each build adds to the test build). maturin runs `cargo rustc --lib` on crates/python with
+# The builds of `.ci/run`, in its order (clippy lints our crates inside them, scripts/ci/lint.sh,
+# which changes no unit). maturin runs `cargo rustc --lib` on crates/python with
 # arguments for the last unit only, which is the same package with the same features as here.
 BUILDS = {
     "test": ["test", "--release", "--workspace"],
     "wheel": ["build", "--release", "-p", "nertrain-python", "--lib", "--features", "failpoints"],
     "backends": ["test", "--release", "-p", "nertrain-cli", "--features", "wgpu,ndarray", "--test", "backends",
                  "--config", ".ci/wgpu-stack.toml"],
-    "clippy": ["clippy", "--release", "--workspace", "--all-targets", "--all-features"],
 }
 
 # Crates whose features are the backends (or our failpoints): these differ by design.
