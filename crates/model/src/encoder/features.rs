@@ -90,6 +90,9 @@ impl From<LayerUse> for String {
     }
 }
 
+/// The most sub-tokens of windows that go through the encoder at once.
+const WINDOW_TOKENS: usize = 8192;
+
 /// A batch's [`SubwordIds`] on a device, its windows grouped by length: each group is read
 /// without padding, so that what a window gives does not depend on the windows it is batched
 /// with (`tag`, `eval`, `serve` and `fit`'s own scoring batch sentences differently, and must
@@ -98,9 +101,9 @@ impl From<LayerUse> for String {
 pub struct SubwordTensors {
     /// `[windows, length]` each: the windows of one length.
     pub groups: Vec<Tensor<2, Int>>,
-    /// `[batch * max_len]`: each word slot's first sub-token in the groups' outputs, laid end
-    /// to end (`[windows * length]` each).
-    pub first: Tensor<1, Int>,
+    /// Each word slot's first sub-token (`batch * max_len` of them) in the groups' outputs,
+    /// laid end to end (`windows * length` rows each).
+    pub first: Vec<usize>,
 }
 
 impl SubwordTensors {
@@ -125,18 +128,15 @@ impl SubwordTensors {
                 device,
             ));
         }
-        let first: Vec<i64> = ids
+        let first = ids
             .first
             .iter()
             .map(|&flat| {
                 let flat = flat as usize;
-                (starts[flat / ids.width] + flat % ids.width) as i64
+                starts[flat / ids.width] + flat % ids.width
             })
             .collect();
-        Self {
-            groups,
-            first: Tensor::from_data(TensorData::from(first.as_slice()), device),
-        }
+        Self { groups, first }
     }
 }
 
@@ -196,28 +196,67 @@ impl PretrainedFeatures {
         max_len: usize,
     ) -> Tensor<4> {
         let (layers, hidden) = (self.layers(), self.hidden());
-        let tracked = self.mix.val().is_autodiff();
-        let groups: Vec<Tensor<3>> = subwords
-            .groups
-            .iter()
-            .map(|ids| {
-                let [windows, length] = ids.dims();
-                let states = if self.frozen {
-                    let states = self
-                        .encoder
-                        .valid()
-                        .hidden_states(ids.clone().without_autodiff(), None);
-                    let stacked = Tensor::stack::<4>(states, 2);
-                    if tracked { stacked.autodiff() } else { stacked }
-                } else {
-                    Tensor::stack::<4>(self.encoder.hidden_states(ids.clone(), None), 2)
-                };
-                states.reshape([windows * length, layers, hidden])
-            })
+        let device = self.mix.device();
+        // The rows read: the first sub-token of each word, in order.
+        let mut needed = subwords.first.clone();
+        needed.sort_unstable();
+        needed.dedup();
+        // A long sentence has many windows of one length: they go through the encoder a few
+        // at a time, and of each chunk's outputs only the rows read are kept, so that what is
+        // held (every layer's activations and attention scores) is bounded by the chunk, and
+        // what is kept by the words. Each window is read alone either way.
+        let mut kept: Vec<Tensor<3>> = Vec::new();
+        let (mut row, mut next) = (0, 0);
+        for ids in &subwords.groups {
+            let [windows, length] = ids.dims();
+            let at_once = (WINDOW_TOKENS / length).max(1);
+            for start in (0..windows).step_by(at_once) {
+                let end = (start + at_once).min(windows);
+                let rows = (end - start) * length;
+                let from = next;
+                while next < needed.len() && needed[next] < row + rows {
+                    next += 1;
+                }
+                if next > from {
+                    let chunk = ids.clone().slice([start..end, 0..length]);
+                    let local: Vec<i64> = needed[from..next]
+                        .iter()
+                        .map(|&r| (r - row) as i64)
+                        .collect();
+                    let local = Tensor::from_data(TensorData::from(local.as_slice()), &device);
+                    kept.push(self.chunk_states(chunk).select(0, local));
+                }
+                row += rows;
+            }
+        }
+        let at: Vec<i64> = (subwords.first.iter())
+            .map(|r| needed.binary_search(r).expect("every row read is kept") as i64)
             .collect();
-        Tensor::cat(groups, 0)
-            .select(0, subwords.first.clone())
+        let at = Tensor::from_data(TensorData::from(at.as_slice()), &device);
+        Tensor::cat(kept, 0)
+            .select(0, at)
             .reshape([batch, max_len, layers, hidden])
+    }
+
+    /// Every layer's output for `[windows, length]` sub-token ids, one row per sub-token:
+    /// `[windows * length, layers + 1, hidden]`. A frozen encoder runs off the autodiff graph.
+    fn chunk_states(&self, ids: Tensor<2, Int>) -> Tensor<3> {
+        let [windows, length] = ids.dims();
+        let states = if self.frozen {
+            let states = self
+                .encoder
+                .valid()
+                .hidden_states(ids.without_autodiff(), None);
+            let stacked = Tensor::stack::<4>(states, 2);
+            if self.mix.val().is_autodiff() {
+                stacked.autodiff()
+            } else {
+                stacked
+            }
+        } else {
+            Tensor::stack::<4>(self.encoder.hidden_states(ids, None), 2)
+        };
+        states.reshape([windows * length, self.layers(), self.hidden()])
     }
 
     /// What each word is given of `states` (`[batch, max_len, layers + 1, hidden]`):
