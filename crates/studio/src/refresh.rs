@@ -367,22 +367,26 @@ fn refresh(
             return Ok(());
         }
         reading.pace.wait(shared);
-        let Some(page) = next_page(connection, status)? else {
+        // The page counts, and the next one is read after it, only once Label Studio has
+        // taken its predictions: a page whose import failed is posted again when resumed.
+        let mut posted = status.clone();
+        let Some(page) = next_page(connection, &mut posted)? else {
             break;
         };
         let mut tasks = page.tasks;
-        if let Some(before) = status.before {
+        if let Some(before) = posted.before {
             let read = tasks.len();
             tasks.retain(|t| t.total_annotations > 0 || !before.stands(t.task.id, cut));
-            status.stood += read - tasks.len();
+            posted.stood += read - tasks.len();
         }
-        let tagged = tag_page(version, &reading, tasks, status)?;
+        let tagged = tag_page(version, &reading, tasks, &mut posted)?;
         let predictions = predict(shared, version, &reading, tagged, cut);
         if !predictions.is_empty() {
             reading.pace.wait(shared);
-            status.predicted += connection.import_predictions(project, &predictions)?;
+            posted.predicted += connection.import_predictions(project, &predictions)?;
         }
-        status.page += 1;
+        posted.page += 1;
+        *status = posted;
         save(status)?;
         if page.last {
             break;
