@@ -113,6 +113,9 @@ impl EncoderCacheArgs {
 
     /// Says on stderr what `tagger`'s store gave, as `fit` does, and what it could not use.
     pub fn report(tagger: &Tagger) {
+        if let Some(note) = tagger.encoder_cache_note() {
+            eprintln!("note: {note}");
+        }
         let Some((dir, tally)) = tagger.encoder_cache_tally() else {
             return;
         };

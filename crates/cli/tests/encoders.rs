@@ -9,8 +9,8 @@ mod common;
 use std::path::{Path, PathBuf};
 
 use common::{
-    Scratch, Server, eval_json, fit_small, learning_curve, nertrain, scratch, scratch_at, snapshot,
-    stderr, stdout, tag_json, workspace,
+    Scratch, Server, eval_json, fit_small, learning_curve, nertrain, nertrain_ok, scratch,
+    scratch_at, snapshot, stderr, stdout, tag_json, workspace,
 };
 
 const TEXTS: [&str; 2] = [
@@ -218,8 +218,43 @@ fn a_frozen_encoders_layers_kept_between_runs_are_read_back_as_computed() {
         "{warned}"
     );
     assert_eq!(read(&out), 898);
-    assert_eq!((damaged_curve, damaged_f1), (curve, test_f1));
+    assert_eq!((damaged_curve, damaged_f1), (curve.clone(), test_f1));
     // Each written again as it was, and nothing else left there.
+    assert_eq!(snapshot(&cache), before);
+
+    // Poisoned values under a whole header (a NaN; another sentence's values of the same
+    // length), a FIFO and a link to a device: each computed again with a warning, never read.
+    let (i, j) = (0..files.len())
+        .flat_map(|i| (i + 1..files.len()).map(move |j| (i, j)))
+        .find(|&(i, j)| before.0[i].1.len() == before.0[j].1.len())
+        .expect("two sentences of one length");
+    let mut nan = before.0[i].1.clone();
+    let at = nan.len() - 4;
+    nan[at..].copy_from_slice(&f32::NAN.to_le_bytes());
+    std::fs::write(files[i], &nan).unwrap();
+    // The header: magic, version, words, width, key and the values' digest, 104 bytes.
+    let swapped = [&before.0[j].1[..104], &before.0[i].1[104..]].concat();
+    std::fs::write(files[j], swapped).unwrap();
+    let others: Vec<&PathBuf> = (0..files.len())
+        .filter(|k| ![i, j].contains(k))
+        .map(|k| files[k])
+        .collect();
+    std::fs::remove_file(others[0]).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(others[0]).status();
+    assert!(made.unwrap().success());
+    std::fs::remove_file(others[1]).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", others[1]).unwrap();
+    let (poisoned_curve, poisoned_f1, out) = fitted("encoder-cached-4", &kept);
+    let warned = stderr(&out);
+    assert_eq!(
+        warned.matches("their digest differs").count(),
+        2,
+        "{warned}"
+    );
+    assert!(warned.contains("found a FIFO"), "{warned}");
+    assert!(warned.contains("found a device"), "{warned}");
+    assert_eq!(read(&out), 896);
+    assert_eq!((poisoned_curve, poisoned_f1), (curve, test_f1));
     assert_eq!(snapshot(&cache), before);
 
     // A store that cannot be made is an error naming it.
@@ -590,4 +625,111 @@ fn a_fine_tuned_encoder_model_decodes_selects_serves_and_is_continued_on_partial
             "{body}"
         );
     }
+}
+
+/// `dir` made a checkpoint of links, as a Hugging Face snapshot is: each of `files` (from the
+/// workspace) a symbolic link to it.
+fn linked_checkpoint(dir: &Path, files: &[(&str, &str)]) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (name, source) in files {
+        std::os::unix::fs::symlink(workspace().join(source), dir.join(name)).unwrap();
+    }
+}
+
+/// Checkpoints as users download them: a snapshot's links followed, and PyTorch weights in half
+/// precision read as f32, so that the model trained from them tags; a FIFO or a device in a
+/// file's place refused at once, naming it.
+#[test]
+fn checkpoints_as_downloaded_train_models_that_tag_and_odd_files_are_refused() {
+    let checkpoint = scratch_at("encoder-half", "checkpoint");
+    linked_checkpoint(
+        &checkpoint,
+        &[
+            ("config.json", "data/encoders/bert-bin-f16/config.json"),
+            (
+                "pytorch_model.bin",
+                "data/encoders/bert-bin-f16/pytorch_model.bin",
+            ),
+            ("tokenizer.json", "data/encoders/bert/tokenizer.json"),
+        ],
+    );
+    let run = scratch_at("encoder-half", "run");
+    let pretrained = format!("model.pretrained={}", checkpoint.display());
+    let out = fit_small(&run, 1, &["--set", &pretrained]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    nertrain_ok(&["tag", "--model", run.to_str().unwrap(), TEXTS[0]]);
+    assert!(eval_f1(&run).is_finite());
+
+    let fifo = broken_checkpoint("encoder-fifo", "bert", |dir| {
+        std::fs::remove_file(dir.join("config.json")).unwrap();
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.join("config.json"))
+            .status();
+        assert!(made.unwrap().success());
+    });
+    let message = refusal("encoder-fifo-run", &fifo);
+    assert!(message.contains("config.json: cannot read"), "{message}");
+    assert!(message.contains("found a FIFO"), "{message}");
+    let device = broken_checkpoint("encoder-device", "bert", |dir| {
+        std::fs::remove_file(dir.join("tokenizer.json")).unwrap();
+        std::os::unix::fs::symlink("/dev/zero", dir.join("tokenizer.json")).unwrap();
+    });
+    let message = refusal("encoder-device-run", &device);
+    assert!(message.contains("tokenizer.json"), "{message}");
+    assert!(message.contains("found a device"), "{message}");
+}
+
+/// A model's `subwords.json` is bound to it by the SHA-256 `model.json` records, as its
+/// dictionary is; and a layer store named for a fine-tuned encoder is said to keep nothing.
+#[test]
+fn a_fine_tuned_models_tokenizer_is_its_own_and_keeps_no_layers() {
+    let cache = scratch_at("encoder-fine-tuned-cache", "layers");
+    let cache_arg = cache.to_str().unwrap();
+    let run = scratch_at("encoder-fine-tuned-own", "run");
+    let fine_tuned = [
+        "--set",
+        "model.pretrained=data/encoders/bert",
+        "--set",
+        "model.pretrained_tuning=fine-tune",
+        "--encoder-cache",
+        cache_arg,
+    ];
+    let out = fit_small(&run, 1, &fine_tuned);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the encoder is fine-tuned"),
+        "{}",
+        stderr(&out)
+    );
+    let model = run.to_str().unwrap();
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.join("model.json")).unwrap()).unwrap();
+    assert_eq!(meta["subwords_sha256"].as_str().unwrap().len(), 64);
+    let out = nertrain(&[
+        "eval",
+        "--model",
+        model,
+        "--data",
+        "data/sample/dev.txt",
+        "--encoder-cache",
+        cache_arg,
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the encoder is fine-tuned"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!cache.exists() || snapshot(&cache).0.is_empty());
+
+    // The same tokenizer, lowercasing: another cut of every word, refused.
+    let subwords = run.join("subwords.json");
+    let mut tokenizer: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&subwords).unwrap()).unwrap();
+    tokenizer["normalizer"] = serde_json::json!({"type": "Lowercase"});
+    std::fs::write(&subwords, tokenizer.to_string()).unwrap();
+    let out = nertrain(&["eval", "--model", model, "--data", "data/sample/dev.txt"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("subwords.json"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("SHA-256"), "{}", stderr(&out));
 }

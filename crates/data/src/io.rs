@@ -1,6 +1,8 @@
 //! Files written so that a crash leaves the old one or the new one, never a torn one: each is
 //! written under a temporary name beside its place, synced, and renamed into place. Every command
-//! that writes a file a user named (`--output`), and the run directory, write through here.
+//! that writes a file a user named (`--output`), and the run directory, write through here. And
+//! files read whole that a user hands over (a checkpoint's), read only when they are regular
+//! files within a bound.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -141,4 +143,66 @@ pub fn to_sorted_json<T: serde::Serialize>(value: &T, pretty: bool) -> serde_jso
     } else {
         serde_json::to_string(&value)
     }
+}
+
+/// Reads `path` whole when it is a regular file (or a symbolic link to one, as a Hugging Face
+/// snapshot's files are) of at most `max_bytes`. A FIFO, a device or a directory is refused
+/// before anything is read from it, so that nothing waits for a writer or reads without end,
+/// and a file past the bound is refused by its length.
+pub fn read_regular(path: &Path, max_bytes: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::{Error, ErrorKind, Read};
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    // A FIFO opened for reading waits for a writer unless it is opened without blocking.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32);
+    }
+    let file = options.open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(Error::new(
+            ErrorKind::InvalidInput,
+            format!("expected a regular file, found {}", file_kind(&metadata)),
+        ));
+    }
+    let too_long = |length: u64| {
+        Error::new(
+            ErrorKind::InvalidData,
+            format!("{length} bytes or more: at most {max_bytes} are read of this file"),
+        )
+    };
+    if metadata.len() > max_bytes {
+        return Err(too_long(metadata.len()));
+    }
+    let mut bytes = Vec::with_capacity(metadata.len() as usize);
+    file.take(max_bytes + 1).read_to_end(&mut bytes)?;
+    // It grew while it was read.
+    if bytes.len() as u64 > max_bytes {
+        return Err(too_long(bytes.len() as u64));
+    }
+    Ok(bytes)
+}
+
+/// What a file that is not a regular one is, for a message.
+fn file_kind(metadata: &std::fs::Metadata) -> &'static str {
+    let kind = metadata.file_type();
+    if kind.is_dir() {
+        return "a directory";
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if kind.is_fifo() {
+            return "a FIFO";
+        }
+        if kind.is_char_device() || kind.is_block_device() {
+            return "a device";
+        }
+        if kind.is_socket() {
+            return "a socket";
+        }
+    }
+    "neither a file nor a directory"
 }

@@ -44,7 +44,9 @@ pub use io::{WriteError, write_output};
 pub use label::{Allowed, Label, TagColumn, known_tags};
 pub use operating::{LabelConfidences, OperatingPoint, THRESHOLD_GRID, label_confidences};
 pub use partial::forced_labels;
-pub use pieces::{DOCUMENT_CONTEXT, Pieces, SubwordTokenizer, TOKENIZER_FILE, Window};
+pub use pieces::{
+    DOCUMENT_CONTEXT, MAX_TOKENIZER_BYTES, Pieces, SubwordTokenizer, TOKENIZER_FILE, Window,
+};
 pub use scheme::{
     CharSpan, Span, TagScheme, check_tag, convert_tags, ends_before, first_malformed, parse_tag,
     render_spans, spans, transition_allowed,

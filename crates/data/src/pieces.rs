@@ -12,12 +12,16 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use tokenizers::Tokenizer;
+use tokenizers::{Encoding, ModelWrapper, Tokenizer};
 
 use crate::{DataError, Encoded};
 
 /// A checkpoint's tokenizer file.
 pub const TOKENIZER_FILE: &str = "tokenizer.json";
+
+/// The largest tokenizer file read: many times the largest published (tens of megabytes), and
+/// a bound on what a link to a device or an endless file costs.
+pub const MAX_TOKENIZER_BYTES: u64 = 256 << 20;
 
 /// Sub-tokens of the neighbouring sentences of its document a sentence is read with, on each
 /// side, when documents are read (as FLERT reads them, Schweter & Akbik 2020).
@@ -61,6 +65,8 @@ pub struct SubwordTokenizer {
     /// The special sub-tokens before and after one input (`[CLS]` and `[SEP]`, `<s>` and `</s>`).
     before: Vec<u32>,
     after: Vec<u32>,
+    /// Those special sub-tokens' ids and strings.
+    special_tokens: Vec<(u32, String)>,
 }
 
 /// A sentence's sub-tokens, without the special ones around an input.
@@ -98,17 +104,23 @@ pub struct Window {
 }
 
 impl SubwordTokenizer {
-    /// Reads `path`; a file `tokenizers` cannot read is an error naming it.
+    /// Reads `path`, a regular file of at most [`MAX_TOKENIZER_BYTES`]; a file `tokenizers`
+    /// cannot read is an error naming it.
     pub fn from_file(path: &Path) -> Result<Self, DataError> {
-        let bytes = std::fs::read(path)
+        let bytes = crate::io::read_regular(path, MAX_TOKENIZER_BYTES)
             .map_err(|e| DataError::file(path, format!("cannot read the tokenizer: {e}")))?;
-        let mut tokenizer = Tokenizer::from_bytes(&bytes).map_err(|e| {
+        Self::from_bytes(&bytes, path)
+    }
+
+    /// Reads the `tokenizer.json` whose bytes are `bytes`, read from `path`.
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Self, DataError> {
+        let mut tokenizer = Tokenizer::from_bytes(bytes).map_err(|e| {
             DataError::file(
                 path,
                 format!("not a tokenizer.json `tokenizers` reads: {e}"),
             )
         })?;
-        let file: TokenizerFile = serde_json::from_slice(&bytes).map_err(|e| {
+        let file: TokenizerFile = serde_json::from_slice(bytes).map_err(|e| {
             DataError::file(
                 path,
                 format!("not a tokenizer.json `tokenizers` reads: {e}"),
@@ -118,6 +130,16 @@ impl SubwordTokenizer {
         tokenizer
             .with_truncation(None)
             .map_err(|e| DataError::file(path, format!("cannot clear its truncation: {e}")))?;
+        // BPE dropout, a training-time regulariser, would cut the same word differently on
+        // every call: a model must see the text as it was trained on it, and the same text
+        // must always be tagged the same way.
+        if let ModelWrapper::BPE(bpe) = tokenizer.get_model()
+            && bpe.dropout.is_some()
+        {
+            let mut bpe = bpe.clone();
+            bpe.dropout = None;
+            tokenizer.with_model(bpe);
+        }
         let unknown = file
             .model
             .unk_token
@@ -130,8 +152,10 @@ impl SubwordTokenizer {
             unknown,
             before: Vec::new(),
             after: Vec::new(),
+            special_tokens: Vec::new(),
         };
-        let (ids, word_ids) = this.encode_words(&["a"])?;
+        let encoding = this.encode(&["a"])?;
+        let (ids, word_ids) = (encoding.get_ids(), encoding.get_word_ids());
         let first = word_ids.iter().position(Option::is_some);
         let last = word_ids.iter().rposition(Option::is_some);
         let (Some(first), Some(last)) = (first, last) else {
@@ -142,6 +166,11 @@ impl SubwordTokenizer {
         };
         this.before = ids[..first].to_vec();
         this.after = ids[last + 1..].to_vec();
+        let tokens = encoding.get_tokens();
+        this.special_tokens = (0..first)
+            .chain(last + 1..ids.len())
+            .map(|i| (ids[i], tokens[i].clone()))
+            .collect();
         Ok(this)
     }
 
@@ -155,10 +184,16 @@ impl SubwordTokenizer {
         self.tokenizer.get_vocab_size(true)
     }
 
-    /// The largest sub-token id it can give, if any.
-    pub fn largest_id(&self) -> Option<u32> {
+    /// The largest sub-token id it can give, and that sub-token, if any: of its vocabulary, its
+    /// added tokens and the special sub-tokens its post-processor puts around each input (whose
+    /// ids the post-processor names for itself).
+    pub fn largest_id(&self) -> Option<(u32, String)> {
         let vocab = self.tokenizer.get_vocab(true);
-        vocab.values().copied().max()
+        vocab
+            .into_iter()
+            .map(|(token, id)| (id, token))
+            .chain(self.special_tokens.iter().cloned())
+            .max()
     }
 
     /// Special sub-tokens around each input.
@@ -170,6 +205,15 @@ impl SubwordTokenizer {
     /// sub-token's id and the word it comes from (`None` for the special ones). This is what
     /// Python's `tokenizer(words, is_split_into_words=True)` gives.
     pub fn encode_words(&self, words: &[&str]) -> Result<(Vec<u32>, Vec<Option<u32>>), DataError> {
+        let encoding = self.encode(words)?;
+        Ok((
+            encoding.get_ids().to_vec(),
+            encoding.get_word_ids().to_vec(),
+        ))
+    }
+
+    /// [`encode_words`](Self::encode_words)'s encoding, its sub-tokens' strings included.
+    fn encode(&self, words: &[&str]) -> Result<Encoding, DataError> {
         let spaced: Vec<String>;
         let input: Vec<&str> = if self.prefix_space {
             spaced = words
@@ -186,16 +230,12 @@ impl SubwordTokenizer {
         } else {
             words.to_vec()
         };
-        let encoding = self.tokenizer.encode(&input[..], true).map_err(|e| {
+        self.tokenizer.encode(&input[..], true).map_err(|e| {
             DataError::file(
                 &self.path,
                 format!("cannot cut {words:?} into sub-tokens: {e}"),
             )
-        })?;
-        Ok((
-            encoding.get_ids().to_vec(),
-            encoding.get_word_ids().to_vec(),
-        ))
+        })
     }
 
     /// A sentence's sub-tokens, each word with at least one.

@@ -69,6 +69,31 @@ fn the_padding_and_truncation_in_the_file_are_cleared() {
     assert!(ids.len() < 24, "{}", ids.len());
 }
 
+/// BPE dropout left in a `tokenizer.json` would cut the same words differently on every call,
+/// and the same text would be tagged differently each time.
+#[test]
+fn bpe_dropout_in_the_file_is_cleared() {
+    let text = std::fs::read_to_string(fixture("roberta").join("tokenizer.json")).unwrap();
+    let mut file: serde_json::Value = serde_json::from_str(&text).unwrap();
+    file["model"]["dropout"] = serde_json::json!(0.9);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("tokenizer.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    let with_dropout = SubwordTokenizer::from_file(&path).unwrap();
+    let words = [
+        "Germany",
+        "imported",
+        "sheep",
+        "from",
+        "Britain",
+        "yesterday",
+    ];
+    let cut = tokenizer("roberta").encode_words(&words).unwrap();
+    for _ in 0..10 {
+        assert_eq!(with_dropout.encode_words(&words).unwrap(), cut);
+    }
+}
+
 #[test]
 fn a_word_that_comes_out_as_nothing_is_given_the_unknown_sub_token() {
     let tokenizer = tokenizer("bert");

@@ -31,8 +31,8 @@ use burn::config::Config;
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{
-    ColumnSpec, Dictionary, Entry, Scores, SubwordTokenizer, TagScheme, Tokenizer, TokenizerSpec,
-    Vocabularies,
+    ColumnSpec, Dictionary, Entry, MAX_TOKENIZER_BYTES, Scores, SubwordTokenizer, TagScheme,
+    Tokenizer, TokenizerSpec, Vocabularies,
 };
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -128,6 +128,10 @@ pub struct ModelMeta {
     /// The dictionaries it reads features from (`dictionary.json`), when it does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dictionary: Option<DictionaryMeta>,
+    /// The SHA-256 of its pretrained encoder's tokenizer (`subwords.json`), in hex, when it has
+    /// one; absent in models written before it was recorded, whose tokenizer is read unchecked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subwords_sha256: Option<String>,
     /// The files it was trained and chosen on, and their sizes; absent in models written before
     /// they were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -168,6 +172,17 @@ impl FileSummary {
             tokens: corpus.sentences.iter().map(|s| s.words.len()).sum(),
         }
     }
+}
+
+/// A pretrained encoder's tokenizer read to be copied into a new model as its `subwords.json`.
+#[derive(Debug, Clone)]
+pub struct SubwordsCopy {
+    /// As read.
+    pub tokenizer: SubwordTokenizer,
+    /// The file's bytes, which the model's copy is.
+    pub bytes: Vec<u8>,
+    /// Their SHA-256, in hex, for `model.json`.
+    pub sha256: String,
 }
 
 /// What `model.json` says of the model's dictionary.
@@ -452,35 +467,64 @@ impl ModelFiles {
         self.path.join(SUBWORDS)
     }
 
-    /// Copies a checkpoint's `tokenizer.json` in as the model's `subwords.json`, once it has
-    /// been read as fitting `encoder`.
-    pub fn write_subwords(
-        &self,
+    /// A checkpoint's `tokenizer.json` (or another model's `subwords.json`) read and checked as
+    /// fitting `encoder`, to be copied into a new model.
+    pub fn subwords_to_copy(
         tokenizer: &Path,
         encoder: &crate::encoder::EncoderConfig,
-    ) -> Result<(), FileError> {
-        let bytes = std::fs::read(tokenizer).map_err(|source| FileError::Io {
-            path: tokenizer.to_path_buf(),
-            action: "read",
-            source,
-        })?;
-        let read = SubwordTokenizer::from_file(tokenizer)
+    ) -> Result<SubwordsCopy, FileError> {
+        let bytes =
+            nertrain_data::io::read_regular(tokenizer, MAX_TOKENIZER_BYTES).map_err(|source| {
+                FileError::Io {
+                    path: tokenizer.to_path_buf(),
+                    action: "read",
+                    source,
+                }
+            })?;
+        let read = SubwordTokenizer::from_bytes(&bytes, tokenizer)
             .map_err(|e| FileError::invalid(tokenizer, e.message))?;
         crate::encoder::check_tokenizer(encoder, &read)
             .map_err(|message| FileError::invalid(tokenizer, message))?;
-        nertrain_data::io::write_atomic(&self.subwords_file(), &bytes)?;
+        Ok(SubwordsCopy {
+            tokenizer: read,
+            sha256: sha256_hex(&bytes),
+            bytes,
+        })
+    }
+
+    /// Writes the pretrained encoder's tokenizer (`subwords.json`), as
+    /// [`subwords_to_copy`](Self::subwords_to_copy) read it.
+    pub fn write_subwords(&self, bytes: &[u8]) -> Result<(), FileError> {
+        nertrain_data::io::write_atomic(&self.subwords_file(), bytes)?;
         Ok(())
     }
 
     /// The pretrained encoder's tokenizer, when the model has an encoder: checked against the
-    /// encoder's shape that `model.json` records.
+    /// SHA-256 and the encoder's shape that `model.json` records.
     pub fn read_subwords(&self, meta: &ModelMeta) -> Result<Option<SubwordTokenizer>, FileError> {
         let Some(encoder) = &meta.sizes.encoder else {
             return Ok(None);
         };
         let path = self.subwords_file();
-        let tokenizer =
-            SubwordTokenizer::from_file(&path).map_err(|e| FileError::invalid(&path, e.message))?;
+        let bytes =
+            nertrain_data::io::read_regular(&path, MAX_TOKENIZER_BYTES).map_err(|source| {
+                FileError::Io {
+                    path: path.clone(),
+                    action: "read",
+                    source,
+                }
+            })?;
+        if let Some(recorded) = &meta.subwords_sha256
+            && sha256_hex(&bytes) != *recorded
+        {
+            return Err(FileError::invalid(
+                &path,
+                "its SHA-256 is not the one model.json records: the file was changed, or is \
+                 another model's",
+            ));
+        }
+        let tokenizer = SubwordTokenizer::from_bytes(&bytes, &path)
+            .map_err(|e| FileError::invalid(&path, e.message))?;
         crate::encoder::check_tokenizer(encoder, &tokenizer)
             .map_err(|message| FileError::invalid(&path, message))?;
         Ok(Some(tokenizer))

@@ -5,8 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use burn::tensor::{Bool, Device, Int, Tensor, TensorData};
-use nertrain_model::encoder::{EncoderConfig, load_weights};
+use burn::store::ModuleSnapshot;
+use burn::tensor::{Bool, DType, Device, Int, Tensor, TensorData};
+use nertrain_data::SubwordTokenizer;
+use nertrain_model::encoder::{EncoderConfig, check_tokenizer, load_weights};
 use serde::Deserialize;
 use tempfile::TempDir;
 
@@ -97,6 +99,36 @@ fn bert_from_pytorchs_own_file_matches_transformers() {
     assert!(difference < TOLERANCE, "largest difference {difference}");
 }
 
+/// A `pytorch_model.bin` in half or double precision (`scripts/encoders/cast_bin.py` made
+/// them from `bert-bin`) is read as f32, which is what a model file stores and its loader reads,
+/// and computes what the f32 file does within the precision it was stored in.
+#[test]
+fn pytorch_files_in_every_precision_are_read_as_f32() {
+    for (name, tolerance) in [
+        ("bert-bin-f16", 2e-2),
+        ("bert-bin-bf16", 1e-1),
+        ("bert-bin-f64", TOLERANCE),
+    ] {
+        let dir = fixture(name);
+        let config = EncoderConfig::read(&dir).unwrap();
+        let encoder = load_weights(config.init(&Device::default()), &config, &dir).unwrap();
+        for tensor in encoder.collect(None, None, false) {
+            assert_eq!(
+                tensor.dtype,
+                DType::F32,
+                "{name}: {} is {:?}",
+                tensor.name,
+                tensor.dtype
+            );
+        }
+        let difference = largest_difference_from(&dir, &expected(&fixture("bert")));
+        assert!(
+            difference < tolerance,
+            "{name}: largest difference {difference}"
+        );
+    }
+}
+
 #[test]
 fn distilbert_matches_transformers() {
     let difference = largest_difference("distilbert");
@@ -107,6 +139,52 @@ fn distilbert_matches_transformers() {
 fn roberta_matches_transformers() {
     let difference = largest_difference("roberta");
     assert!(difference < TOLERANCE, "largest difference {difference}");
+}
+
+/// The BERT fixture's tokenizer, its `tokenizer.json` changed by `edit`, in `dir`.
+fn edited_tokenizer(dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) -> SubwordTokenizer {
+    let text = std::fs::read_to_string(fixture("bert").join("tokenizer.json")).unwrap();
+    let mut file: serde_json::Value = serde_json::from_str(&text).unwrap();
+    edit(&mut file);
+    let path = dir.join("tokenizer.json");
+    std::fs::write(&path, file.to_string()).unwrap();
+    SubwordTokenizer::from_file(&path).unwrap()
+}
+
+/// Special sub-tokens that the post-processor puts around each input, with ids past the
+/// encoder's embeddings, are refused naming the sub-token, as a vocabulary past them is.
+#[test]
+fn special_sub_tokens_past_the_embeddings_are_refused() {
+    let config = EncoderConfig::read(&fixture("bert")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let tokenizer = edited_tokenizer(dir.path(), |file| {
+        file["post_processor"]["special_tokens"]["[CLS]"]["ids"] = serde_json::json!([99999]);
+    });
+    let message = check_tokenizer(&config, &tokenizer).unwrap_err();
+    assert!(message.contains("\"[CLS]\" id 99999"), "{message}");
+    assert!(message.contains("ids 0–119"), "{message}");
+    let tokenizer = edited_tokenizer(dir.path(), |_| {});
+    assert_eq!(check_tokenizer(&config, &tokenizer), Ok(()));
+}
+
+/// An encoder with no more positions than the special sub-tokens around each input has no room
+/// for a word: refused with the arithmetic, where windows would not fit.
+#[test]
+fn positions_that_leave_no_room_for_a_word_are_refused() {
+    let tokenizer = SubwordTokenizer::from_file(&fixture("bert").join("tokenizer.json")).unwrap();
+    let mut config = EncoderConfig::read(&fixture("bert")).unwrap();
+    for positions in [1, 2] {
+        config.max_positions = positions;
+        let message = check_tokenizer(&config, &tokenizer).unwrap_err();
+        assert!(message.contains("2 special sub-tokens"), "{message}");
+        assert!(
+            message.contains(&format!("reads {positions} positions")),
+            "{message}"
+        );
+        assert!(message.contains("at least 3"), "{message}");
+    }
+    config.max_positions = 3;
+    assert_eq!(check_tokenizer(&config, &tokenizer), Ok(()));
 }
 
 /// A copy of the BERT fixture in a fresh directory, its `config.json` changed by `edit`.
@@ -198,4 +276,40 @@ fn absurd_sizes_are_refused_before_anything_is_allocated() {
     });
     let message = refusal(dir.path());
     assert!(message.contains("parameters"), "{message}");
+}
+
+/// Sizes within bounds but far beyond the weights file (a two-layer checkpoint said to have a
+/// hundred thousand layers, or more positions than it has) are refused from the file's tensor
+/// names and shapes, before an encoder of those sizes is built.
+#[test]
+fn sizes_beyond_the_weights_are_refused_before_the_encoder_is_built() {
+    let cases = [
+        (
+            "num_hidden_layers",
+            100_000,
+            "describes 100000 layers, the weights hold 2",
+        ),
+        (
+            "max_position_embeddings",
+            4096,
+            "position_embeddings.weight is [64, 32] in the file, [4096, 32] by config.json",
+        ),
+        (
+            "vocab_size",
+            50_000,
+            "word_embeddings.weight is [120, 32] in the file, [50000, 32] by config.json",
+        ),
+    ];
+    for (field, value, expected) in cases {
+        let dir = edited_checkpoint(field, |c| c[field] = value.into());
+        let started = std::time::Instant::now();
+        let message = EncoderConfig::read(dir.path()).unwrap_err().to_string();
+        assert!(message.contains(expected), "{message}");
+        assert!(message.contains("model.safetensors"), "{message}");
+        assert!(
+            started.elapsed().as_secs_f64() < 1.0,
+            "{:?}",
+            started.elapsed()
+        );
+    }
 }

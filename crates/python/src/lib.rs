@@ -408,12 +408,14 @@ fn with_encoder_cache(
     }
 }
 
-/// The store files `tagger` could not read or write, for Python's `warnings`.
+/// The store files `tagger` could not read or write, and why a store it was given is not used,
+/// for Python's `warnings`.
 fn encoder_cache_problems(tagger: &nertrain_tagger::Tagger) -> Vec<String> {
-    tagger
-        .encoder_cache_tally()
-        .map(|(_, tally)| tally.problems)
-        .unwrap_or_default()
+    let note = tagger.encoder_cache_note().map(str::to_string);
+    let tally = tagger.encoder_cache_tally();
+    note.into_iter()
+        .chain(tally.into_iter().flat_map(|(_, tally)| tally.problems))
+        .collect()
 }
 
 /// The CPU device every call runs on.

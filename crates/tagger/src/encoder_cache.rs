@@ -5,7 +5,7 @@ use std::path::Path;
 use std::sync::Mutex;
 
 use nertrain_data::Encoded;
-use nertrain_model::encoder::LayerStore;
+use nertrain_model::encoder::{LayerStore, fine_tuned_note};
 use nertrain_model::{Backend, Network};
 
 use crate::{Result, Tagger};
@@ -57,6 +57,9 @@ impl Tagger {
     /// frozen encoder has no such layers, and is returned as it is.
     pub fn with_encoder_cache(mut self, root: &Path, backend: Backend) -> Result<Self> {
         let Some(pretrained) = self.network.pretrained.as_ref().filter(|p| p.frozen) else {
+            if self.network.pretrained.is_some() {
+                self.encoder_cache_note = Some(fine_tuned_note(root));
+            }
             return Ok(self);
         };
         let store = LayerStore::open(root, pretrained, backend)?;
@@ -65,6 +68,12 @@ impl Tagger {
             tally: Mutex::default(),
         });
         Ok(self)
+    }
+
+    /// Why the store named in [`with_encoder_cache`](Self::with_encoder_cache) is not used:
+    /// the model's encoder is fine-tuned.
+    pub fn encoder_cache_note(&self) -> Option<&str> {
+        self.encoder_cache_note.as_deref()
     }
 
     /// What the encoder cache has read and computed, with the directory of its files; `None`

@@ -194,6 +194,8 @@ pub struct Tagger {
     /// Where a frozen encoder's layers are kept between commands, when a caller names a store
     /// ([`Tagger::with_encoder_cache`]).
     encoder_cache: Option<encoder_cache::EncoderCache>,
+    /// Why a store a caller named is not used ([`Tagger::encoder_cache_note`]).
+    encoder_cache_note: Option<String>,
 }
 
 /// What a loaded model is: `nertrain serve`'s `GET /model`.
@@ -315,6 +317,7 @@ impl Tagger {
             dir: dir.to_path_buf(),
             threads,
             encoder_cache: None,
+            encoder_cache_note: None,
         })
     }
 

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::FileError;
 
 pub use features::{LayerUse, PretrainedFeatures, SubwordTensors, Tuning};
-pub use store::{Filled, LayerStore};
+pub use store::{Filled, LayerStore, fine_tuned_note};
 pub use weights::load_weights;
 
 /// A checkpoint's configuration file.
@@ -35,6 +35,9 @@ pub const CONFIG_FILE: &str = "config.json";
 /// failed allocation rather than with a message.
 const MAX_SIZE: usize = 1 << 20;
 const MAX_PARAMETERS: usize = 1 << 32;
+
+/// The largest `config.json` read (a published one is a few kilobytes).
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 /// The encoder families nertrain reads; `config.json`'s `model_type`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -251,16 +254,23 @@ impl HfConfig {
 }
 
 impl EncoderConfig {
-    /// Reads `dir/config.json`; a family nertrain does not read, a missing or absurd size, or an
-    /// unknown activation is an error naming the file and the field.
+    /// Reads `dir/config.json`; a family nertrain does not read, a missing or absurd size, an
+    /// unknown activation, or sizes the checkpoint's weights file does not have, is an error
+    /// naming the file and the field.
     pub fn read(dir: &Path) -> Result<Self, FileError> {
         let path = dir.join(CONFIG_FILE);
-        let text = std::fs::read_to_string(&path).map_err(|source| FileError::Io {
-            path: path.clone(),
-            action: "read the encoder's configuration",
-            source,
+        let bytes = nertrain_data::io::read_regular(&path, MAX_CONFIG_BYTES).map_err(|source| {
+            FileError::Io {
+                path: path.clone(),
+                action: "read the encoder's configuration",
+                source,
+            }
         })?;
-        Self::parse(&text).map_err(|message| FileError::invalid(&path, message))
+        let text = String::from_utf8(bytes)
+            .map_err(|_| FileError::invalid(&path, "not UTF-8 text: expected JSON"))?;
+        let config = Self::parse(&text).map_err(|message| FileError::invalid(&path, message))?;
+        weights::check_sizes(&config, dir)?;
+        Ok(config)
     }
 
     /// A `config.json`'s text read; the error says which field is wrong and what was expected.
@@ -389,20 +399,41 @@ impl EncoderConfig {
     }
 }
 
-/// Whether `tokenizer` gives only sub-tokens the encoder of `config` has embeddings for.
+/// Whether `tokenizer` gives only sub-tokens the encoder of `config` has embeddings for, the
+/// special ones included, and leaves room for a word beside its special sub-tokens in the
+/// positions the encoder has.
 pub fn check_tokenizer(
     config: &EncoderConfig,
     tokenizer: &nertrain_data::SubwordTokenizer,
 ) -> Result<(), String> {
     match tokenizer.largest_id() {
-        Some(id) if (id as usize) < config.vocab_size => Ok(()),
-        Some(id) => Err(format!(
-            "the tokenizer gives sub-token ids up to {id}, but the encoder has embeddings for \
-             {} (config.json's vocab_size): a tokenizer of another checkpoint?",
-            config.vocab_size
-        )),
-        None => Err("the tokenizer has no vocabulary".into()),
+        Some((id, _)) if (id as usize) < config.vocab_size => {}
+        Some((id, token)) => {
+            return Err(format!(
+                "the tokenizer gives the sub-token {token:?} id {id}, but the encoder has \
+                 embeddings for ids 0–{} (config.json's vocab_size {}): a tokenizer of another \
+                 checkpoint?",
+                config.vocab_size - 1,
+                config.vocab_size
+            ));
+        }
+        None => return Err("the tokenizer has no vocabulary".into()),
     }
+    let specials = tokenizer.specials();
+    if specials >= config.max_positions {
+        return Err(format!(
+            "the tokenizer puts {specials} special sub-tokens around each input, and the encoder \
+             reads {} positions (config.json's max_position_embeddings{}): no room for a word, \
+             which needs at least {}",
+            config.max_positions,
+            match config.position_offset() {
+                0 => String::new(),
+                offset => format!(" less {offset} before the first"),
+            },
+            specials + 1
+        ));
+    }
+    Ok(())
 }
 
 /// Sub-token, position and token-type embeddings, summed and normalised.

@@ -7,8 +7,10 @@
 //! A store is a directory per encoder, named by a digest of its weights, its shape and the
 //! backend that computes it (another backend may differ in the last digits); in it, one file
 //! per sentence, named by a digest of its windows (sub-token ids, scored words and where each
-//! word's first sub-token is). A file carries its key and shape, and is read only if they and
-//! its length agree: one cut short or of another sentence is computed again, never read.
+//! word's first sub-token is). A file carries its key, its shape and a digest of its values
+//! with the encoder and the key, and is read only if they, its length and the digest agree and
+//! every value is finite: one cut short, of another sentence or encoder, edited, or not a
+//! regular file is computed again, never read.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,16 +27,28 @@ use crate::{Backend, FileError};
 /// The start of every file of the store, before its format's version.
 const MAGIC: &[u8; 8] = b"NTLAYERS";
 /// The layout of a file (and of the digests that name it); another version is never read.
-const VERSION: u32 = 1;
-/// Magic, version, words, width, key.
-const HEADER: usize = 8 + 4 + 4 + 4 + 32;
+const VERSION: u32 = 2;
+/// Magic, version, words, width, key, the values' digest.
+const HEADER: usize = 8 + 4 + 4 + 4 + 32 + 32;
 
 /// The files of one encoder's layers on one backend.
 #[derive(Debug, Clone)]
 pub struct LayerStore {
     dir: PathBuf,
+    /// The digest of the encoder's weights, shape and backend, which names `dir`.
+    encoder: [u8; 32],
     /// Values at each word: `(layers + 1) * hidden`.
     width: usize,
+}
+
+/// What is said when a store is named for a model whose encoder is fine-tuned, which it does not
+/// serve: such an encoder's layers are the model's own and change as it trains.
+pub fn fine_tuned_note(root: &Path) -> String {
+    format!(
+        "{}: the encoder is fine-tuned, so its layers change as it trains and none are kept \
+         there; a layer store keeps a frozen encoder's (model.pretrained_tuning = \"frozen\")",
+        root.display()
+    )
 }
 
 /// What [`LayerStore::fill`] did.
@@ -74,13 +88,18 @@ impl LayerStore {
         digest.update((width as u64).to_le_bytes());
         let mut weights = WeightDigest(digest);
         features.encoder.visit(&mut weights);
-        let dir = root.join(hex(&weights.0.finalize()[..16]));
+        let encoder: [u8; 32] = weights.0.finalize().into();
+        let dir = root.join(hex(&encoder[..16]));
         std::fs::create_dir_all(&dir).map_err(|source| FileError::Io {
             path: dir.clone(),
             action: "create the encoder's layer store",
             source,
         })?;
-        Ok(Self { dir, width })
+        Ok(Self {
+            dir,
+            encoder,
+            width,
+        })
     }
 
     /// The directory of this encoder's files.
@@ -115,7 +134,9 @@ impl LayerStore {
         for (i, sentence) in sentences.iter_mut().enumerate() {
             let key = sentence_key(sentence);
             let path = self.path(&key);
-            match std::fs::read(&path) {
+            // Never more than the file's own length is read, and never from a FIFO or device.
+            let length = (HEADER + sentence.len() * self.width * 4) as u64;
+            match nertrain_data::io::read_regular(&path, length) {
                 Ok(bytes) => match self.values(&bytes, &key, sentence.len()) {
                     Ok(values) => sentence.encoder_states = values,
                     Err(why) => {
@@ -146,9 +167,11 @@ impl LayerStore {
             bytes.extend_from_slice(&(sentence.len() as u32).to_le_bytes());
             bytes.extend_from_slice(&(self.width as u32).to_le_bytes());
             bytes.extend_from_slice(&key);
-            for value in &sentence.encoder_states {
-                bytes.extend_from_slice(&value.to_le_bytes());
-            }
+            let values: Vec<u8> = (sentence.encoder_states.iter())
+                .flat_map(|value| value.to_le_bytes())
+                .collect();
+            bytes.extend_from_slice(&self.values_digest(&key, &values));
+            bytes.extend_from_slice(&values);
             let path = self.path(&key);
             write_renamed(&path, &bytes).map_err(|source| FileError::Io {
                 path,
@@ -157,6 +180,15 @@ impl LayerStore {
             })?;
         }
         Ok(())
+    }
+
+    /// What binds a file's values to its sentence and this encoder.
+    fn values_digest(&self, key: &[u8; 32], values: &[u8]) -> [u8; 32] {
+        let mut digest = Sha256::new();
+        digest.update(self.encoder);
+        digest.update(key);
+        digest.update(values);
+        digest.finalize().into()
     }
 
     fn path(&self, key: &[u8; 32]) -> PathBuf {
@@ -173,7 +205,7 @@ impl LayerStore {
         if field(8) != VERSION as usize {
             return Err(format!("format version {}, expected {VERSION}", field(8)));
         }
-        if field(12) != words || field(16) != self.width || bytes[20..HEADER] != key[..] {
+        if field(12) != words || field(16) != self.width || bytes[20..52] != key[..] {
             return Err(format!(
                 "the layers of another sentence ({} words of {} values, expected {words} of {})",
                 field(12),
@@ -185,10 +217,24 @@ impl LayerStore {
         if bytes.len() != expected {
             return Err(format!("{} bytes, expected {expected}", bytes.len()));
         }
-        Ok(bytes[HEADER..]
+        if bytes[52..HEADER] != self.values_digest(key, &bytes[HEADER..]) {
+            return Err(
+                "values that are not the ones written for this sentence and encoder \
+                        (their digest differs)"
+                    .into(),
+            );
+        }
+        let values: Vec<f32> = bytes[HEADER..]
             .chunks_exact(4)
             .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
-            .collect())
+            .collect();
+        if let Some(at) = values.iter().position(|v| !v.is_finite()) {
+            return Err(format!(
+                "value {at} is {}: expected finite values",
+                values[at]
+            ));
+        }
+        Ok(values)
     }
 }
 

@@ -4,6 +4,7 @@
 //! the file lacks, or has in another shape, is an error naming it; what the encoder does not use
 //! (a pooler, `position_ids`, a task head) is left.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use burn::store::{
@@ -38,6 +39,98 @@ pub fn weights_file(dir: &Path) -> Result<PathBuf, FileError> {
         })
 }
 
+/// Whether the weights file of checkpoint `dir` holds an encoder of the sizes `config` gives
+/// (its embeddings, its number of layers and their feed-forward width), read from the file's
+/// tensor names and shapes alone: checked before an encoder of those sizes is built, which a
+/// `config.json` far beyond its weights would make cost gigabytes first.
+pub(super) fn check_sizes(config: &EncoderConfig, dir: &Path) -> Result<(), FileError> {
+    let path = weights_file(dir)?;
+    let shapes = tensor_shapes(&path, config.family)?;
+    let invalid = |message: String| FileError::invalid(&path, message);
+    let (hidden, offset) = (config.hidden, config.position_offset());
+    let expected = [
+        (
+            "embeddings.word_embeddings.weight",
+            [config.vocab_size, hidden],
+        ),
+        (
+            "embeddings.position_embeddings.weight",
+            [config.max_positions + offset, hidden],
+        ),
+        // PyTorch's layout: [out, in].
+        (
+            "encoder.layers.0.pwff.linear_inner.weight",
+            [config.intermediate, hidden],
+        ),
+    ];
+    for (name, shape) in expected {
+        match shapes.get(name) {
+            Some(found) if found[..] == shape[..] => {}
+            Some(found) => {
+                return Err(invalid(format!(
+                    "weights that do not fit the encoder config.json describes: {name} is \
+                     {found:?} in the file, {shape:?} by config.json"
+                )));
+            }
+            None => {
+                return Err(invalid(format!(
+                    "tensors missing for the encoder config.json describes (by Burn's names): \
+                     {name}"
+                )));
+            }
+        }
+    }
+    let layers = shapes
+        .keys()
+        .filter_map(|name| {
+            name.strip_prefix("encoder.layers.")?
+                .split('.')
+                .next()?
+                .parse()
+                .ok()
+        })
+        .max()
+        .map_or(0, |last: usize| last + 1);
+    let counted = format!(
+        "config.json describes {} layers, the weights hold {layers}",
+        config.layers
+    );
+    if config.layers > layers {
+        return Err(invalid(format!(
+            "tensors missing for the encoder config.json describes (by Burn's names): \
+             encoder.layers.{layers}. and on ({counted})"
+        )));
+    }
+    if config.layers < layers {
+        return Err(invalid(format!(
+            "weights that do not fit the encoder config.json describes: {counted}"
+        )));
+    }
+    Ok(())
+}
+
+/// The shape of every tensor of the weights file at `path`, by Burn's names; no values read.
+fn tensor_shapes(path: &Path, family: Family) -> Result<BTreeMap<String, Vec<usize>>, FileError> {
+    let remapper = key_remapper(family);
+    if path.extension().is_some_and(|e| e == "bin") {
+        shapes_in(&mut PytorchStore::from_file(path).remap(remapper), path)
+    } else {
+        shapes_in(&mut SafetensorsStore::from_file(path).remap(remapper), path)
+    }
+}
+
+fn shapes_in<S: ModuleStore>(
+    store: &mut S,
+    path: &Path,
+) -> Result<BTreeMap<String, Vec<usize>>, FileError> {
+    let tensors = store
+        .get_all_tensors()
+        .map_err(|e| FileError::invalid(path, format!("not a readable weights file: {e}")))?;
+    Ok((tensors.iter())
+        .map(|(name, tensor)| (name.clone(), tensor.shape.as_slice().to_vec()))
+        .collect())
+}
+
 /// `encoder` (built from `config`) with the weights of checkpoint `dir`.
 pub fn load_weights(
     mut encoder: PretrainedEncoder,
@@ -46,24 +139,33 @@ pub fn load_weights(
 ) -> Result<PretrainedEncoder, FileError> {
     let path = weights_file(dir)?;
     let remapper = key_remapper(config.family);
-    let applied = if path.extension().is_some_and(|e| e == "bin") {
-        // PyTorch's files are always read with PyTorch's layouts mapped to Burn's.
-        let mut store = PytorchStore::from_file(&path)
-            .remap(remapper)
-            .validate(false)
-            .allow_partial(true);
-        apply(&mut encoder, &mut store)
+    let result = if path.extension().is_some_and(|e| e == "bin") {
+        // Burn's PyTorch store maps the layouts but keeps each tensor's precision, so its
+        // tensors are applied here, through the same adapters as a safetensors file's.
+        let mut store = PytorchStore::from_file(&path).remap(remapper);
+        let tensors = store
+            .get_all_tensors()
+            .map_err(|e| FileError::invalid(&path, format!("not a readable weights file: {e}")))?
+            .values()
+            .cloned()
+            .collect();
+        encoder.apply(tensors, None, Some(Box::new(to_f32())), false)
     } else {
         let mut store = SafetensorsStore::from_file(&path)
             .remap(remapper)
-            .with_from_adapter(PyTorchToBurnAdapter.chain(FloatCastAdapter::to(DType::F32)))
+            .with_from_adapter(to_f32())
             .validate(false)
             .allow_partial(true);
-        apply(&mut encoder, &mut store)
+        apply(&mut encoder, &mut store).map_err(|message| FileError::invalid(&path, message))?
     };
-    let result = applied.map_err(|message| FileError::invalid(&path, message))?;
     check(&result).map_err(|message| FileError::invalid(&path, message))?;
     Ok(encoder)
+}
+
+/// PyTorch's layouts to Burn's, and every precision a checkpoint may hold (f16, bf16, f64) to
+/// f32, which is what the model file stores and its loader reads.
+fn to_f32() -> impl ModuleAdapter {
+    PyTorchToBurnAdapter.chain(FloatCastAdapter::to(DType::F32))
 }
 
 fn apply<S: ModuleStore>(

@@ -14,7 +14,7 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{Batch, BatchPlan, Encoded, Mention, Report, Vocab};
-use nertrain_model::encoder::{LayerStore, PretrainedFeatures};
+use nertrain_model::encoder::{LayerStore, PretrainedFeatures, fine_tuned_note};
 use nertrain_model::files::load_weights;
 use nertrain_model::{
     Backend, Constraints, ModelFiles, ModelMeta, Network, RecordedScores, Reduction, StartedFrom,
@@ -232,6 +232,9 @@ fn cache_frozen_encoder(
     events: &mut dyn FnMut(FitEvent),
 ) -> Result<()> {
     let Some(pretrained) = model.pretrained.as_ref().filter(|p| p.frozen) else {
+        if let (Some(root), Some(_)) = (store, &model.pretrained) {
+            events(FitEvent::warning(fine_tuned_note(root)));
+        }
         return Ok(());
     };
     let started = Instant::now();

@@ -9,11 +9,11 @@ use burn::tensor::Device;
 use nertrain_annotate::read_sentences;
 use nertrain_data::{
     ColumnSpec, Context, Corpus, DataError, Dictionary, Encoded, Label, Mention, Sentence,
-    SubwordTokenizer, TOKENIZER_FILE, TagScheme, TextNormalization, Tokenizer, TokenizerSpec,
-    Vectors, Vocab, Vocabularies, convert_tags, read_dictionary, read_vectors, set_mention_casing,
+    TOKENIZER_FILE, TagScheme, TextNormalization, Tokenizer, TokenizerSpec, Vectors, Vocab,
+    Vocabularies, convert_tags, read_dictionary, read_vectors, set_mention_casing,
 };
-use nertrain_model::encoder::{CONFIG_FILE, EncoderConfig, Tuning, check_tokenizer, load_weights};
-use nertrain_model::files::DictionaryMeta;
+use nertrain_model::encoder::{CONFIG_FILE, EncoderConfig, Tuning, load_weights};
+use nertrain_model::files::{DictionaryMeta, SubwordsCopy};
 use nertrain_model::{
     DataSummary, DocumentContext, FORMAT_VERSION, FileSummary, ModelFiles, ModelMeta, Network,
     NetworkConfig, StartedFrom, VocabSizes, first_non_finite,
@@ -101,7 +101,7 @@ pub(super) fn prepare(
         test,
         file_scheme,
     } = read_corpora(experiment, with_dev, events)?;
-    let (meta, vocab, state, vectors, start, dictionary) = if options.resume {
+    let (mut meta, vocab, state, vectors, start, dictionary) = if options.resume {
         let (meta, vocab, state) = reopen_run(&run, experiment, &config_toml, events)?;
         let dictionary = run.read_dictionary(&meta)?;
         (meta, vocab, state, None, None, dictionary)
@@ -136,12 +136,13 @@ pub(super) fn prepare(
         ..
     } = corpora;
     if !options.resume {
+        meta.subwords_sha256 = subwords.as_ref().map(|copy| copy.sha256.clone());
         let description = Description {
             meta: &meta,
             vocab: &vocab,
             dictionary: dictionary.as_ref(),
             config_toml: &config_toml,
-            subwords: subwords.as_deref(),
+            subwords: subwords.as_ref().map(|copy| copy.bytes.as_slice()),
         };
         write_new_run(&run, options.overwrite, description)?;
     }
@@ -196,8 +197,8 @@ struct Description<'a> {
     vocab: &'a Vocabularies,
     dictionary: Option<&'a Dictionary>,
     config_toml: &'a str,
-    /// The encoder's tokenizer to copy in, when the model has an encoder.
-    subwords: Option<&'a Path>,
+    /// The encoder's tokenizer to write in (`subwords.json`), when the model has an encoder.
+    subwords: Option<&'a [u8]>,
 }
 
 /// Replaces a previous run in `run` (with `overwrite`) by a new one's description, once every
@@ -215,8 +216,8 @@ fn write_new_run(run: &ModelDir, overwrite: bool, description: Description) -> R
         subwords,
     } = description;
     run.write_description(meta, vocab, dictionary, config_toml)?;
-    if let (Some(source), Some(encoder)) = (subwords, &meta.sizes.encoder) {
-        run.files().write_subwords(source, encoder)?;
+    if let Some(bytes) = subwords {
+        run.files().write_subwords(bytes)?;
     }
     Ok(())
 }
@@ -225,28 +226,26 @@ impl EncodedCorpora {
     /// Reads the run's pretrained encoder's tokenizer, when it has an encoder (from the
     /// checkpoint or the model continued, for a new run, after checking the checkpoint's
     /// weights; from the run itself, resumed), and sets the windows of every sentence, read in
-    /// its documents. Returns the file a new run copies it from.
+    /// its documents. Returns what a new run copies in.
     fn with_subword_windows(
         &mut self,
         (train, dev): (&Corpus<Label>, &Corpus),
         (experiment, resume): (&Experiment, bool),
         (run, meta): (&ModelDir, &ModelMeta),
         device: &Device,
-    ) -> Result<Option<std::path::PathBuf>> {
+    ) -> Result<Option<SubwordsCopy>> {
         let Some(encoder) = &meta.sizes.encoder else {
             return Ok(None);
         };
-        let (tokenizer, source) = if resume {
+        let (tokenizer, copy) = if resume {
             (run.files().read_subwords(meta)?, None)
         } else {
             check_pretrained_weights(experiment, meta, device)?;
-            match subwords_of_new_run(experiment, meta)? {
-                Some((tokenizer, path)) => (Some(tokenizer), Some(path)),
-                None => (None, None),
-            }
+            let copy = subwords_of_new_run(experiment, meta)?;
+            (copy.as_ref().map(|copy| copy.tokenizer.clone()), copy)
         };
         let Some(tokenizer) = tokenizer else {
-            return Ok(source);
+            return Ok(copy);
         };
         let max_len = encoder.max_positions;
         let train_words = sentence_words(train);
@@ -266,7 +265,7 @@ impl EncodedCorpora {
         if let Some((corpus, encoded, documents)) = self.test_set.as_mut() {
             tokenizer.set_windows(encoded, &sentence_words(corpus), documents, max_len)?;
         }
-        Ok(source)
+        Ok(copy)
     }
 }
 
@@ -297,12 +296,9 @@ fn check_pretrained_weights(
     Ok(())
 }
 
-/// The pretrained encoder's tokenizer of a new run, and the file it is read from: the
-/// checkpoint's (`model.pretrained`), or that of the model the run continues.
-fn subwords_of_new_run(
-    experiment: &Experiment,
-    meta: &ModelMeta,
-) -> Result<Option<(SubwordTokenizer, std::path::PathBuf)>> {
+/// The pretrained encoder's tokenizer of a new run, read to be copied in: the checkpoint's
+/// (`model.pretrained`), or that of the model the run continues.
+fn subwords_of_new_run(experiment: &Experiment, meta: &ModelMeta) -> Result<Option<SubwordsCopy>> {
     let Some(encoder) = &meta.sizes.encoder else {
         return Ok(None);
     };
@@ -311,9 +307,7 @@ fn subwords_of_new_run(
         (None, Some(checkpoint)) => checkpoint.join(TOKENIZER_FILE),
         (None, None) => return Ok(None),
     };
-    let tokenizer = SubwordTokenizer::from_file(&path)?;
-    check_tokenizer(encoder, &tokenizer).map_err(|message| DataError::file(&path, message))?;
-    Ok(Some((tokenizer, path)))
+    Ok(Some(ModelFiles::subwords_to_copy(&path, encoder)?))
 }
 
 /// An experiment's corpora as read and checked: train in the training scheme (with what it
@@ -778,6 +772,7 @@ fn describe(
         tokenizer,
         started_from: None,
         dictionary: None,
+        subwords_sha256: None,
         data: None,
     }
 }
