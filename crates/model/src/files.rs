@@ -473,14 +473,7 @@ impl ModelFiles {
         tokenizer: &Path,
         encoder: &crate::encoder::EncoderConfig,
     ) -> Result<SubwordsCopy, FileError> {
-        let bytes =
-            nertrain_data::io::read_regular(tokenizer, MAX_TOKENIZER_BYTES).map_err(|source| {
-                FileError::Io {
-                    path: tokenizer.to_path_buf(),
-                    action: "read",
-                    source,
-                }
-            })?;
+        let bytes = read_tokenizer(tokenizer)?;
         let read = SubwordTokenizer::from_bytes(&bytes, tokenizer)
             .map_err(|e| FileError::invalid(tokenizer, e.message))?;
         crate::encoder::check_tokenizer(encoder, &read)
@@ -506,14 +499,7 @@ impl ModelFiles {
             return Ok(None);
         };
         let path = self.subwords_file();
-        let bytes =
-            nertrain_data::io::read_regular(&path, MAX_TOKENIZER_BYTES).map_err(|source| {
-                FileError::Io {
-                    path: path.clone(),
-                    action: "read",
-                    source,
-                }
-            })?;
+        let bytes = read_tokenizer(&path)?;
         if let Some(recorded) = &meta.subwords_sha256
             && sha256_hex(&bytes) != *recorded
         {
@@ -1091,6 +1077,15 @@ pub fn load_weights<M: Module>(module: M, path: &Path) -> Result<M, FileError> {
 }
 
 /// The SHA-256 of `bytes`, in hex.
+/// A tokenizer file's bytes, read only from a regular file of at most [`MAX_TOKENIZER_BYTES`].
+fn read_tokenizer(path: &Path) -> Result<Vec<u8>, FileError> {
+    nertrain_data::io::read_regular(path, MAX_TOKENIZER_BYTES).map_err(|source| FileError::Io {
+        path: path.to_path_buf(),
+        action: "read",
+        source,
+    })
+}
+
 fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }

@@ -174,25 +174,16 @@ fn fit_once(
         let valid = trained.valid();
         let (report, eval_seconds, test_f1) =
             evaluate_epoch(&prepared, &valid, decode_options, device, eval_started)?;
-        let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
+        let (_, _, dev_f1) = report.overall.prf();
         let epoch = training.state.epochs_done + 1;
         // Trained on dev, the last epoch is the one kept.
         let best = dev_f1 > training.state.best_f1 || stage != Stage::Selection;
-        let encoded = &prepared.encoded;
-        let metrics = EpochMetrics {
-            epoch,
-            lr,
-            loss: loss_sum / encoded.len() as f64,
-            train_seconds,
-            sentences_per_second: encoded.len() as f64 / train_seconds,
-            tokens_per_second: training.lengths.iter().sum::<usize>() as f64 / train_seconds,
-            dev_precision,
-            dev_recall,
-            dev_f1,
-            eval_seconds,
-            best,
-            test_f1,
-        };
+        let metrics = epoch_metrics(
+            (epoch, best),
+            (lr, loss_sum, train_seconds),
+            (&prepared.encoded, &training.lengths),
+            (&report, eval_seconds, test_f1),
+        );
         let dev_scores = best.then(|| RecordedScores {
             epoch: Some(epoch),
             scores: report.scores(),
@@ -205,18 +196,107 @@ fn fit_once(
         )?;
         events(FitEvent::EpochEnded { metrics });
     }
-    if training.state.epochs_done < train_config.epochs {
+    say_finished(&training.state, train_config, &prepared.run, events);
+    let test_report = finish(&prepared, decode_options, stage, device, events)?;
+    Ok(training.outcome(test_report, false))
+}
+
+/// The figures of epoch `epoch` (the best so far, or kept, with `best`): its training at `lr`,
+/// the loss summed over the `encoded` sentences (of `lengths` words) and its seconds, and its
+/// dev scores.
+fn epoch_metrics(
+    (epoch, best): (usize, bool),
+    (lr, loss_sum, train_seconds): (f64, f64, f64),
+    (encoded, lengths): (&[Encoded], &[usize]),
+    (report, eval_seconds, test_f1): (&Report, f64, Option<f64>),
+) -> EpochMetrics {
+    let (dev_precision, dev_recall, dev_f1) = report.overall.prf();
+    EpochMetrics {
+        epoch,
+        lr,
+        loss: loss_sum / encoded.len() as f64,
+        train_seconds,
+        sentences_per_second: encoded.len() as f64 / train_seconds,
+        tokens_per_second: lengths.iter().sum::<usize>() as f64 / train_seconds,
+        dev_precision,
+        dev_recall,
+        dev_f1,
+        eval_seconds,
+        best,
+        test_f1,
+    }
+}
+
+/// A batch's loss summed over its sentences, from the step's `value` under `reduction`.
+fn summed_loss(reduction: Reduction, value: f64, batch: &Batch) -> f64 {
+    match reduction {
+        Reduction::Sum => value,
+        Reduction::Mean => value * batch.size() as f64,
+        Reduction::TokenMean => value * batch.token_count() as f64,
+    }
+}
+
+/// Says that training ended (early, when it stopped before its epochs) and what it kept.
+fn say_finished(
+    state: &LoopState,
+    train_config: &TrainConfig,
+    run: &ModelDir,
+    events: &mut dyn FnMut(FitEvent),
+) {
+    if state.epochs_done < train_config.epochs {
         events(FitEvent::EarlyStop {
             patience: train_config.patience,
         });
     }
     events(FitEvent::Finished {
-        best_epoch: training.state.best_epoch,
-        best_dev_f1: training.state.best_f1,
-        weights: prepared.run.weights_file(),
+        best_epoch: state.best_epoch,
+        best_dev_f1: state.best_f1,
+        weights: run.weights_file(),
     });
-    let test_report = finish(&prepared, decode_options, stage, device, events)?;
-    Ok(training.outcome(test_report, false))
+}
+
+/// Whether the epoch `state` names the best is one it has done.
+fn check_best_epoch(state: &LoopState, run: &ModelDir) -> Result<()> {
+    if state.best_epoch > state.epochs_done {
+        return Err(Error::model(
+            run.path.join("checkpoint"),
+            format!(
+                "its state names epoch {} the best of {} done: the state was changed or damaged",
+                state.best_epoch, state.epochs_done
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// What is said when `run` resumes where `state` stopped.
+fn resuming(run: &ModelDir, state: &LoopState) -> String {
+    let within = if state.batches_done > 0 {
+        format!(" and batch {} of the next", state.batches_done)
+    } else {
+        String::new()
+    };
+    format!(
+        "resuming {} after epoch {}{within}",
+        run.path.display(),
+        state.epochs_done
+    )
+}
+
+/// Whether `state`'s batches done of its epoch are within the epoch's `batches`.
+fn check_batches_done(state: &LoopState, run: &ModelDir, batches: usize) -> Result<()> {
+    if state.batches_done > batches {
+        return Err(Error::model(
+            run.path.join("checkpoint"),
+            format!(
+                "its state has {} batches of epoch {} done, but the epoch has {batches}: the \
+                 state was changed or damaged",
+                state.batches_done,
+                state.epochs_done + 1,
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// Computes a frozen encoder's layers at each word of the training (when `training` is left),
@@ -388,16 +468,7 @@ impl Training {
             }) => (Some((weights, trainer)), state),
             None => (None, LoopState::new()),
         };
-        if state.best_epoch > state.epochs_done {
-            return Err(Error::model(
-                run.path.join("checkpoint"),
-                format!(
-                    "its state names epoch {} the best of {} done: the state was changed \
-                     or damaged",
-                    state.best_epoch, state.epochs_done
-                ),
-            ));
-        }
+        check_best_epoch(&state, run)?;
         match (&checkpoint, &meta.started_from, start) {
             (Some((weights, _)), _, _) => model = load_weights(model, weights)?,
             (None, Some(from), Some(start)) => {
@@ -427,16 +498,7 @@ impl Training {
         if let Some((_, files)) = checkpoint {
             // The trainer's own state replaces the word table it took from the model.
             trainer.load(&files)?;
-            let within = if state.batches_done > 0 {
-                format!(" and batch {} of the next", state.batches_done)
-            } else {
-                String::new()
-            };
-            events(FitEvent::info(format!(
-                "resuming {} after epoch {}{within}",
-                run.path.display(),
-                state.epochs_done
-            )));
+            events(FitEvent::info(resuming(run, &state)));
         }
         let training = Self {
             trainer,
@@ -456,6 +518,23 @@ impl Training {
 
     /// Trains `model` on the next epoch's batches (from where a resumed run stopped), or stops
     /// between two with a checkpoint saved when `options.interrupt` is set.
+    /// Saves where an interrupted epoch stopped: after batch `batch_number`, with `loss_sum`
+    /// so far, having trained since `started`.
+    fn save_interrupted(
+        &mut self,
+        model: &Network,
+        run: &ModelDir,
+        (batch_number, loss_sum): (usize, f64),
+        started: Instant,
+    ) -> Result<()> {
+        let state = &mut self.state;
+        state.batches_done = batch_number + 1;
+        state.epoch_loss = loss_sum;
+        state.epoch_seconds += started.elapsed().as_secs_f64();
+        let trained = self.trainer.with_trained_words(model);
+        save_checkpoint(run, &trained, &self.trainer, state, None)
+    }
+
     fn train_epoch(
         &mut self,
         mut model: Network,
@@ -474,18 +553,7 @@ impl Training {
         let plan = BatchPlan::shuffled(&self.lengths, train_config.batch_size, epoch_seed);
         let started = Instant::now();
         let mut loss_sum = state.epoch_loss;
-        if state.batches_done > plan.batches.len() {
-            return Err(Error::model(
-                prepared.run.path.join("checkpoint"),
-                format!(
-                    "its state has {} batches of epoch {} done, but the epoch has {}: the state \
-                     was changed or damaged",
-                    state.batches_done,
-                    epoch + 1,
-                    plan.batches.len()
-                ),
-            ));
-        }
+        check_batches_done(state, &prepared.run, plan.batches.len())?;
         let done = plan.batches[..state.batches_done]
             .iter()
             .map(Vec::len)
@@ -512,11 +580,7 @@ impl Training {
                 let from = prepared.meta.started_from.as_ref();
                 return Err(self.diverged(&prepared.run, from, value, batch_number));
             }
-            let sentence_loss = match train_config.reduction {
-                Reduction::Sum => value,
-                Reduction::Mean => value * batch.size() as f64,
-                Reduction::TokenMean => value * batch.token_count() as f64,
-            };
+            let sentence_loss = summed_loss(train_config.reduction, value, &batch);
             loss_sum += sentence_loss;
             events(FitEvent::Batch {
                 sentences: batch.size(),
@@ -528,12 +592,7 @@ impl Training {
                 .is_some_and(|flag| flag.load(Ordering::SeqCst))
             {
                 events(FitEvent::EpochTrained);
-                let state = &mut self.state;
-                state.batches_done = batch_number + 1;
-                state.epoch_loss = loss_sum;
-                state.epoch_seconds += started.elapsed().as_secs_f64();
-                let trained = self.trainer.with_trained_words(&model);
-                save_checkpoint(&prepared.run, &trained, &self.trainer, state, None)?;
+                self.save_interrupted(&model, &prepared.run, (batch_number, loss_sum), started)?;
                 events(FitEvent::Interrupted {
                     epoch: epoch + 1,
                     batch: batch_number + 1,

@@ -95,32 +95,18 @@ pub(super) fn prepare(
         }
     }
 
+    let read = read_corpora(experiment, with_dev, events)?;
+    let (mut meta, vocab, state, vectors, start, dictionary) = open_or_describe(
+        experiment,
+        (&run, &config_toml),
+        (options.resume, with_dev),
+        &read,
+        device,
+        events,
+    )?;
     let Read {
-        train,
-        dev,
-        test,
-        file_scheme,
-    } = read_corpora(experiment, with_dev, events)?;
-    let (mut meta, vocab, state, vectors, start, dictionary) = if options.resume {
-        let (meta, vocab, state) = reopen_run(&run, experiment, &config_toml, events)?;
-        let dictionary = run.read_dictionary(&meta)?;
-        (meta, vocab, state, None, None, dictionary)
-    } else {
-        let corpora = Corpora {
-            train: &train,
-            dev: &dev,
-            test: test.as_ref(),
-        };
-        let ((mut meta, vocab, vectors, dictionary), start) =
-            describe_new_run(experiment, &corpora, file_scheme, device, events)?;
-        meta.trained_on_dev = with_dev;
-        meta.data = Some(DataSummary {
-            train: FileSummary::of(&train),
-            dev: FileSummary::of(&dev),
-            test: test.as_ref().map(FileSummary::of),
-        });
-        (meta, vocab, None, vectors, start, dictionary)
-    };
+        train, dev, test, ..
+    } = read;
     let mut corpora = encode(experiment, &vocab, &train, &dev, test)?;
     let subwords = corpora.with_subword_windows(
         (&train, &dev),
@@ -146,14 +132,17 @@ pub(super) fn prepare(
         };
         write_new_run(&run, options.overwrite, description)?;
     }
-    let mut train_mentions = Vec::new();
-    if let Some(dictionary) = &dictionary {
-        train_mentions = with_dictionary_places(&mut encoded, &train, dictionary);
-        with_dictionary_places(&mut dev_encoded, &dev, dictionary);
-        if let Some((corpus, encoded, _)) = test_set.as_mut() {
-            with_dictionary_places(encoded, corpus, dictionary);
+    let train_mentions = match &dictionary {
+        Some(dictionary) => {
+            let mentions = with_dictionary_places(&mut encoded, &train, dictionary);
+            with_dictionary_places(&mut dev_encoded, &dev, dictionary);
+            if let Some((corpus, encoded, _)) = test_set.as_mut() {
+                with_dictionary_places(encoded, corpus, dictionary);
+            }
+            mentions
         }
-    }
+        None => Vec::new(),
+    };
     warn_of_unknown_tags(&dev, &vocab, experiment.data.train_scheme, events);
     Ok(Prepared {
         run,
@@ -172,6 +161,49 @@ pub(super) fn prepare(
         train_mentions,
         open_labels: experiment.data.open_labels.clone(),
     })
+}
+
+/// What [`open_or_describe`] gives: the model's description, vocabularies, a resumed run's
+/// checkpoint, the vectors a new run's word table starts from, the network it continues, and
+/// the dictionary.
+type RunDescription = (
+    ModelMeta,
+    Vocabularies,
+    Option<Checkpoint>,
+    Option<Vectors>,
+    Option<Network>,
+    Option<Dictionary>,
+);
+
+/// The run described: a resumed one from its directory, a new one from its training data (with
+/// what its data were, and whether dev is trained on too).
+fn open_or_describe(
+    experiment: &Experiment,
+    (run, config_toml): (&ModelDir, &str),
+    (resume, with_dev): (bool, bool),
+    read: &Read,
+    device: &Device,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<RunDescription> {
+    if resume {
+        let (meta, vocab, state) = reopen_run(run, experiment, config_toml, events)?;
+        let dictionary = run.read_dictionary(&meta)?;
+        return Ok((meta, vocab, state, None, None, dictionary));
+    }
+    let corpora = Corpora {
+        train: &read.train,
+        dev: &read.dev,
+        test: read.test.as_ref(),
+    };
+    let ((mut meta, vocab, vectors, dictionary), start) =
+        describe_new_run(experiment, &corpora, read.file_scheme, device, events)?;
+    meta.trained_on_dev = with_dev;
+    meta.data = Some(DataSummary {
+        train: FileSummary::of(&read.train),
+        dev: FileSummary::of(&read.dev),
+        test: read.test.as_ref().map(FileSummary::of),
+    });
+    Ok((meta, vocab, None, vectors, start, dictionary))
 }
 
 /// Warns of the tags of `dev` that training never saw, which the model cannot predict.
@@ -237,14 +269,16 @@ impl EncodedCorpora {
         let Some(encoder) = &meta.sizes.encoder else {
             return Ok(None);
         };
-        let (tokenizer, copy) = if resume {
+        let (resumed, copy) = if resume {
             (run.files().read_subwords(meta)?, None)
         } else {
             check_pretrained_weights(experiment, meta, device)?;
-            let copy = subwords_of_new_run(experiment, meta)?;
-            (copy.as_ref().map(|copy| copy.tokenizer.clone()), copy)
+            (None, subwords_of_new_run(experiment, meta)?)
         };
-        let Some(tokenizer) = tokenizer else {
+        let Some(tokenizer) = resumed
+            .as_ref()
+            .or(copy.as_ref().map(|copy| &copy.tokenizer))
+        else {
             return Ok(copy);
         };
         let max_len = encoder.max_positions;
@@ -642,21 +676,11 @@ impl StartModel {
     }
 }
 
-/// Describes a run that continues the model in `from`: its vocabularies with the training
-/// data's new words, characters and tags appended (so every old id keeps its meaning), its
-/// architecture, scheme and tokenizer. The experiment must agree with it on what shapes the
-/// network and reads the data; dropout and the language-model weight may change.
-fn describe_continued_run(
-    experiment: &Experiment,
-    corpora: &Corpora,
-    file_scheme: TagScheme,
-    start: &StartModel,
-    events: &mut dyn FnMut(FitEvent),
-) -> Result<Described> {
+/// Whether the experiment continues `start` with its network and reads its data as it did.
+fn check_continuable(experiment: &Experiment, start: &StartModel) -> Result<()> {
     let data = &experiment.data;
     let (from, old) = (start.path.as_path(), &start.meta);
-    let mut vocab = start.vocab.clone();
-    let refuse = |message: String| -> Result<Described> {
+    let refuse = |message: String| -> Result<()> {
         Err(crate::Error::refused(
             from,
             format!("cannot continue this model: {message}"),
@@ -687,7 +711,7 @@ fn describe_continued_run(
     let kept = reading(
         old.train_scheme,
         old.document.is_some(),
-        vocab.normalization,
+        start.vocab.normalization,
         &old.columns.feature_columns,
     );
     if let Err(message) = agree("data", &given, &kept) {
@@ -695,6 +719,24 @@ fn describe_continued_run(
             "{message}; a continued model reads its data as it did"
         ));
     }
+    Ok(())
+}
+
+/// Describes a run that continues the model in `from`: its vocabularies with the training
+/// data's new words, characters and tags appended (so every old id keeps its meaning), its
+/// architecture, scheme and tokenizer. The experiment must agree with it on what shapes the
+/// network and reads the data; dropout and the language-model weight may change.
+fn describe_continued_run(
+    experiment: &Experiment,
+    corpora: &Corpora,
+    file_scheme: TagScheme,
+    start: &StartModel,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<Described> {
+    let data = &experiment.data;
+    let (from, old) = (start.path.as_path(), &start.meta);
+    check_continuable(experiment, start)?;
+    let mut vocab = start.vocab.clone();
     let fresh = Vocabularies::build(
         &corpora.train.sentences,
         vocab.normalization,
