@@ -674,6 +674,232 @@ mod tests {
         }
     }
 
+    /// A Label Studio with one project of `TASKS` tasks, on loopback, that refuses the one
+    /// import of predictions it is told to: as much of the REST API as a refresh uses.
+    struct FakeStudio {
+        url: String,
+        /// Which import (counted from 1) answers 500.
+        failing: Mutex<Option<usize>>,
+        imports: AtomicUsize,
+        /// The task ids given a prediction, in the order imported.
+        predicted: Mutex<Vec<i64>>,
+        model_version: Mutex<Option<String>>,
+    }
+
+    const TASKS: i64 = 40;
+
+    #[derive(serde::Deserialize)]
+    struct Query {
+        filters: QueryFilters,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct QueryFilters {
+        items: Vec<QueryFilter>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct QueryFilter {
+        value: i64,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Imported {
+        task: i64,
+    }
+
+    impl FakeStudio {
+        fn start(failing: usize) -> Arc<Self> {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            let studio = Arc::new(Self {
+                url: format!("http://{}", listener.local_addr().unwrap()),
+                failing: Mutex::new(Some(failing)),
+                imports: AtomicUsize::new(0),
+                predicted: Mutex::new(Vec::new()),
+                model_version: Mutex::new(None),
+            });
+            let serving = studio.clone();
+            std::thread::spawn(move || {
+                for stream in listener.incoming() {
+                    serving.answer(stream.unwrap());
+                }
+            });
+            studio
+        }
+
+        /// Reads one request from `stream` and answers it, closing the connection.
+        fn answer(&self, mut stream: std::net::TcpStream) {
+            use std::io::{BufRead, BufReader, Read, Write};
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut line = String::new();
+            reader.read_line(&mut line).unwrap();
+            let mut target = line.split(' ');
+            let (method, target) = (target.next().unwrap(), target.next().unwrap().to_string());
+            let mut length = 0;
+            loop {
+                let mut header = String::new();
+                reader.read_line(&mut header).unwrap();
+                if header.trim().is_empty() {
+                    break;
+                }
+                if let Some((name, value)) = header.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; length];
+            reader.read_exact(&mut body).unwrap();
+            let (status, answer) = self.route(method, &target, &body);
+            let reply = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{answer}",
+                answer.len()
+            );
+            stream.write_all(reply.as_bytes()).unwrap();
+        }
+
+        fn route(&self, method: &str, target: &str, body: &[u8]) -> (&'static str, String) {
+            let (path, query) = target.split_once('?').unwrap_or((target, ""));
+            match (method, path) {
+                ("GET", "/api/projects/3") => {
+                    let config = r#"<View><Labels name="label" toName="text"><Label value="PER"/><Label value="LOC"/><Label value="ORG"/><Label value="MISC"/></Labels><Text name="text" value="$text"/></View>"#;
+                    (
+                        "200 OK",
+                        serde_json::json!({ "label_config": config }).to_string(),
+                    )
+                }
+                ("GET", "/api/tasks") => ("200 OK", self.page(query)),
+                ("POST", "/api/projects/3/import/predictions") => {
+                    let n = self
+                        .imports
+                        .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                        + 1;
+                    if *lock(&self.failing) == Some(n) {
+                        return ("500 Internal Server Error", "{\"detail\": \"busy\"}".into());
+                    }
+                    let imported: Vec<Imported> = serde_json::from_slice(body).unwrap();
+                    let created = imported.len();
+                    lock(&self.predicted).extend(imported.into_iter().map(|p| p.task));
+                    ("201 Created", format!("{{\"created\": {created}}}"))
+                }
+                ("PATCH", "/api/projects/3") => {
+                    let version: serde_json::Map<String, serde_json::Value> =
+                        serde_json::from_slice(body).unwrap();
+                    *lock(&self.model_version) =
+                        version["model_version"].as_str().map(str::to_string);
+                    ("200 OK", "{}".into())
+                }
+                _ => ("404 Not Found", "{}".into()),
+            }
+        }
+
+        /// The tasks above the query's id, by id, a page of `page_size`.
+        fn page(&self, query: &str) -> String {
+            let mut size = 0;
+            let mut after = 0;
+            for (key, value) in query.split('&').filter_map(|pair| pair.split_once('=')) {
+                match key {
+                    "page_size" => size = value.parse().unwrap(),
+                    "query" => {
+                        let query: Query = serde_json::from_str(&percent_decoded(value)).unwrap();
+                        after = query.filters.items.first().map_or(0, |f| f.value);
+                    }
+                    _ => {}
+                }
+            }
+            let above: Vec<i64> = (after + 1..=TASKS).collect();
+            let tasks: Vec<serde_json::Value> = above
+                .iter()
+                .take(size)
+                .map(|id| {
+                    let text = format!("Peter Weber lives in Berlin, task {id}.");
+                    serde_json::json!({ "id": id, "data": { "text": text }, "total_annotations": 0 })
+                })
+                .collect();
+            serde_json::json!({ "total": above.len(), "tasks": tasks }).to_string()
+        }
+    }
+
+    fn percent_decoded(value: &str) -> String {
+        let bytes = value.as_bytes();
+        let mut out = Vec::new();
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'%' => {
+                    out.push(u8::from_str_radix(&value[i + 1..i + 3], 16).unwrap());
+                    i += 3;
+                }
+                b'+' => {
+                    out.push(b' ');
+                    i += 1;
+                }
+                b => {
+                    out.push(b);
+                    i += 1;
+                }
+            }
+        }
+        String::from_utf8(out).unwrap()
+    }
+
+    /// The refresher's status once it has ended what it was asked.
+    fn ended(refresher: &Refresher) -> RefreshStatus {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if let Some(status) = refresher.status()
+                && !refresher.asked()
+                && matches!(status.phase, RefreshPhase::Done | RefreshPhase::Failed)
+            {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "{:?}", refresher.status());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    #[test]
+    fn a_page_whose_import_failed_is_posted_again_when_the_refresh_resumes() {
+        let run = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../cli/tests/fixtures/before-tokenizers/sentence");
+        let device = nertrain_model::Backend::Flex.device().unwrap();
+        let version = Version::new(Tagger::load(&run, &device).unwrap()).unwrap();
+        let id = version.id.clone();
+        let dir = tempfile::tempdir().unwrap();
+        let settings = RefreshSettings {
+            page_size: 10,
+            per_second: 1000.0,
+            ..RefreshSettings::default()
+        };
+        let served = Arc::new(Served::new(version));
+        let refresher = Refresher::start(dir.path(), settings, served, Arc::new(|_| {})).unwrap();
+        let studio = FakeStudio::start(2);
+        let connection = Connection::new(&studio.url, "token").unwrap();
+
+        refresher.want(3, connection.clone());
+        let failed = ended(&refresher);
+        assert_eq!(failed.phase, RefreshPhase::Failed);
+        assert!(
+            failed.error.as_deref().unwrap().contains("500"),
+            "{failed:?}"
+        );
+        // Only the page Label Studio took counts.
+        assert_eq!((failed.page, failed.predicted), (1, 10), "{failed:?}");
+        assert_eq!(*lock(&studio.model_version), None);
+
+        refresher.want(3, connection);
+        let done = ended(&refresher);
+        assert_eq!(done.phase, RefreshPhase::Done, "{done:?}");
+        let mut predicted = lock(&studio.predicted).clone();
+        predicted.sort_unstable();
+        assert_eq!(predicted, (1..=TASKS).collect::<Vec<_>>());
+        assert_eq!(done.predicted + done.stood, TASKS as usize, "{done:?}");
+        assert_eq!(done.pages, 4);
+        assert_eq!(lock(&studio.model_version).as_deref(), Some(id.as_str()));
+        refresher.stop();
+    }
+
     #[test]
     fn requests_keep_their_pace_until_told_to_stop() {
         let stop = AtomicBool::new(false);
