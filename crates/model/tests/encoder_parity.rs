@@ -313,3 +313,33 @@ fn sizes_beyond_the_weights_are_refused_before_the_encoder_is_built() {
         );
     }
 }
+
+/// A pickle whose state dict holds a call of `posix.system` where a tensor should be: refused
+/// naming the call, which is never run.
+#[test]
+fn a_pickle_holding_a_call_is_refused_naming_it() {
+    let dir = edited_checkpoint("call", |_| {});
+    std::fs::remove_file(dir.path().join("model.safetensors")).unwrap();
+    let witness = dir.path().join("ran");
+    let command = format!("touch {}", witness.display());
+    let string = |text: &str| {
+        let mut bytes = vec![b'X'];
+        bytes.extend((text.len() as u32).to_le_bytes());
+        bytes.extend(text.as_bytes());
+        bytes
+    };
+    // protocol 2: {"bert.embeddings.word_embeddings.weight": posix.system(command)}
+    let mut pickle = b"\x80\x02}".to_vec();
+    pickle.extend(string("bert.embeddings.word_embeddings.weight"));
+    pickle.extend(b"cposix\nsystem\n");
+    pickle.extend(string(&command));
+    pickle.extend(b"\x85Rs.");
+    std::fs::write(dir.path().join("pytorch_model.bin"), pickle).unwrap();
+    let message = refusal(dir.path());
+    assert!(message.contains("pytorch_model.bin"), "{message}");
+    assert!(
+        message.contains("something other than tensors: posix.system"),
+        "{message}"
+    );
+    assert!(!witness.exists());
+}

@@ -4,7 +4,7 @@
 //! the file lacks, or has in another shape, is an error naming it; what the encoder does not use
 //! (a pooler, `position_ids`, a task head) is left.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use burn::store::{
@@ -75,7 +75,8 @@ pub(super) fn check_sizes(config: &EncoderConfig, dir: &Path) -> Result<(), File
             None => {
                 return Err(invalid(format!(
                     "tensors missing for the encoder config.json describes (by Burn's names): \
-                     {name}"
+                     {name}{}",
+                    not_tensors(&path)
                 )));
             }
         }
@@ -98,7 +99,8 @@ pub(super) fn check_sizes(config: &EncoderConfig, dir: &Path) -> Result<(), File
     if config.layers > layers {
         return Err(invalid(format!(
             "tensors missing for the encoder config.json describes (by Burn's names): \
-             encoder.layers.{layers}. and on ({counted})"
+             encoder.layers.{layers}. and on ({counted}){}",
+            not_tensors(&path)
         )));
     }
     if config.layers < layers {
@@ -158,9 +160,51 @@ pub fn load_weights(
             .allow_partial(true);
         apply(&mut encoder, &mut store).map_err(|message| FileError::invalid(&path, message))?
     };
-    check(&result).map_err(|message| FileError::invalid(&path, message))?;
+    check(&result, &path).map_err(|message| FileError::invalid(&path, message))?;
     Ok(encoder)
 }
+
+/// Where a PyTorch pickle lacks tensors, what it holds in their place that is not one (a call
+/// such as `os.system`, or another Python object: read as its name, never run), as a note to
+/// the refusal; empty for a safetensors file, or a pickle of plain data and tensors.
+fn not_tensors(path: &Path) -> String {
+    use burn::store::pytorch_reader::{PickleValue, PytorchReader};
+    fn walk(value: &PickleValue, found: &mut BTreeSet<String>) {
+        match value {
+            PickleValue::Unsupported(name) if !TENSOR_TYPES.contains(&name.as_str()) => {
+                found.insert(name.clone());
+            }
+            PickleValue::List(items) => items.iter().for_each(|v| walk(v, found)),
+            PickleValue::Dict(entries) => entries.values().for_each(|v| walk(v, found)),
+            _ => {}
+        }
+    }
+    if path.extension().is_none_or(|e| e != "bin") {
+        return String::new();
+    }
+    let Ok(root) = PytorchReader::read_pickle_data(path, None) else {
+        return String::new();
+    };
+    let mut found = BTreeSet::new();
+    walk(&root, &mut found);
+    if found.is_empty() {
+        return String::new();
+    }
+    let names: Vec<&str> = found.iter().take(LISTED).map(String::as_str).collect();
+    format!(
+        "; the file holds something other than tensors: {} (a Python call or object, read by \
+         its name and never run; a weights file is a state dict of tensors)",
+        names.join(", ")
+    )
+}
+
+/// The Python types the reader names tensors and their storages by.
+const TENSOR_TYPES: [&str; 4] = [
+    "torch.Tensor",
+    "torch.TypedStorage",
+    "torch.UntypedStorage",
+    "torch.nn.Parameter",
+];
 
 /// PyTorch's layouts to Burn's, and every precision a checkpoint may hold (f16, bf16, f64) to
 /// f32, which is what the model file stores and its loader reads.
@@ -178,7 +222,7 @@ fn apply<S: ModuleStore>(
 }
 
 /// Whether every tensor the encoder needs came, in its shape.
-fn check(result: &ApplyResult) -> Result<(), String> {
+fn check(result: &ApplyResult, path: &Path) -> Result<(), String> {
     if let Some(error) = result.errors.first() {
         let more = result.errors.len() - 1;
         let more = if more > 0 {
@@ -204,8 +248,9 @@ fn check(result: &ApplyResult) -> Result<(), String> {
             String::new()
         };
         return Err(format!(
-            "tensors missing for the encoder config.json describes (by Burn's names): {}{more}",
-            names.join(", ")
+            "tensors missing for the encoder config.json describes (by Burn's names): {}{more}{}",
+            names.join(", "),
+            not_tensors(path)
         ));
     }
     Ok(())
