@@ -323,25 +323,7 @@ fn refresh(
     status: &mut RefreshStatus,
     started: Instant,
 ) -> Result<(), String> {
-    let project = status.project;
-    let mut pace = Pace::new(shared.settings.per_second);
-    pace.wait(shared);
-    let config = LabelingConfig::parse(&connection.label_config(project)?)
-        .map_err(|e| format!("project {project}'s labeling config: {e}"))?;
-    config
-        .check_labels(&version.info.labels)
-        .map_err(|e| format!("project {project}: {e}"))?;
-    let objects = objects(&config);
-    let checks = objects.iter().any(|o| o.check.is_some());
-    let options = predict_options(&version.tagger, shared.settings.strategy, &objects)
-        .map_err(|e| e.to_string())?;
-    let mut reading = Reading {
-        connection,
-        config: Arc::new(config),
-        objects: Arc::new(objects),
-        options,
-        pace,
-    };
+    let (mut reading, checks) = read_project(shared, version, connection, status.project)?;
     let save = |status: &RefreshStatus| {
         let mut shown = status.clone();
         shown.seconds += started.elapsed().as_secs_f64();
@@ -366,29 +348,11 @@ fn refresh(
         if shared.superseded(&version.id) {
             return Ok(());
         }
-        reading.pace.wait(shared);
-        // The page counts, and the next one is read after it, only once Label Studio has
-        // taken its predictions: a page whose import failed is posted again when resumed.
-        let mut posted = status.clone();
-        let Some(page) = next_page(connection, &mut posted)? else {
+        let Some(last) = post_page(shared, version, &mut reading, status, cut)? else {
             break;
         };
-        let mut tasks = page.tasks;
-        if let Some(before) = posted.before {
-            let read = tasks.len();
-            tasks.retain(|t| t.total_annotations > 0 || !before.stands(t.task.id, cut));
-            posted.stood += read - tasks.len();
-        }
-        let tagged = tag_page(version, &reading, tasks, &mut posted)?;
-        let predictions = predict(shared, version, &reading, tagged, cut);
-        if !predictions.is_empty() {
-            reading.pace.wait(shared);
-            posted.predicted += connection.import_predictions(project, &predictions)?;
-        }
-        posted.page += 1;
-        *status = posted;
         save(status)?;
-        if page.last {
+        if last {
             break;
         }
     }
@@ -396,10 +360,74 @@ fn refresh(
     // there is nothing to sort.
     if status.predicted + status.stood > 0 {
         reading.pace.wait(shared);
-        connection.set_model_version(project, &version.id)?;
+        connection.set_model_version(status.project, &version.id)?;
     }
     status.phase = RefreshPhase::Done;
     Ok(())
+}
+
+/// What a refresh of `project` reads its tasks with: its labeling config (checked against the
+/// version's labels), its objects and the options they tag with; and whether the config has a
+/// control for regions to decide.
+fn read_project<'a>(
+    shared: &Shared,
+    version: &Version,
+    connection: &'a Connection,
+    project: u64,
+) -> Result<(Reading<'a>, bool), String> {
+    let mut pace = Pace::new(shared.settings.per_second);
+    pace.wait(shared);
+    let config = LabelingConfig::parse(&connection.label_config(project)?)
+        .map_err(|e| format!("project {project}'s labeling config: {e}"))?;
+    config
+        .check_labels(&version.info.labels)
+        .map_err(|e| format!("project {project}: {e}"))?;
+    let objects = objects(&config);
+    let checks = objects.iter().any(|o| o.check.is_some());
+    let options = predict_options(&version.tagger, shared.settings.strategy, &objects)
+        .map_err(|e| e.to_string())?;
+    let reading = Reading {
+        connection,
+        config: Arc::new(config),
+        objects: Arc::new(objects),
+        options,
+        pace,
+    };
+    Ok((reading, checks))
+}
+
+/// Posts the predictions of the page after those `status` has done, with regions cut at
+/// `cut`: whether it was the last, or `None` when no page is left. The page counts in `status`,
+/// and the next one is read after it, only once Label Studio has taken its predictions: a page
+/// whose import failed is posted again when resumed.
+fn post_page(
+    shared: &Shared,
+    version: &Version,
+    reading: &mut Reading,
+    status: &mut RefreshStatus,
+    cut: f64,
+) -> Result<Option<bool>, String> {
+    reading.pace.wait(shared);
+    let mut posted = status.clone();
+    let Some(page) = next_page(reading.connection, &mut posted)? else {
+        return Ok(None);
+    };
+    let mut tasks = page.tasks;
+    if let Some(before) = posted.before {
+        let read = tasks.len();
+        tasks.retain(|t| t.total_annotations > 0 || !before.stands(t.task.id, cut));
+        posted.stood += read - tasks.len();
+    }
+    let tagged = tag_page(version, reading, tasks, &mut posted)?;
+    let predictions = predict(shared, version, reading, tagged, cut);
+    if !predictions.is_empty() {
+        reading.pace.wait(shared);
+        posted.predicted +=
+            (reading.connection).import_predictions(posted.project, &predictions)?;
+    }
+    posted.page += 1;
+    *status = posted;
+    Ok(Some(page.last))
 }
 
 /// The first pass with regions by budget: every task without an annotation tagged for its
@@ -708,6 +736,11 @@ mod tests {
         task: i64,
     }
 
+    #[derive(serde::Deserialize)]
+    struct Patched {
+        model_version: String,
+    }
+
     impl FakeStudio {
         fn start(failing: usize) -> Arc<Self> {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -784,10 +817,8 @@ mod tests {
                     ("201 Created", format!("{{\"created\": {created}}}"))
                 }
                 ("PATCH", "/api/projects/3") => {
-                    let version: serde_json::Map<String, serde_json::Value> =
-                        serde_json::from_slice(body).unwrap();
-                    *lock(&self.model_version) =
-                        version["model_version"].as_str().map(str::to_string);
+                    let patched: Patched = serde_json::from_slice(body).unwrap();
+                    *lock(&self.model_version) = Some(patched.model_version);
                     ("200 OK", "{}".into())
                 }
                 _ => ("404 Not Found", "{}".into()),

@@ -73,11 +73,7 @@ pub(super) fn check_sizes(config: &EncoderConfig, dir: &Path) -> Result<(), File
                 )));
             }
             None => {
-                return Err(invalid(format!(
-                    "tensors missing for the encoder config.json describes (by Burn's names): \
-                     {name}{}",
-                    not_tensors(&path)
-                )));
+                return Err(invalid(tensors_missing(name, &path)));
             }
         }
     }
@@ -97,10 +93,9 @@ pub(super) fn check_sizes(config: &EncoderConfig, dir: &Path) -> Result<(), File
         config.layers
     );
     if config.layers > layers {
-        return Err(invalid(format!(
-            "tensors missing for the encoder config.json describes (by Burn's names): \
-             encoder.layers.{layers}. and on ({counted}){}",
-            not_tensors(&path)
+        return Err(invalid(tensors_missing(
+            &format!("encoder.layers.{layers}. and on ({counted})"),
+            &path,
         )));
     }
     if config.layers < layers {
@@ -162,6 +157,14 @@ pub fn load_weights(
     };
     check(&result, &path).map_err(|message| FileError::invalid(&path, message))?;
     Ok(encoder)
+}
+
+/// The refusal of weights file `path` that lacks the tensors `missing` names.
+fn tensors_missing(missing: &str, path: &Path) -> String {
+    format!(
+        "tensors missing for the encoder config.json describes (by Burn's names): {missing}{}",
+        not_tensors(path)
+    )
 }
 
 /// Where a PyTorch pickle lacks tensors, what it holds in their place that is not one (a call
@@ -247,10 +250,9 @@ fn check(result: &ApplyResult, path: &Path) -> Result<(), String> {
         } else {
             String::new()
         };
-        return Err(format!(
-            "tensors missing for the encoder config.json describes (by Burn's names): {}{more}{}",
-            names.join(", "),
-            not_tensors(path)
+        return Err(tensors_missing(
+            &format!("{}{more}", names.join(", ")),
+            path,
         ));
     }
     Ok(())
