@@ -8,12 +8,15 @@
 # (../shared/specs/ray-on-loopback.md): nothing can leave the machine. They run in a process
 # namespace of their own too: `ray stop --force` and the test's process searches find Ray's
 # processes by name, and must not reach a Ray of the user's running beside the test.
-# Usage: scripts/ci/ray_cluster.sh NERTRAIN WHEEL RESULTS.json
+# Usage: scripts/ci/ray_cluster.sh NERTRAIN WHEEL RESULTS.json [NERTRAIN_GPU]
+# NERTRAIN_GPU, the binary the trials given a GPU share run (default NERTRAIN), may be written
+# while the cluster runs: the GPU trials wait for it, after the other checks.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 nertrain=$(realpath "$1")
 wheel=$(realpath "$2")
 results=$(realpath -m "$3")
+nertrain_gpu=$(realpath -m "${4:-$1}")
 # Named by its pins, as .ci/run names it, so a change of pins makes a new one.
 venv=${RAY_VENV:-$HOME/.cache/nertrain-ray-$(sha256sum scripts/ray/requirements.txt | cut -c1-12)}
 scripts/ci/venv.sh "$venv" -r scripts/ray/requirements.txt
@@ -21,9 +24,9 @@ scripts/ci/venv.sh "$venv" -r scripts/ray/requirements.txt
 # Root makes the namespaces itself; anyone else maps to root in a user namespace of their own.
 as=(--net --pid --fork --mount-proc)
 [ "$(id -u)" = 0 ] || as+=(--map-root-user)
-exec timeout 900 unshare "${as[@]}" bash -s "$venv" "$nertrain" "$results" <<'EOF'
+exec timeout 2700 unshare "${as[@]}" bash -s "$venv" "$nertrain" "$results" "$nertrain_gpu" <<'EOF'
 set -euo pipefail
-venv=$1 nertrain=$2 results=$3
+venv=$1 nertrain=$2 results=$3 nertrain_gpu=$4
 ip link set lo up
 export PATH="$venv/bin:$PATH" RAY_USAGE_STATS_ENABLED=0 RAY_AUTH_MODE=disabled
 # A lost node is noticed within seconds, not the default half minute.
@@ -38,7 +41,7 @@ ray start --address=127.0.0.1:6393 --num-cpus=1 --disable-usage-stats \
 # The second node's raylet (its workers are its children): what losing the node stops.
 raylet=$(pgrep -f -- 'raylet.*--node_manager_port=6401' | head -1)
 [ -n "$raylet" ] || { echo "no raylet for the second node" >&2; exit 1; }
-python scripts/ray/tests/cluster.py --nertrain "$nertrain" --address 127.0.0.1:6393 \
+python scripts/ray/tests/cluster.py --nertrain "$nertrain" --nertrain-gpu "$nertrain_gpu" --address 127.0.0.1:6393 \
     --experiment scripts/ray/tests/experiment.toml --space scripts/ray/tests/space.toml \
     --space-lost scripts/ray/tests/space-lost.toml \
     --second-node-pids "$raylet" --results "$results"

@@ -13,8 +13,9 @@ inside it):
 4. Ray Data tags the sample's raw text as `nertrain tag --input` does;
 5. usage.md's example runs as written, and its best configuration is confirmed on seeds;
 6. trials with a GPU share (`--gpus-per-trial`) run fit on wgpu on the node that has the GPU (here
-   the head's one, which is Mesa's software Vulkan driver); a binary without wgpu is refused
-   before any trial starts.
+   the head's one, which is Mesa's software Vulkan driver), with `--nertrain-gpu`'s binary once
+   it exists (CI builds it while the other checks run); a binary without wgpu is refused before
+   any trial starts.
 """
 
 import argparse
@@ -270,15 +271,26 @@ def docs_example(args):
         shutil.rmtree(ROOT / "runs" / "sweeps" / "try-best", ignore_errors=True)
 
 
+def wait_for_binary(path, timeout=2400):
+    """The path once a file is there: CI moves the wgpu build's binary into place when it is done."""
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        check(time.monotonic() < deadline, f"{path} did not appear within {timeout} s")
+        time.sleep(2)
+    return str(path)
+
+
 def gpu_trials(args, work, head):
     """Two trials sharing the head's GPU, on wgpu; or, from a binary built without wgpu, a refusal
     before Ray starts."""
     space = work / "space-gpu.toml"
     space.write_text('[space]\n"train.lr" = { grid = [0.015, 0.02] }\n')
     storage = work / "gpu"
-    probe = subprocess.run([args.nertrain, "fit", "--config", "configs/sample.toml", "--set", 'train.backend="wgpu"',
+    nertrain = wait_for_binary(Path(args.nertrain_gpu))
+    probe = subprocess.run([nertrain, "fit", "--config", "configs/sample.toml", "--set", 'train.backend="wgpu"',
                             "--check"], capture_output=True, cwd=ROOT)
-    done = sweep(args, "run", "--experiment", "configs/sample.toml", "--set", "train.epochs=2", "--space", str(space),
+    done = sweep(argparse.Namespace(**{**vars(args), "nertrain": nertrain}), "run", "--experiment",
+                 "configs/sample.toml", "--set", "train.epochs=2", "--space", str(space),
                  "--storage", str(storage), "--name", "gpu", "--address", args.address, "--scheduler", "none",
                  "--gpus-per-trial", "0.5")
     if probe.returncode != 0:
@@ -327,6 +339,7 @@ def ray_data(args, work):
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--nertrain", required=True)
+    parser.add_argument("--nertrain-gpu", help="the binary the GPU trials run (default --nertrain); waited for")
     parser.add_argument("--address", required=True)
     parser.add_argument("--experiment", type=Path, required=True)
     parser.add_argument("--space", type=Path, required=True, help="the ASHA sweep's space")
@@ -334,6 +347,7 @@ def main():
     parser.add_argument("--second-node-pids", type=int, nargs="+", required=True)
     parser.add_argument("--results", required=True)
     args = parser.parse_args()
+    args.nertrain_gpu = args.nertrain_gpu or args.nertrain
     work = Path(tempfile.mkdtemp(prefix="nertrain-ray-"))
     passed = False
     try:
@@ -341,9 +355,9 @@ def main():
         report["ray_data"] = ray_data(args, work)
         report["docs_example"] = docs_example(args)
         head, second = nodes(args.address)
-        report["gpu_trials"] = gpu_trials(args, work, head)
         report["asha"] = asha(args, work)
         report["failed_trial"] = failed_trial(args, work)
+        report["gpu_trials"] = gpu_trials(args, work, head)
         report["lost_node"] = lost_node(args, work, second)
         Path(args.results).write_text(json.dumps(report, indent=2) + "\n")
         print(json.dumps(report, indent=2))
