@@ -412,6 +412,73 @@ fn refusal(name: &str, dir: &Path) -> String {
     stderr(&out)
 }
 
+/// `eval --json` of `model` on one sentence of `words` words (the sample's, over and over, all
+/// `O`), and the process's peak resident memory in bytes, read while it runs (Linux).
+fn eval_peak(model: &Path, words: usize, dir: &Path) -> (serde_json::Value, u64) {
+    let sample = std::fs::read_to_string(workspace().join("data/sample/train.txt")).unwrap();
+    let forms: Vec<&str> = (sample.lines())
+        .filter(|line| !line.is_empty() && !line.starts_with("-DOCSTART-"))
+        .map(|line| line.split(' ').next().unwrap())
+        .collect();
+    let mut text = String::new();
+    for form in forms.iter().cycle().take(words) {
+        text.push_str(form);
+        text.push_str(" O\n");
+    }
+    let data = dir.join(format!("long-{words}.txt"));
+    std::fs::write(&data, text + "\n").unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_nertrain"))
+        .args([
+            "eval",
+            "--model",
+            model.to_str().unwrap(),
+            "--json",
+            "--data",
+        ])
+        .arg(&data)
+        .current_dir(workspace())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let process = procfs::process::Process::new(child.id() as i32).unwrap();
+    let mut peak = 0;
+    // The high-water mark only grows: its last reading before the exit is the peak, but for
+    // what the last few milliseconds allocate.
+    while child.try_wait().unwrap().is_none() {
+        if let Some(kib) = process.status().ok().and_then(|status| status.vmhwm) {
+            peak = peak.max(kib * 1024);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    (serde_json::from_str(&stdout(&out)).unwrap(), peak)
+}
+
+#[test]
+fn one_long_sentence_through_the_encoder_costs_each_word_no_more_than_two_rows_of_gates() {
+    let hidden = 100;
+    let sizes = format!("model.hidden={hidden}");
+    let run = fit_with("encoder-long", "bert", "frozen", 1, &["--set", &sizes]);
+    let data = scratch("encoder-long-data");
+    let (short, at_short) = eval_peak(&run, 10_000, &data);
+    let (long, at_long) = eval_peak(&run, 40_000, &data);
+    for scores in [&short, &long] {
+        assert!(scores["overall"]["f1"].is_number(), "{scores}");
+    }
+    // What each word adds to the peak: its row of the LSTM's cached input gates, with the
+    // BiLSTM's states and the rest of the pipeline's per-word values, but neither every layer
+    // of the encoder nor copies of the gates beside the encoder's share of them.
+    let per_word = (at_long.saturating_sub(at_short)) as f64 / 30_000.0;
+    let gates_row = (8 * hidden * 4) as f64;
+    assert!(
+        per_word < 2.5 * gates_row,
+        "{per_word:.0} bytes a word ({at_short} bytes at 10,000 words, {at_long} at 40,000), \
+         against {gates_row} for a row of gates"
+    );
+}
+
 #[test]
 fn bad_checkpoints_are_refused_naming_the_file() {
     let dir = broken_checkpoint("encoder-bad-type", "bert", |dir| {

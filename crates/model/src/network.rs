@@ -12,6 +12,10 @@ use crate::{
     WordStates, recurrence, uniform_embedding,
 };
 
+/// The most word slots whose context share inference adds to cached gates at once
+/// ([`Network::with_context_share`]).
+const SHARE_SLOTS: usize = 4096;
+
 /// Which character features each word gets besides its embedding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -659,20 +663,37 @@ impl Network {
             }
             // Inference only, where dropout is the identity.
             WordInput::Gates(gates) if context.is_empty() => gates,
-            WordInput::Gates(gates) => {
-                let weight = self.encoder.input.weight.val();
-                let [d_input, width] = weight.dims();
-                let context = Tensor::cat(context, 2);
-                let d_context = context.dims()[2];
-                let rest = weight
-                    .slice([d_input - d_context..d_input, 0..width])
-                    .unsqueeze_dim(0);
-                gates + context.matmul(rest)
-            }
+            WordInput::Gates(gates) => self.with_context_share(gates, Tensor::cat(context, 2)),
         };
         let h = self.encoder.forward_gates(gates, &inputs.lengths);
         let emissions = self.emissions.forward(drop(h.clone(), Dropped::Output));
         (emissions, lm_states, h)
+    }
+
+    /// `gates` (`[batch, max_len, 8 * hidden]`) plus `context`'s share of the LSTM's input
+    /// projection, added a bounded number of word slots at a time into `gates` itself: a long
+    /// sentence holds its gates once, not beside the share and their sum.
+    fn with_context_share(&self, gates: Tensor<3>, context: Tensor<3>) -> Tensor<3> {
+        let weight = self.encoder.input.weight.val();
+        let [d_input, width] = weight.dims();
+        let [batch, time, d_context] = context.dims();
+        let rest = weight
+            .slice([d_input - d_context..d_input, 0..width])
+            .unsqueeze_dim(0);
+        let step = (SHARE_SLOTS / batch).max(1);
+        if time <= step {
+            return gates + context.matmul(rest);
+        }
+        let mut gates = gates;
+        for start in (0..time).step_by(step) {
+            let at = start..(start + step).min(time);
+            let share = (context.clone())
+                .slice([0..batch, at.clone(), 0..d_context])
+                .matmul(rest.clone());
+            let part = gates.clone().slice([0..batch, at.clone(), 0..width]) + share;
+            gates = gates.slice_assign([0..batch, at, 0..width], part);
+        }
+        gates
     }
 
     /// What the pretrained encoder gives each word, `[batch, max_len, hidden]`; a batch made
@@ -688,6 +709,12 @@ impl Network {
             return pretrained.combine(states.clone().reshape(shape));
         }
         match &inputs.subwords {
+            // Inference keeps what each word is given, not its every layer (word_features);
+            // training combines the batch's layers at once, its gradients summed as runs made
+            // before have them.
+            Some(subwords) if !pretrained.mix.val().is_autodiff() => {
+                pretrained.word_features(subwords, batch, time)
+            }
             Some(subwords) => pretrained.combine(pretrained.word_states(subwords, batch, time)),
             None => Tensor::zeros([batch, time, pretrained.d_output()], &inputs.words.device()),
         }

@@ -196,6 +196,38 @@ impl PretrainedFeatures {
         max_len: usize,
     ) -> Tensor<4> {
         let (layers, hidden) = (self.layers(), self.hidden());
+        self.at_first_subtokens(subwords, |states| {
+            let rows = states.dims()[0];
+            states.reshape([rows, layers * hidden])
+        })
+        .reshape([batch, max_len, layers, hidden])
+    }
+
+    /// What each word slot is given, `[batch, max_len, d_output]`: [`combine`](Self::combine)
+    /// of [`word_states`](Self::word_states), each chunk of windows combined as it comes, so
+    /// that a long sentence keeps `d_output` values a word rather than every layer's. Row by
+    /// row the same values; for inference, where no gradient sums across the chunks.
+    pub fn word_features(
+        &self,
+        subwords: &SubwordTensors,
+        batch: usize,
+        max_len: usize,
+    ) -> Tensor<3> {
+        self.at_first_subtokens(subwords, |states| {
+            let [rows, layers, hidden] = states.dims();
+            self.combine(states.reshape([1, rows, layers, hidden]))
+                .reshape([rows, self.d_output()])
+        })
+        .reshape([batch, max_len, self.d_output()])
+    }
+
+    /// `keep` of each word slot's layers at its first sub-token, `[batch * max_len, width]`, for
+    /// `keep` mapping `[rows, layers + 1, hidden]` to `[rows, width]` row by row.
+    fn at_first_subtokens(
+        &self,
+        subwords: &SubwordTensors,
+        keep: impl Fn(Tensor<3>) -> Tensor<2>,
+    ) -> Tensor<2> {
         let device = self.mix.device();
         // The rows read: the first sub-token of each word, in order.
         let mut needed = subwords.first.clone();
@@ -205,7 +237,7 @@ impl PretrainedFeatures {
         // at a time, and of each chunk's outputs only the rows read are kept, so that what is
         // held (every layer's activations and attention scores) is bounded by the chunk, and
         // what is kept by the words. Each window is read alone either way.
-        let mut kept: Vec<Tensor<3>> = Vec::new();
+        let mut kept: Vec<Tensor<2>> = Vec::new();
         let (mut row, mut next) = (0, 0);
         for ids in &subwords.groups {
             let [windows, length] = ids.dims();
@@ -224,7 +256,7 @@ impl PretrainedFeatures {
                         .map(|&r| (r - row) as i64)
                         .collect();
                     let local = Tensor::from_data(TensorData::from(local.as_slice()), &device);
-                    kept.push(self.chunk_states(chunk).select(0, local));
+                    kept.push(keep(self.chunk_states(chunk).select(0, local)));
                 }
                 row += rows;
             }
@@ -233,9 +265,7 @@ impl PretrainedFeatures {
             .map(|r| needed.binary_search(r).expect("every row read is kept") as i64)
             .collect();
         let at = Tensor::from_data(TensorData::from(at.as_slice()), &device);
-        Tensor::cat(kept, 0)
-            .select(0, at)
-            .reshape([batch, max_len, layers, hidden])
+        Tensor::cat(kept, 0).select(0, at)
     }
 
     /// Every layer's output for `[windows, length]` sub-token ids, one row per sub-token:
@@ -381,5 +411,58 @@ mod tests {
             (mixed[0] - 3.0).abs() < 1e-6 && (mixed[1] - 4.0).abs() < 1e-6,
             "{mixed:?}"
         );
+    }
+
+    #[test]
+    fn each_chunks_words_combined_as_they_come_are_the_combined_layers_to_the_last_bit() {
+        let device = Device::flex();
+        let config = tiny();
+        // Windows of two lengths, more of the longer than one pass of the encoder takes, each
+        // word at a sub-token of its own, some windows with none: several chunks and groups.
+        let (width, windows) = (8, 2 * WINDOW_TOKENS / 8 + 3);
+        let lengths: Vec<usize> = (0..windows)
+            .map(|w| if w % 5 == 0 { 5 } else { 8 })
+            .collect();
+        let ids: Vec<i64> = (0..windows * width)
+            .map(|at| {
+                if at % width < lengths[at / width] {
+                    1 + (at % 7) as i64
+                } else {
+                    0
+                }
+            })
+            .collect();
+        let first: Vec<i64> = (0..windows)
+            .filter(|w| w % 3 != 1)
+            .flat_map(|w| [w * width + 1, w * width + lengths[w] - 1])
+            .map(|at| at as i64)
+            .collect();
+        let (batch, max_len) = (2, first.len() / 2);
+        let ids = SubwordIds {
+            ids,
+            windows,
+            width,
+            lengths,
+            first,
+        };
+        let subwords = SubwordTensors::new(&ids, &device);
+        for layers in [LayerUse::Mix, LayerUse::ConcatLast(2)] {
+            let features = PretrainedFeatures::new(&config, Tuning::Frozen, layers, &device);
+            // A mix of its own: the layers weighed unevenly.
+            let features = PretrainedFeatures {
+                mix: Param::from_tensor(Tensor::from_data([0.3f32, -1.2, 0.7], &device)),
+                ..features
+            };
+            let whole = features.combine(features.word_states(&subwords, batch, max_len));
+            let chunked = features.word_features(&subwords, batch, max_len);
+            assert_eq!(whole.dims(), chunked.dims());
+            let bits = |t: Tensor<3>| {
+                t.into_data()
+                    .iter::<f32>()
+                    .map(f32::to_bits)
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(bits(whole), bits(chunked), "{layers}");
+        }
     }
 }
