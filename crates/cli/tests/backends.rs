@@ -94,7 +94,8 @@ fn backends() -> Vec<Backend> {
 }
 
 /// Per dev batch: log Z of every sentence and its Viterbi path, from the tensor CRF; then the
-/// partial-label loss of each batch with every third token unlabelled.
+/// partial-label loss of each batch with every third token unlabelled, and its loss against a
+/// teacher that is the model at half its emission scores.
 fn log_z_and_paths(backend: Backend) -> (Vec<f32>, Vec<Vec<usize>>) {
     let device = backend.device().unwrap();
     let tagger = Tagger::load(model(), &device).unwrap();
@@ -132,6 +133,22 @@ fn log_z_and_paths(backend: Backend) -> (Vec<f32>, Vec<Vec<usize>>) {
                 .partial_nll(
                     emissions.clone(),
                     inputs.allowed.clone().expect("unlabelled tokens"),
+                    inputs.mask.clone(),
+                    &inputs.lengths,
+                    nertrain_model::Reduction::Sum,
+                )
+                .expect("a batch of sentences")
+                .into_data()
+                .iter::<f32>(),
+        );
+        let teacher = potentials
+            .marginals(emissions.clone() * 0.5, inputs.mask.clone())
+            .expect("a batch of sentences");
+        log_z.extend(
+            potentials
+                .distillation_loss(
+                    emissions.clone(),
+                    &teacher,
                     inputs.mask.clone(),
                     &inputs.lengths,
                     nertrain_model::Reduction::Sum,

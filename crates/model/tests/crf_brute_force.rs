@@ -1,5 +1,6 @@
 //! The CRF against brute force: on tiny random problems every tag path is enumerated, and log Z,
-//! path scores, the Viterbi path and the gradients are checked against the enumeration.
+//! path scores, the Viterbi path, the loss against a teacher and the gradients are checked
+//! against the enumeration.
 
 use burn::module::Param;
 use burn::tensor::{Device, Int, Tensor, TensorData};
@@ -1029,5 +1030,270 @@ fn forcing_a_token_to_no_tag_is_an_error() {
             potentials.restrict(&p.emissions_of(0), &short),
             Err(CrfError::Shape { .. })
         ));
+    }
+}
+
+impl Problem {
+    /// Other scores over the same tags and lengths: a teacher for this problem.
+    fn rescored(&self, rng: &mut StdRng) -> Self {
+        let mut normal = |n: usize| {
+            (0..n)
+                .map(|_| rng.random_range(-2.0..2.0))
+                .collect::<Vec<f64>>()
+        };
+        Self {
+            k: self.k,
+            lengths: self.lengths.clone(),
+            time: self.time,
+            emissions: normal(self.emissions.len()),
+            transitions: normal(self.k * self.k),
+            start: normal(self.k),
+            end: normal(self.k),
+            tags: self.tags.clone(),
+        }
+    }
+
+    /// The constraints' penalties added to the scores, so that enumeration scores what the
+    /// constrained potentials score.
+    fn constrained_copy(&self, c: &Constraints) -> Self {
+        let mut copy = Self {
+            emissions: self.emissions.clone(),
+            transitions: self.transitions.clone(),
+            start: self.start.clone(),
+            end: self.end.clone(),
+            lengths: self.lengths.clone(),
+            tags: self.tags.clone(),
+            ..*self
+        };
+        let add = |scores: &mut [f64], penalties: &[f32]| {
+            scores
+                .iter_mut()
+                .zip(penalties)
+                .for_each(|(s, &p)| *s += f64::from(p));
+        };
+        add(&mut copy.start, &c.start);
+        add(&mut copy.transitions, &c.transitions);
+        add(&mut copy.end, &c.end);
+        copy
+    }
+
+    /// Σ over sequences of the cross-entropy −Σ_y q(y) log p(y) of this problem's distribution
+    /// p against `teacher`'s q, by enumeration.
+    fn cross_entropy(&self, teacher: &Problem) -> f64 {
+        (0..self.batch())
+            .map(|b| {
+                let log_z = self.log_z(b);
+                (teacher.distribution(b).iter())
+                    .map(|(path, q)| q * (log_z - self.score(b, path)))
+                    .sum::<f64>()
+            })
+            .sum()
+    }
+}
+
+/// Every problem with a random teacher, unconstrained, then with a scheme's constraints applied
+/// to both (the enumeration scoring the penalties as the potentials do).
+fn distillation_cases(seed: u64) -> Vec<(Problem, Problem, Option<Constraints>)> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut cases = Vec::new();
+    for round in 0..30 {
+        let k = rng.random_range(1..=4);
+        let p = Problem::with_tags(&mut rng, k);
+        let teacher = p.rescored(&mut rng);
+        cases.push((p, teacher, None));
+        let scheme = TagScheme::ALL[round % 3];
+        let c = Constraints::for_scheme(&scheme_tags(scheme), scheme);
+        let p = Problem::with_tags(&mut rng, 5);
+        let teacher = p.rescored(&mut rng);
+        cases.push((p, teacher, Some(c)));
+    }
+    cases
+}
+
+/// The teacher's marginals under `constraints`, from the tensor CRF (itself checked against
+/// enumeration above).
+fn teacher_marginals(
+    teacher: &Problem,
+    constraints: Option<&Constraints>,
+    device: &Device,
+) -> nertrain_model::Marginals {
+    teacher
+        .crf(device)
+        .potentials(constraints)
+        .marginals(teacher.emissions_tensor(device), teacher.mask(device))
+        .unwrap()
+}
+
+#[test]
+fn distillation_loss_is_the_cross_entropy_over_enumerated_paths() {
+    let device = Device::default();
+    for (p, teacher, constraints) in distillation_cases(21) {
+        let q = teacher_marginals(&teacher, constraints.as_ref(), &device);
+        let (want, tokens) = match &constraints {
+            None => (p.cross_entropy(&teacher), p.lengths.iter().sum::<usize>()),
+            Some(c) => {
+                let (student, teacher) = (p.constrained_copy(c), teacher.constrained_copy(c));
+                (
+                    student.cross_entropy(&teacher),
+                    student.lengths.iter().sum(),
+                )
+            }
+        };
+        let loss = |reduction| {
+            values(
+                p.crf(&device)
+                    .potentials(constraints.as_ref())
+                    .distillation_loss(
+                        p.emissions_tensor(&device),
+                        &q,
+                        p.mask(&device),
+                        &p.lengths,
+                        reduction,
+                    )
+                    .unwrap(),
+            )[0]
+        };
+        let tolerance = 1e-3 * want.abs().max(1.0);
+        let sum = loss(Reduction::Sum);
+        assert!((sum - want).abs() < tolerance, "{sum} vs {want}");
+        let per_token = loss(Reduction::TokenMean);
+        assert!(
+            (per_token - want / tokens as f64).abs() < tolerance,
+            "{per_token}"
+        );
+    }
+}
+
+#[test]
+fn distillation_gradients_are_the_students_marginals_minus_the_teachers() {
+    let device = Device::default().autodiff();
+    for (mut p, teacher, constraints) in distillation_cases(22).into_iter().step_by(3) {
+        let q = teacher_marginals(&teacher, constraints.as_ref(), &device);
+        let crf = p.crf(&device);
+        let potentials = crf.potentials(constraints.as_ref());
+        let emissions = p.emissions_tensor(&device).require_grad();
+        let grads = potentials
+            .distillation_loss(
+                emissions.clone(),
+                &q,
+                p.mask(&device),
+                &p.lengths,
+                Reduction::Sum,
+            )
+            .unwrap()
+            .backward();
+        let gradient = values(emissions.grad(&grads).expect("emission gradient"));
+        let own = potentials
+            .marginals(p.emissions_tensor(&device), p.mask(&device))
+            .unwrap();
+        let want: Vec<f64> = (values(own.unary).iter().zip(values(q.unary.clone())))
+            .map(|(p, q)| p - q)
+            .collect();
+        for (g, w) in gradient.iter().zip(&want) {
+            assert!((g - w).abs() < 1e-4, "d/d emission: {g} vs {w}");
+        }
+        if constraints.is_some() {
+            continue;
+        }
+        // The transitions' gradient against central differences of the enumerated loss.
+        // One-token sequences alone have no transitions for a gradient to reach.
+        let transition_grad = match crf.transitions.val().grad(&grads) {
+            Some(grad) => values(grad),
+            None if p.time == 1 => Vec::new(),
+            None => panic!("no transition gradient"),
+        };
+        let h = 1e-5;
+        for (i, &g) in transition_grad.iter().enumerate() {
+            p.transitions[i] += h;
+            let up = p.cross_entropy(&teacher);
+            p.transitions[i] -= 2.0 * h;
+            let down = p.cross_entropy(&teacher);
+            p.transitions[i] += h;
+            let want = (up - down) / (2.0 * h);
+            assert!(
+                (g - want).abs() < 1e-3,
+                "d/d transition[{i}]: {g} vs {want}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_crf_distilled_from_itself_is_at_a_fixed_point() {
+    let device = Device::default().autodiff();
+    for p in problems(23, 20) {
+        let crf = p.crf(&device);
+        let potentials = crf.potentials(None);
+        let own = potentials
+            .marginals(p.emissions_tensor(&device), p.mask(&device))
+            .unwrap();
+        let emissions = p.emissions_tensor(&device).require_grad();
+        let loss = potentials
+            .distillation_loss(
+                emissions.clone(),
+                &own,
+                p.mask(&device),
+                &p.lengths,
+                Reduction::Sum,
+            )
+            .unwrap();
+        // The loss is then the distribution's entropy, and no parameter moves it.
+        let entropy: f64 = (0..p.batch())
+            .flat_map(|b| p.distribution(b))
+            .map(|(_, pr)| if pr > 0.0 { -pr * pr.ln() } else { 0.0 })
+            .sum();
+        let got = values(loss.clone())[0];
+        assert!(
+            (got - entropy).abs() < 1e-3 * entropy.max(1.0),
+            "{got} vs {entropy}"
+        );
+        let grads = loss.backward();
+        let emission_grad = values(emissions.grad(&grads).expect("emission gradient"));
+        let start_grad = values(crf.start.val().grad(&grads).expect("start gradient"));
+        // One-token sequences alone have no transitions for a gradient to reach.
+        let transition_grad = match crf.transitions.val().grad(&grads) {
+            Some(grad) => values(grad),
+            None if p.time == 1 => Vec::new(),
+            None => panic!("no transition gradient"),
+        };
+        for g in [emission_grad, start_grad, transition_grad].concat() {
+            assert!(g.abs() < 1e-5, "gradient {g} at the fixed point");
+        }
+    }
+}
+
+#[test]
+fn a_teachers_marginals_of_another_shape_are_an_error() {
+    let device = Device::default();
+    let p = problems(24, 1).next().unwrap();
+    let potentials = p.crf(&device).potentials(None);
+    let q = potentials
+        .marginals(p.emissions_tensor(&device), p.mask(&device))
+        .unwrap();
+    let loss = |q: &nertrain_model::Marginals| {
+        potentials.distillation_loss(
+            p.emissions_tensor(&device),
+            q,
+            p.mask(&device),
+            &p.lengths,
+            Reduction::Sum,
+        )
+    };
+    assert!(loss(&q).is_ok());
+    let [batch, time, k] = q.unary.dims();
+    let zeros = |shape: [usize; 4]| Tensor::<4>::zeros(shape, &device);
+    // A token more than the emissions have, then a pair more.
+    let too_long = nertrain_model::Marginals {
+        unary: Tensor::zeros([batch, time + 1, k], &device),
+        pairwise: q.pairwise.clone(),
+    };
+    let one_pair_more = nertrain_model::Marginals {
+        unary: q.unary.clone(),
+        pairwise: zeros([batch, time, k, k]),
+    };
+    for bad in [too_long, one_pair_more] {
+        let error = loss(&bad).unwrap_err();
+        assert!(matches!(error, CrfError::Shape { .. }), "{error}");
+        assert!(error.to_string().contains("teacher's"), "{error}");
     }
 }

@@ -12,6 +12,7 @@
 //! | gold-path score, loss | [`Potentials::path_score`], [`Potentials::nll`] `[batch]` | [`Potentials::row_score`] |
 //! | loss of partial labels | [`Potentials::partial_nll`] `[batch]` | [`Potentials::row_partial_nll`] |
 //! | marginals | [`Potentials::marginals`] `[batch, time, tags]` | [`ForwardBackward::marginal`] |
+//! | loss against a teacher's marginals | [`Potentials::distillation_loss`] `[batch]` | — |
 //! | best path | [`Potentials::viterbi`] | [`Potentials::row_viterbi`] |
 //! | n best paths | [`Potentials::nbest`], [`Potentials::nbest_of_rows`] | — |
 //! | an entity's probability | — | [`ForwardBackward::segment_probability`] |

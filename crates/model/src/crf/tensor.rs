@@ -144,6 +144,69 @@ impl Potentials {
         Ok(reduction.apply(log_z - allowed_log_z, lengths))
     }
 
+    /// Cross-entropy of this CRF's distribution over tag paths against a teacher's, given by
+    /// the teacher's [`Marginals`] over the same tokens and tags: `log Z − E_q[score(y)]`, where
+    /// the expected score of a path needs only the teacher's unary marginals (for emissions,
+    /// start and end) and pairwise ones (for transitions). Exact when the teacher is itself a
+    /// linear-chain model, or an average of several (a mixture's marginals are the average of
+    /// theirs). Its gradient with respect to the emissions is this CRF's marginals minus the
+    /// teacher's. The teacher's marginals are constants here: no gradient reaches them. Under
+    /// constraints a teacher must put no mass on a forbidden move, which scores
+    /// [`FORBIDDEN`] here.
+    pub fn distillation_loss(
+        &self,
+        emissions: Tensor<3>,
+        teacher: &Marginals,
+        mask: Tensor<2>,
+        lengths: &[usize],
+        reduction: Reduction,
+    ) -> Result<Tensor<1>, CrfError> {
+        let [batch, time, k] = emissions.dims();
+        let unary = (
+            "teacher's marginals",
+            teacher.unary.dims().to_vec(),
+            vec![batch, time, k],
+        );
+        self.check(emissions.dims(), mask.dims(), Some(lengths), Some(unary))?;
+        let pairs = vec![batch, time.saturating_sub(1), k, k];
+        if teacher.pairwise.dims().to_vec() != pairs {
+            return Err(CrfError::Shape {
+                what: "teacher's pairwise marginals",
+                expected: pairs,
+                found: teacher.pairwise.dims().to_vec(),
+            });
+        }
+        let device = emissions.device();
+        let unary = teacher.unary.clone().detach() * mask.clone().unsqueeze_dim(2);
+        let per_sentence = |x: Tensor<3>| x.sum_dim(2).sum_dim(1).reshape([batch]);
+        let weighted = |q: Tensor<2>, scores: &Tensor<1>| {
+            (q * scores.clone().unsqueeze_dim(0))
+                .sum_dim(1)
+                .reshape([batch])
+        };
+        let mut expected = per_sentence(unary.clone() * emissions.clone());
+        let first = unary
+            .clone()
+            .slice([0..batch, 0..1, 0..k])
+            .reshape([batch, k]);
+        expected = expected + weighted(first, &self.start);
+        let last: Vec<i64> = (lengths.iter())
+            .flat_map(|&len| std::iter::repeat_n(len as i64 - 1, k))
+            .collect();
+        let last = Tensor::<3, Int>::from_data(TensorData::new(last, [batch, 1, k]), &device);
+        expected = expected + weighted(unary.gather(1, last).reshape([batch, k]), &self.end);
+        if time > 1 {
+            let moved = mask.clone().slice([0..batch, 1..time]);
+            let pairwise = teacher.pairwise.clone().detach()
+                * moved.unsqueeze_dim::<3>(2).unsqueeze_dim::<4>(3);
+            let transitions = self.transitions.clone().unsqueeze_dim::<3>(0);
+            let scored = (pairwise * transitions.unsqueeze_dim::<4>(0)).sum_dim(3);
+            expected = expected + per_sentence(scored.reshape([batch, time - 1, k]));
+        }
+        let log_z = self.forward(emissions, mask).1;
+        Ok(reduction.apply(log_z - expected, lengths))
+    }
+
     /// Token and pairwise marginals by forward-backward in log space, for the whole batch.
     pub fn marginals(&self, emissions: Tensor<3>, mask: Tensor<2>) -> Result<Marginals, CrfError> {
         self.check(emissions.dims(), mask.dims(), None, None)?;
