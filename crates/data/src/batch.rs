@@ -4,7 +4,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
 
-use crate::{Casing, Encoded, MentionCasing, Vocab};
+use crate::{Casing, Encoded, MentionCasing, TeacherMarginals, Vocab};
 
 /// Character ids of every word slot of a batch, `[batch * max_len, max_word_len]` row-major,
 /// padded with `<pad>`.
@@ -174,6 +174,9 @@ pub struct Batch {
     /// layers + 1, hidden]`, zeros at padding, when every sentence of the batch has them
     /// cached ([`Encoded::encoder_states`]); empty otherwise.
     pub encoder_states: Vec<f32>,
+    /// The teachers' marginals, `rows` the batch's sentences and `time` its `max_len`, when
+    /// every sentence has them ([`Encoded::teacher`], of its own length); `None` otherwise.
+    pub teacher: Option<TeacherMarginals>,
 }
 
 impl Batch {
@@ -221,6 +224,10 @@ impl Batch {
         let sentence_chars = SentenceChars::new(&members, max_len, word_len);
         let subwords = SubwordIds::new(&members, max_len);
         let encoder_states = encoder_states(&members, max_len);
+        let teachers: Vec<Option<&TeacherMarginals>> = (members.iter())
+            .map(|s| s.teacher.as_ref().filter(|t| t.time == s.len()))
+            .collect();
+        let teacher = TeacherMarginals::padded(&teachers, max_len);
         let (allowed, num_tags) = if tagged {
             allowed_masks(&members, max_len)
         } else {
@@ -247,6 +254,7 @@ impl Batch {
             features,
             subwords,
             encoder_states,
+            teacher,
         }
     }
 
@@ -435,6 +443,7 @@ mod tests {
             features: Vec::new(),
             windows: Vec::new(),
             encoder_states: Vec::new(),
+            teacher: None,
         }
     }
 

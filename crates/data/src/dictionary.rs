@@ -590,6 +590,7 @@ mod tests {
             features: Vec::new(),
             windows: Vec::new(),
             encoder_states: Vec::new(),
+            teacher: None,
         };
         let mut encoded: Vec<Encoded> = (0..200).map(|_| blank()).collect();
         set_dictionary_places(&mut encoded, &words, &dictionary, None);

@@ -59,4 +59,6 @@ pub use tokenize::{
     MAX_KEEP_BYTES, MAX_KEEP_WORDS, TREEBANK_RULES, Token, Tokenizer, TokenizerError, TokenizerSpec,
 };
 pub use vectors::{Vectors, parse_vectors, read_vectors};
-pub use vocab::{Encoded, FeatureCoverage, PAD, TextNormalization, UNK, Vocab, Vocabularies};
+pub use vocab::{
+    Encoded, FeatureCoverage, PAD, TeacherMarginals, TextNormalization, UNK, Vocab, Vocabularies,
+};

@@ -268,6 +268,7 @@ impl Vocabularies {
             features: Vec::new(),
             windows: Vec::new(),
             encoder_states: Vec::new(),
+            teacher: None,
         }
     }
 
@@ -445,6 +446,72 @@ pub struct Encoded {
     /// computed once for training to reuse every epoch; empty when they are computed with
     /// each batch.
     pub encoder_states: Vec<f32>,
+    /// The teachers' marginals over the sentence's tags, for a student distilled from them;
+    /// `None` without teachers.
+    pub teacher: Option<TeacherMarginals>,
+}
+
+/// A teacher's distribution over tag paths, as its marginals over tags ids (a student CRF's
+/// loss against it needs no more: `Potentials::distillation_loss`), for one sentence (`rows`
+/// 1, `time` its length) or a padded batch (zeros at padding).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TeacherMarginals {
+    /// Sentences.
+    pub rows: usize,
+    /// Tokens a row holds.
+    pub time: usize,
+    /// Tags.
+    pub tags: usize,
+    /// p(y_t = k), `[rows, time, tags]` row-major.
+    pub unary: Vec<f32>,
+    /// p(y_{t-1} = i, y_t = j) for t from 1, `[rows, time - 1, tags, tags]` row-major.
+    pub pairwise: Vec<f32>,
+}
+
+impl TeacherMarginals {
+    /// The marginals of an ensemble, the average of its teachers' (a mixture's marginals are
+    /// the mean of its members'); `None` when there are none or their shapes differ.
+    pub fn average(teachers: &[TeacherMarginals]) -> Option<Self> {
+        let first = teachers.first()?;
+        let shape = |t: &TeacherMarginals| (t.rows, t.time, t.tags);
+        if teachers.iter().any(|t| shape(t) != shape(first)) {
+            return None;
+        }
+        let n = teachers.len() as f32;
+        let mean = |of: fn(&TeacherMarginals) -> &Vec<f32>| -> Vec<f32> {
+            (0..of(first).len())
+                .map(|i| teachers.iter().map(|t| of(t)[i]).sum::<f32>() / n)
+                .collect()
+        };
+        Some(Self {
+            unary: mean(|t| &t.unary),
+            pairwise: mean(|t| &t.pairwise),
+            ..first.clone()
+        })
+    }
+
+    /// Sentences' marginals padded into a batch's rows of `max_len` tokens; `None` unless each
+    /// has them, over the same tags.
+    pub fn padded(sentences: &[Option<&TeacherMarginals>], max_len: usize) -> Option<Self> {
+        let tags = sentences.first().copied().flatten()?.tags;
+        let rows = sentences.len();
+        let pairs = max_len.saturating_sub(1);
+        let mut unary = vec![0.0; rows * max_len * tags];
+        let mut pairwise = vec![0.0; rows * pairs * tags * tags];
+        for (row, sentence) in sentences.iter().enumerate() {
+            let sentence = (*sentence).filter(|s| s.tags == tags && s.rows == 1)?;
+            unary[row * max_len * tags..][..sentence.unary.len()].copy_from_slice(&sentence.unary);
+            pairwise[row * pairs * tags * tags..][..sentence.pairwise.len()]
+                .copy_from_slice(&sentence.pairwise);
+        }
+        Some(Self {
+            rows,
+            time: max_len,
+            tags,
+            unary,
+            pairwise,
+        })
+    }
 }
 
 impl Encoded {

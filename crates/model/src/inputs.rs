@@ -1,6 +1,7 @@
 use burn::tensor::{Device, Int, Tensor, TensorData};
 use nertrain_data::Batch;
 
+use crate::Marginals;
 use crate::encoder::SubwordTensors;
 
 /// A [`Batch`] on a device: ids, the float token mask (1 for real tokens), and lengths.
@@ -45,6 +46,8 @@ pub struct BatchTensors {
     /// The frozen encoder's layers at each word, when they were computed once
     /// (`[batch, max_len, (layers + 1) * hidden]`, see [`Batch::encoder_states`]).
     pub encoder_states: Option<Tensor<3>>,
+    /// The teachers' marginals (see [`Batch::teacher`]); `None` without teachers.
+    pub teacher: Option<Marginals>,
 }
 
 impl BatchTensors {
@@ -102,6 +105,22 @@ impl BatchTensors {
                 let width = batch.encoder_states.len() / (batch.size() * batch.max_len).max(1);
                 let shape = [batch.size(), batch.max_len, width];
                 Tensor::from_data(TensorData::new(batch.encoder_states.clone(), shape), device)
+            }),
+            teacher: batch.teacher.as_ref().map(|teacher| {
+                let (rows, time, k) = (teacher.rows, teacher.time, teacher.tags);
+                Marginals {
+                    unary: Tensor::from_data(
+                        TensorData::new(teacher.unary.clone(), [rows, time, k]),
+                        device,
+                    ),
+                    pairwise: Tensor::from_data(
+                        TensorData::new(
+                            teacher.pairwise.clone(),
+                            [rows, time.saturating_sub(1), k, k],
+                        ),
+                        device,
+                    ),
+                }
             }),
         }
     }

@@ -827,7 +827,9 @@ impl Network {
 
     /// The CRF negative log-likelihood of the batch's gold tags (of every path through the tags
     /// allowed, where some tokens are unlabelled), plus the weighted language-model losses when
-    /// there is a character language model.
+    /// there is a character language model. Where the batch has teachers' marginals, the CRF's
+    /// part is `(1 − teacher_weight) · NLL + teacher_weight · ` the loss against them
+    /// ([`crate::Potentials::distillation_loss`]).
     ///
     /// `word_vectors` are the batch's word embeddings, `[batch, max_len, word_dim]`: training
     /// looks them up in its own row-sparse copy of [`Network::words`], so that a step costs
@@ -838,6 +840,7 @@ impl Network {
         word_vectors: Tensor<3>,
         reduction: Reduction,
         constraints: Option<&Constraints>,
+        teacher_weight: f64,
     ) -> Result<Tensor<1>, CrfError> {
         let Some(tags) = inputs.tags.clone() else {
             return Err(CrfError::Shape {
@@ -851,10 +854,23 @@ impl Network {
             self.encode(inputs, WordInput::Vectors(word_vectors), &drop);
         let potentials = self.crf.potentials(constraints);
         let (mask, lengths) = (inputs.mask.clone(), &inputs.lengths);
-        let crf_nll = match inputs.allowed.clone() {
-            Some(allowed) => potentials.partial_nll(emissions, allowed, mask, lengths, reduction),
-            None => potentials.nll(emissions, tags, mask, lengths, reduction),
-        }?;
+        let gold = |emissions: Tensor<3>| match inputs.allowed.clone() {
+            Some(allowed) => {
+                potentials.partial_nll(emissions, allowed, mask.clone(), lengths, reduction)
+            }
+            None => potentials.nll(emissions, tags.clone(), mask.clone(), lengths, reduction),
+        };
+        let distilled = |emissions: Tensor<3>, teacher| {
+            potentials.distillation_loss(emissions, teacher, mask.clone(), lengths, reduction)
+        };
+        let crf_nll = match &inputs.teacher {
+            Some(teacher) if teacher_weight >= 1.0 => distilled(emissions, teacher)?,
+            Some(teacher) if teacher_weight > 0.0 => {
+                gold(emissions.clone())? * (1.0 - teacher_weight)
+                    + distilled(emissions, teacher)? * teacher_weight
+            }
+            _ => gold(emissions)?,
+        };
         Ok(match (&self.char_lm, lm_states) {
             (Some(char_lm), Some(states)) => {
                 let lm_nll = char_lm.nll(states, inputs.words.clone(), inputs.mask.clone());

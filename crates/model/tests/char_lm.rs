@@ -28,6 +28,7 @@ fn sentence(words: &[usize], chars: &[&[usize]]) -> Encoded {
         features: Vec::new(),
         windows: Vec::new(),
         encoder_states: Vec::new(),
+        teacher: None,
     }
 }
 

@@ -18,6 +18,7 @@ fn sentence(words: &[usize]) -> Encoded {
         features: Vec::new(),
         windows: Vec::new(),
         encoder_states: Vec::new(),
+        teacher: None,
     }
 }
 

@@ -30,6 +30,7 @@ fn sentence(words: &[usize]) -> Encoded {
             .collect(),
         windows: Vec::new(),
         encoder_states: Vec::new(),
+        teacher: None,
     }
 }
 

@@ -132,6 +132,7 @@ impl Trainer {
             word_vectors.clone(),
             self.reduction,
             self.constraints.as_ref(),
+            0.0,
         )?;
         let value = loss.clone().into_scalar::<f64>();
         if !value.is_finite() {
@@ -243,6 +244,7 @@ mod tests {
             features: Vec::new(),
             windows: Vec::new(),
             encoder_states: Vec::new(),
+            teacher: None,
         }
     }
 
@@ -315,6 +317,7 @@ mod tests {
                     dense.words.forward(inputs.words.clone()),
                     Reduction::Sum,
                     None,
+                    0.0,
                 )
                 .expect("a training batch");
             let mut grads = GradientsParams::from_grads(loss.backward(), &dense);
