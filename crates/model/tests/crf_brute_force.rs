@@ -561,7 +561,7 @@ fn nbest_of_host_rows_is_nbest_of_the_padded_batch() {
 }
 
 #[test]
-fn host_forward_backward_matches_the_tensor_version_and_enumeration() {
+fn host_forward_backward_matches_the_tensor_version_and_enumeration_its_pairs_too() {
     let device = Device::default();
     for p in problems(10, 40) {
         let crf = p.crf(&device);
@@ -588,15 +588,25 @@ fn host_forward_backward_matches_the_tensor_version_and_enumeration() {
                     assert!((fb.marginal(t, tag) - tensor).abs() < 1e-4);
                 }
             }
+            let exact_potentials = p.host();
+            let exact = exact_potentials.forward_backward(&emissions).unwrap();
+            let distribution = p.distribution(b);
+            for t in 1..p.lengths[b] {
+                for (from, to) in (0..p.k).flat_map(|i| (0..p.k).map(move |j| (i, j))) {
+                    let want: f64 = (distribution.iter())
+                        .filter(|(q, _)| q[t - 1] == from && q[t] == to)
+                        .map(|(_, pr)| pr)
+                        .sum();
+                    let got = exact.pair_marginal(t, from, to);
+                    assert!((got - want).abs() < 1e-9, "pair at {t}: {got} vs {want}");
+                }
+            }
             // A segment's probability, with "the next tag is not 0" as the end condition.
-            let p_host = p.host();
-            let exact = p_host.forward_backward(&emissions).unwrap();
             let len = p.lengths[b];
             let start = len / 2;
             let segment: Vec<usize> = p.gold(b)[start..].iter().copied().take(2).collect();
             let after = start + segment.len();
-            let want: f64 = p
-                .distribution(b)
+            let want: f64 = distribution
                 .iter()
                 .filter(|(q, _)| q[start..after] == segment[..] && (after == len || q[after] != 0))
                 .map(|(_, pr)| pr)

@@ -173,6 +173,17 @@ impl<'a> ForwardBackward<'a> {
         (self.alpha[t * k + tag] + self.beta[t * k + tag] - self.log_z).exp()
     }
 
+    /// p(y_{t-1} = from, y_t = to | x); `t` from 1 within the sentence, the tags within the
+    /// tags.
+    pub fn pair_marginal(&self, t: usize, from: usize, to: usize) -> f64 {
+        let (p, k) = (self.p, self.p.k);
+        let score = self.alpha[(t - 1) * k + from]
+            + p.transitions[from * k + to]
+            + self.row.values[t * k + to]
+            + self.beta[t * k + to];
+        (score - self.log_z).exp()
+    }
+
     /// The probability that tokens `start..start + segment.len()` carry exactly `segment`'s
     /// tags and that the token after them (if any) takes a tag `may_follow` accepts.
     pub fn segment_probability(

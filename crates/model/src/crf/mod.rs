@@ -11,7 +11,7 @@
 //! | log Z | [`Potentials::log_partition`] `[batch]` | [`Potentials::forward_backward`]`.log_z` |
 //! | gold-path score, loss | [`Potentials::path_score`], [`Potentials::nll`] `[batch]` | [`Potentials::row_score`] |
 //! | loss of partial labels | [`Potentials::partial_nll`] `[batch]` | [`Potentials::row_partial_nll`] |
-//! | marginals | [`Potentials::marginals`] `[batch, time, tags]` | [`ForwardBackward::marginal`] |
+//! | marginals | [`Potentials::marginals`] `[batch, time, tags]` | [`ForwardBackward::marginal`], [`ForwardBackward::pair_marginal`] |
 //! | loss against a teacher's marginals | [`Potentials::distillation_loss`] `[batch]` | — |
 //! | best path | [`Potentials::viterbi`] | [`Potentials::row_viterbi`] |
 //! | n best paths | [`Potentials::nbest`], [`Potentials::nbest_of_rows`] | — |
