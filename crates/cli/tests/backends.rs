@@ -12,11 +12,13 @@ use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use burn::tensor::Tensor;
+
 use common::{scratch_at, shared, workspace};
 
 use nertrain_data::read_tagged;
 use nertrain_data::{Batch, BatchPlan, ColumnSpec};
-use nertrain_model::BatchTensors;
+use nertrain_model::{BatchTensors, CrfError, Reduction};
 use nertrain_tagger::Tagger;
 use nertrain_train::Backend;
 
@@ -128,42 +130,32 @@ fn log_z_and_paths(backend: Backend) -> (Vec<f32>, Vec<Vec<usize>>) {
         let batch = Batch::new(&partial, indices, tagger.meta().max_word_len);
         let inputs = BatchTensors::new(&batch, &device);
         let emissions = tagger.network().emissions(&inputs);
-        log_z.extend(
-            potentials
-                .partial_nll(
-                    emissions.clone(),
-                    inputs.allowed.clone().expect("unlabelled tokens"),
-                    inputs.mask.clone(),
-                    &inputs.lengths,
-                    nertrain_model::Reduction::Sum,
-                )
-                .expect("a batch of sentences")
-                .into_data()
-                .iter::<f32>(),
-        );
+        let losses = |loss: Result<Tensor<1>, CrfError>| -> Vec<f32> {
+            let loss = loss.expect("a batch of sentences");
+            loss.into_data().iter::<f32>().collect()
+        };
+        let (mask, lengths, sum) = (&inputs.mask, &inputs.lengths, Reduction::Sum);
+        let allowed = inputs.allowed.clone().expect("unlabelled tokens");
+        log_z.extend(losses(potentials.partial_nll(
+            emissions.clone(),
+            allowed,
+            mask.clone(),
+            lengths,
+            sum,
+        )));
         let teacher = potentials
-            .marginals(emissions.clone() * 0.5, inputs.mask.clone())
+            .marginals(emissions.clone() * 0.5, mask.clone())
             .expect("a batch of sentences");
-        log_z.extend(
-            potentials
-                .distillation_loss(
-                    emissions.clone(),
-                    &teacher,
-                    inputs.mask.clone(),
-                    &inputs.lengths,
-                    nertrain_model::Reduction::Sum,
-                )
-                .expect("a batch of sentences")
-                .into_data()
-                .iter::<f32>(),
-        );
-        log_z.extend(
-            potentials
-                .log_partition(emissions.clone(), inputs.mask.clone())
-                .expect("a batch of sentences")
-                .into_data()
-                .iter::<f32>(),
-        );
+        log_z.extend(losses(potentials.distillation_loss(
+            emissions.clone(),
+            &teacher,
+            mask.clone(),
+            lengths,
+            sum,
+        )));
+        log_z.extend(losses(
+            potentials.log_partition(emissions.clone(), mask.clone()),
+        ));
         paths.extend(
             potentials
                 .viterbi(emissions, inputs.mask, &inputs.lengths)
@@ -325,7 +317,7 @@ fn a_pretrained_encoder_runs_on_each_backend() {
 #[cfg(feature = "wgpu")]
 #[test]
 fn fused_recurrence_on_wgpu_matches_tensor_ops_in_value_and_gradient() {
-    use burn::tensor::{Distribution, Tensor};
+    use burn::tensor::Distribution;
     use nertrain_model::recurrence;
 
     fn values(t: Tensor<3>) -> Vec<f32> {
