@@ -31,6 +31,12 @@ pub struct TagOptions {
     pub confidence: bool,
     /// Each token's tag marginals.
     pub marginals: bool,
+    /// Each pair of neighbouring tokens' joint tag marginals, and each token's (what a student
+    /// is distilled from).
+    pub pair_marginals: bool,
+    /// The scores are divided by it before confidences, marginals and n-best probabilities
+    /// are taken (1: the model's own); the best path is the same at any temperature.
+    pub temperature: f64,
     /// How many best paths to return (1: just the best).
     pub nbest: usize,
     /// Sentences per decoding batch (fewer when they are long: see [`MAX_BATCH_TOKENS`]).
@@ -59,6 +65,8 @@ impl Default for TagOptions {
             constrained: true,
             confidence: false,
             marginals: false,
+            pair_marginals: false,
+            temperature: 1.0,
             nbest: 1,
             batch_size: 100,
             consistency: 0.0,
@@ -82,8 +90,12 @@ pub struct Prediction {
     /// With `confidence`: for each of `spans`, in order, the probability that exactly these
     /// tokens form an entity of this type.
     pub confidences: Vec<f64>,
-    /// With `marginals`: `[token][tag]` in the order of the model's tag vocabulary.
+    /// With `marginals` (or `pair_marginals`): `[token][tag]` in the order of the model's tag
+    /// vocabulary.
     pub marginals: Vec<Vec<f64>>,
+    /// With `pair_marginals`: for each token after the first, p(previous token's tag `i`, its
+    /// tag `j`) at `[token - 1][i * tags + j]`.
+    pub pair_marginals: Vec<Vec<f64>>,
     /// With `nbest > 1`: the best paths, best first, with their probabilities.
     pub nbest: Vec<RankedPath>,
     /// With `confidence`, `marginals` or `nbest > 1`: ln p(best path | sentence).
@@ -535,6 +547,10 @@ impl<'a> Decoder<'a> {
         let nbest = (options.nbest > 1)
             .then(|| p.nbest_of_rows(emissions, &lengths, options.nbest, self.device));
         let nbest = nbest.transpose()?;
+        // Probabilities are read at the temperature, the best path at the model's own scores.
+        let temperature = options.temperature;
+        let tempered = (temperature != 1.0).then(|| p.tempered(temperature));
+        let at_temperature = tempered.as_ref().unwrap_or(p);
         let mut predictions = Vec::with_capacity(lengths.len());
         for (row, emissions) in emissions.iter().enumerate() {
             let (best_path, score) = if self.bias.is_empty() {
@@ -555,9 +571,17 @@ impl<'a> Decoder<'a> {
                 score: score as f32,
                 ..Default::default()
             };
-            if options.confidence || options.marginals || nbest.is_some() {
-                let fb = p.forward_backward(emissions)?;
-                prediction.log_probability = Some(score - fb.log_z);
+            if options.confidence || options.marginals || options.pair_marginals || nbest.is_some()
+            {
+                let scaled: Vec<f64>;
+                let emissions = if tempered.is_some() {
+                    scaled = emissions.iter().map(|e| e / temperature).collect();
+                    &scaled
+                } else {
+                    emissions
+                };
+                let fb = at_temperature.forward_backward(emissions)?;
+                prediction.log_probability = Some(score / temperature - fb.log_z);
                 if options.confidence {
                     prediction.confidences = prediction
                         .spans
@@ -573,9 +597,19 @@ impl<'a> Decoder<'a> {
                         })
                         .collect::<std::result::Result<_, _>>()?;
                 }
-                if options.marginals {
+                if options.marginals || options.pair_marginals {
                     prediction.marginals = (0..lengths[row])
                         .map(|t| (0..k).map(|tag| fb.marginal(t, tag)).collect())
+                        .collect();
+                }
+                if options.pair_marginals {
+                    let pairs = |t| (0..k * k).map(move |ij| (t, ij / k, ij % k));
+                    prediction.pair_marginals = (1..lengths[row])
+                        .map(|t| {
+                            pairs(t)
+                                .map(|(t, i, j)| fb.pair_marginal(t, i, j))
+                                .collect()
+                        })
                         .collect();
                 }
                 if let Some(nbest) = &nbest {
@@ -583,7 +617,7 @@ impl<'a> Decoder<'a> {
                         .iter()
                         .map(|(path, _)| {
                             // The path's score again in f64, in the precision of log Z.
-                            let score = p.row_score(emissions, path)?;
+                            let score = at_temperature.row_score(emissions, path)?;
                             let (tags, spans) = self.path_tags(path);
                             Ok(RankedPath {
                                 tags,

@@ -53,6 +53,7 @@ mod options;
 mod record;
 mod select;
 mod stream;
+mod teach;
 mod threads;
 
 use std::collections::BTreeMap;
@@ -88,6 +89,7 @@ pub use select::{
     Selection, Strategy, doubtful_regions,
 };
 pub use stream::TagStream;
+pub use teach::MAX_TEMPERATURE;
 use threads::Threads;
 pub use threads::lock;
 
@@ -750,7 +752,8 @@ impl Tagger {
             .zip(tokens)
             .zip(&pieces)
             .map(|((text, tokens), pieces)| {
-                let prediction = join(predictions.by_ref().take(pieces.len()).collect(), scheme);
+                let pieces = predictions.by_ref().take(pieces.len()).collect();
+                let prediction = join(pieces, scheme, options.pair_marginals);
                 tagged(text.as_ref(), tokens, prediction)
             })
             .collect())
@@ -791,9 +794,10 @@ pub fn line_documents<S: AsRef<str>>(lines: &[S]) -> Vec<Range<usize>> {
 }
 
 /// One text's prediction from its pieces': the entities of each, in the file's scheme, so none
-/// runs into the next; marginals side by side; the best path's probability is the product of
-/// the pieces', and only it is kept of the n best.
-fn join(pieces: Vec<Prediction>, scheme: TagScheme) -> Prediction {
+/// runs into the next; marginals side by side, and with `pairs` the pair marginals too, those
+/// across a boundary the product of its two tokens' (the pieces are read apart); the best
+/// path's probability is the product of the pieces', and only it is kept of the n best.
+fn join(pieces: Vec<Prediction>, scheme: TagScheme, pairs: bool) -> Prediction {
     if pieces.len() == 1 {
         return pieces.into_iter().next().expect("one piece");
     }
@@ -825,6 +829,13 @@ fn join(pieces: Vec<Prediction>, scheme: TagScheme) -> Prediction {
         joined.tags.extend(piece.tags);
         joined.score += piece.score;
         joined.confidences.extend(piece.confidences);
+        if pairs
+            && let (Some(before), Some(after)) = (joined.marginals.last(), piece.marginals.first())
+        {
+            let outer = before.iter().flat_map(|b| after.iter().map(move |a| b * a));
+            joined.pair_marginals.push(outer.collect());
+        }
+        joined.pair_marginals.extend(piece.pair_marginals);
         joined.marginals.extend(piece.marginals);
         joined.mutual_information.extend(piece.mutual_information);
         if let (Some(p), Some(best)) = (best_probability.as_mut(), piece.nbest.first()) {

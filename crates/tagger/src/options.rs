@@ -111,6 +111,8 @@ impl TagSettings {
             constrained: defaults.constrained && !self.unconstrained,
             confidence: self.confidence,
             marginals: self.marginals,
+            pair_marginals: false,
+            temperature: 1.0,
             nbest: self.nbest,
             batch_size: self.batch_size.unwrap_or(defaults.batch_size),
             consistency: self.consistency.unwrap_or(defaults.consistency),

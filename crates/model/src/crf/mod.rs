@@ -315,6 +315,25 @@ impl Potentials {
         self.start.dims()[0]
     }
 
+    /// These scores divided by `temperature` (of emissions too, by the caller): the same best
+    /// path, under a flatter distribution over paths above 1 and a sharper one below.
+    pub fn tempered(&self, temperature: f64) -> Self {
+        let tempered = Self::new(
+            self.start.clone().div_scalar(temperature),
+            self.transitions.clone().div_scalar(temperature),
+            self.end.clone().div_scalar(temperature),
+        );
+        let host = self.host();
+        let scaled = |v: &[f64]| v.iter().map(|x| x / temperature).collect();
+        tempered.host.get_or_init(|| host::Tables {
+            k: host.k,
+            start: scaled(&host.start),
+            transitions: scaled(&host.transitions),
+            end: scaled(&host.end),
+        });
+        tempered
+    }
+
     /// The host tables, read from the tensors once.
     fn host(&self) -> &host::Tables {
         self.host.get_or_init(|| {
