@@ -13,7 +13,7 @@ use nertrain_data::{
     TagScheme, Vocabularies, document_pieces, ends_before, parse_tag, render_spans,
     set_dictionary_places, set_mention_casing, spans,
 };
-use nertrain_model::crf::{Potentials, host_emissions};
+use nertrain_model::crf::{ForwardBackward, Potentials, host_emissions};
 use nertrain_model::{BatchTensors, Constraints, CrfError, Dropped, ModelMeta, Network, WordGates};
 use rayon::prelude::*;
 
@@ -543,7 +543,6 @@ impl<'a> Decoder<'a> {
         emissions: &[Vec<f64>],
         options: TagOptions,
     ) -> Result<Vec<Prediction>> {
-        let k = self.vocab.tags.len();
         let nbest = (options.nbest > 1)
             .then(|| p.nbest_of_rows(emissions, &lengths, options.nbest, self.device));
         let nbest = nbest.transpose()?;
@@ -553,17 +552,7 @@ impl<'a> Decoder<'a> {
         let at_temperature = tempered.as_ref().unwrap_or(p);
         let mut predictions = Vec::with_capacity(lengths.len());
         for (row, emissions) in emissions.iter().enumerate() {
-            let (best_path, score) = if self.bias.is_empty() {
-                p.row_viterbi(emissions)?
-            } else {
-                let biased: Vec<f64> = emissions
-                    .chunks(k)
-                    .flat_map(|scores| scores.iter().zip(&self.bias).map(|(e, b)| e + b))
-                    .collect();
-                let (path, _) = p.row_viterbi(&biased)?;
-                let score = p.row_score(emissions, &path)?;
-                (path, score)
-            };
+            let (best_path, score) = self.best_path(p, emissions)?;
             let (tags, best_spans) = self.path_tags(&best_path);
             let mut prediction = Prediction {
                 tags,
@@ -582,36 +571,7 @@ impl<'a> Decoder<'a> {
                 };
                 let fb = at_temperature.forward_backward(emissions)?;
                 prediction.log_probability = Some(score / temperature - fb.log_z);
-                if options.confidence {
-                    prediction.confidences = prediction
-                        .spans
-                        .iter()
-                        .map(|span| {
-                            let last = self.vocab.tags.item(best_path[span.end - 1]);
-                            let may_follow = |j: usize| ends_before(last, self.vocab.tags.item(j));
-                            fb.segment_probability(
-                                span.start,
-                                &best_path[span.start..span.end],
-                                may_follow,
-                            )
-                        })
-                        .collect::<std::result::Result<_, _>>()?;
-                }
-                if options.marginals || options.pair_marginals {
-                    prediction.marginals = (0..lengths[row])
-                        .map(|t| (0..k).map(|tag| fb.marginal(t, tag)).collect())
-                        .collect();
-                }
-                if options.pair_marginals {
-                    let pairs = |t| (0..k * k).map(move |ij| (t, ij / k, ij % k));
-                    prediction.pair_marginals = (1..lengths[row])
-                        .map(|t| {
-                            pairs(t)
-                                .map(|(t, i, j)| fb.pair_marginal(t, i, j))
-                                .collect()
-                        })
-                        .collect();
-                }
+                self.add_probabilities(&mut prediction, &fb, &best_path, options)?;
                 if let Some(nbest) = &nbest {
                     prediction.nbest = nbest[row]
                         .iter()
@@ -631,6 +591,55 @@ impl<'a> Decoder<'a> {
             predictions.push(prediction);
         }
         Ok(predictions)
+    }
+
+    /// A sentence's best path, with the decoder's bias when it has one, and the path's score
+    /// without it.
+    fn best_path(&self, p: &Potentials, emissions: &[f64]) -> Result<(Vec<usize>, f64)> {
+        if self.bias.is_empty() {
+            return Ok(p.row_viterbi(emissions)?);
+        }
+        let k = self.vocab.tags.len();
+        let biased: Vec<f64> = emissions
+            .chunks(k)
+            .flat_map(|scores| scores.iter().zip(&self.bias).map(|(e, b)| e + b))
+            .collect();
+        let (path, _) = p.row_viterbi(&biased)?;
+        let score = p.row_score(emissions, &path)?;
+        Ok((path, score))
+    }
+
+    /// The entities' confidences, the marginals and the pair marginals that `options` ask for,
+    /// read from the sentence's forward-backward `fb`.
+    fn add_probabilities(
+        &self,
+        prediction: &mut Prediction,
+        fb: &ForwardBackward,
+        best_path: &[usize],
+        options: TagOptions,
+    ) -> Result<()> {
+        let (k, len) = (self.vocab.tags.len(), fb.len());
+        if options.confidence {
+            prediction.confidences = prediction
+                .spans
+                .iter()
+                .map(|span| {
+                    let last = self.vocab.tags.item(best_path[span.end - 1]);
+                    let may_follow = |j: usize| ends_before(last, self.vocab.tags.item(j));
+                    fb.segment_probability(span.start, &best_path[span.start..span.end], may_follow)
+                })
+                .collect::<std::result::Result<_, _>>()?;
+        }
+        if options.marginals || options.pair_marginals {
+            prediction.marginals = (0..len)
+                .map(|t| (0..k).map(|tag| fb.marginal(t, tag)).collect())
+                .collect();
+        }
+        if options.pair_marginals {
+            let pairs = |t| (0..k * k).map(move |ij| fb.pair_marginal(t, ij / k, ij % k));
+            prediction.pair_marginals = (1..len).map(|t| pairs(t).collect()).collect();
+        }
+        Ok(())
     }
 
     /// Adds to the emission scores of each capitalised word mentioned more than once in
