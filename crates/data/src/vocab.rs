@@ -451,7 +451,7 @@ pub struct Encoded {
     pub teacher: Option<TeacherMarginals>,
 }
 
-/// A teacher's distribution over tag paths, as its marginals over tags ids (a student CRF's
+/// A teacher's distribution over tag paths, as its marginals over tag ids (a student CRF's
 /// loss against it needs no more: `Potentials::distillation_loss`), for one sentence (`rows`
 /// 1, `time` its length) or a padded batch (zeros at padding).
 #[derive(Debug, Clone, PartialEq)]
@@ -491,7 +491,7 @@ impl TeacherMarginals {
     }
 
     /// Sentences' marginals padded into a batch's rows of `max_len` tokens; `None` unless each
-    /// has them, over the same tags.
+    /// has them, of one sentence whose values fill its shape, over the same tags.
     pub fn padded(sentences: &[Option<&TeacherMarginals>], max_len: usize) -> Option<Self> {
         let tags = sentences.first().copied().flatten()?.tags;
         let rows = sentences.len();
@@ -499,7 +499,14 @@ impl TeacherMarginals {
         let mut unary = vec![0.0; rows * max_len * tags];
         let mut pairwise = vec![0.0; rows * pairs * tags * tags];
         for (row, sentence) in sentences.iter().enumerate() {
-            let sentence = (*sentence).filter(|s| s.tags == tags && s.rows == 1)?;
+            let sentence = (*sentence).filter(|s| {
+                let pairs = s.time.saturating_sub(1);
+                s.tags == tags
+                    && s.rows == 1
+                    && s.time <= max_len
+                    && s.unary.len() == s.time * tags
+                    && s.pairwise.len() == pairs * tags * tags
+            })?;
             unary[row * max_len * tags..][..sentence.unary.len()].copy_from_slice(&sentence.unary);
             pairwise[row * pairs * tags * tags..][..sentence.pairwise.len()]
                 .copy_from_slice(&sentence.pairwise);

@@ -127,6 +127,10 @@ fn the_teachers_part_of_the_loss_is_the_crfs_distillation_loss_mixed_by_its_weig
     assert!(batch.teacher.is_none());
     let inputs = BatchTensors::new(&batch, &device);
     assert_eq!(scalar(loss(&student, &inputs, 1.0)), gold);
+    // Nor is one whose values do not fill its shape read into another row.
+    let mut short = sentences.clone();
+    short[0].teacher.as_mut().unwrap().unary.pop();
+    assert!(Batch::new(&short, vec![0, 1, 2], 10).teacher.is_none());
 }
 
 #[test]
