@@ -27,7 +27,7 @@ fn a_models_marginals_are_consistent_and_sharpen_into_its_best_path() {
         &ColumnSpec::default(),
     )
     .unwrap();
-    let teachers = tagger.teacher_marginals(&dev, 1.0).unwrap();
+    let teachers = tagger.teacher_marginals(&dev, 1.0, &[]).unwrap();
     let k = tagger.vocab().tags.len();
     assert_eq!(teachers.len(), dev.sentences.len());
     for (teacher, sentence) in teachers.iter().zip(&dev.sentences) {
@@ -57,9 +57,9 @@ fn a_models_marginals_are_consistent_and_sharpen_into_its_best_path() {
         }
     }
     // Warmer is flatter; cold enough, each token's marginals are its best path's tag.
-    let warm = tagger.teacher_marginals(&dev, 3.0).unwrap();
+    let warm = tagger.teacher_marginals(&dev, 3.0, &[]).unwrap();
     assert!(entropy(&warm) > entropy(&teachers) + 1.0);
-    let cold = tagger.teacher_marginals(&dev, 0.001).unwrap();
+    let cold = tagger.teacher_marginals(&dev, 0.001, &[]).unwrap();
     let options = TagOptions {
         thresholds: false,
         ..tagger.options()
@@ -74,9 +74,39 @@ fn a_models_marginals_are_consistent_and_sharpen_into_its_best_path() {
         }
     }
     for temperature in [0.0, -1.0, f64::NAN, 1e6] {
-        match tagger.teacher_marginals(&dev, temperature) {
+        match tagger.teacher_marginals(&dev, temperature, &[]) {
             Err(Error::InvalidOption { option, .. }) => assert_eq!(option, "temperature"),
             other => panic!("temperature {temperature}: {other:?}"),
         }
     }
+}
+
+/// Tags given for some tokens (a partially labelled sentence's) condition the distribution:
+/// each given token's marginal is its tag's, and the others follow from the paths through it.
+#[test]
+fn allowed_tags_condition_the_marginals() {
+    let tagger = Tagger::load(&sample_model("sentence"), &Device::flex()).unwrap();
+    let dev = read_tagged(
+        &workspace().join("data/sample/dev.txt"),
+        &ColumnSpec::default(),
+    )
+    .unwrap();
+    let free = tagger.teacher_marginals(&dev, 1.0, &[]).unwrap();
+    let tags = &tagger.vocab().tags;
+    let k = tags.len();
+    let first_b = (0..k).find(|&y| tags.item(y).starts_with("B-")).unwrap();
+    let o = (0..k).find(|&y| tags.item(y) == "O").unwrap();
+    // In the first sentence, its first token is given the tag the model least expects of O
+    // and a B- tag; every other token may have any.
+    let len = dev.sentences[0].words.len();
+    let row = &free[0].unary[..k];
+    let given = if row[o] < row[first_b] { o } else { first_b };
+    let mut mask = vec![true; len * k];
+    (0..k).for_each(|y| mask[y] = y == given);
+    let allowed = vec![Some(mask), None];
+    let conditioned = tagger.teacher_marginals(&dev, 1.0, &allowed).unwrap();
+    assert!((conditioned[0].unary[given] - 1.0).abs() < 1e-5);
+    assert!(free[0].unary[given] < 0.5, "{row:?}");
+    // Sentences given no tags are as they were.
+    assert_eq!(conditioned[1..], free[1..]);
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::label::{Allowed, Label, TagColumn, known_tags};
 use crate::{CharSpan, DataError, Token, spans};
 
-const DOCSTART: &str = "-DOCSTART-";
+pub(crate) const DOCSTART: &str = "-DOCSTART-";
 
 /// Which columns hold the word, the tag and the feature values (POS, chunk, any categorical
 /// column). Negative indices count from the end, so the default (`0`, `-1`, no features) reads
@@ -36,7 +36,7 @@ impl Default for ColumnSpec {
 }
 
 impl ColumnSpec {
-    fn resolve(index: isize, width: usize) -> Option<usize> {
+    pub(crate) fn resolve(index: isize, width: usize) -> Option<usize> {
         let resolved = if index < 0 {
             width as isize + index
         } else {
@@ -137,7 +137,7 @@ impl Corpus {
 
 impl<L> Corpus<L> {
     /// The corpus with each tag mapped by `f`.
-    fn map_tags<M>(self, f: impl Fn(L) -> M) -> Corpus<M> {
+    pub(crate) fn map_tags<M>(self, f: impl Fn(L) -> M) -> Corpus<M> {
         let sentences = self
             .sentences
             .into_iter()

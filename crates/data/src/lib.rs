@@ -22,6 +22,7 @@ mod pieces;
 mod scheme;
 mod score;
 mod tokenize;
+mod unlabelled;
 mod vectors;
 mod vocab;
 
@@ -58,6 +59,7 @@ pub use score::{
 pub use tokenize::{
     MAX_KEEP_BYTES, MAX_KEEP_WORDS, TREEBANK_RULES, Token, Tokenizer, TokenizerError, TokenizerSpec,
 };
+pub use unlabelled::read_unlabelled;
 pub use vectors::{Vectors, parse_vectors, read_vectors};
 pub use vocab::{
     Encoded, FeatureCoverage, PAD, TeacherMarginals, TextNormalization, UNK, Vocab, Vocabularies,

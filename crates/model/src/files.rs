@@ -136,6 +136,35 @@ pub struct ModelMeta {
     /// they were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<DataSummary>,
+    /// The teachers it learnt from besides its gold labels (`[distill]`), when it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distilled: Option<Distillation>,
+}
+
+/// What a model was distilled from: its teachers, how their loss was weighed against the gold
+/// labels', and the unlabelled text it learnt from them alone.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Distillation {
+    /// Its teachers, in the order of `[distill] teachers`.
+    pub teachers: Vec<TeacherSummary>,
+    /// The teachers' share of the loss.
+    pub weight: f64,
+    /// What the teachers' scores were divided by before their marginals were taken.
+    pub temperature: f64,
+    /// The unlabelled files, as read.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unlabelled: Vec<FileSummary>,
+}
+
+/// A teacher a model was distilled from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TeacherSummary {
+    /// Its directory, as the experiment named it.
+    pub path: PathBuf,
+    /// Its weights' id ([`ModelFiles::weights_id`]).
+    pub weights_id: String,
 }
 
 /// What a model was trained, chosen and tested on, as its run read them.

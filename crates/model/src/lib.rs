@@ -31,8 +31,9 @@ pub use char_lstm::{CharLstm, CharLstmConfig};
 pub use crf::{Constraints, Crf, CrfConfig, CrfError, Marginals, Potentials, Reduction};
 pub use error::FileError;
 pub use files::{
-    ChosenThreshold, CrfOptions, DataSummary, DocumentContext, FORMAT_VERSION, FileSummary,
-    LabelThreshold, ModelFiles, ModelMeta, RecordedScores, StartedFrom, StoredThresholds,
+    ChosenThreshold, CrfOptions, DataSummary, Distillation, DocumentContext, FORMAT_VERSION,
+    FileSummary, LabelThreshold, ModelFiles, ModelMeta, RecordedScores, StartedFrom,
+    StoredThresholds, TeacherSummary,
 };
 pub use grow::{GrowError, first_non_finite, grown_from};
 pub use inputs::BatchTensors;

@@ -641,6 +641,17 @@ impl Tagger {
         corpus: &Corpus<L>,
         options: TagOptions,
     ) -> Result<Vec<Prediction>> {
+        self.predict_corpus_within(corpus, &[], options)
+    }
+
+    /// [`Self::predict_corpus`] with the tags each sentence may have: `allowed[i]`, where
+    /// given, is `[len * tags]` for sentence `i`.
+    pub(crate) fn predict_corpus_within<L: Sync>(
+        &self,
+        corpus: &Corpus<L>,
+        allowed: &[Option<Vec<bool>>],
+        options: TagOptions,
+    ) -> Result<Vec<Prediction>> {
         let words: Vec<Vec<&str>> = corpus
             .sentences
             .iter()
@@ -652,7 +663,7 @@ impl Tagger {
             .map(|s| s.features.as_slice())
             .collect();
         let documents = corpus.documents(usize::MAX);
-        self.run(|| self.predict(&words, &features, &documents, &[], options))
+        self.run(|| self.predict(&words, &features, &documents, allowed, options))
     }
 
     /// Tags `texts`, cutting them into words first.

@@ -13,11 +13,14 @@ impl Tagger {
     /// Each of `corpus`'s sentences read as this model reads a file (its documents,
     /// dictionary and encoder, under its own constraints), given as the marginals of its
     /// distribution over tag paths over its tag ids, its scores divided by `temperature`
-    /// first.
+    /// first. `allowed[i]`, where given, is `[len * tags]` for sentence `i` (missing or `None`:
+    /// any tag): the distribution is over the paths through allowed tags, as where a
+    /// partially labelled sentence's known tags condition it.
     pub fn teacher_marginals<L: Sync>(
         &self,
         corpus: &Corpus<L>,
         temperature: f64,
+        allowed: &[Option<Vec<bool>>],
     ) -> Result<Vec<TeacherMarginals>> {
         if !(temperature > 0.0 && temperature <= MAX_TEMPERATURE) {
             return Err(Error::InvalidOption {
@@ -36,7 +39,7 @@ impl Tagger {
             ..self.options()
         };
         let tags = self.vocab.tags.len();
-        let predictions = self.predict_corpus(corpus, options)?;
+        let predictions = self.predict_corpus_within(corpus, allowed, options)?;
         Ok(predictions
             .into_iter()
             .map(|p| marginals(p, tags))

@@ -290,6 +290,42 @@ fn data_section(card: &mut String, meta: &ModelMeta) {
     if meta.trained_on_dev {
         card.push_str("It was trained on the dev file too (after the training file).\n\n");
     }
+    if let Some(distilled) = &meta.distilled {
+        distillation(card, distilled);
+    }
+}
+
+/// What a distilled model learnt from besides its gold labels.
+fn distillation(card: &mut String, distilled: &nertrain_model::Distillation) {
+    let teachers: Vec<String> = (distilled.teachers.iter())
+        .map(|t| {
+            format!(
+                "{} (weights {})",
+                code(&t.path.display().to_string()),
+                t.weights_id
+            )
+        })
+        .collect();
+    writeln!(
+        card,
+        "It was distilled from {}: the teachers' share of the loss {}, their scores divided by \
+         {} before their marginals were taken.",
+        teachers.join(", "),
+        distilled.weight,
+        distilled.temperature
+    )
+    .ok();
+    for file in &distilled.unlabelled {
+        writeln!(
+            card,
+            "- unlabelled, learnt from the teachers alone: {}, {} sentences, {} words",
+            code(&file.path.display().to_string()),
+            file.sentences,
+            file.tokens
+        )
+        .ok();
+    }
+    card.push('\n');
 }
 
 fn model_section(card: &mut String, meta: &ModelMeta) {

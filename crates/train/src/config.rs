@@ -1,4 +1,4 @@
-//! The experiment file (TOML): `[data]`, `[model]`, `[train]`. Unknown keys are errors that name
+//! The experiment file (TOML): `[data]`, `[model]`, `[crf]`, `[train]`, `[distill]`. Unknown keys are errors that name
 //! the closest known key; `--set section.key=value` overrides are checked the same way.
 
 use std::path::{Path, PathBuf};
@@ -285,6 +285,28 @@ pub enum Optimizer {
     Adam,
 }
 
+/// The experiment's `[distill]` section: the trained models a run learns from besides its gold
+/// labels (none: it learns from the labels alone).
+#[derive(Config, Debug)]
+pub struct DistillConfig {
+    /// Trained models (run directories) whose distributions over tag paths the run learns
+    /// from; several are an ensemble, their marginals averaged.
+    #[config(default = "Vec::new()")]
+    pub teachers: Vec<PathBuf>,
+    /// The loss is `(1 - weight)` times the gold labels' plus `weight` times the teachers';
+    /// 1 learns from the teachers alone.
+    #[config(default = 0.5)]
+    pub weight: f64,
+    /// The teachers' scores are divided by it before their marginals are taken: above 1 their
+    /// distributions are flatter, below 1 sharper.
+    #[config(default = 1.0)]
+    pub temperature: f64,
+    /// Text no one labelled, learnt from the teachers alone: CoNLL columns whose tags are all
+    /// `-`, or raw text a line each, cut into words as the first teacher cuts text.
+    #[config(default = "Vec::new()")]
+    pub unlabelled: Vec<PathBuf>,
+}
+
 /// A whole experiment, as read from TOML.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Experiment {
@@ -296,6 +318,8 @@ pub struct Experiment {
     pub crf: CrfOptions,
     /// `[train]`.
     pub train: TrainConfig,
+    /// `[distill]`.
+    pub distill: DistillConfig,
 }
 
 /// An experiment that cannot be read, and where the mistake is: in a `--set` override (a usage
@@ -441,7 +465,8 @@ impl Experiment {
     fn validate(&self) -> Result<(), (String, String)> {
         self.validate_model()?;
         self.validate_data()?;
-        self.validate_train()
+        self.validate_train()?;
+        self.validate_distill()
     }
 
     /// The network's settings, as the model checks them, named as the experiment's keys.
@@ -573,6 +598,28 @@ impl Experiment {
         ])
     }
 
+    /// `[distill]`.
+    fn validate_distill(&self) -> Result<(), (String, String)> {
+        let d = &self.distill;
+        first_unmet(&[
+            (
+                (0.0..=1.0).contains(&d.weight),
+                "distill.weight",
+                "a number in [0, 1] (1: the teachers alone)",
+            ),
+            (
+                d.temperature > 0.0 && d.temperature <= nertrain_tagger::MAX_TEMPERATURE,
+                "distill.temperature",
+                "a number above 0, at most 100",
+            ),
+            (
+                d.unlabelled.is_empty() || !d.teachers.is_empty(),
+                "distill.unlabelled",
+                "none without distill.teachers, whose marginals are all it is learnt from",
+            ),
+        ])
+    }
+
     /// Every setting at its default, with empty paths where the user must give one.
     fn template() -> Self {
         Self {
@@ -580,6 +627,7 @@ impl Experiment {
             model: NetworkConfig::new(),
             crf: CrfOptions::new(),
             train: TrainConfig::new(),
+            distill: DistillConfig::new(),
         }
     }
 

@@ -27,6 +27,8 @@ pub struct Trainer {
     /// The fine-tuned pretrained encoder's own update (AdamW) and its learning rate; `None`
     /// without an encoder, or with a frozen one.
     encoder: Option<EncoderUpdate>,
+    /// The teachers' share of the loss of batches that have their marginals.
+    teacher_weight: f64,
 }
 
 /// The fine-tuned pretrained encoder's update.
@@ -91,6 +93,7 @@ impl Trainer {
             reduction,
             constraints,
             encoder: None,
+            teacher_weight: 0.0,
         };
         (trainer, model)
     }
@@ -99,6 +102,13 @@ impl Trainer {
     /// at the rate [`set_encoder_lr`](Self::set_encoder_lr) sets.
     pub fn with_encoder_update(mut self, weight_decay: f64) -> Self {
         self.encoder = Some(EncoderUpdate::new(weight_decay));
+        self
+    }
+
+    /// Weighs the loss against the teachers' marginals, where a batch has them, by `weight`
+    /// and the gold labels' by `1 - weight` (`[distill] weight`).
+    pub fn with_teacher_weight(mut self, weight: f64) -> Self {
+        self.teacher_weight = weight;
         self
     }
 
@@ -132,7 +142,7 @@ impl Trainer {
             word_vectors.clone(),
             self.reduction,
             self.constraints.as_ref(),
-            0.0,
+            self.teacher_weight,
         )?;
         let value = loss.clone().into_scalar::<f64>();
         if !value.is_finite() {

@@ -4,6 +4,7 @@
 //! in `checkpoint`, and what the loop reports in `events`.
 
 mod checkpoint;
+mod distill;
 mod events;
 mod setup;
 
@@ -485,13 +486,14 @@ impl Training {
             .constrained_training
             .then(|| Constraints::for_scheme(vocab.tags.items(), meta.train_scheme));
         let fine_tuned = model.pretrained.as_ref().is_some_and(|p| !p.frozen);
-        let (mut trainer, model) = Trainer::new(
+        let (trainer, model) = Trainer::new(
             model,
             train_config.update_rule(),
             train_config.clip_norm,
             train_config.reduction,
             training_constraints,
         );
+        let mut trainer = trainer.with_teacher_weight(experiment.distill.weight);
         if fine_tuned {
             trainer = trainer.with_encoder_update(train_config.encoder_weight_decay);
         }

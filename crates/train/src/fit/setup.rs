@@ -24,6 +24,7 @@ use rand::seq::SliceRandom;
 use serde::Serialize;
 
 use super::checkpoint::{Checkpoint, reopen_run};
+use super::distill::Teachers;
 use super::events::{FitEvent, FitOptions};
 use crate::model_dir::ModelDir;
 use crate::{Experiment, Result};
@@ -95,7 +96,10 @@ pub(super) fn prepare(
         }
     }
 
-    let read = read_corpora(experiment, with_dev, events)?;
+    // Teachers first: one that cannot be read, or that cannot read the unlabelled text, is
+    // refused before anything is written.
+    let teachers = Teachers::load(experiment, options, device, events)?;
+    let read = read_corpora(experiment, with_dev, teachers.as_ref(), events)?;
     let (mut meta, vocab, state, vectors, start, dictionary) = open_or_describe(
         experiment,
         (&run, &config_toml),
@@ -104,6 +108,13 @@ pub(super) fn prepare(
         device,
         events,
     )?;
+    if let Some(teachers) = &teachers {
+        if options.resume {
+            teachers.check_resumed(meta.distilled.as_ref(), &experiment.train.output)?;
+        } else {
+            meta.distilled = Some(teachers.summary(&read.unlabelled));
+        }
+    }
     let Read {
         train, dev, test, ..
     } = read;
@@ -121,6 +132,10 @@ pub(super) fn prepare(
         mut test_set,
         ..
     } = corpora;
+    if let Some(teachers) = &teachers {
+        let tags = (&vocab.tags, meta.train_scheme);
+        teachers.set_marginals(&mut encoded, &train, tags, events)?;
+    }
     if !options.resume {
         meta.subwords_sha256 = subwords.as_ref().map(|copy| copy.sha256.clone());
         let description = Description {
@@ -199,7 +214,7 @@ fn open_or_describe(
         describe_new_run(experiment, &corpora, read.file_scheme, device, events)?;
     meta.trained_on_dev = with_dev;
     meta.data = Some(DataSummary {
-        train: FileSummary::of(&read.train),
+        train: read.train_summary.clone(),
         dev: FileSummary::of(&read.dev),
         test: read.test.as_ref().map(FileSummary::of),
     });
@@ -345,10 +360,14 @@ fn subwords_of_new_run(experiment: &Experiment, meta: &ModelMeta) -> Result<Opti
 }
 
 /// An experiment's corpora as read and checked: train in the training scheme (with what it
-/// rehearses, and dev after it when training with dev), dev and test as gold, and the scheme
-/// the files are in.
+/// rehearses, dev after it when training with dev, and the unlabelled text after them), dev
+/// and test as gold, and the scheme the files are in.
 struct Read {
     train: Corpus<Label>,
+    /// Train as labelled: without the unlabelled text.
+    train_summary: FileSummary,
+    /// The unlabelled files, as read.
+    unlabelled: Vec<FileSummary>,
     dev: Corpus,
     test: Option<Corpus>,
     file_scheme: TagScheme,
@@ -358,6 +377,7 @@ struct Read {
 fn read_corpora(
     experiment: &Experiment,
     with_dev: bool,
+    teachers: Option<&Teachers>,
     events: &mut dyn FnMut(FitEvent),
 ) -> Result<Read> {
     let data = &experiment.data;
@@ -385,8 +405,19 @@ fn read_corpora(
         let dev = Corpus::<Label>::from(dev.clone()).into_scheme(file_scheme, data.train_scheme)?;
         append_documents(&mut train, dev);
     }
+    let train_summary = FileSummary::of(&train);
+    let unlabelled = match teachers {
+        Some(teachers) => teachers.read_unlabelled(&experiment.distill.unlabelled, &columns)?,
+        None => Vec::new(),
+    };
+    let unlabelled_summaries = unlabelled.iter().map(FileSummary::of).collect();
+    for corpus in unlabelled {
+        append_documents(&mut train, corpus);
+    }
     Ok(Read {
         train,
+        train_summary,
+        unlabelled: unlabelled_summaries,
         dev,
         test,
         file_scheme,
@@ -816,6 +847,7 @@ fn describe(
         dictionary: None,
         subwords_sha256: None,
         data: None,
+        distilled: None,
     }
 }
 
