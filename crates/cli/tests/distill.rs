@@ -6,7 +6,8 @@ mod common;
 use std::path::Path;
 
 use common::{
-    fit_small, nertrain, nertrain_ok, sample_model, scratch, stderr, tag_json, workspace,
+    copy_files, fit_small, nertrain, nertrain_ok, sample_model, scratch, stderr, tag_json,
+    workspace,
 };
 
 /// `--set` arguments distilling from `teacher` with `data/sample/pool.txt` unlabelled.
@@ -37,7 +38,7 @@ fn agreement(model: &Path, gold: &Path) -> f64 {
 fn a_distilled_student_agrees_with_its_teacher_more_and_tags_without_it() {
     let dir = scratch("distill");
     let teacher = dir.join("teacher");
-    copy_dir(&sample_model("sentence"), &teacher);
+    copy_files(&sample_model("sentence"), &teacher);
     // The pool as the teacher tags it: what agreement is scored against.
     let pool = workspace().join("data/sample/pool.txt");
     let taught = nertrain_ok(&[
@@ -146,15 +147,4 @@ fn teachers_and_settings_that_cannot_teach_are_refused_before_anything_is_writte
     assert!(out.status.success(), "{}", stderr(&out));
     let other_set = format!("distill.teachers=[{:?}]", other.display().to_string());
     refused(&["--set", &other_set], "B-PLACE");
-}
-
-/// Copies the files of directory `from` into a new directory `to`.
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_file() {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
 }

@@ -5,9 +5,7 @@
 
 mod common;
 
-use std::path::Path;
-
-use common::{Server, nertrain, sample_model, scratch, scratch_at, stderr};
+use common::{Server, copy_files, nertrain, sample_model, scratch, scratch_at, stderr};
 
 const CONFIG: &str = r#"<View><Labels name="ents" toName="doc"><Label value="PER"/><Label value="LOC"/><Label value="ORG"/><Label value="MISC"/></Labels><Labels name="check" toName="doc"><Label value="check"/></Labels><Text name="doc" value="$body"/></View>"#;
 
@@ -201,16 +199,6 @@ fn served_id(server: &Server) -> String {
     model["version"].as_str().unwrap().to_string()
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        if entry.file_type().unwrap().is_file() {
-            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
-        }
-    }
-}
-
 #[test]
 fn accepted_versions_are_served_by_hand_with_the_credentials() {
     let base = sample_model("sentence");
@@ -228,8 +216,8 @@ fn accepted_versions_are_served_by_hand_with_the_credentials() {
 
     // A versions directory as learning leaves it: v1 accepted and served, v2 kept, not served.
     let dir = scratch("studio-loop-versions");
-    copy_dir(&other, &dir.join("v1"));
-    copy_dir(&other, &dir.join("v2"));
+    copy_files(&other, &dir.join("v1"));
+    copy_files(&other, &dir.join("v2"));
     let record = |name: &str, served: bool| {
         serde_json::json!({"name": name, "id": null, "served": served, "heldout_f1": 50.0,
             "previous_f1": 40.0, "train_tasks": 8, "heldout_tasks": 2,

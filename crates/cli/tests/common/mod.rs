@@ -492,3 +492,14 @@ pub fn stored_thresholds(model: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(model.join("thresholds.json")).unwrap();
     serde_json::from_str(&text).unwrap()
 }
+
+/// Copies the files (not the directories) of directory `from` into `to`, created when missing.
+pub fn copy_files(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+        }
+    }
+}
