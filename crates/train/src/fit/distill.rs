@@ -11,7 +11,7 @@ use nertrain_data::{
     ColumnSpec, Corpus, Encoded, Label, TagScheme, TeacherMarginals, Tokenizer, Vocab,
     read_unlabelled,
 };
-use nertrain_model::{Distillation, FileSummary, ModelFiles, TeacherSummary};
+use nertrain_model::{Distillation, FileSummary, ModelFiles, ModelMeta, TeacherSummary};
 use nertrain_tagger::Tagger;
 
 use super::events::{FitEvent, FitOptions};
@@ -189,8 +189,24 @@ impl Teachers {
         Ok(())
     }
 
+    /// Records the distillation in a new run's `meta`; a resumed run's must name these
+    /// teachers' weights.
+    pub(super) fn describe(
+        &self,
+        meta: &mut ModelMeta,
+        resume: bool,
+        unlabelled: &[FileSummary],
+        run: &Path,
+    ) -> Result<()> {
+        if resume {
+            return self.check_resumed(meta.distilled.as_ref(), run);
+        }
+        meta.distilled = Some(self.summary(unlabelled));
+        Ok(())
+    }
+
     /// What `model.json` records of the distillation.
-    pub(super) fn summary(&self, unlabelled: &[FileSummary]) -> Distillation {
+    fn summary(&self, unlabelled: &[FileSummary]) -> Distillation {
         Distillation {
             teachers: (self.teachers.iter())
                 .map(|t| TeacherSummary {
@@ -206,7 +222,7 @@ impl Teachers {
 
     /// A resumed run goes on learning from the teachers it began with: each must have the
     /// weights `model.json` recorded, or the run would not be the one it was.
-    pub(super) fn check_resumed(&self, recorded: Option<&Distillation>, run: &Path) -> Result<()> {
+    fn check_resumed(&self, recorded: Option<&Distillation>, run: &Path) -> Result<()> {
         let recorded: Vec<&str> = recorded.map_or(Vec::new(), |d| {
             d.teachers.iter().map(|t| t.weights_id.as_str()).collect()
         });

@@ -89,15 +89,9 @@ pub(super) fn prepare(
     let run = ModelDir::new(&experiment.train.output);
     let config_toml = experiment.to_toml();
     if !options.resume {
-        // Checked again before anything is written; here so that a refusal comes at once.
-        run.check_new(options.overwrite)?;
-        if let Some(from) = &experiment.train.start_from {
-            refuse_start_inside(from, &run)?;
-        }
+        refuse_new_run_early(experiment, options, &run)?;
     }
-
-    // Teachers first: one that cannot be read, or that cannot read the unlabelled text, is
-    // refused before anything is written.
+    // Teachers first, refused before anything is written.
     let teachers = Teachers::load(experiment, options, device, events)?;
     let read = read_corpora(experiment, with_dev, teachers.as_ref(), events)?;
     let (mut meta, vocab, state, vectors, start, dictionary) = open_or_describe(
@@ -109,20 +103,15 @@ pub(super) fn prepare(
         events,
     )?;
     if let Some(teachers) = &teachers {
-        if options.resume {
-            teachers.check_resumed(meta.distilled.as_ref(), &experiment.train.output)?;
-        } else {
-            meta.distilled = Some(teachers.summary(&read.unlabelled));
-        }
+        teachers.describe(&mut meta, options.resume, &read.unlabelled, &run.path)?;
     }
     let Read {
         train, dev, test, ..
     } = read;
-    let mut corpora = encode(experiment, &vocab, &train, &dev, test)?;
-    let subwords = corpora.with_subword_windows(
-        (&train, &dev),
+    let (corpora, subwords) = encode_with_windows(
         (experiment, options.resume),
-        (&run, &meta),
+        (&train, &dev, test),
+        (&run, &meta, &vocab),
         device,
     )?;
     let EncodedCorpora {
@@ -138,26 +127,14 @@ pub(super) fn prepare(
     }
     if !options.resume {
         meta.subwords_sha256 = subwords.as_ref().map(|copy| copy.sha256.clone());
-        let description = Description {
-            meta: &meta,
-            vocab: &vocab,
-            dictionary: dictionary.as_ref(),
-            config_toml: &config_toml,
-            subwords: subwords.as_ref().map(|copy| copy.bytes.as_slice()),
-        };
-        write_new_run(&run, options.overwrite, description)?;
+        let subwords = subwords.as_ref().map(|copy| copy.bytes.as_slice());
+        let description = Description::new(&meta, &vocab, dictionary.as_ref(), &config_toml);
+        write_new_run(&run, options.overwrite, description.with_subwords(subwords))?;
     }
-    let train_mentions = match &dictionary {
-        Some(dictionary) => {
-            let mentions = with_dictionary_places(&mut encoded, &train, dictionary);
-            with_dictionary_places(&mut dev_encoded, &dev, dictionary);
-            if let Some((corpus, encoded, _)) = test_set.as_mut() {
-                with_dictionary_places(encoded, corpus, dictionary);
-            }
-            mentions
-        }
-        None => Vec::new(),
-    };
+    let train_mentions = (dictionary.as_ref()).map_or_else(Vec::new, |dictionary| {
+        let (train_set, dev_set) = ((&mut encoded[..], &train), (&mut dev_encoded[..], &dev));
+        with_every_dictionary_place(train_set, dev_set, test_set.as_mut(), dictionary)
+    });
     warn_of_unknown_tags(&dev, &vocab, experiment.data.train_scheme, events);
     Ok(Prepared {
         run,
@@ -176,6 +153,20 @@ pub(super) fn prepare(
         train_mentions,
         open_labels: experiment.data.open_labels.clone(),
     })
+}
+
+/// Whether a new run may be written where the experiment puts it: checked again before anything
+/// is written; here so that a refusal comes at once.
+fn refuse_new_run_early(
+    experiment: &Experiment,
+    options: &FitOptions,
+    run: &ModelDir,
+) -> Result<()> {
+    run.check_new(options.overwrite)?;
+    match &experiment.train.start_from {
+        Some(from) => refuse_start_inside(from, run),
+        None => Ok(()),
+    }
 }
 
 /// What [`open_or_describe`] gives: the model's description, vocabularies, a resumed run's
@@ -246,6 +237,28 @@ struct Description<'a> {
     config_toml: &'a str,
     /// The encoder's tokenizer to write in (`subwords.json`), when the model has an encoder.
     subwords: Option<&'a [u8]>,
+}
+
+impl<'a> Description<'a> {
+    fn new(
+        meta: &'a ModelMeta,
+        vocab: &'a Vocabularies,
+        dictionary: Option<&'a Dictionary>,
+        config_toml: &'a str,
+    ) -> Self {
+        Self {
+            meta,
+            vocab,
+            dictionary,
+            config_toml,
+            subwords: None,
+        }
+    }
+
+    /// With the encoder's tokenizer's bytes, when the model has an encoder.
+    fn with_subwords(self, subwords: Option<&'a [u8]>) -> Self {
+        Self { subwords, ..self }
+    }
 }
 
 /// Replaces a previous run in `run` (with `overwrite`) by a new one's description, once every
@@ -457,6 +470,20 @@ struct EncodedCorpora {
     test_set: Option<TestSet>,
 }
 
+/// The corpora encoded by `vocab`, with the encoder's windows of every sentence when the model
+/// has one, and the encoder's tokenizer a new run copies in.
+fn encode_with_windows(
+    (experiment, resume): (&Experiment, bool),
+    (train, dev, test): (&Corpus<Label>, &Corpus, Option<Corpus>),
+    (run, meta, vocab): (&ModelDir, &ModelMeta, &Vocabularies),
+    device: &Device,
+) -> Result<(EncodedCorpora, Option<SubwordsCopy>)> {
+    let mut corpora = encode(experiment, vocab, train, dev, test)?;
+    let subwords =
+        corpora.with_subword_windows((train, dev), (experiment, resume), (run, meta), device)?;
+    Ok((corpora, subwords))
+}
+
 /// Encodes the corpora by `vocab`.
 fn encode(
     experiment: &Experiment,
@@ -492,6 +519,25 @@ fn encode(
         dev_documents,
         test_set,
     })
+}
+
+/// A corpus's sentences with their encoding.
+type SentencesOf<'a, L> = (&'a mut [Encoded], &'a Corpus<L>);
+
+/// Sets the dictionary places of train, dev and test; returns the phrases found in each
+/// training sentence.
+fn with_every_dictionary_place(
+    (train_encoded, train): SentencesOf<Label>,
+    (dev_encoded, dev): SentencesOf<String>,
+    test_set: Option<&mut TestSet>,
+    dictionary: &Dictionary,
+) -> Vec<Vec<Mention>> {
+    let mentions = with_dictionary_places(train_encoded, train, dictionary);
+    with_dictionary_places(dev_encoded, dev, dictionary);
+    if let Some((corpus, encoded, _)) = test_set {
+        with_dictionary_places(encoded, corpus, dictionary);
+    }
+    mentions
 }
 
 /// Sets the dictionary places of `encoded` (`corpus`'s sentences); returns the phrases found in
