@@ -34,6 +34,12 @@ keeps a round's model only when its dev F1 is not below the kept model's, as
 one. With --max-similarity 1 (Label Studio's order skips no near duplicates) the file loop
 then takes the same sentences as the live one.
 
+With --distill CONFIG, the loop's last model teaches a student of that experiment (its
+`[distill]`, docs/usage.md): the sentences the last round trained on are its labelled data
+(partial labels and all), and the rest of the pool, its tags hidden, is text it learns from the
+teacher alone. Its dev and test F1 go to distilled.jsonl and the summary, beside the student
+experiment's own full-data F1 on the whole training file (unless --no-full).
+
 Writes, under --out: results.jsonl (one line per seed, strategy and round), summary.json, and
 curves.svg (test F1 against the share of the training tokens decided, mean over seeds). Prints
 the summary table. Every run directory is kept under --out/runs. `--summarize DIR ...` merges
@@ -100,11 +106,13 @@ def run(args, **kwargs):
     return done
 
 
-def fit(options, train_file, output, seed, start_from=None, rehearse=None):
+def fit(options, train_file, output, seed, start_from=None, rehearse=None, student=None):
     """Trains on `train_file` (continuing the model in `start_from`, when given, and mixing in
-    `rehearse` after it); its dev and test F1 and the seconds it took."""
+    `rehearse` after it); its dev and test F1 and the seconds it took. With `student` (more
+    settings), trains --distill's experiment with them instead, at its own epochs."""
     started = time.perf_counter()
-    args = [options.binary, "fit", "--config", options.config, "--overwrite"]
+    config = options.config if student is None else options.distill
+    args = [options.binary, "fit", "--config", config, "--overwrite"]
     if start_from is not None:
         args += ["--start-from", str(start_from)]
     if rehearse is not None:
@@ -115,8 +123,8 @@ def fit(options, train_file, output, seed, start_from=None, rehearse=None):
         f"data.train={json.dumps(str(train_file))}",
         f"train.output={json.dumps(str(output))}",
         f"train.seed={seed}",
-        f"train.epochs={options.epochs}",
-        f"train.patience={options.patience}",
+        *([f"train.epochs={options.epochs}", f"train.patience={options.patience}"]
+          if student is None else student),
         *options.set,
     ]:
         args += ["--set", setting]
@@ -397,10 +405,14 @@ def svg(curves, goals, path):
     Path(path).write_text("\n".join(parts), encoding="utf-8")
 
 
-def report(results, full, total_tokens, out, strategies):
-    """Writes summary.json and curves.svg under `out` and prints the table and the goals."""
+def report(results, full, total_tokens, out, strategies, students=None):
+    """Writes summary.json and curves.svg under `out` and prints the table and the goals (and
+    --distill's students against their experiment's full-data F1)."""
     rows, curves, goals = summarize(results, full, total_tokens, None)
-    (out / "summary.json").write_text(json.dumps({"rows": rows, "goals": goals}, indent=2) + "\n")
+    summary = {"rows": rows, "goals": goals}
+    if students and students["runs"]:
+        summary["distilled"] = students
+    (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     if full:
         svg(curves, goals, out / "curves.svg")
     print(f"all data: test F1 {goals['full_test_f1']:.2f} ± {goals['full_test_f1_std']:.2f}; "
@@ -444,6 +456,11 @@ def report(results, full, total_tokens, out, strategies):
               + ("" if above is None else
                  f"; third round {above:+.2f} ± {g['above_random_std']:.2f} F1 over random at equal tokens")
               + f"; loop {g.get('loop_seconds', 0):.0f} s")
+    for student in (students or {}).get("runs", []):
+        whole = students["full"].get(student["seed"])
+        print(f"{student['strategy']} seed {student['seed']}: distilled into {student['student']} "
+              f"at {100 * student['tokens'] / total_tokens:.1f}% decided: test F1 {student['test_f1']:.2f}"
+              + ("" if whole is None else f" ({100 * student['test_f1'] / whole:.1f}% of its full-data {whole:.2f})"))
 
 
 def parse_options():
@@ -486,12 +503,17 @@ def parse_options():
                              "instead of training afresh")
     parser.add_argument("--no-full", action="store_true",
                         help="skip the model on the whole training file")
+    parser.add_argument("--distill", metavar="CONFIG", default=None,
+                        help="after each strategy's last round, distil its model into a student "
+                             "of this experiment (the rest of the pool as unlabelled text)")
     parser.add_argument("--summarize", nargs="+", metavar="DIR", default=None,
                         help="only merge the results.jsonl and full.jsonl of these --out "
                              "directories into --out")
     options = parser.parse_args()
     if options.served_order and not options.continue_:
         parser.error("--served-order: a version continues the served model; add --continue")
+    if options.distill and (options.served_order or options.judge):
+        parser.error("--distill: the student learns from a CoNLL round file; drop --served-order and --judge")
     for spec in options.strategies:
         try:
             parse_strategy(spec)
@@ -536,6 +558,42 @@ def fit_full(options, train, work, seed, full_log):
     return full_f1
 
 
+def fit_full_student(options, train, work, seed, log):
+    """--distill's experiment on the whole training file: its test F1, logged."""
+    write_blocks(work / "all.txt", train)
+    _, f1, seconds = fit(options, work / "all.txt", work / "full-student", seed, student=[])
+    record = {"seed": seed, "student": options.distill, "whole_file": True, "test_f1": f1}
+    log.write(json.dumps({**record, "seconds": round(seconds, 2)}) + "\n")
+    log.flush()
+    return f1
+
+
+def distil(options, train, work, seed, spec, teacher, trained_on, log):
+    """--distill's student of `teacher` (the loop's last model): the round's training file
+    `trained_on` (its path, the sentences in it, the tokens decided) labelled, the rest of the
+    pool unlabelled."""
+    name = teacher.name
+    subset, sentences, decided = trained_on
+    pool = work / f"{name}-unlabelled.txt"
+    # The unlabelled pool keeps the corpus's columns, each tag `-`.
+    write_blocks(pool, [[" ".join(line.split()[:-1] + ["-"]) for line in train[i]]
+                        for i in range(len(train)) if i not in sentences])
+    settings = [
+        f"distill.teachers={json.dumps([str(teacher)])}",
+        f"distill.unlabelled={json.dumps([str(pool)])}",
+    ]
+    dev_f1, test_f1, seconds = fit(options, subset, work / f"{name}-student", seed, student=settings)
+    record = {
+        "seed": seed, "strategy": spec, "student": options.distill, "teacher": str(teacher),
+        "sentences": len(sentences), "tokens": decided, "unlabelled": len(train) - len(sentences),
+        "dev_f1": dev_f1, "test_f1": test_f1, "seconds": round(seconds, 2),
+    }
+    log.write(json.dumps(record) + "\n")
+    log.flush()
+    print(json.dumps(record), file=sys.stderr)
+    return record
+
+
 def write_round(options, work, name, rnd, labelled, initial):
     """The file a round trains on (and the one it rehearses, in served order)."""
     subset = work / f"{name}-{rnd}.txt"
@@ -572,7 +630,8 @@ def label_chosen(options, train, rest, chosen, labelled, extra):
 
 
 def run_strategy(options, train, work, seed, spec, initial, total_tokens, log, results):
-    """One strategy's rounds from the starting sentences, each round's record logged."""
+    """One strategy's rounds from the starting sentences, each round's record logged; the last
+    round's training file, the sentences in it, and the tokens decided in them."""
     _, extra = parse_strategy(spec)
     name = spec.replace(":", "_").replace("=", "")
     # Each sentence examined, as the annotator left it; and the tokens decided.
@@ -590,6 +649,7 @@ def run_strategy(options, train, work, seed, spec, initial, total_tokens, log, r
         served = not options.judge or kept is None or dev_f1 >= kept[1]
         if served:
             kept = (model, dev_f1, test_f1)
+            trained_on = (subset, set(labelled), decided)
         record = {
             "seed": seed, "strategy": spec, "round": rnd,
             "sentences": len(labelled), "tokens": decided,
@@ -621,6 +681,7 @@ def run_strategy(options, train, work, seed, spec, initial, total_tokens, log, r
             print(f"{spec}: round {rnd + 1} would decide {decided - before} tokens; "
                   "the model is sure of the rest", file=sys.stderr)
             break
+    return kept[0], trained_on
 
 
 def main():
@@ -634,18 +695,24 @@ def main():
         merge_results(options, total_tokens, out)
         return
     results, full = [], {}
-    with open(out / "results.jsonl", "w") as log, open(out / "full.jsonl", "w") as full_log:
+    students = {"runs": [], "full": {}}
+    with open(out / "results.jsonl", "w") as log, open(out / "full.jsonl", "w") as full_log, \
+            open(out / "distilled.jsonl", "w") as student_log:
         for seed in options.seeds:
             work = out / "runs" / f"seed{seed}"
             work.mkdir(exist_ok=True)
             if not options.no_full:
                 full[seed] = fit_full(options, train, work, seed, full_log)
+                if options.distill:
+                    students["full"][seed] = fit_full_student(options, train, work, seed, student_log)
             order = list(range(len(train)))
             random.Random(seed).shuffle(order)
             initial = order[: options.start]
             for spec in options.strategies:
-                run_strategy(options, train, work, seed, spec, initial, total_tokens, log, results)
-    report(results, full, total_tokens, out, options.strategies)
+                last = run_strategy(options, train, work, seed, spec, initial, total_tokens, log, results)
+                if options.distill:
+                    students["runs"].append(distil(options, train, work, seed, spec, *last, student_log))
+    report(results, full, total_tokens, out, options.strategies, students)
 
 
 if __name__ == "__main__":
