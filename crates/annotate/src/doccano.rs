@@ -107,7 +107,7 @@ struct LineOut<'a> {
 }
 
 /// Lines for doccano's JSONL import: the text, the model's entities as `label` (offsets in
-/// UTF-16 units, as doccano counts them), and the pool's line and the task's worth as metadata.
+/// UTF-16 units, as doccano counts them), and the pool's line and the task's score as metadata.
 pub fn lines(tasks: &[PreAnnotated]) -> String {
     let mut out = String::new();
     for task in tasks {

@@ -52,7 +52,9 @@ pub struct PreAnnotated {
     pub text: String,
     /// The model's entities, each with its probability.
     pub spans: Vec<(CharSpan, f64)>,
-    /// How much labelling it is worth (higher first), by the strategy that chose it.
+    /// The task's score: the model's certainty of it by the strategy that chose it, from 0 to
+    /// 1, lowest for the texts most worth labelling (as Label Studio's uncertainty sampling
+    /// takes them).
     pub score: f64,
     /// Its line in the pool, from 1, so that answers can be matched to the pool.
     pub line: usize,

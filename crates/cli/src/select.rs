@@ -8,7 +8,10 @@ use clap::{Args, ValueEnum};
 use nertrain_annotate::label_studio::{self, CHECK, LabelingConfig, TASK_DATA_KEYS, Target};
 use nertrain_annotate::{PreAnnotated, doccano};
 use nertrain_model::Backend;
-use nertrain_tagger::{BudgetUnit, MAX_DIVERSITY, Regions, Selected, Selection, Strategy, Tagger};
+use nertrain_select::{
+    BudgetUnit, MAX_DIVERSITY, Regions, Selected, Selection, Selector, Strategy,
+};
+use nertrain_tagger::Tagger;
 
 use crate::{Result, UsageError};
 
@@ -183,35 +186,24 @@ fn similarity(value: &str) -> std::result::Result<f64, String> {
     }
 }
 
-/// The chosen texts as tasks, their regions read back as the only parts decided when
-/// `partial`, with the model's entities of the labels `target` has (all without one); and how
-/// many entities were left out for want of their label.
+/// The chosen texts as tasks scored by `strategy`, their regions read back as the only parts
+/// decided when `partial`, with the model's entities of the labels `target` has (all without
+/// one); and how many entities were left out for want of their label.
 fn pre_annotated(
     chosen: Vec<Selected>,
+    strategy: Strategy,
     target: Option<&Target>,
     partial: bool,
 ) -> (Vec<PreAnnotated>, usize) {
-    let shown = |label: &String| target.is_none_or(|t| t.labels.contains(label));
     let mut left_out = 0;
     let tasks = chosen
         .into_iter()
         .map(|selected| {
-            let mut spans = Vec::new();
-            for e in &selected.tagged.entities {
-                if !shown(&e.label) {
-                    left_out += 1;
-                    continue;
-                }
-                spans.push((e.span(), e.confidence.unwrap_or(1.0)));
-            }
-            PreAnnotated {
-                regions: selected.region_offsets(),
-                partial,
-                spans,
-                text: selected.tagged.text,
-                score: selected.score,
-                line: selected.index + 1,
-            }
+            let line = selected.index + 1;
+            let mut pre = selected.pre_annotation(strategy);
+            left_out +=
+                pre.keep_labels(|label| target.is_none_or(|t| t.labels.iter().any(|l| l == label)));
+            pre.into_task(line, partial)
         })
         .collect();
     (tasks, left_out)
@@ -267,25 +259,28 @@ pub fn run(args: SelectArgs, backend: Backend) -> Result<()> {
         regions: args.regions,
         seed: args.seed,
     };
-    let chosen = tagger
-        .select(&texts, &selection)
-        .map_err(|error| match error {
-            nertrain_tagger::Error::TooManyWords { text, max } => format!(
-                "{}:{}: more than {max} words in one line; split it",
-                pool_name.display(),
-                text + 1
-            )
-            .into(),
-            error => Box::<dyn std::error::Error + Send + Sync>::from(error),
-        })?;
+    let chosen =
+        Selector::new(&tagger)
+            .select(&texts, &selection)
+            .map_err(|error| match error {
+                nertrain_tagger::Error::TooManyWords { text, max } => format!(
+                    "{}:{}: more than {max} words in one line; split it",
+                    pool_name.display(),
+                    text + 1
+                )
+                .into(),
+                error => Box::<dyn std::error::Error + Send + Sync>::from(error),
+            })?;
     crate::common::EncoderCacheArgs::report(&tagger);
     let mut left = vec![true; texts.len()];
     for selected in &chosen {
         left[selected.index] = false;
     }
     let cost: usize = chosen.iter().map(Selected::cost).sum();
+    let worth = |selected: Option<&Selected>| selected.map_or(0.0, |s| s.worth);
+    let (best, last) = (worth(chosen.first()), worth(chosen.last()));
     let partial = args.regions.is_some() && args.rest == Rest::Unknown;
-    let (tasks, left_out) = pre_annotated(chosen, target.as_ref(), partial);
+    let (tasks, left_out) = pre_annotated(chosen, args.strategy, target.as_ref(), partial);
     let written = match args.format {
         TaskFormat::LabelStudio => {
             let target = target.unwrap_or_else(Target::default_ner);
@@ -307,7 +302,6 @@ pub fn run(args: SelectArgs, backend: Backend) -> Result<()> {
         }
         nertrain_data::write_output(path, remaining.as_bytes())?;
     }
-    let worth = |task: Option<&PreAnnotated>| task.map_or(0.0, |t| t.score);
     let decided = if args.regions.is_some() {
         "in their regions"
     } else {
@@ -318,8 +312,8 @@ pub fn run(args: SelectArgs, backend: Backend) -> Result<()> {
         tasks.len(),
         texts.len(),
         args.strategy.name(),
-        worth(tasks.first()),
-        worth(tasks.last())
+        best,
+        last
     );
     if left_out > 0 {
         eprintln!(

@@ -9,10 +9,11 @@ use std::time::Duration;
 use burn::tensor::Device;
 use clap::Args;
 use nertrain_annotate::LabelledFile;
+use nertrain_select::{Regions, Strategy};
 use nertrain_serve::auth::{Auth, Credentials, Guarded};
 use nertrain_serve::{LogLine, Logger, RequestLog, ServeOptions};
 use nertrain_studio::{Connection, LearnSettings, RefreshSettings, StudioEvent, StudioOptions};
-use nertrain_tagger::{Regions, Strategy, Tagger};
+use nertrain_tagger::Tagger;
 
 use crate::Result;
 

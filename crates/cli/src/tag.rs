@@ -117,9 +117,9 @@ fn write_tagged(tagger: &Tagger, args: &TagArgs, options: TagOptions) -> Result<
     let mut write_chunk = |tagged: Vec<Tagged>| -> Result<()> {
         for tagged in tagged {
             match args.format {
-                Format::Html => page.push(tagged.into_record(tagger.labels())),
+                Format::Html => page.push(tagged.into_record(tagger.tags())),
                 Format::Json => {
-                    let record = tagged.into_record(tagger.labels());
+                    let record = tagged.into_record(tagger.tags());
                     // Straight to the output: a long text's JSON is never held whole.
                     serde_json::to_writer(&mut out, &record)?;
                     writeln!(out)?;

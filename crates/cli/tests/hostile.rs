@@ -169,8 +169,8 @@ fn the_answer_bound_holds_for_hostile_texts() {
             .unwrap();
         for (text, tagged) in texts.iter().zip(tagged) {
             let tokens = tagged.tokens.len();
-            let json = serde_json::to_string(&tagged.into_record(tagger.labels())).unwrap();
-            let bound = nertrain_tagger::record_size_bound(text, tokens, tagger.labels(), &options);
+            let json = serde_json::to_string(&tagged.into_record(tagger.tags())).unwrap();
+            let bound = nertrain_tagger::record_size_bound(text, tokens, tagger.tags(), &options);
             assert!(json.len() <= bound, "{} > {bound}", json.len());
         }
     }

@@ -66,7 +66,7 @@ fn predict_marks_the_regions_select_marks_and_forces_what_the_annotator_drew() {
     let results = answer["results"].as_array().unwrap();
 
     // select, on the same texts with the same threshold and a budget that takes every text
-    // with a region: the same regions, as data.known of its tasks.
+    // with a region: the same regions, as data.known of its tasks, and the same pre-annotation.
     let dir = scratch("studio-loop-regions");
     let pool = dir.join("pool.txt");
     std::fs::write(&pool, texts.join("\n") + "\n").unwrap();
@@ -106,6 +106,37 @@ fn predict_marks_the_regions_select_marks_and_forces_what_the_annotator_drew() {
         });
         assert_eq!(checks, known, "text {i}: {result}");
         marked += checks.len();
+        // One builder: the same entities, confidences and task score as select's task.
+        if let Some(task) = task {
+            let prediction = &task["predictions"][0];
+            assert_eq!(
+                regions(result, "ents"),
+                regions(prediction, "label"),
+                "text {i}"
+            );
+            let near = |a: &serde_json::Value, b: &serde_json::Value| {
+                (a.as_f64().unwrap() - b.as_f64().unwrap()).abs() < 1e-9
+            };
+            assert!(
+                near(&result["score"], &prediction["score"]),
+                "text {i}: {result} {prediction}"
+            );
+            let confidences = |r: &serde_json::Value, from_name: &str| -> Vec<serde_json::Value> {
+                let regions = r["result"].as_array().unwrap().iter();
+                regions
+                    .filter(|r| r["from_name"] == from_name)
+                    .map(|r| r["score"].clone())
+                    .collect()
+            };
+            let (served, written) = (
+                confidences(result, "ents"),
+                confidences(prediction, "label"),
+            );
+            assert!(
+                served.iter().zip(&written).all(|(a, b)| near(a, b)),
+                "text {i}: {result} {prediction}"
+            );
+        }
     }
     assert!(marked > 0, "no text has a region below 0.95: {answer}");
 

@@ -1,7 +1,7 @@
 //! Labelled sequences on the host: reading CoNLL column files, tag schemes and their conversion,
 //! entity spans and conlleval-exact scoring, documents and the context they give a word,
-//! vocabularies, pretrained word vectors, and padded,
-//! length-bucketed batches.
+//! vocabularies, pretrained word vectors, the one featurizer of training and tagging
+//! ([`Featurizer`]), and padded, length-bucketed batches.
 //!
 //! Nothing here knows about tensors: the model crate turns a [`Batch`] into them.
 
@@ -13,6 +13,7 @@ mod conll;
 mod context;
 mod dictionary;
 mod error;
+mod featurize;
 pub mod io;
 mod label;
 pub mod lock;
@@ -41,6 +42,7 @@ pub use dictionary::{
     place, read_dictionary, set_dictionary_places,
 };
 pub use error::DataError;
+pub use featurize::Featurizer;
 pub use io::{WriteError, write_output};
 pub use label::{Allowed, Label, TagColumn, known_tags};
 pub use operating::{LabelConfidences, OperatingPoint, THRESHOLD_GRID, label_confidences};

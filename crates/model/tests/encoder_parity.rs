@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use burn::store::ModuleSnapshot;
 use burn::tensor::{Bool, DType, Device, Int, Tensor, TensorData};
 use nertrain_data::SubwordTokenizer;
-use nertrain_model::encoder::{EncoderConfig, check_tokenizer, load_weights};
+use nertrain_model::encoder::{EncoderConfig, check_tokenizer, load_checkpoint};
 use serde::Deserialize;
 use tempfile::TempDir;
 
@@ -49,7 +49,7 @@ fn largest_difference_from(dir: &Path, expected: &Expected) -> f32 {
     let dir = dir.to_path_buf();
     let device = Device::default();
     let config = EncoderConfig::read(&dir).unwrap();
-    let encoder = load_weights(config.init(&device), &config, &dir).unwrap();
+    let encoder = load_checkpoint(config.init(&device), &config, &dir).unwrap();
 
     let longest = expected
         .sentences
@@ -111,7 +111,7 @@ fn pytorch_files_in_every_precision_are_read_as_f32() {
     ] {
         let dir = fixture(name);
         let config = EncoderConfig::read(&dir).unwrap();
-        let encoder = load_weights(config.init(&Device::default()), &config, &dir).unwrap();
+        let encoder = load_checkpoint(config.init(&Device::default()), &config, &dir).unwrap();
         for tensor in encoder.collect(None, None, false) {
             assert_eq!(
                 tensor.dtype,
@@ -211,7 +211,7 @@ fn refusal(dir: &Path) -> String {
         Ok(config) => config,
         Err(e) => return e.to_string(),
     };
-    match load_weights(config.init(&device), &config, dir) {
+    match load_checkpoint(config.init(&device), &config, dir) {
         Ok(_) => panic!("{} loaded", dir.display()),
         Err(e) => e.to_string(),
     }

@@ -112,7 +112,7 @@ impl Tagger {
             let texts = texts.iter().map(|text| Ok(text.as_str()));
             for tagged in self.inner.tag_stream(texts, layout, options) {
                 let tagged = tagged.map_err(tagging_error)?;
-                let labels = self.inner.labels();
+                let labels = self.inner.tags();
                 records.extend(tagged.into_iter().map(|t| t.into_record(labels)));
                 // On the caller's thread: Python runs signal handlers on its main thread only.
                 Python::attach(|py| py.check_signals())?;
@@ -150,7 +150,7 @@ impl Tagger {
     /// The entity types the model finds.
     #[getter]
     fn labels(&self) -> Vec<String> {
-        nertrain_tagger::entity_types(self.inner.labels())
+        nertrain_tagger::entity_types(self.inner.tags())
     }
 
     /// What the model is, as `nertrain serve` answers `GET /model`.
@@ -189,10 +189,12 @@ impl Tagger {
     }
 }
 
-/// A text `select` chose: its place in the pool, its worth, and the model's record of it.
+/// A text `select` chose: its place in the pool, its worth, its task's score (the certainty
+/// of its worth, as `select`'s tasks are scored), and the model's record of it.
 #[derive(serde::Serialize)]
 struct SelectedRecord {
     index: usize,
+    worth: f64,
     score: f64,
     /// With `regions`: the regions to decide, `(start, end)` in code points.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -204,7 +206,9 @@ struct SelectedRecord {
 /// Chooses the texts of `texts` (an unlabelled pool) most worth labelling next, as
 /// `nertrain select` does: a list of dicts, the best first, each the record `tag` makes of the
 /// text (entities with confidences: its pre-annotation) with its `index` in the pool, its
-/// `score` by the strategy and, with `regions`, the `regions` to decide.
+/// `worth` by the strategy (higher first), its task's `score` (the model's certainty of it, from
+/// 0 to 1, lowest first, as the task files have it) and, with `regions`, the `regions` to
+/// decide.
 #[pyfunction]
 #[pyo3(signature = (model_dir, texts, budget, *, strategy = "margin", budget_unit = "texts", max_similarity = 0.7, diversity = 0.0, regions = None, seed = 1, threads = None, encoder_cache = None))]
 #[allow(clippy::too_many_arguments)]
@@ -223,7 +227,7 @@ fn select<'py>(
     encoder_cache: Option<PathBuf>,
 ) -> PyResult<Bound<'py, PyList>> {
     // A threshold (0.99) or a rule ("budget", "budget:0.999"), as `select --regions` reads it.
-    let regions: Option<nertrain_tagger::Regions> = regions
+    let regions: Option<nertrain_select::Regions> = regions
         .map(|r| {
             r.str()?
                 .to_string()
@@ -231,13 +235,13 @@ fn select<'py>(
                 .map_err(|e| PyValueError::new_err(format!("regions: {e}")))
         })
         .transpose()?;
-    let strategy: nertrain_tagger::Strategy = strategy
+    let strategy: nertrain_select::Strategy = strategy
         .parse()
         .map_err(|e| PyValueError::new_err(format!("strategy: {e}")))?;
-    let unit: nertrain_tagger::BudgetUnit = budget_unit
+    let unit: nertrain_select::BudgetUnit = budget_unit
         .parse()
         .map_err(|e| PyValueError::new_err(format!("budget_unit: {e}")))?;
-    let selection = nertrain_tagger::Selection {
+    let selection = nertrain_select::Selection {
         strategy,
         budget,
         unit,
@@ -249,14 +253,15 @@ fn select<'py>(
     let (chosen, problems) = py
         .detach(|| {
             let tagger = with_encoder_cache(load(&model_dir, threads)?, encoder_cache.as_deref())?;
-            let chosen = tagger.select(&texts, &selection)?;
-            let labels = tagger.labels();
+            let chosen = nertrain_select::Selector::new(&tagger).select(&texts, &selection)?;
+            let labels = tagger.tags();
             Ok::<_, TaggingError>((
                 chosen
                     .into_iter()
                     .map(|s| SelectedRecord {
                         index: s.index,
-                        score: s.score,
+                        worth: s.worth,
+                        score: s.task_score(strategy),
                         regions: s.region_offsets(),
                         record: s.tagged.into_record(labels),
                     })

@@ -35,7 +35,7 @@ pub(crate) async fn measure(
 ) -> Result<(Vec<String>, Vec<Vec<Token>>, Cost), ServeError> {
     let (sender, receiver) = oneshot::channel();
     let spawned = tagger.spawn(move |tagger| {
-        let labels = tagger.labels();
+        let labels = tagger.tags();
         let mut cost = Cost {
             tokens: 0,
             answer_bytes: 0,

@@ -20,7 +20,6 @@
 //! their message as the reason phrase too.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
@@ -30,9 +29,7 @@ use nertrain_annotate::label_studio::Prediction;
 use nertrain_annotate::label_studio::backend::{
     PredictAnswer, PredictRequest, SetupRequest, WebhookRequest,
 };
-use nertrain_studio::predict::{
-    Drawn, Piece, Source, objects, predict_options, prediction_size_bound, texts_to_tag,
-};
+use nertrain_studio::predict::{Answering, Drawn, Source, prediction_size_bound};
 use nertrain_studio::{self as studio, ServeRefusal, Version};
 use nertrain_tagger::{TagOptions, Tagger, Token};
 use serde::Serialize;
@@ -89,12 +86,12 @@ pub(crate) async fn predict(
     )
     .await?;
     let version = state.served.get();
-    let (tagging, template, mut cost) = draw_texts(state, &version, predict).await?;
+    let (tagging, answering, mut cost) = draw_texts(state, &version, predict).await?;
     cost.answer_bytes = prediction_size_bound(
-        &template.config,
+        answering.config(),
         &tagging.texts,
         &tagging.tokens,
-        template.task_ids.len(),
+        tagging.task_ids.len(),
         &version.id,
     );
     queue::within_answer_limit(
@@ -105,14 +102,14 @@ pub(crate) async fn predict(
     )?;
     let held = queue::hold(state, &cost)?;
     let count = tagging.texts.len();
-    let left_out = template.left_out.clone();
-    let results = tag_in_pieces(state, id, &version.tagger, tagging, template).await?;
+    let cut = state.studio.cut(&version.id);
+    let results = tag_in_groups(state, id, &version.tagger, tagging, &answering, cut).await?;
     let body = queue::serialize(PredictAnswer {
         results,
         model_version: version.id.clone(),
     })
     .await?;
-    let left_out = left_out.load(Ordering::Relaxed);
+    let left_out = answering.left_out();
     let tally = Tally {
         texts: count,
         tokens: cost.tokens,
@@ -124,34 +121,28 @@ pub(crate) async fn predict(
 }
 
 /// A `/predict`'s texts to tag, read from its tasks under its labeling config (checked against
-/// the model), cut into words and measured, with the annotator's entities to force; what every
-/// piece of its answer shares; and what tagging them costs.
+/// the model), cut into words and measured, with the annotator's entities to force; what
+/// answers them; and what tagging them costs.
 async fn draw_texts(
     state: &AppState,
     version: &Version,
     predict: PredictRequest,
-) -> Result<(Tagging, Piece, queue::Cost), ServeError> {
-    let config = state.studio.predict_config(&predict)?;
-    config
-        .check_labels(&version.info.labels)
-        .map_err(studio::Error::Invalid)?;
-    let objects = Arc::new(objects(&config));
-    within_queue(state, predict.tasks.len(), objects.len())?;
-    let (texts, sources) = texts_to_tag(&config, &objects, &predict.tasks)?;
+) -> Result<(Tagging, Arc<Answering>, queue::Cost), ServeError> {
+    let answering = state.studio.answering(&predict, version)?;
+    within_queue(state, predict.tasks.len(), answering.objects().len())?;
+    let (texts, sources) = answering.texts_to_tag(&predict.tasks)?;
     let name = |i: usize| {
         let source = &sources[i];
-        format!(
-            "tasks[{}].data.{}",
-            source.task, objects[source.object].data_key
-        )
+        let object = &answering.objects()[source.object];
+        format!("tasks[{}].data.{}", source.task, object.data_key)
     };
-    let tag_options = predict_options(&version.tagger, state.studio.strategy(), &objects)
+    let tag_options = answering
+        .tag_options(&version.tagger)
         .map_err(|e| ServeError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
     let (texts, tokens, cost) = queue::measure(&version.tagger, texts, tag_options, &name).await?;
     let drawn = Drawn {
         context: predict.params.and_then(|p| p.context),
-        config: config.clone(),
-        objects: objects.clone(),
+        answering: answering.clone(),
         texts,
         tokens,
         sources,
@@ -159,24 +150,14 @@ async fn draw_texts(
     let (drawn, forced) =
         queue::on_tagger(&version.tagger, move |tagger| Ok(drawn.forced(tagger)?)).await?;
     let tagging = Tagging {
+        task_ids: predict.tasks.iter().map(|t| t.id).collect(),
         texts: drawn.texts,
         tokens: drawn.tokens,
         forced,
         sources: drawn.sources,
         options: tag_options,
     };
-    let template = Piece {
-        tasks: 0..0,
-        task_ids: predict.tasks.iter().map(|t| t.id).collect(),
-        sources: Vec::new(),
-        config,
-        objects,
-        strategy: state.studio.strategy(),
-        cut: state.studio.cut(&version.id),
-        model_version: version.id.clone(),
-        left_out: Arc::new(AtomicUsize::new(0)),
-    };
-    Ok((tagging, template, cost))
+    Ok((tagging, answering, cost))
 }
 
 /// Whether `tasks` of `texts` texts each are no more texts than the server ever queues.
@@ -197,6 +178,8 @@ fn within_queue(state: &AppState, tasks: usize, texts: usize) -> Result<(), Serv
 
 /// The texts of a request, cut into words, with where each came from and how to tag them.
 struct Tagging {
+    /// The tasks' ids in Label Studio, where they have one.
+    task_ids: Vec<Option<i64>>,
     texts: Vec<String>,
     tokens: Vec<Vec<Token>>,
     /// Entities forced on each text; empty: none.
@@ -205,24 +188,26 @@ struct Tagging {
     options: TagOptions,
 }
 
-/// The predictions of every task, tagged in pieces of whole tasks of at most `max_texts` texts
-/// each, so that one request of many tasks takes its turn in the queue like many requests.
-/// `template` is what every piece shares.
-async fn tag_in_pieces(
+/// The predictions of every task, tagged in groups of whole tasks of at most `max_texts` texts
+/// each, so that one request of many tasks takes its turn in the queue like many requests;
+/// regions to decide cut at `cut`.
+async fn tag_in_groups(
     state: &AppState,
     id: u64,
     tagger: &Arc<Tagger>,
     tagging: Tagging,
-    template: Piece,
+    answering: &Arc<Answering>,
+    cut: f64,
 ) -> Result<Vec<Prediction>, ServeError> {
     let Tagging {
+        task_ids,
         mut texts,
         mut tokens,
         mut forced,
         mut sources,
         options,
     } = tagging;
-    let tasks = template.task_ids.len();
+    let tasks = task_ids.len();
     let mut results = Vec::with_capacity(tasks);
     let mut first_task = 0;
     while first_task < tasks {
@@ -243,16 +228,12 @@ async fn tag_in_pieces(
         let rest_tokens = tokens.split_off(taken);
         let rest_forced = forced.split_off(taken.min(forced.len()));
         let rest_sources = sources.split_off(taken);
-        let piece = Piece {
-            tasks: first_task..end_task,
-            task_ids: template.task_ids[first_task..end_task].to_vec(),
-            sources: std::mem::replace(&mut sources, rest_sources),
-            config: template.config.clone(),
-            objects: template.objects.clone(),
-            model_version: template.model_version.clone(),
-            left_out: template.left_out.clone(),
-            ..template
-        };
+        let group = answering.group(
+            first_task..end_task,
+            task_ids[first_task..end_task].to_vec(),
+            std::mem::replace(&mut sources, rest_sources),
+            cut,
+        );
         let words = tokens.iter().map(Vec::len).sum();
         let request = crate::batch::Request {
             tagger: tagger.clone(),
@@ -262,7 +243,7 @@ async fn tag_in_pieces(
             options,
             forced: std::mem::replace(&mut forced, rest_forced),
         };
-        let answer = move |tagged, tagger: &Tagger| piece.answer(tagged, tagger);
+        let answer = move |tagged, tagger: &Tagger| group.answer(tagged, tagger);
         results.extend(queue::submit(state, id, request, answer).await?);
         first_task = end_task;
     }

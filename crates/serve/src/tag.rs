@@ -79,7 +79,7 @@ pub(crate) async fn tag(
     let body = queue::submit(state, id, request, move |tagged, tagger| {
         let records: Vec<Record> = tagged
             .into_iter()
-            .map(|t| t.into_record(tagger.labels()))
+            .map(|t| t.into_record(tagger.tags()))
             .collect();
         if single {
             serde_json::to_vec(&records[0])

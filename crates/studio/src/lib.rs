@@ -37,7 +37,10 @@ use nertrain_annotate::label_studio::backend::{
     PredictRequest, SetupAnswer, SetupRequest, TRAINING_ACTIONS, VersionsAnswer, WebhookAnswer,
     WebhookRequest,
 };
-use nertrain_tagger::{DEFAULT_FLOOR, Regions, Strategy, lock};
+use nertrain_select::{DEFAULT_FLOOR, Regions, Strategy};
+use nertrain_tagger::lock;
+
+use crate::predict::Answering;
 
 pub use client::Connection;
 pub use events::{Events, StudioEvent};
@@ -240,6 +243,18 @@ impl Studio {
                 }),
             (None, None) => Err(Error::Invalid("missing field `label_config`".into())),
         }
+    }
+
+    /// What answers a `/predict` by `version`: its labeling config ([`Self::predict_config`]),
+    /// checked against the model, with the tasks scored by the server's strategy.
+    pub fn answering(
+        &self,
+        predict: &PredictRequest,
+        version: &Version,
+    ) -> Result<Arc<Answering>, Error> {
+        let config = self.predict_config(predict)?;
+        let answering = Answering::new(config, self.strategy, version).map_err(Error::Invalid)?;
+        Ok(Arc::new(answering))
     }
 
     /// An annotation event: one more toward the next training, or a training asked for

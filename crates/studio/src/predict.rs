@@ -3,16 +3,19 @@
 //! its texts tagged, with regions to decide where the config has a [`CHECK`] control. The
 //! server's `/predict` and the refresher of a project's predictions make them the same way.
 
+use std::ops::Range;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nertrain_annotate::CharSpan;
 use nertrain_annotate::label_studio::{
-    CHECK, Context, LabelingConfig, Prediction, Target, Task, TextPrediction,
+    AnnotatorRegions, CHECK, LabelingConfig, Prediction, Target, Task, TextPrediction,
 };
-use nertrain_tagger::{Strategy, TagOptions, TagSettings, Tagged, Tagger, Token, doubtful_regions};
+use nertrain_select::{Selector, Strategy};
+use nertrain_tagger::{TagOptions, TagSettings, Tagged, Tagger, Token};
 
 use crate::Error;
+use crate::served::Version;
 
 /// Where a text to tag came from: its task and the object (a `<Text>`'s data key) it is read
 /// for.
@@ -86,50 +89,12 @@ pub fn prediction_size_bound(
     64 + regions + tasks * (96 + 6 * model_version.len())
 }
 
-/// What the texts of `objects` are tagged with for their predictions: entity confidences, what
-/// `strategy`'s task score needs, and marginals where a [`CHECK`] control shows regions.
-pub fn predict_options(
-    tagger: &Tagger,
-    strategy: Strategy,
-    objects: &[Object],
-) -> nertrain_tagger::Result<TagOptions> {
-    tagger.options_with(TagSettings {
-        confidence: true,
-        marginals: objects.iter().any(|o| o.check.is_some()),
-        ..strategy.settings()
-    })
-}
-
-/// Every object's text of every task, blank ones left out (they have no entities), with where
-/// each came from.
-pub fn texts_to_tag(
-    config: &LabelingConfig,
-    objects: &[Object],
-    tasks: &[Task],
-) -> Result<(Vec<String>, Vec<Source>), Error> {
-    let mut texts = Vec::new();
-    let mut sources = Vec::new();
-    for (t, task) in tasks.iter().enumerate() {
-        for (o, object) in objects.iter().enumerate() {
-            let target = &config.targets[object.targets[0]];
-            let text = task.text_for(target, t).map_err(Error::Invalid)?;
-            if !text.trim().is_empty() {
-                texts.push(text.to_string());
-                sources.push(Source { task: t, object: o });
-            }
-        }
-    }
-    Ok((texts, sources))
-}
-
 /// A request's texts cut into words, and the regions an annotator has drawn on them, when any.
 pub struct Drawn {
     /// The annotator's regions, when the request has any.
-    pub context: Option<Context>,
-    /// The labeling config the texts were read under.
-    pub config: Arc<LabelingConfig>,
-    /// Its objects.
-    pub objects: Arc<Vec<Object>>,
+    pub context: Option<AnnotatorRegions>,
+    /// What the texts were read under.
+    pub answering: Arc<Answering>,
     /// The texts.
     pub texts: Vec<String>,
     /// Their words.
@@ -144,8 +109,8 @@ impl Drawn {
     pub fn forced(self, tagger: &Tagger) -> Result<(Self, Vec<Vec<CharSpan>>), Error> {
         let forced = forced_spans(
             self.context.as_ref(),
-            &self.config,
-            &self.objects,
+            &self.answering.config,
+            &self.answering.objects,
             &self.texts,
             &self.sources,
         )?;
@@ -161,7 +126,7 @@ impl Drawn {
 /// The entities an annotator has drawn (an interactive pre-annotation's `context`), to be
 /// forced on each of `texts` (from `sources`); none without a context.
 fn forced_spans(
-    context: Option<&Context>,
+    context: Option<&AnnotatorRegions>,
     config: &LabelingConfig,
     objects: &[Object],
     texts: &[String],
@@ -198,63 +163,154 @@ type TextSpans = (
     Option<(String, Vec<(usize, usize)>)>,
 );
 
-/// Tasks answered together: their predictions from their texts tagged.
-pub struct Piece {
-    /// The tasks, by their place in the request.
-    pub tasks: std::ops::Range<usize>,
-    /// Their ids in Label Studio, where they have one.
-    pub task_ids: Vec<Option<i64>>,
-    /// Where each text of the piece came from.
-    pub sources: Vec<Source>,
-    /// The labeling config the texts were read under.
-    pub config: Arc<LabelingConfig>,
+/// What every group of tasks of an answer shares: the labeling config the texts are read under (its
+/// labels checked against the model's), how tasks are scored, the version that answers, and
+/// the entities left out across the groups.
+pub struct Answering {
+    /// The labeling config.
+    config: Arc<LabelingConfig>,
     /// Its objects.
-    pub objects: Arc<Vec<Object>>,
+    objects: Arc<Vec<Object>>,
     /// The strategy whose worth makes a task's score.
-    pub strategy: Strategy,
-    /// A token less sure than this is in a region to decide, on a text with a [`CHECK`] control.
-    pub cut: f64,
-    /// The served weights' id.
-    pub model_version: String,
-    /// Entities of labels the config lacks, left out: counted across the pieces of a request.
-    pub left_out: Arc<AtomicUsize>,
+    strategy: Strategy,
+    /// The answering weights' id.
+    model_version: String,
+    /// Entities of labels the config lacks, left out.
+    left_out: AtomicUsize,
 }
 
-impl Piece {
+impl Answering {
+    /// Answers for tasks read under `config` by `version`, scored by `strategy`; refused when
+    /// the config labels nothing the model finds.
+    pub fn new(
+        config: Arc<LabelingConfig>,
+        strategy: Strategy,
+        version: &Version,
+    ) -> Result<Self, String> {
+        config.check_labels(&version.info.labels)?;
+        let objects = Arc::new(objects(&config));
+        Ok(Self {
+            config,
+            objects,
+            strategy,
+            model_version: version.id.clone(),
+            left_out: AtomicUsize::new(0),
+        })
+    }
+
+    /// The config the tasks are read under.
+    pub fn config(&self) -> &Arc<LabelingConfig> {
+        &self.config
+    }
+
+    /// The config's objects, the texts of each task to tag.
+    pub fn objects(&self) -> &Arc<Vec<Object>> {
+        &self.objects
+    }
+
+    /// Whether the config shows regions to decide (has a [`CHECK`] control).
+    pub fn checks(&self) -> bool {
+        self.objects.iter().any(|o| o.check.is_some())
+    }
+
+    /// What the texts are tagged with for their predictions: entity confidences, what the
+    /// strategy's task score needs, and marginals where regions to decide are shown.
+    pub fn tag_options(&self, tagger: &Tagger) -> nertrain_tagger::Result<TagOptions> {
+        tagger.options_with(TagSettings {
+            confidence: true,
+            marginals: self.checks(),
+            ..self.strategy.settings()
+        })
+    }
+
+    /// Every object's text of every task of `tasks`, blank ones left out (they have no
+    /// entities), with where each came from.
+    pub fn texts_to_tag(&self, tasks: &[Task]) -> Result<(Vec<String>, Vec<Source>), Error> {
+        let mut texts = Vec::new();
+        let mut sources = Vec::new();
+        for (t, task) in tasks.iter().enumerate() {
+            for (o, object) in self.objects.iter().enumerate() {
+                let target = &self.config.targets[object.targets[0]];
+                let text = task.text_for(target, t).map_err(Error::Invalid)?;
+                if !text.trim().is_empty() {
+                    texts.push(text.to_string());
+                    sources.push(Source { task: t, object: o });
+                }
+            }
+        }
+        Ok((texts, sources))
+    }
+
+    /// How many entities were left out so far, for want of their label in the config.
+    pub fn left_out(&self) -> usize {
+        self.left_out.load(Ordering::Relaxed)
+    }
+
+    /// The group of the answer's tasks `tasks` (by their place in the request; their ids
+    /// in Label Studio `task_ids`, where they have one), whose texts came from `sources`, with
+    /// regions to decide cut at `cut`.
+    pub fn group(
+        self: &Arc<Self>,
+        tasks: Range<usize>,
+        task_ids: Vec<Option<i64>>,
+        sources: Vec<Source>,
+        cut: f64,
+    ) -> TaskGroup {
+        TaskGroup {
+            tasks,
+            task_ids,
+            sources,
+            cut,
+            answering: self.clone(),
+        }
+    }
+}
+
+/// Tasks answered together: their predictions from their texts tagged.
+pub struct TaskGroup {
+    /// The tasks, by their place in the request.
+    tasks: Range<usize>,
+    /// Their ids in Label Studio, where they have one.
+    task_ids: Vec<Option<i64>>,
+    /// Where each text of the group came from.
+    sources: Vec<Source>,
+    /// A token less sure than this is in a region to decide, on a text with a [`CHECK`] control.
+    cut: f64,
+    /// What the groups of the answer share.
+    answering: Arc<Answering>,
+}
+
+impl TaskGroup {
     /// The tasks' predictions.
     pub fn answer(self, tagged: Vec<Tagged>, tagger: &Tagger) -> Vec<Prediction> {
+        let shared = &*self.answering;
+        let selector = Selector::new(tagger);
         let mut predictions = Vec::with_capacity(self.tasks.len());
         let mut texts = self.sources.iter().zip(tagged).peekable();
         for (n, task) in self.tasks.clone().enumerate() {
             let mut certainty: f64 = 1.0;
             let mut spans: Vec<TextSpans> = Vec::new();
             while let Some((source, tagged)) = texts.next_if(|(s, _)| s.task == task) {
-                let object = &self.objects[source.object];
-                let on_it = &object.targets;
-                let worth = tagger.worth_of(&tagged, self.strategy);
-                let checked = object.check.clone().map(|to_name| {
-                    let tokens = &tagged.tokens;
-                    let regions = doubtful_regions(&tagged, self.cut);
-                    let offsets = regions.iter();
-                    let offsets = offsets.map(|r| (tokens[r.start].start, tokens[r.end - 1].end));
-                    (to_name, offsets.collect())
-                });
-                if worth.is_finite() {
-                    certainty = certainty.min(self.strategy.certainty(worth));
-                }
+                let object = &shared.objects[source.object];
+                let cut = object.check.is_some().then_some(self.cut);
+                let pre = selector.pre_annotate(tagged, shared.strategy, cut);
+                // A task is as sure as its least sure text.
+                certainty = certainty.min(pre.score);
                 let mut kept = Vec::new();
-                for entity in tagged.entities {
+                for (span, confidence) in pre.entities {
                     // The first control on the text with the entity's label takes it.
-                    let taker = on_it
+                    let taker = object
+                        .targets
                         .iter()
-                        .find(|&&t| self.config.targets[t].labels.contains(&entity.label));
+                        .find(|&&t| shared.config.targets[t].labels.contains(&span.label));
                     if let Some(&target) = taker {
-                        kept.push((target, entity.span(), entity.confidence.unwrap_or(1.0)));
+                        kept.push((target, span, confidence));
                     } else {
-                        self.left_out.fetch_add(1, Ordering::Relaxed);
+                        shared.left_out.fetch_add(1, Ordering::Relaxed);
                     }
                 }
-                spans.push((tagged.text, kept, checked));
+                let checked = object.check.clone().map(|to_name| (to_name, pre.regions));
+                spans.push((pre.text, kept, checked));
             }
             let id = self.task_ids[n].map_or_else(|| format!("t{task}"), |id| id.to_string());
             let texts: Vec<TextPrediction> = spans
@@ -263,7 +319,7 @@ impl Piece {
                     text,
                     entities: kept
                         .iter()
-                        .map(|(target, span, p)| (&self.config.targets[*target], span, *p))
+                        .map(|(target, span, p)| (&shared.config.targets[*target], span, *p))
                         .collect(),
                     checks: checked
                         .as_ref()
@@ -272,7 +328,7 @@ impl Piece {
                 .collect();
             predictions.push(Prediction::of_texts(
                 &id,
-                &self.model_version,
+                &shared.model_version,
                 certainty,
                 &texts,
             ));

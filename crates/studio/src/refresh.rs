@@ -16,18 +16,19 @@
 //! a task Label Studio had then.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use nertrain_annotate::label_studio::LabelingConfig;
 use nertrain_annotate::label_studio::rest::{ListedTask, TaskPrediction};
-use nertrain_tagger::{PoolDoubt, Regions, Strategy, TagOptions, Tagged, Tagger, Token, lock};
+use nertrain_select::{DEFAULT_FLOOR, PoolDoubt, Regions, Strategy};
+use nertrain_tagger::{TagOptions, Tagged, Tagger, Token, lock};
 
 use crate::client::Connection;
 use crate::events::{Events, StudioEvent};
-use crate::predict::{Object, Piece, Source, objects, predict_options, texts_to_tag};
+use crate::predict::{Answering, Source};
 use crate::served::{Served, Version};
 use crate::status::{Posted, RefreshPhase, RefreshStatus};
 
@@ -55,7 +56,7 @@ impl Default for RefreshSettings {
             page_size: 500,
             per_second: 5.0,
             strategy: Strategy::Margin,
-            regions: Regions::Below(nertrain_tagger::DEFAULT_FLOOR),
+            regions: Regions::Below(DEFAULT_FLOOR),
             budget: 2000,
         }
     }
@@ -306,10 +307,9 @@ fn resumed(
 }
 
 /// What a refresh reads and tags with.
-struct Reading<'a> {
+struct ProjectReader<'a> {
     connection: &'a Connection,
-    config: Arc<LabelingConfig>,
-    objects: Arc<Vec<Object>>,
+    answering: Arc<Answering>,
     options: TagOptions,
     pace: Pace,
 }
@@ -374,22 +374,20 @@ fn read_project<'a>(
     version: &Version,
     connection: &'a Connection,
     project: u64,
-) -> Result<(Reading<'a>, bool), String> {
+) -> Result<(ProjectReader<'a>, bool), String> {
     let mut pace = Pace::new(shared.settings.per_second);
     pace.wait(shared);
     let config = LabelingConfig::parse(&connection.label_config(project)?)
         .map_err(|e| format!("project {project}'s labeling config: {e}"))?;
-    config
-        .check_labels(&version.info.labels)
+    let answering = Answering::new(Arc::new(config), shared.settings.strategy, version)
         .map_err(|e| format!("project {project}: {e}"))?;
-    let objects = objects(&config);
-    let checks = objects.iter().any(|o| o.check.is_some());
-    let options = predict_options(&version.tagger, shared.settings.strategy, &objects)
+    let checks = answering.checks();
+    let options = answering
+        .tag_options(&version.tagger)
         .map_err(|e| e.to_string())?;
-    let reading = Reading {
+    let reading = ProjectReader {
         connection,
-        config: Arc::new(config),
-        objects: Arc::new(objects),
+        answering: Arc::new(answering),
         options,
         pace,
     };
@@ -403,7 +401,7 @@ fn read_project<'a>(
 fn post_page(
     shared: &Shared,
     version: &Version,
-    reading: &mut Reading,
+    reading: &mut ProjectReader,
     status: &mut RefreshStatus,
     cut: f64,
 ) -> Result<Option<bool>, String> {
@@ -419,7 +417,7 @@ fn post_page(
         posted.stood += read - tasks.len();
     }
     let tagged = tag_page(version, reading, tasks, &mut posted)?;
-    let predictions = predict(shared, version, reading, tagged, cut);
+    let predictions = predict(version, reading, tagged, cut);
     if !predictions.is_empty() {
         reading.pace.wait(shared);
         posted.predicted +=
@@ -435,7 +433,7 @@ fn post_page(
 fn measure(
     shared: &Shared,
     version: &Version,
-    reading: &mut Reading,
+    reading: &mut ProjectReader,
     status: &mut RefreshStatus,
 ) -> Result<Option<f64>, String> {
     // The pool's doubt is not saved: measuring resumes from the first page.
@@ -511,7 +509,7 @@ struct PageTagged {
 /// cannot be read, are counted in `status` and passed over.
 fn tag_page(
     version: &Version,
-    reading: &Reading,
+    reading: &ProjectReader,
     tasks: Vec<ListedTask>,
     status: &mut RefreshStatus,
 ) -> Result<PageTagged, String> {
@@ -526,8 +524,7 @@ fn tag_page(
             continue;
         }
         let task = std::slice::from_ref(&listed.task);
-        let Ok((task_texts, task_sources)) = texts_to_tag(&reading.config, &reading.objects, task)
-        else {
+        let Ok((task_texts, task_sources)) = reading.answering.texts_to_tag(task) else {
             status.unreadable += 1;
             continue;
         };
@@ -561,9 +558,8 @@ fn tag_page(
 
 /// The predictions of a page's tasks, from their texts tagged, with regions cut at `cut`.
 fn predict(
-    shared: &Shared,
     version: &Version,
-    reading: &Reading,
+    reading: &ProjectReader,
     page: PageTagged,
     cut: f64,
 ) -> Vec<TaskPrediction> {
@@ -572,18 +568,10 @@ fn predict(
         sources,
         ids,
     } = page;
-    let piece = Piece {
-        tasks: 0..ids.len(),
-        task_ids: ids.clone(),
-        sources,
-        config: reading.config.clone(),
-        objects: reading.objects.clone(),
-        strategy: shared.settings.strategy,
-        cut,
-        model_version: version.id.clone(),
-        left_out: Arc::new(AtomicUsize::new(0)),
-    };
-    let predictions = piece.answer(tagged, &version.tagger);
+    let group = reading
+        .answering
+        .group(0..ids.len(), ids.clone(), sources, cut);
+    let predictions = group.answer(tagged, &version.tagger);
     ids.into_iter()
         .zip(predictions)
         .filter_map(|(id, prediction)| {
@@ -629,6 +617,8 @@ impl Pace {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::AtomicUsize;
+
     use super::*;
 
     fn status(phase: RefreshPhase, page: usize, cut: Option<f64>) -> RefreshStatus {

@@ -9,9 +9,8 @@ use std::ops::Range;
 use burn::tensor::Device;
 use burn::tensor::{Tensor, TensorData};
 use nertrain_data::{
-    Batch, BatchPlan, Casing, Corpus, DEFAULT_DOCUMENT_TOKENS, Encoded, Report, Scorer, Span,
-    TagScheme, Vocabularies, document_pieces, ends_before, parse_tag, render_spans,
-    set_dictionary_places, set_mention_casing, spans,
+    Batch, BatchPlan, Casing, Corpus, DEFAULT_DOCUMENT_TOKENS, Encoded, Featurizer, Report, Scorer,
+    Span, TagScheme, Vocabularies, document_pieces, ends_before, parse_tag, render_spans, spans,
 };
 use nertrain_model::crf::{ForwardBackward, Potentials, host_emissions};
 use nertrain_model::{BatchTensors, Constraints, CrfError, Dropped, ModelMeta, Network, WordGates};
@@ -156,7 +155,7 @@ pub struct Decoder<'a> {
     /// Its vocabularies.
     vocab: &'a Vocabularies,
     /// How its input is read and its tags written.
-    reading: Reading,
+    spec: DecodeSpec,
     /// Where its tensors are.
     device: &'a Device,
     /// Filled with the words of what is decoded: valid while the model does not change.
@@ -172,7 +171,7 @@ pub struct Decoder<'a> {
 
 /// What of a model's description decoding needs: how words are read and tags written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reading {
+pub struct DecodeSpec {
     /// The scheme its tags are in.
     pub train_scheme: TagScheme,
     /// The scheme predictions are written in (the training files').
@@ -181,7 +180,7 @@ pub struct Reading {
     pub max_word_len: usize,
 }
 
-impl From<&ModelMeta> for Reading {
+impl From<&ModelMeta> for DecodeSpec {
     fn from(meta: &ModelMeta) -> Self {
         Self {
             train_scheme: meta.train_scheme,
@@ -200,22 +199,22 @@ impl<'a> Decoder<'a> {
         device: &'a Device,
         word_gates: &'a WordGates,
     ) -> Self {
-        Self::reading(model, vocab, meta.into(), device, word_gates)
+        Self::with_spec(model, vocab, meta.into(), device, word_gates)
     }
 
-    /// A decoder of a model that has no description (yet): `reading` says what decoding needs
+    /// A decoder of a model that has no description (yet): `spec` says what decoding needs
     /// of one.
-    pub fn reading(
+    pub fn with_spec(
         model: &'a Network,
         vocab: &'a Vocabularies,
-        reading: Reading,
+        spec: DecodeSpec,
         device: &'a Device,
         word_gates: &'a WordGates,
     ) -> Self {
         Self {
             model,
             vocab,
-            reading,
+            spec,
             device,
             word_gates,
             bias: Vec::new(),
@@ -232,7 +231,7 @@ impl<'a> Decoder<'a> {
     /// The batch of `sentences` at `indices`, with the frozen encoder's layers of each from the
     /// encoder cache when the decoder has one.
     fn batch(&self, sentences: &[Encoded], indices: &[usize]) -> Batch {
-        let max_word_len = self.reading.max_word_len;
+        let max_word_len = self.spec.max_word_len;
         let Some(cache) = self.encoder_cache else {
             return Batch::new(sentences, indices.to_vec(), max_word_len);
         };
@@ -289,14 +288,14 @@ impl<'a> Decoder<'a> {
     ) -> Result<Vec<Prediction>> {
         let constraints = options
             .constrained
-            .then(|| Constraints::for_scheme(self.vocab.tags.items(), self.reading.train_scheme));
+            .then(|| Constraints::for_scheme(self.vocab.tags.items(), self.spec.train_scheme));
         let potentials = self.model.crf.potentials(constraints.as_ref());
         // The best path alone is decoded on the host: over a tagger's few tags that is cheaper
         // than even one step of the tensor recursion, whatever the backend. n-best paths come
         // from the tensor version.
         let lengths: Vec<usize> = sentences.iter().map(Encoded::len).collect();
         self.word_gates
-            .fill(self.model, sentences, self.reading.max_word_len);
+            .fill(self.model, sentences, self.spec.max_word_len);
         // Batches are independent: they are decoded on all of rayon's threads, each taking whole
         // batches (finer-grained parallelism inside a batch costs more than it gains).
         let decode_batch = |indices: &Vec<usize>, emissions: &[Vec<f64>]| {
@@ -752,7 +751,7 @@ impl<'a> Decoder<'a> {
         let tags: Vec<&str> = path.iter().map(|&id| self.vocab.tags.item(id)).collect();
         let spans = spans(&tags);
         (
-            render_spans(&spans, tags.len(), self.reading.output_scheme),
+            render_spans(&spans, tags.len(), self.spec.output_scheme),
             spans,
         )
     }
@@ -870,44 +869,7 @@ impl Tagger {
         allowed: &[Option<Vec<bool>>],
         options: TagOptions,
     ) -> Result<Vec<Prediction>> {
-        let needs_columns = || Error::NeedsColumns {
-            columns: self.feature_columns().to_vec(),
-        };
-        if !self.feature_columns().is_empty() && features.len() != sentences.len() {
-            return Err(needs_columns());
-        }
-        let mut encoded: Vec<Encoded> = sentences
-            .iter()
-            .enumerate()
-            .map(|(i, words)| {
-                let values = features.get(i).copied().unwrap_or_default();
-                self.vocab
-                    .encode_with_features(words, values)
-                    .map_err(|_| needs_columns())
-            })
-            .collect::<Result<_>>()?;
-        let pieces = self.document_pieces(sentences, documents);
-        if let (Some(subwords), Some(encoder)) = (&self.subwords, &self.meta.sizes.encoder) {
-            let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
-            let documents: &[Range<usize>] = if self.reads_documents() { &pieces } else { &[] };
-            subwords.set_windows(&mut encoded, &words, documents, encoder.max_positions)?;
-        }
-        if self.reads_documents() || self.dictionary.is_some() {
-            let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
-            if self.reads_documents() {
-                set_mention_casing(&mut encoded, &words, &pieces);
-            }
-            if let Some(dictionary) = &self.dictionary {
-                // Each sentence's phrases are its own: found on all the threads, in parts.
-                let part = encoded.len().div_ceil(rayon::current_num_threads()).max(1);
-                encoded
-                    .par_chunks_mut(part)
-                    .zip(words.par_chunks(part))
-                    .for_each(|(encoded, words)| {
-                        set_dictionary_places(encoded, words, dictionary, None)
-                    });
-            }
-        }
+        let (encoded, pieces) = self.inputs(sentences, features, documents)?;
         let thresholds = options.thresholds && !self.thresholds.is_empty();
         let decoding = TagOptions {
             confidence: options.confidence || thresholds,
@@ -928,6 +890,39 @@ impl Tagger {
             }
         }
         Ok(predictions)
+    }
+
+    /// The inputs the model reads for `sentences` (with their feature values, read in
+    /// `documents`, as [`Self::predict`] takes them), and the pieces of documents it reads them
+    /// in.
+    pub(crate) fn inputs<S: AsRef<str> + Sync>(
+        &self,
+        sentences: &[Vec<S>],
+        features: &[&[Vec<String>]],
+        documents: &[Range<usize>],
+    ) -> Result<(Vec<Encoded>, Vec<Range<usize>>)> {
+        let needs_columns = || Error::NeedsColumns {
+            columns: self.feature_columns().to_vec(),
+        };
+        if !self.feature_columns().is_empty() && features.len() != sentences.len() {
+            return Err(needs_columns());
+        }
+        let featurizer = self.featurizer();
+        let mut encoded: Vec<Encoded> = sentences
+            .iter()
+            .enumerate()
+            .map(|(i, words)| {
+                let values = features.get(i).copied().unwrap_or_default();
+                featurizer
+                    .encode(words, values)
+                    .map_err(|_| needs_columns())
+            })
+            .collect::<Result<_>>()?;
+        let pieces = self.document_pieces(sentences, documents);
+        let words: Vec<&[S]> = sentences.iter().map(Vec::as_slice).collect();
+        let read_together: &[Range<usize>] = if self.reads_documents() { &pieces } else { &[] };
+        featurizer.complete(&mut encoded, &words, read_together)?;
+        Ok((encoded, pieces))
     }
 
     /// `documents` cut into the pieces the model reads.
@@ -954,6 +949,15 @@ impl Tagger {
         }
         let lengths: Vec<usize> = sentences.iter().map(Vec::len).collect();
         document_pieces(&document_of, &lengths, max_tokens)
+    }
+
+    /// What makes the model's inputs, as its training made them.
+    pub(crate) fn featurizer(&self) -> Featurizer<'_> {
+        let encoder = self.meta.sizes.encoder.as_ref();
+        let subwords = self.subwords.as_ref().zip(encoder.map(|e| e.max_positions));
+        Featurizer::new(&self.vocab)
+            .with_dictionary(self.dictionary.as_ref())
+            .with_subwords(subwords)
     }
 
     /// A decoder of the loaded model, which keeps its word cache across calls.

@@ -39,14 +39,7 @@ impl EncoderCache {
         let mut tally = crate::lock(&self.tally);
         tally.read += filled.read;
         tally.computed += filled.computed;
-        for why in filled.unreadable {
-            tally.problems.push(format!("{why}; computed again"));
-        }
-        if let Some(error) = filled.unwritten {
-            tally
-                .problems
-                .push(format!("{error}: the encoder's layers are not kept"));
-        }
+        tally.problems.extend(filled.problems());
     }
 }
 

@@ -223,7 +223,7 @@ impl Tagger {
                 path.display()
             ));
         }
-        let known = entity_types(self.labels());
+        let known = entity_types(self.tags());
         let gold_tags: Vec<String> = gold
             .sentences
             .iter()
@@ -345,7 +345,7 @@ impl Tagger {
         path: &Path,
         targets: &[(String, f64)],
     ) -> Result<Vec<(String, f64)>> {
-        let labels = entity_types(self.labels());
+        let labels = entity_types(self.tags());
         let stored = ModelFiles::new(self.dir()).read_thresholds(&labels)?;
         let mut all = targets.to_vec();
         for (label, threshold) in stored.map(|s| s.labels).unwrap_or_default() {
@@ -515,7 +515,7 @@ impl Tagger {
     /// labels, so that every interface that loads the model applies them.
     pub fn store_thresholds(&self, chosen: BTreeMap<String, LabelThreshold>) -> Result<()> {
         let files = ModelFiles::new(self.dir());
-        let labels = entity_types(self.labels());
+        let labels = entity_types(self.tags());
         let mut stored = files.read_thresholds(&labels)?.unwrap_or(StoredThresholds {
             labels: BTreeMap::new(),
         });

@@ -184,7 +184,7 @@ mod tests {
             "{got:?}"
         );
         // The marginals are conditioned on them: all the forced tokens' mass on their tags.
-        let labels = tagger.labels();
+        let labels = tagger.tags();
         let b_org = labels.iter().position(|t| t == "B-ORG").unwrap();
         assert!((tagged.marginals[0][b_org] - 1.0).abs() < 1e-9);
         assert!(tagged.marginals.iter().all(|row| {

@@ -51,7 +51,6 @@ mod evaluate;
 mod forced;
 mod options;
 mod record;
-mod select;
 mod stream;
 mod teach;
 mod threads;
@@ -72,7 +71,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 pub use decode::{
-    Decoder, MAX_BATCH_TOKENS, Prediction, RankedPath, Reading, TagOptions, entity_confidences,
+    DecodeSpec, Decoder, MAX_BATCH_TOKENS, Prediction, RankedPath, TagOptions, entity_confidences,
     entity_types,
 };
 pub use encoder_cache::EncoderCacheTally;
@@ -84,10 +83,6 @@ pub use options::{
     MAX_BATCH_SENTENCES, MAX_CONSISTENCY, MAX_DROPOUT_SAMPLES, MAX_NBEST, TagSettings, thread_pool,
 };
 pub use record::{Alternative, Entity, Record, TokenProbabilities, html_page, record_size_bound};
-pub use select::{
-    BALD_SAMPLES, BudgetUnit, DEFAULT_FLOOR, MAX_DIVERSITY, PoolDoubt, Regions, Selected,
-    Selection, Strategy, doubtful_regions,
-};
 pub use stream::TagStream;
 pub use teach::MAX_TEMPERATURE;
 use threads::Threads;
@@ -328,8 +323,8 @@ impl Tagger {
         let meta = &self.meta;
         let files = ModelFiles::new(&self.dir);
         ModelInfo {
-            labels: entity_types(self.labels()),
-            tags: self.labels().to_vec(),
+            labels: entity_types(self.tags()),
+            tags: self.tags().to_vec(),
             scheme: meta.file_scheme,
             context: if meta.document.is_some() {
                 Context::Document
@@ -391,7 +386,7 @@ impl Tagger {
         values: &BTreeMap<String, f64>,
         range: std::ops::RangeInclusive<f64>,
     ) -> Result<()> {
-        let labels = entity_types(self.labels());
+        let labels = entity_types(self.tags());
         for (label, value) in values {
             let message = if !labels.contains(label) {
                 format!("{label}: not a label of the model ({})", labels.join(", "))
@@ -486,7 +481,7 @@ impl Tagger {
     }
 
     /// The model's tags, in the order of [`Tagged::marginals`].
-    pub fn labels(&self) -> &[String] {
+    pub fn tags(&self) -> &[String] {
         self.vocab.tags.items()
     }
 
@@ -652,18 +647,19 @@ impl Tagger {
         allowed: &[Option<Vec<bool>>],
         options: TagOptions,
     ) -> Result<Vec<Prediction>> {
-        let words: Vec<Vec<&str>> = corpus
-            .sentences
-            .iter()
-            .map(|s| s.words.iter().map(String::as_str).collect())
-            .collect();
-        let features: Vec<&[Vec<String>]> = corpus
-            .sentences
-            .iter()
-            .map(|s| s.features.as_slice())
-            .collect();
+        let (words, features) = corpus_words(corpus);
         let documents = corpus.documents(usize::MAX);
         self.run(|| self.predict(&words, &features, &documents, allowed, options))
+    }
+
+    /// The inputs the model reads for a CoNLL corpus's sentences as [`Self::evaluate`] tags
+    /// them (its `-DOCSTART-` blocks read as documents): word, character, casing and feature
+    /// ids, mention casing, dictionary places and the encoder's windows, as its training made
+    /// them for the same sentences.
+    pub fn corpus_inputs<L>(&self, corpus: &Corpus<L>) -> Result<Vec<nertrain_data::Encoded>> {
+        let (words, features) = corpus_words(corpus);
+        let documents = corpus.documents(usize::MAX);
+        Ok(self.inputs(&words, &features, &documents)?.0)
     }
 
     /// Tags `texts`, cutting them into words first.
@@ -906,6 +902,17 @@ fn tagged(text: &str, tokens: Vec<Token>, prediction: Prediction) -> Tagged {
         representation: prediction.representation,
         mutual_information: prediction.mutual_information,
     }
+}
+
+/// A corpus's sentences' words and feature values, as the model reads them.
+fn corpus_words<L>(corpus: &Corpus<L>) -> (Vec<Vec<&str>>, Vec<&[Vec<String>]>) {
+    let sentences = corpus.sentences.iter();
+    let words = sentences
+        .clone()
+        .map(|s| s.words.iter().map(String::as_str).collect())
+        .collect();
+    let features = sentences.map(|s| s.features.as_slice()).collect();
+    (words, features)
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use nertrain_model::crf::host_emissions;
 use nertrain_model::{BatchTensors, CharFeatures, NetworkConfig, Reduction, VocabSizes, WordGates};
 
 use nertrain_model::Network;
-use nertrain_tagger::{Decoder, Reading, TagOptions};
+use nertrain_tagger::{DecodeSpec, Decoder, TagOptions};
 use serde::Serialize;
 
 use crate::Result;
@@ -317,12 +317,12 @@ fn measure_tagging(
     (0..1 + DECODE_REPEATS)
         .map(|_| {
             let word_gates = WordGates::default();
-            let reading = Reading {
+            let spec = DecodeSpec {
                 train_scheme: TagScheme::Iob2,
                 output_scheme: TagScheme::Iob2,
                 max_word_len: max_word_len(),
             };
-            let decoder = Decoder::reading(model, vocab, reading, device, &word_gates);
+            let decoder = Decoder::with_spec(model, vocab, spec, device, &word_gates);
             let mut encoded = dev.encoded.to_vec();
             let started = Instant::now();
             if let Some(dictionary) = dev.dictionary {

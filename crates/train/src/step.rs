@@ -363,7 +363,7 @@ mod tests {
     #[test]
     fn a_frozen_encoder_stays_and_a_fine_tuned_one_learns() {
         use nertrain_data::SubwordTokenizer;
-        use nertrain_model::encoder::{EncoderConfig, Tuning, load_weights};
+        use nertrain_model::encoder::{EncoderConfig, Tuning, load_checkpoint};
 
         let checkpoint =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/encoders/bert");
@@ -416,7 +416,8 @@ mod tests {
                 .with_pretrained_tuning(tuning)
                 .init(&sizes, &device);
             let mut pretrained = model.pretrained.take().unwrap();
-            pretrained.encoder = load_weights(pretrained.encoder, &encoder, &checkpoint).unwrap();
+            pretrained.encoder =
+                load_checkpoint(pretrained.encoder, &encoder, &checkpoint).unwrap();
             model.pretrained = Some(pretrained);
             let (before, mix_before) = (embeddings(&model), mix(&model));
             let (mut trainer, mut model) =

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Context, Prediction, Task};
+use super::{AnnotatorRegions, Prediction, Task};
 
 /// Label Studio's project id, in its `"{id}.{created}"` form or as a number.
 #[derive(Debug, Deserialize)]
@@ -69,7 +69,7 @@ pub struct PredictRequest {
 pub struct PredictParams {
     /// The regions drawn so far.
     #[serde(default)]
-    pub context: Option<Context>,
+    pub context: Option<AnnotatorRegions>,
 }
 
 /// `POST /predict`'s answer: a prediction per task, in the tasks' order.

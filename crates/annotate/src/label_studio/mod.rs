@@ -323,12 +323,12 @@ struct AnnotationResult {
 /// What Label Studio sends with an interactive pre-annotation (`params.context` of a
 /// `/predict`): the results an annotator has drawn on the task so far.
 #[derive(Debug, Default, Deserialize)]
-pub struct Context {
+pub struct AnnotatorRegions {
     #[serde(default)]
     result: Vec<AnnotationResult>,
 }
 
-impl Context {
+impl AnnotatorRegions {
     /// Whether it holds no result.
     pub fn is_empty(&self) -> bool {
         self.result.is_empty()

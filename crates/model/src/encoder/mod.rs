@@ -25,7 +25,7 @@ use crate::FileError;
 
 pub use features::{LayerUse, PretrainedFeatures, SubwordTensors, Tuning};
 pub use store::{Filled, LayerStore, fine_tuned_note};
-pub use weights::load_weights;
+pub use weights::load_checkpoint;
 
 /// A checkpoint's configuration file.
 pub const CONFIG_FILE: &str = "config.json";

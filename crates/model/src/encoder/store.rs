@@ -64,6 +64,20 @@ pub struct Filled {
     pub unwritten: Option<FileError>,
 }
 
+impl Filled {
+    /// What went wrong, as said to the user: each file computed again, and layers not kept.
+    pub fn problems(self) -> Vec<String> {
+        let unreadable = self.unreadable.into_iter();
+        let mut problems: Vec<String> = unreadable
+            .map(|why| format!("{why}; computed again"))
+            .collect();
+        if let Some(error) = self.unwritten {
+            problems.push(format!("{error}: the encoder's layers are not kept"));
+        }
+        problems
+    }
+}
+
 /// What [`LayerStore::load`] found.
 #[derive(Debug, Default)]
 struct Loaded {

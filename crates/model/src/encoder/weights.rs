@@ -129,7 +129,7 @@ fn shapes_in<S: ModuleStore>(
 }
 
 /// `encoder` (built from `config`) with the weights of checkpoint `dir`.
-pub fn load_weights(
+pub fn load_checkpoint(
     mut encoder: PretrainedEncoder,
     config: &EncoderConfig,
     dir: &Path,

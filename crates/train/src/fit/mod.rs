@@ -376,15 +376,11 @@ fn set_layers(
         return 0;
     };
     let filled = store.fill(pretrained, sentences, max_word_len);
-    for why in filled.unreadable {
-        events(FitEvent::warning(format!("{why}; computed again")));
+    let read = filled.read;
+    for problem in filled.problems() {
+        events(FitEvent::warning(problem));
     }
-    if let Some(error) = filled.unwritten {
-        events(FitEvent::warning(format!(
-            "{error}: the encoder's layers are not kept"
-        )));
-    }
-    filled.read
+    read
 }
 
 /// `model`, fresh, with the pretrained encoder's weights read from its checkpoint
@@ -401,7 +397,7 @@ fn with_pretrained_encoder(
     ) else {
         return Ok(model);
     };
-    let loaded = nertrain_model::encoder::load_weights(pretrained.encoder, encoder, checkpoint)?;
+    let loaded = nertrain_model::encoder::load_checkpoint(pretrained.encoder, encoder, checkpoint)?;
     model.pretrained = Some(nertrain_model::encoder::PretrainedFeatures {
         encoder: loaded,
         ..pretrained

@@ -8,11 +8,11 @@ use std::path::Path;
 use burn::tensor::Device;
 use nertrain_annotate::read_sentences;
 use nertrain_data::{
-    ColumnSpec, Context, Corpus, DataError, Dictionary, Encoded, Label, Mention, Sentence,
-    TOKENIZER_FILE, TagScheme, TextNormalization, Tokenizer, TokenizerSpec, Vectors, Vocab,
-    Vocabularies, convert_tags, read_dictionary, read_vectors, set_mention_casing,
+    ColumnSpec, Context, Corpus, DataError, Dictionary, Encoded, Featurizer, Label, Mention,
+    Sentence, SubwordTokenizer, TOKENIZER_FILE, TagScheme, TextNormalization, Tokenizer,
+    TokenizerSpec, Vectors, Vocab, Vocabularies, convert_tags, read_dictionary, read_vectors,
 };
-use nertrain_model::encoder::{CONFIG_FILE, EncoderConfig, Tuning, load_weights};
+use nertrain_model::encoder::{CONFIG_FILE, EncoderConfig, Tuning, load_checkpoint};
 use nertrain_model::files::{DictionaryMeta, SubwordsCopy};
 use nertrain_model::{
     DataSummary, DocumentContext, FORMAT_VERSION, FileSummary, ModelFiles, ModelMeta, Network,
@@ -108,33 +108,28 @@ pub(super) fn prepare(
     let Read {
         train, dev, test, ..
     } = read;
-    let (corpora, subwords) = encode_with_windows(
-        (experiment, options.resume),
-        (&train, &dev, test),
-        (&run, &meta, &vocab),
-        device,
-    )?;
+    let subwords = subwords((experiment, options.resume), (&run, &meta), device)?;
+    let featurizer = Featurizer::new(&vocab)
+        .with_dictionary(dictionary.as_ref())
+        .with_subwords(subwords.tokenizer().zip(max_positions(&meta)));
     let EncodedCorpora {
         mut encoded,
-        mut dev_encoded,
+        train_mentions,
+        dev_encoded,
         dev_documents,
-        mut test_set,
-        ..
-    } = corpora;
+        test_set,
+    } = encode(experiment, &featurizer, &train, &dev, test)?;
     if let Some(teachers) = &teachers {
         let tags = (&vocab.tags, meta.train_scheme);
         teachers.set_marginals(&mut encoded, &train, tags, events)?;
     }
     if !options.resume {
-        meta.subwords_sha256 = subwords.as_ref().map(|copy| copy.sha256.clone());
-        let subwords = subwords.as_ref().map(|copy| copy.bytes.as_slice());
+        let copy = subwords.copy();
+        meta.subwords_sha256 = copy.map(|copy| copy.sha256.clone());
+        let subwords = copy.map(|copy| copy.bytes.as_slice());
         let description = Description::new(&meta, &vocab, dictionary.as_ref(), &config_toml);
         write_new_run(&run, options.overwrite, description.with_subwords(subwords))?;
     }
-    let train_mentions = (dictionary.as_ref()).map_or_else(Vec::new, |dictionary| {
-        let (train_set, dev_set) = ((&mut encoded[..], &train), (&mut dev_encoded[..], &dev));
-        with_every_dictionary_place(train_set, dev_set, test_set.as_mut(), dictionary)
-    });
     warn_of_unknown_tags(&dev, &vocab, experiment.data.train_scheme, events);
     Ok(Prepared {
         run,
@@ -282,53 +277,62 @@ fn write_new_run(run: &ModelDir, overwrite: bool, description: Description) -> R
     Ok(())
 }
 
-impl EncodedCorpora {
-    /// Reads the run's pretrained encoder's tokenizer, when it has an encoder (from the
-    /// checkpoint or the model continued, for a new run, after checking the checkpoint's
-    /// weights; from the run itself, resumed), and sets the windows of every sentence, read in
-    /// its documents. Returns what a new run copies in.
-    fn with_subword_windows(
-        &mut self,
-        (train, dev): (&Corpus<Label>, &Corpus),
-        (experiment, resume): (&Experiment, bool),
-        (run, meta): (&ModelDir, &ModelMeta),
-        device: &Device,
-    ) -> Result<Option<SubwordsCopy>> {
-        let Some(encoder) = &meta.sizes.encoder else {
-            return Ok(None);
-        };
-        let (resumed, copy) = if resume {
-            (run.files().read_subwords(meta)?, None)
-        } else {
-            check_pretrained_weights(experiment, meta, device)?;
-            (None, subwords_of_new_run(experiment, meta)?)
-        };
-        let Some(tokenizer) = resumed
-            .as_ref()
-            .or(copy.as_ref().map(|copy| &copy.tokenizer))
-        else {
-            return Ok(copy);
-        };
-        let max_len = encoder.max_positions;
-        let train_words = sentence_words(train);
-        tokenizer.set_windows(
-            &mut self.encoded,
-            &train_words,
-            &self.train_documents,
-            max_len,
-        )?;
-        let dev_words = sentence_words(dev);
-        tokenizer.set_windows(
-            &mut self.dev_encoded,
-            &dev_words,
-            &self.dev_documents,
-            max_len,
-        )?;
-        if let Some((corpus, encoded, documents)) = self.test_set.as_mut() {
-            tokenizer.set_windows(encoded, &sentence_words(corpus), documents, max_len)?;
+/// The run's pretrained encoder's tokenizer, when it has an encoder: read from the run itself,
+/// resumed, or from the checkpoint or the model continued, for a new run, which copies it in.
+enum Subwords {
+    /// No encoder (or, continued, none to read).
+    None,
+    /// The resumed run's own.
+    Resumed(SubwordTokenizer),
+    /// What a new run copies in.
+    Copied(SubwordsCopy),
+}
+
+impl Subwords {
+    /// The tokenizer the sentences are cut into sub-words by.
+    fn tokenizer(&self) -> Option<&SubwordTokenizer> {
+        match self {
+            Subwords::None => None,
+            Subwords::Resumed(tokenizer) => Some(tokenizer),
+            Subwords::Copied(copy) => Some(&copy.tokenizer),
         }
-        Ok(copy)
     }
+
+    /// What a new run copies in.
+    fn copy(&self) -> Option<&SubwordsCopy> {
+        match self {
+            Subwords::Copied(copy) => Some(copy),
+            _ => None,
+        }
+    }
+}
+
+/// The run's pretrained encoder's tokenizer, when it has an encoder (a new run's checkpoint's
+/// weights checked first).
+fn subwords(
+    (experiment, resume): (&Experiment, bool),
+    (run, meta): (&ModelDir, &ModelMeta),
+    device: &Device,
+) -> Result<Subwords> {
+    if meta.sizes.encoder.is_none() {
+        return Ok(Subwords::None);
+    }
+    if resume {
+        return Ok(run
+            .files()
+            .read_subwords(meta)?
+            .map_or(Subwords::None, Subwords::Resumed));
+    }
+    check_pretrained_weights(experiment, meta, device)?;
+    Ok(subwords_of_new_run(experiment, meta)?.map_or(Subwords::None, Subwords::Copied))
+}
+
+/// The most sub-tokens the model's encoder reads at once, when it has one.
+fn max_positions(meta: &ModelMeta) -> Option<usize> {
+    meta.sizes
+        .encoder
+        .as_ref()
+        .map(|encoder| encoder.max_positions)
 }
 
 /// Each sentence's words, as written.
@@ -353,7 +357,7 @@ fn check_pretrained_weights(
         &meta.sizes.encoder,
         &experiment.model.pretrained,
     ) {
-        load_weights(encoder.init(device), encoder, checkpoint)?;
+        load_checkpoint(encoder.init(device), encoder, checkpoint)?;
     }
     Ok(())
 }
@@ -460,103 +464,59 @@ fn describe_new_run(
     })
 }
 
-/// The corpora encoded by `vocab`: train, dev and test with their documents' pieces (none when
-/// sentences are read alone) and each word's mention casing.
+/// The corpora as the model reads them: train, dev and test with their documents' pieces (none
+/// when sentences are read alone), and the dictionary's phrases in each training sentence.
 struct EncodedCorpora {
     encoded: Vec<Encoded>,
-    train_documents: Vec<Range<usize>>,
+    /// Each training sentence's dictionary phrases, which dictionary dropout hides from; none
+    /// without a dictionary.
+    train_mentions: Vec<Vec<Mention>>,
     dev_encoded: Vec<Encoded>,
     dev_documents: Vec<Range<usize>>,
     test_set: Option<TestSet>,
 }
 
-/// The corpora encoded by `vocab`, with the encoder's windows of every sentence when the model
-/// has one, and the encoder's tokenizer a new run copies in.
-fn encode_with_windows(
-    (experiment, resume): (&Experiment, bool),
-    (train, dev, test): (&Corpus<Label>, &Corpus, Option<Corpus>),
-    (run, meta, vocab): (&ModelDir, &ModelMeta, &Vocabularies),
-    device: &Device,
-) -> Result<(EncodedCorpora, Option<SubwordsCopy>)> {
-    let mut corpora = encode(experiment, vocab, train, dev, test)?;
-    let subwords =
-        corpora.with_subword_windows((train, dev), (experiment, resume), (run, meta), device)?;
-    Ok((corpora, subwords))
+/// The pieces of `corpus`'s documents the experiment reads together; none when it reads
+/// sentences alone.
+fn read_together<L>(experiment: &Experiment, corpus: &Corpus<L>) -> Vec<Range<usize>> {
+    let data = &experiment.data;
+    match data.context {
+        Context::Sentence => Vec::new(),
+        Context::Document => corpus.documents(data.document_tokens),
+    }
 }
 
-/// Encodes the corpora by `vocab`.
+/// The corpora made the model's inputs by `featurizer`, each read in its documents as the
+/// experiment reads them.
 fn encode(
     experiment: &Experiment,
-    vocab: &Vocabularies,
+    featurizer: &Featurizer,
     train: &Corpus<Label>,
     dev: &Corpus,
     test: Option<Corpus>,
 ) -> Result<EncodedCorpora> {
-    let data = &experiment.data;
-    // Pieces are cheap to cut; read as sentences, there are none.
-    let documents = |pieces: Vec<Range<usize>>| match data.context {
-        Context::Sentence => Vec::new(),
-        Context::Document => pieces,
-    };
-    let train_documents = documents(train.documents(data.document_tokens));
-    let mut encoded = vocab.encode_corpus(train)?;
-    with_mention_casing(&mut encoded, train, &train_documents);
-    let dev_documents = documents(dev.documents(data.document_tokens));
-    let mut dev_encoded = vocab.encode_corpus_words(dev)?;
-    with_mention_casing(&mut dev_encoded, dev, &dev_documents);
+    let train_documents = read_together(experiment, train);
+    let mut encoded = featurizer.encode_corpus(train, true)?;
+    let train_mentions =
+        featurizer.complete(&mut encoded, &sentence_words(train), &train_documents)?;
+    let dev_documents = read_together(experiment, dev);
+    let mut dev_encoded = featurizer.encode_corpus(dev, false)?;
+    featurizer.complete(&mut dev_encoded, &sentence_words(dev), &dev_documents)?;
     let test_set: Option<TestSet> = test
         .map(|corpus| -> Result<TestSet> {
-            let documents = documents(corpus.documents(data.document_tokens));
-            let mut encoded = vocab.encode_corpus_words(&corpus)?;
-            with_mention_casing(&mut encoded, &corpus, &documents);
+            let documents = read_together(experiment, &corpus);
+            let mut encoded = featurizer.encode_corpus(&corpus, false)?;
+            featurizer.complete(&mut encoded, &sentence_words(&corpus), &documents)?;
             Ok((corpus, encoded, documents))
         })
         .transpose()?;
     Ok(EncodedCorpora {
         encoded,
-        train_documents,
+        train_mentions,
         dev_encoded,
         dev_documents,
         test_set,
     })
-}
-
-/// A corpus's sentences with their encoding.
-type SentencesOf<'a, L> = (&'a mut [Encoded], &'a Corpus<L>);
-
-/// Sets the dictionary places of train, dev and test; returns the phrases found in each
-/// training sentence.
-fn with_every_dictionary_place(
-    (train_encoded, train): SentencesOf<Label>,
-    (dev_encoded, dev): SentencesOf<String>,
-    test_set: Option<&mut TestSet>,
-    dictionary: &Dictionary,
-) -> Vec<Vec<Mention>> {
-    let mentions = with_dictionary_places(train_encoded, train, dictionary);
-    with_dictionary_places(dev_encoded, dev, dictionary);
-    if let Some((corpus, encoded, _)) = test_set {
-        with_dictionary_places(encoded, corpus, dictionary);
-    }
-    mentions
-}
-
-/// Sets the dictionary places of `encoded` (`corpus`'s sentences); returns the phrases found in
-/// each, which training's dictionary dropout hides from.
-fn with_dictionary_places<L>(
-    encoded: &mut [Encoded],
-    corpus: &Corpus<L>,
-    dictionary: &Dictionary,
-) -> Vec<Vec<Mention>> {
-    corpus
-        .sentences
-        .iter()
-        .zip(encoded)
-        .map(|(sentence, encoded)| {
-            let mentions = dictionary.mentions(&sentence.words);
-            encoded.dictionary = dictionary.places(&mentions, sentence.words.len());
-            mentions
-        })
-        .collect()
 }
 
 /// The experiment's dictionaries, read and compiled with the model's tokenizer, when it names
@@ -593,19 +553,6 @@ fn read_dictionaries(
         )
     })?;
     Ok(Some(dictionary))
-}
-
-/// Sets the mention casing of `encoded` (`corpus`'s sentences) from `documents`, when reading
-/// documents.
-fn with_mention_casing<L>(encoded: &mut [Encoded], corpus: &Corpus<L>, documents: &[Range<usize>]) {
-    if !documents.is_empty() {
-        let words: Vec<&[String]> = corpus
-            .sentences
-            .iter()
-            .map(|s| s.words.as_slice())
-            .collect();
-        set_mention_casing(encoded, &words, documents);
-    }
 }
 
 /// Appends `more`'s sentences to `corpus`, its documents after `corpus`'s.
@@ -691,7 +638,7 @@ fn agree<T: Serialize + PartialEq>(
 /// How a model reads its data, as the experiment's `[data]` names the settings: what a continued
 /// model keeps.
 #[derive(PartialEq, Serialize)]
-struct Reading {
+struct ContinuedReading {
     train_scheme: TagScheme,
     context: Context,
     lowercase: bool,
@@ -767,8 +714,8 @@ fn check_continuable(experiment: &Experiment, start: &StartModel) -> Result<()> 
     if let Err(message) = agree("model", &given, &kept) {
         return refuse(format!("{message}; a continued model keeps its network"));
     }
-    let reading =
-        |scheme, document: bool, normalization: TextNormalization, columns: &[isize]| Reading {
+    let reading = |scheme, document: bool, normalization: TextNormalization, columns: &[isize]| {
+        ContinuedReading {
             train_scheme: scheme,
             context: if document {
                 Context::Document
@@ -778,7 +725,8 @@ fn check_continuable(experiment: &Experiment, start: &StartModel) -> Result<()> 
             lowercase: normalization.lowercase,
             digits_to_zero: normalization.digits_to_zero,
             features: columns.to_vec(),
-        };
+        }
+    };
     let given = reading(
         data.train_scheme,
         data.context == Context::Document,
@@ -1088,4 +1036,107 @@ fn unknown_tags(corpus: &Corpus, vocab: &Vocabularies, scheme: TagScheme) -> Vec
     unknown.sort();
     unknown.dedup();
     unknown
+}
+
+#[cfg(test)]
+mod tests {
+    use std::fmt::Write as _;
+    use std::path::PathBuf;
+
+    use nertrain_data::MentionCasing;
+    use nertrain_tagger::Tagger;
+
+    use super::*;
+    use crate::fit;
+
+    /// The sample's file `name` with a feature column after the words: whether each is
+    /// capitalised.
+    fn with_column(name: &str, dir: &Path) -> PathBuf {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/sample");
+        let text = std::fs::read_to_string(root.join(name)).unwrap();
+        let mut out = String::new();
+        for line in text.lines() {
+            match line.split_once(' ') {
+                Some((word, tag)) => {
+                    let upper = word.chars().next().is_some_and(char::is_uppercase);
+                    let value = if upper { "C" } else { "l" };
+                    writeln!(out, "{word} {value} {tag}").unwrap();
+                }
+                None => writeln!(out, "{line}").unwrap(),
+            }
+        }
+        let path = dir.join(name);
+        std::fs::write(&path, out).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_sentence_tagged_reads_the_inputs_it_was_trained_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        let (train, dev) = (
+            with_column("train.txt", dir.path()),
+            with_column("dev.txt", dir.path()),
+        );
+        let run = dir.path().join("run");
+        // Every kind of feature a sentence gets beyond its words: a feature column, mention
+        // casing over documents (cut into pieces), dictionary places, and an encoder's windows.
+        let toml = format!(
+            r#"
+[data]
+train = {train:?}
+dev = {dev:?}
+context = "document"
+document_tokens = 150
+dictionaries = [{lists:?}]
+features = [{{ column = 1, dim = 3 }}]
+
+[model]
+word_dim = 8
+mention_dim = 3
+char_features = "cnn"
+char_dim = 6
+char_filters = 6
+hidden = 8
+dictionary_dim = 2
+pretrained = {bert:?}
+pretrained_tuning = "frozen"
+
+[train]
+epochs = 1
+output = {run:?}
+"#,
+            lists = root.join("data/sample/lists.tsv"),
+            bert = root.join("data/encoders/bert"),
+        );
+        let experiment = Experiment::parse(&toml, &[]).unwrap();
+        let device = Device::default();
+        fit(&experiment, FitOptions::default(), &device, &mut |_| {}).unwrap();
+        // What training made of dev, as a run of the same experiment beside it reads it.
+        let mut again = experiment.clone();
+        again.train.output = dir.path().join("again");
+        let prepared =
+            prepare(&again, &FitOptions::default(), false, &device, &mut |_| {}).unwrap();
+        let trained = &prepared.dev_encoded;
+        let tagger = Tagger::load(&run, &device).unwrap();
+        let tagged = tagger.corpus_inputs(&prepared.dev).unwrap();
+        assert_eq!(tagged.len(), trained.len());
+        for (i, (tagged, trained)) in tagged.iter().zip(trained).enumerate() {
+            assert_eq!(tagged, trained, "dev sentence {i}");
+        }
+        // Each kind was there to compare.
+        let unseen = MentionCasing::Unseen.id();
+        assert!(
+            trained
+                .iter()
+                .any(|e| e.mentions.iter().any(|&m| m != unseen))
+        );
+        assert!(trained.iter().any(|e| e.dictionary.iter().any(|&p| p != 0)));
+        assert!(
+            trained
+                .iter()
+                .all(|e| !e.windows.is_empty() && !e.features.is_empty())
+        );
+        assert!(prepared.dev_documents.len() > 1);
+    }
 }
