@@ -1,5 +1,6 @@
-//! The sessions in the documentation are real: every `$ $B …` command in `docs/usage.md` is run
-//! in order, in a scratch copy of the sample, and must print what the page shows. Only the speed
+//! The sessions in the documentation are real: every `$ $B …` command of the guide
+//! (`docs/usage.md`) and then of the reference (`docs/reference.md`) is run in order, in one
+//! scratch copy of the sample, and must print what the page shows. Only the speed
 //! figures (sentences per second and seconds), which change from run to run, are not compared,
 //! and full-precision numbers (confidences, scores) only within 0.01: the sample model trained on
 //! another CPU differs from the third decimal ([`common::same_output`]).
@@ -20,7 +21,7 @@ struct Example {
 
 /// The `$ $B …` commands of `markdown`'s fenced blocks, each with the lines up to the next
 /// command or the end of its block.
-fn examples(markdown: &str) -> Vec<Example> {
+fn examples_of(markdown: &str) -> Vec<Example> {
     let mut examples: Vec<Example> = Vec::new();
     let (mut in_block, mut in_example) = (false, false);
     for (number, line) in markdown.lines().enumerate() {
@@ -85,19 +86,20 @@ fn copy_dir(from: &Path, to: &Path) {
 #[test]
 fn the_usage_session_prints_what_the_page_shows() {
     let root = workspace();
-    let page = root.join("docs/usage.md");
-    let markdown = std::fs::read_to_string(&page).unwrap();
-    let examples = examples(&markdown);
+    let mut examples = Vec::new();
+    for page in ["docs/usage.md", "docs/reference.md"] {
+        let markdown = std::fs::read_to_string(root.join(page)).unwrap();
+        examples.extend(examples_of(&markdown).into_iter().map(|e| (page, e)));
+    }
     assert!(
         examples.len() >= 5,
-        "expected the session's commands in {}, found {}",
-        page.display(),
+        "expected the session's commands in the guide, found {}",
         examples.len()
     );
     let dir = scratch("docs");
     copy_dir(&root.join("data/sample"), &dir.join("data/sample"));
     copy_dir(&root.join("configs"), &dir.join("configs"));
-    for example in &examples {
+    for (page, example) in &examples {
         let output = Command::new("sh")
             .arg("-c")
             .arg(&example.command)
@@ -108,7 +110,7 @@ fn the_usage_session_prints_what_the_page_shows() {
             .unwrap();
         assert!(
             output.status.success(),
-            "docs/usage.md:{}: `{}` failed: {}",
+            "{page}:{}: `{}` failed: {}",
             example.line,
             example.command,
             String::from_utf8_lossy(&output.stderr)
@@ -128,7 +130,7 @@ fn the_usage_session_prints_what_the_page_shows() {
         let (printed, shown) = (trimmed(printed), trimmed(shown));
         assert!(
             same_output(&printed.join("\n"), &shown.join("\n"), TRAINED_ELSEWHERE),
-            "docs/usage.md:{}: `{}` printed something else than the page shows:\n{}\nnot\n{}",
+            "{page}:{}: `{}` printed something else than the page shows:\n{}\nnot\n{}",
             example.line,
             example.command,
             printed.join("\n"),
