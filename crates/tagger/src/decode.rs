@@ -124,6 +124,10 @@ const DECODE_GROUP_TOKENS: usize = 1 << 16;
 /// the column is not the one the model learned from.
 const ALMOST_ALL_UNSEEN: f64 = 0.9;
 
+/// A capitalised word of a document: its sentence, its position, its lower-cased form and the
+/// probability of each class (`O`, then each entity type) at it.
+type CapitalizedMention = (usize, usize, String, Vec<f64>);
+
 /// Consecutive documents in groups of at least `max_tokens` tokens, except the last.
 fn document_groups(
     documents: &[Range<usize>],
@@ -335,32 +339,8 @@ impl<'a> Decoder<'a> {
         for group in document_groups(documents, &lengths, DECODE_GROUP_TOKENS) {
             let members: Vec<usize> = group.iter().flat_map(|d| d.clone()).collect();
             let batches = self.batches(&lengths, members, options);
-            let mut emissions: HashMap<usize, Vec<f64>> = batches
-                .par_iter()
-                .map(|indices| {
-                    let emissions = self.emissions(sentences, indices);
-                    indices.iter().copied().zip(emissions).collect::<Vec<_>>()
-                })
-                .flatten()
-                .collect();
-            for document in group {
-                self.pull_towards_other_mentions(
-                    &potentials,
-                    sentences,
-                    document.clone(),
-                    &mut emissions,
-                    options.consistency,
-                )?;
-            }
-            let emissions: Vec<Vec<Vec<f64>>> = batches
-                .iter()
-                .map(|indices| {
-                    indices
-                        .iter()
-                        .map(|i| emissions.remove(i).expect("every member decoded"))
-                        .collect()
-                })
-                .collect();
+            let emissions =
+                self.consistent_emissions(&potentials, sentences, &group, &batches, options)?;
             let decoded = batches
                 .par_iter()
                 .zip(&emissions)
@@ -369,6 +349,45 @@ impl<'a> Decoder<'a> {
             place(&batches, decoded);
         }
         Ok(predictions)
+    }
+
+    /// The emissions of `batches` (of the sentences of the documents `group`), each word's
+    /// pulled towards the class of its other mentions in its document by
+    /// `options.consistency`.
+    fn consistent_emissions(
+        &self,
+        potentials: &Potentials,
+        sentences: &[Encoded],
+        group: &[Range<usize>],
+        batches: &[Vec<usize>],
+        options: TagOptions,
+    ) -> Result<Vec<Vec<Vec<f64>>>> {
+        let mut emissions: HashMap<usize, Vec<f64>> = batches
+            .par_iter()
+            .map(|indices| {
+                let emissions = self.emissions(sentences, indices);
+                indices.iter().copied().zip(emissions).collect::<Vec<_>>()
+            })
+            .flatten()
+            .collect();
+        for document in group {
+            self.pull_towards_other_mentions(
+                potentials,
+                sentences,
+                document.clone(),
+                &mut emissions,
+                options.consistency,
+            )?;
+        }
+        Ok(batches
+            .iter()
+            .map(|indices| {
+                indices
+                    .iter()
+                    .map(|i| emissions.remove(i).expect("every member decoded"))
+                    .collect()
+            })
+            .collect())
     }
 
     /// A prediction per sentence holding only what `options` asks beyond decoding (each
@@ -654,50 +673,9 @@ impl<'a> Decoder<'a> {
         weight: f64,
     ) -> Result<()> {
         let k = self.vocab.tags.len();
-        let types = entity_types(self.vocab.tags.items());
-        let class_of: Vec<usize> = self
-            .vocab
-            .tags
-            .items()
-            .iter()
-            .map(|tag| {
-                parse_tag(tag).map_or(0, |(_, label)| {
-                    1 + types
-                        .iter()
-                        .position(|t| t == label)
-                        .expect("a type of the tags")
-                })
-            })
-            .collect();
-        let classes = 1 + types.len();
-        let capitalized = [Casing::InitialUpper.id(), Casing::AllUpper.id()];
-        // Each capitalised mention: (sentence, position, key, class probabilities).
-        let mut mentions: Vec<(usize, usize, String, Vec<f64>)> = Vec::new();
-        for i in document {
-            let Some(values) = emissions.get(&i) else {
-                continue;
-            };
-            let sentence = &sentences[i];
-            if !sentence.casing.iter().any(|c| capitalized.contains(c)) {
-                continue;
-            }
-            let fb = p.forward_backward(values)?;
-            for t in 0..sentence.len() {
-                if !capitalized.contains(&sentence.casing[t]) {
-                    continue;
-                }
-                let mut probabilities = vec![0.0; classes];
-                for tag in 0..k {
-                    probabilities[class_of[tag]] += fb.marginal(t, tag);
-                }
-                let key: String = sentence.chars[t]
-                    .iter()
-                    .map(|&c| self.vocab.chars.item(c))
-                    .collect::<String>()
-                    .to_lowercase();
-                mentions.push((i, t, key, probabilities));
-            }
-        }
+        let (class_of, classes) = self.tag_classes();
+        let classes_of = (&class_of[..], classes);
+        let mentions = self.capitalized_mentions(p, sentences, document, emissions, classes_of)?;
         // Per word: its mentions' class probabilities summed, each weighted by its confidence
         // (its most probable class's probability), so that a clear mention outweighs unclear
         // ones and two mentions do not merely swap their classes.
@@ -727,6 +705,66 @@ impl<'a> Decoder<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Each tag's class (0: `O`, then one per entity type, in the tags' order), and how many
+    /// classes there are.
+    fn tag_classes(&self) -> (Vec<usize>, usize) {
+        let tags = self.vocab.tags.items();
+        let types = entity_types(tags);
+        let class_of = tags
+            .iter()
+            .map(|tag| {
+                parse_tag(tag).map_or(0, |(_, label)| {
+                    1 + types
+                        .iter()
+                        .position(|t| t == label)
+                        .expect("a type of the tags")
+                })
+            })
+            .collect();
+        (class_of, 1 + types.len())
+    }
+
+    /// Each capitalised word of `document`'s sentences that have `emissions`: its sentence,
+    /// position, lower-cased form and class probabilities (`class_of` each tag's class, of
+    /// `classes`).
+    fn capitalized_mentions(
+        &self,
+        p: &Potentials,
+        sentences: &[Encoded],
+        document: Range<usize>,
+        emissions: &HashMap<usize, Vec<f64>>,
+        (class_of, classes): (&[usize], usize),
+    ) -> Result<Vec<CapitalizedMention>> {
+        let capitalized = [Casing::InitialUpper.id(), Casing::AllUpper.id()];
+        let mut mentions = Vec::new();
+        for i in document {
+            let Some(values) = emissions.get(&i) else {
+                continue;
+            };
+            let sentence = &sentences[i];
+            if !sentence.casing.iter().any(|c| capitalized.contains(c)) {
+                continue;
+            }
+            let fb = p.forward_backward(values)?;
+            for t in 0..sentence.len() {
+                if !capitalized.contains(&sentence.casing[t]) {
+                    continue;
+                }
+                let mut probabilities = vec![0.0; classes];
+                for (tag, &class) in class_of.iter().enumerate() {
+                    probabilities[class] += fb.marginal(t, tag);
+                }
+                let key: String = sentence.chars[t]
+                    .iter()
+                    .map(|&c| self.vocab.chars.item(c))
+                    .collect::<String>()
+                    .to_lowercase();
+                mentions.push((i, t, key, probabilities));
+            }
+        }
+        Ok(mentions)
     }
 
     /// Decodes a tagged corpus and scores the predictions against its gold tags.

@@ -785,6 +785,53 @@ fn evaluate_epoch(
     Ok((report, seconds, test_f1))
 }
 
+/// The document consistency weight of [`CONSISTENCY_WEIGHTS`] that `best` scores highest on
+/// dev with, the smallest among equals (ties go to decoding sentences on their own).
+fn choose_consistency(
+    prepared: &Prepared,
+    best: &Network,
+    meta: &ModelMeta,
+    decode_options: TagOptions,
+    device: &Device,
+) -> Result<ConsistencyChoice> {
+    let word_gates = WordGates::default();
+    let decoder = Decoder::new(best, &prepared.vocab, meta, device, &word_gates);
+    let (dev, encoded, documents) = (
+        &prepared.dev,
+        &prepared.dev_encoded,
+        &prepared.dev_documents,
+    );
+    let scores: Vec<(f64, f64)> = CONSISTENCY_WEIGHTS
+        .iter()
+        .map(|&weight| {
+            let options = TagOptions {
+                consistency: weight,
+                ..decode_options
+            };
+            let report = decoder.score(dev, encoded, documents, options)?;
+            Ok((weight, report.f1()))
+        })
+        .collect::<Result<_>>()?;
+    let (weight, dev_f1) = scores.iter().fold(
+        scores[0],
+        |best, &(w, f)| {
+            if f > best.1 { (w, f) } else { best }
+        },
+    );
+    Ok(ConsistencyChoice {
+        scores,
+        weight,
+        dev_f1,
+    })
+}
+
+/// A document consistency weight chosen on dev: each weight's dev F1, the weight and its F1.
+struct ConsistencyChoice {
+    scores: Vec<(f64, f64)>,
+    weight: f64,
+    dev_f1: f64,
+}
+
 /// After the last epoch: a document-level run's consistency weight (chosen on dev among
 /// [`CONSISTENCY_WEIGHTS`], or kept from the selection run when training with dev), then the
 /// best model's test score, when there is a test set.
@@ -798,9 +845,6 @@ fn finish(
     let Prepared {
         run,
         vocab,
-        dev,
-        dev_encoded,
-        dev_documents,
         test_set,
         ..
     } = prepared;
@@ -818,27 +862,11 @@ fn finish(
         decode_options.consistency = document.consistency;
         run.update_meta(&meta)?;
     } else if let (Some(_), Some(best)) = (meta.document, &best) {
-        let word_gates = WordGates::default();
-        let decoder = Decoder::new(best, vocab, &meta, device, &word_gates);
-        let scores: Vec<(f64, f64)> = CONSISTENCY_WEIGHTS
-            .iter()
-            .map(|&weight| {
-                let options = TagOptions {
-                    consistency: weight,
-                    ..decode_options
-                };
-                let report = decoder.score(dev, dev_encoded, dev_documents, options)?;
-                Ok((weight, report.f1()))
-            })
-            .collect::<Result<_>>()?;
-        // The smallest weight among the best: ties go to decoding sentences on their own.
-        let (weight, dev_f1) =
-            scores.iter().fold(
-                scores[0],
-                |best, &(w, f)| {
-                    if f > best.1 { (w, f) } else { best }
-                },
-            );
+        let ConsistencyChoice {
+            scores,
+            weight,
+            dev_f1,
+        } = choose_consistency(prepared, best, &meta, decode_options, device)?;
         if let Some(document) = meta.document.as_mut() {
             document.consistency = weight;
         }

@@ -879,23 +879,11 @@ fn describe_run(
     let mut sizes = VocabSizes::from(&vocab);
     if experiment.model.char_lm {
         sizes.lm_words = lm_vocabulary_size(&vocab, train, data.lm_min_count);
-        let covered: usize = train
-            .sentences
-            .iter()
-            .flat_map(|s| &s.words)
-            .filter(|w| (2..sizes.lm_words).contains(&vocab.word_id(w)))
-            .count();
-        events(FitEvent::info(format!(
-            "language model: predicts the {} words seen at least {} times ({:.1}% of training tokens), the rest as <unk>",
-            sizes.lm_words - 2,
-            data.lm_min_count,
-            100.0 * covered as f64
-                / train
-                    .sentences
-                    .iter()
-                    .map(|s| s.words.len())
-                    .sum::<usize>()
-                    .max(1) as f64
+        events(FitEvent::info(lm_coverage(
+            experiment,
+            &vocab,
+            train,
+            sizes.lm_words,
         )));
     }
     for (feature, values) in data.features.iter().zip(&vocab.features) {
@@ -905,30 +893,8 @@ fn describe_run(
             values.len() - 2
         )));
     }
-    sizes.encoder = experiment
-        .model
-        .pretrained
-        .as_deref()
-        .map(|checkpoint| -> Result<EncoderConfig> {
-            let encoder = EncoderConfig::read(checkpoint)?;
-            let layers = experiment.model.pretrained_layers;
-            layers
-                .check(&encoder)
-                .map_err(|message| DataError::file(&checkpoint.join(CONFIG_FILE), message))?;
-            events(FitEvent::info(format!(
-                "pretrained encoder {}: {:?}, {} layers of {}, {} sub-tokens, {}, layers: {layers}",
-                checkpoint.display(),
-                encoder.family,
-                encoder.layers,
-                encoder.hidden,
-                encoder.vocab_size,
-                match experiment.model.pretrained_tuning {
-                    Tuning::FineTune => "fine-tuned",
-                    Tuning::Frozen => "frozen",
-                }
-            )));
-            Ok(encoder)
-        })
+    sizes.encoder = (experiment.model.pretrained.as_deref())
+        .map(|checkpoint| read_encoder_config(experiment, checkpoint, events))
         .transpose()?;
     let tokenizer = TokenizerSpec::learn(&train.sentences);
     let dictionary = read_dictionaries(experiment, &tokenizer, events)?;
@@ -942,6 +908,53 @@ fn describe_run(
     );
     meta.dictionary = dictionary.as_ref().map(DictionaryMeta::of);
     Ok((meta, vocab, vectors, dictionary))
+}
+
+/// What the character language model predicts (its `lm_words` words, `<unk>` and padding
+/// included) of the training tokens, as said to the user.
+fn lm_coverage(
+    experiment: &Experiment,
+    vocab: &Vocabularies,
+    train: &Corpus<Label>,
+    lm_words: usize,
+) -> String {
+    let words = || train.sentences.iter().flat_map(|s| &s.words);
+    let covered = words()
+        .filter(|w| (2..lm_words).contains(&vocab.word_id(w)))
+        .count();
+    format!(
+        "language model: predicts the {} words seen at least {} times ({:.1}% of training tokens), the rest as <unk>",
+        lm_words - 2,
+        experiment.data.lm_min_count,
+        100.0 * covered as f64 / words().count().max(1) as f64
+    )
+}
+
+/// The pretrained encoder's description in `checkpoint` (`model.pretrained`), checked against
+/// the layers the experiment reads of it, and said.
+fn read_encoder_config(
+    experiment: &Experiment,
+    checkpoint: &Path,
+    events: &mut dyn FnMut(FitEvent),
+) -> Result<EncoderConfig> {
+    let encoder = EncoderConfig::read(checkpoint)?;
+    let layers = experiment.model.pretrained_layers;
+    layers
+        .check(&encoder)
+        .map_err(|message| DataError::file(&checkpoint.join(CONFIG_FILE), message))?;
+    let tuning = match experiment.model.pretrained_tuning {
+        Tuning::FineTune => "fine-tuned",
+        Tuning::Frozen => "frozen",
+    };
+    events(FitEvent::info(format!(
+        "pretrained encoder {}: {:?}, {} layers of {}, {} sub-tokens, {tuning}, layers: {layers}",
+        checkpoint.display(),
+        encoder.family,
+        encoder.layers,
+        encoder.hidden,
+        encoder.vocab_size,
+    )));
+    Ok(encoder)
 }
 
 /// Reads the experiment's pretrained vectors, when it names them, and adds the words of its
