@@ -23,21 +23,17 @@ import tempfile
 import time
 from pathlib import Path
 
+import nertrain
 import spacy
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def conll_texts(path):
-    texts, words = [], []
-    for line in Path(path).read_text(encoding="utf-8").splitlines() + [""]:
-        if not line.strip():
-            if words:
-                texts.append(" ".join(words))
-                words = []
-        elif not line.startswith("-DOCSTART-"):
-            words.append(line.split()[0])
-    return texts
+    """The CoNLL file's sentences as texts, each its words joined by spaces (as nertrain reads
+    the file and makes a sentence text)."""
+    return [nertrain.sentence_text(sentence["words"])["text"]
+            for document in nertrain.read_conll(path) for sentence in document]
 
 
 def differences(docs, records):

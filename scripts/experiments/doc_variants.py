@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Document context where it has nothing (or less) to offer: variants of the CoNLL-2003 dev set
-scored by a sentence-level and a document-level model, side by side.
+scored by a sentence-level and a document-level model, side by side (with a Python that has the
+nertrain wheel: the file is read by `nertrain.read_conll`, its words and tags kept).
 
     scripts/experiments/doc_variants.py RUN [RUN ...] [--corpus ../shared/data/conll2003] [--seed 1]
 
@@ -17,40 +18,30 @@ written into the project):
   long-docs   consecutive documents merged into documents of at least 10,000 tokens
 """
 import argparse
+import json
 import os
 import random
-import re
 import subprocess
 import sys
 import tempfile
+
+import nertrain  # the wheel: crates/python
 
 NERTRAIN = os.environ.get("NERTRAIN", "target/release/nertrain")
 
 
 def read_documents(path):
-    """[[sentence lines]] per document; a sentence is a list of token lines."""
-    documents, sentence = [[]], []
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if not line.strip() or line.startswith("-DOCSTART-"):
-                if sentence:
-                    documents[-1].append(sentence)
-                    sentence = []
-                if line.startswith("-DOCSTART-") and documents[-1]:
-                    documents.append([])
-                continue
-            sentence.append(line)
-    if sentence:
-        documents[-1].append(sentence)
-    return [d for d in documents if d]
+    """[[sentence lines]] per document, as nertrain reads the file: a sentence is a list of
+    `word tag` lines (the columns an `eval` of a model without feature columns reads)."""
+    return [[[f"{w} {t}" for w, t in zip(s["words"], s["tags"])] for s in document]
+            for document in nertrain.read_conll(path)]
 
 
 def write(path, documents, markers):
     with open(path, "w", encoding="utf-8") as f:
         for document in documents:
             if markers:
-                f.write("-DOCSTART- -X- -X- O\n\n")
+                f.write("-DOCSTART- O\n\n")
             for sentence in document:
                 f.write("\n".join(sentence) + "\n\n")
 
@@ -84,12 +75,13 @@ def variants(documents, seed):
 
 
 def evaluate(run, data):
+    """`run`'s dev F1 on `data` (`eval --json`) and the peak RSS of the `eval`, in KiB."""
     run, _, weight = run.partition("@")
     extra = ["--consistency", weight] if weight else []
     result = subprocess.run(
-        ["/usr/bin/time", "-f", "%M", NERTRAIN, "eval", "--model", run, "--data", data] + extra,
-        capture_output=True, text=True, check=True)
-    f1 = float(re.search(r"FB1: +([0-9.]+)", result.stdout).group(1))
+        ["/usr/bin/time", "-f", "%M", NERTRAIN, "eval", "--model", run, "--data", data, "--json"]
+        + extra, capture_output=True, text=True, check=True)
+    f1 = json.loads(result.stdout)["overall"]["f1"]
     rss_kib = int(result.stderr.strip().splitlines()[-1])
     return f1, rss_kib
 
