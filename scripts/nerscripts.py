@@ -29,6 +29,24 @@ def read_blocks(path):
     return sentences
 
 
+def read_documents(path):
+    """A CoNLL file's documents (its `-DOCSTART-` blocks; one for a file without them), each a
+    list of its sentences' token lines as written."""
+    documents, sentence = [[]], []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if not line.strip() or line.startswith("-DOCSTART-"):
+            if sentence:
+                documents[-1].append(sentence)
+                sentence = []
+            if line.startswith("-DOCSTART-") and documents[-1]:
+                documents.append([])
+            continue
+        sentence.append(line)
+    if sentence:
+        documents[-1].append(sentence)
+    return [d for d in documents if d]
+
+
 def write_blocks(path, sentences):
     """Writes sentences of token lines as a CoNLL file."""
     Path(path).write_text("".join("\n".join(s) + "\n\n" for s in sentences), encoding="utf-8")

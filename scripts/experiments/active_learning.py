@@ -217,17 +217,19 @@ def revealed(sentence, regions, entities, self_train):
     where an entity does not fall on token edges) and the rest is unknown (`-`) or, with
     `self_train`, `O` as the model has it. The lines, and the tokens decided."""
     offsets, tags, decided = decided_tokens(sentence, regions)
-    guessed = ["O"] * len(sentence)
+    edges = {s for s, _ in offsets}, {e for _, e in offsets}
+    aligned, unaligned = [], []
     for start, end, label in entities:
         inside = [i for i, (s, e) in enumerate(offsets) if s >= start and e <= end]
-        edges = {s for s, _ in offsets}, {e for _, e in offsets}
         if not inside or start not in edges[0] or end not in edges[1]:
-            for i, (s, e) in enumerate(offsets):
-                if s < end and start < e:
-                    guessed[i] = "-"
-            continue
-        for n, i in enumerate(inside):
-            guessed[i] = ("B-" if n == 0 else "I-") + label
+            unaligned.append((start, end))
+        else:
+            aligned.append((inside[0], inside[-1] + 1, label))
+    guessed = nertrain.tags(len(sentence), aligned)
+    for start, end in unaligned:
+        for i, (s, e) in enumerate(offsets):
+            if s < end and start < e:
+                guessed[i] = "-"
     lines = []
     for line, tag, decide, guess in zip(sentence, tags, decided, guessed):
         # The model's entities outside the regions stay as pre-annotated (the annotator

@@ -19,8 +19,13 @@ import argparse
 import os
 import random
 import sys
+from pathlib import Path
 
-from doc_variants import read_documents, write
+from doc_variants import write
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nerscripts import read_documents  # noqa: E402 (scripts/nerscripts.py)
+import nertrain  # noqa: E402 (the wheel: crates/python)
 
 TYPES = ["PER", "ORG", "LOC", "MISC"]
 
@@ -36,29 +41,22 @@ def first_sentences(documents, limit):
 
 
 def corrupt(documents, rng, rate):
-    """Each entity (an IOB2 B- and its I-s, last column) gets another type or loses its tags."""
+    """Each entity (of the last column, as nertrain reads it) gets another type or loses its
+    tags."""
     noisy = []
     for document in documents:
         new_document = []
         for sentence in document:
             rows = [line.split(" ") for line in sentence]
-            i = 0
-            while i < len(rows):
-                tag = rows[i][-1]
-                if not tag.startswith("B-"):
-                    i += 1
-                    continue
-                end = i + 1
-                while end < len(rows) and rows[end][-1] == "I-" + tag[2:]:
-                    end += 1
+            kept = []
+            for start, end, label in nertrain.entities([row[-1] for row in rows]):
                 if rng.random() < rate:
                     if rng.random() < 0.25:
-                        new = None
-                    else:
-                        new = rng.choice([t for t in TYPES if t != tag[2:]])
-                    for j in range(i, end):
-                        rows[j][-1] = "O" if new is None else ("B-" if j == i else "I-") + new
-                i = end
+                        continue
+                    label = rng.choice([t for t in TYPES if t != label])
+                kept.append((start, end, label))
+            for row, tag in zip(rows, nertrain.tags(len(rows), kept)):
+                row[-1] = tag
             new_document.append([" ".join(row) for row in rows])
         noisy.append(new_document)
     return noisy

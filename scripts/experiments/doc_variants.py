@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """Document context where it has nothing (or less) to offer: variants of the CoNLL-2003 dev set
-scored by a sentence-level and a document-level model, side by side (with a Python that has the
-nertrain wheel: the file is read by `nertrain.read_conll`, its words and tags kept).
+scored by a sentence-level and a document-level model, side by side.
 
     scripts/experiments/doc_variants.py RUN [RUN ...] [--corpus ../shared/data/conll2003] [--seed 1]
 
@@ -24,24 +23,19 @@ import random
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
-import nertrain  # the wheel: crates/python
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from nerscripts import read_documents  # noqa: E402 (scripts/nerscripts.py)
 
 NERTRAIN = os.environ.get("NERTRAIN", "target/release/nertrain")
-
-
-def read_documents(path):
-    """[[sentence lines]] per document, as nertrain reads the file: a sentence is a list of
-    `word tag` lines (the columns an `eval` of a model without feature columns reads)."""
-    return [[[f"{w} {t}" for w, t in zip(s["words"], s["tags"])] for s in document]
-            for document in nertrain.read_conll(path)]
 
 
 def write(path, documents, markers):
     with open(path, "w", encoding="utf-8") as f:
         for document in documents:
             if markers:
-                f.write("-DOCSTART- O\n\n")
+                f.write("-DOCSTART- -X- -X- O\n\n")
             for sentence in document:
                 f.write("\n".join(sentence) + "\n\n")
 

@@ -1,11 +1,12 @@
 //! What scripts read and score without a model, from the crates that own it: CoNLL files as
-//! `fit` and `eval` read them, conlleval's entities of a tag sequence, a sentence's words as the
+//! `fit` and `eval` read them, conlleval's entities of a tag sequence and the tags of entities, a
+//! sentence's words as the
 //! text it is tagged as, and entity sets scored as `eval` scores span-annotated text.
 
 use std::path::PathBuf;
 
 use nertrain_annotate::label_studio;
-use nertrain_data::{CharSpan, ColumnSpec, SpanScorer};
+use nertrain_data::{CharSpan, ColumnSpec, Span, SpanScorer, TagScheme};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use serde::Serialize;
@@ -66,6 +67,37 @@ pub(crate) fn entities(tags: Vec<String>) -> Vec<EntitySpan> {
         .into_iter()
         .map(|span| (span.start, span.end, span.label))
         .collect()
+}
+
+/// The tags of a sentence of `length` tokens whose entities are `entities` (`(start, end,
+/// label)` over token indices, `end` exclusive, in order and not overlapping), in `scheme`
+/// (`"iob2"`, `"iob1"` or `"iobes"`), as nertrain writes them; the inverse of [`entities`]. A
+/// `ValueError` names an entity outside the sentence, or one that overlaps the one before it.
+#[pyfunction]
+#[pyo3(signature = (length, entities, scheme = "iob2"))]
+pub(crate) fn tags(
+    length: usize,
+    entities: Vec<EntitySpan>,
+    scheme: &str,
+) -> PyResult<Vec<String>> {
+    let scheme: TagScheme = scheme.parse().map_err(PyValueError::new_err)?;
+    let mut end_before = 0;
+    let mut spans = Vec::with_capacity(entities.len());
+    for (i, (start, end, label)) in entities.into_iter().enumerate() {
+        if start >= end || end > length {
+            return Err(PyValueError::new_err(format!(
+                "entities[{i}]: ({start}, {end}) is not a range of the sentence's {length} tokens"
+            )));
+        }
+        if start < end_before {
+            return Err(PyValueError::new_err(format!(
+                "entities[{i}]: ({start}, {end}) starts before the entity before it ends ({end_before})"
+            )));
+        }
+        end_before = end;
+        spans.push(Span { start, end, label });
+    }
+    Ok(nertrain_data::render_spans(&spans, length, scheme))
 }
 
 /// A sentence made text: its words joined by single spaces, as it is tagged and annotated.

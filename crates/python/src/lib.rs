@@ -516,6 +516,7 @@ fn nertrain(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(select, module)?)?;
     module.add_function(wrap_pyfunction!(data::read_conll, module)?)?;
     module.add_function(wrap_pyfunction!(data::entities, module)?)?;
+    module.add_function(wrap_pyfunction!(data::tags, module)?)?;
     module.add_function(wrap_pyfunction!(data::sentence_text, module)?)?;
     module.add_function(wrap_pyfunction!(data::score_entities, module)?)?;
     module.add_function(wrap_pyfunction!(data::line_documents, module)?)?;

@@ -528,6 +528,19 @@ def test_reading_and_scoring_agree_with_the_binary(model, tmp_path):
         nertrain.read_conll(tmp_path / "nowhere.txt")
     assert nertrain.entities(["B-PER", "I-PER", "O", "I-LOC", "S-ORG"]) == [
         (0, 2, "PER"), (3, 4, "LOC"), (4, 5, "ORG")]
+    # Tags from entities, the inverse, in each scheme: every test sentence's tags read back.
+    for sentence in sentences:
+        found = nertrain.entities(sentence["tags"])
+        assert nertrain.tags(len(sentence["tags"]), found) == sentence["tags"]
+        for scheme in ["iob1", "iobes"]:
+            assert nertrain.entities(nertrain.tags(len(sentence["tags"]), found, scheme)) == found
+    assert nertrain.tags(3, [(0, 1, "PER"), (1, 3, "PER")], "iob1") == ["I-PER", "B-PER", "I-PER"]
+    with pytest.raises(ValueError, match=r"entities\[0\]: \(1, 3\)"):
+        nertrain.tags(2, [(1, 3, "PER")])
+    with pytest.raises(ValueError, match="starts before"):
+        nertrain.tags(4, [(0, 2, "PER"), (1, 3, "LOC")])
+    with pytest.raises(ValueError, match="scheme"):
+        nertrain.tags(1, [], "bilou")
     made = nertrain.sentence_text(["Peter", "Müller", "in", "Berlin"],
                                   ["B-PER", "I-PER", "O", "B-LOC"])
     text = made["text"]

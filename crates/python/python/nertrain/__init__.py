@@ -17,6 +17,7 @@ from .nertrain import (
     score_entities,
     select,
     sentence_text,
+    tags,
     write_fit_job,
 )
 
@@ -33,5 +34,6 @@ __all__ = [
     "score_entities",
     "select",
     "sentence_text",
+    "tags",
     "write_fit_job",
 ]

@@ -210,7 +210,9 @@ def select(
     holds fewer than ``budget`` of them, its least sure tokens until they fill it; as
     ``select --regions``), only each text's doubtful regions are to be decided. Returns, best first, each chosen
     text's record as ``tag`` makes it (its entities with confidences, to pre-annotate it) with
-    its ``index`` in ``texts``, its ``score`` and, with ``regions``, its ``regions``
+    its ``index`` in ``texts``, its ``worth`` by the strategy (higher first), its task's
+    ``score`` (the model's certainty, lowest first, as ``select``'s task files have it) and,
+    with ``regions``, its ``regions``
     (``(start, end)`` tuples in code points). ``encoder_cache``, a directory, keeps a frozen
     encoder's layers of the pool between calls (``select --encoder-cache``); files it could not
     read or write are ``UserWarning``.
@@ -260,6 +262,10 @@ def read_conll(path: StrPath, *, word_column: int = 0, tag_column: int = -1) -> 
 def entities(tags: Sequence[str]) -> List[EntitySpan]:
     """The entities of a sentence's tags as conlleval reads them (IOB1, IOB2 or IOBES,
     leniently), over token indices."""
+
+def tags(length: int, entities: Sequence[EntitySpan], scheme: str = "iob2") -> List[str]:
+    """The tags of a sentence of `length` tokens whose entities are `entities` (token indices,
+    in order, not overlapping), in `scheme` (iob2, iob1 or iobes); the inverse of `entities`."""
 
 class SentenceText(TypedDict):
     """A sentence made text: its words joined by single spaces."""
