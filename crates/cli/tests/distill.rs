@@ -6,8 +6,8 @@ mod common;
 use std::path::Path;
 
 use common::{
-    copy_files, fit_small, nertrain, nertrain_ok, sample_model, scratch, stderr, tag_json,
-    workspace,
+    copy_files, fit_small, fit_small_with_env, learning_curve, nertrain, nertrain_ok, sample_model,
+    scratch, stderr, tag_json, workspace,
 };
 
 /// `--set` arguments distilling from `teacher` with `data/sample/pool.txt` unlabelled.
@@ -89,6 +89,30 @@ fn a_distilled_student_agrees_with_its_teacher_more_and_tags_without_it() {
     let records = tag_json(&student, &["Peter Weber flew to Berlin."]);
     assert_eq!(records.len(), 1);
     assert!(records[0]["entities"].is_array());
+}
+
+#[test]
+fn a_distillation_killed_mid_run_resumes_to_the_same_student() {
+    let dir = scratch("distill-resume");
+    let args = distilled_from(&sample_model("sentence"));
+    let mut args: Vec<&str> = args.iter().map(String::as_str).collect();
+    args.extend(["--set", "train.patience=3"]);
+    let whole = dir.join("whole");
+    let out = fit_small(&whole, 3, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The process ends as it writes epoch 2's checkpoint, then resumes: the teachers'
+    // marginals are taken again, and every step is the uninterrupted run's.
+    let killed = dir.join("killed");
+    let failpoint = [("NERTRAIN_FAILPOINT", "checkpoint:2:abort")];
+    let out = fit_small_with_env(&killed, 3, &args, &failpoint);
+    assert!(!out.status.success(), "the failpoint did not end the run");
+    let resume = [&args[..], &["--resume"]].concat();
+    let out = fit_small(&killed, 3, &resume);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(learning_curve(&killed).len(), 3);
+    assert_eq!(learning_curve(&whole), learning_curve(&killed));
+    let text = ["Peter Weber flew to Berlin with Anna Schmidt."];
+    assert_eq!(tag_json(&whole, &text), tag_json(&killed, &text));
 }
 
 #[test]

@@ -209,6 +209,16 @@ pub fn sample_model(context: &str) -> PathBuf {
 /// `fit` on the sample's config with small sizes for `epochs` epochs into `output`; `extra` are
 /// more arguments.
 pub fn fit_small(output: &Path, epochs: usize, extra: &[&str]) -> Output {
+    fit_small_with_env(output, epochs, extra, &[])
+}
+
+/// [`fit_small`] with `env` set for the process (a failpoint, say).
+pub fn fit_small_with_env(
+    output: &Path,
+    epochs: usize,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Output {
     let out = format!("train.output={}", output.display());
     let epochs = format!("train.epochs={epochs}");
     let mut args = vec![
@@ -227,7 +237,12 @@ pub fn fit_small(output: &Path, epochs: usize, extra: &[&str]) -> Output {
         &epochs,
     ];
     args.extend(extra);
-    nertrain(&args)
+    Command::new(env!("CARGO_BIN_EXE_nertrain"))
+        .args(&args)
+        .envs(env.iter().copied())
+        .current_dir(workspace())
+        .output()
+        .unwrap()
 }
 
 /// Each epoch's training loss and dev F1: equal only if every step was the same.
