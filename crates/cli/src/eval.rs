@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 
 use burn::tensor::Device;
 use clap::Args;
+use nertrain_data::job::ScoreJob;
 use nertrain_data::{OperatingPoint, THRESHOLD_GRID};
-use nertrain_model::job::ScoreJob;
 use nertrain_model::{Backend, LabelThreshold};
 use nertrain_tagger::{FileEvaluation, MAX_CONSISTENCY, TagOptions, TagSettings, Tagger};
 use serde::Serialize;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
-use nertrain_model::job::FitJob;
+use nertrain_data::job::FitJob;
 use nertrain_train::{Backend, Experiment, FitEvent, FitOptions, JobEnd, record_job_event};
 
 use crate::Result;

@@ -15,6 +15,7 @@ mod dictionary;
 mod error;
 mod featurize;
 pub mod io;
+pub mod job;
 mod label;
 pub mod lock;
 mod operating;

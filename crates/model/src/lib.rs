@@ -17,7 +17,6 @@ mod error;
 pub mod files;
 mod grow;
 mod inputs;
-pub mod job;
 mod network;
 pub mod recurrence;
 mod vectorize;

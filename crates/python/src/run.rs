@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
+use nertrain_data::job::FitJob;
 use nertrain_model::RecordedScores;
-use nertrain_model::job::FitJob;
 use nertrain_train::{EpochMetrics, Error, Experiment, ModelDir};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -51,7 +51,7 @@ pub(crate) fn read_run<'py>(py: Python<'py>, run_dir: PathBuf) -> PyResult<Bound
     to_python(py, &record)
 }
 
-/// Writes the job `nertrain fit --job PATH` runs (`nertrain_model::job::FitJob`): `start_from`'s
+/// Writes the job `nertrain fit --job PATH` runs (`nertrain_data::job::FitJob`): `start_from`'s
 /// model continued on `train`, its epoch chosen and scored on `heldout`, into `output`, each
 /// epoch appended to `events`. Its fields are checked as `fit --job` reads them; the file is
 /// written whole or not at all.

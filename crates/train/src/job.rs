@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use nertrain_model::job::{FitJob, JobEvent};
+use nertrain_data::job::{FitJob, JobEvent};
 
 use crate::{ConfigError, Experiment, FitEvent, ModelDir};
 

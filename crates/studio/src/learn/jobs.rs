@@ -4,8 +4,8 @@
 use std::path::Path;
 
 use nertrain_data::Scores;
+use nertrain_data::job::{FitJob, JobEvent, ScoreJob};
 use nertrain_model::ModelFiles;
-use nertrain_model::job::{FitJob, JobEvent, ScoreJob};
 use serde::Serialize;
 
 use crate::error::{LearnError, file_error};

@@ -1,8 +1,9 @@
 //! Work driven from outside the command line: a training (`FitJob`: which model to continue, on
 //! which files, into where) and the events `fit --job` appends as it goes, read back with the
 //! same types; and a scoring (`ScoreJob`: a model on a held-out file, scored as `fit` chooses its
-//! epoch), which `eval --job` runs. They live here, below the training crate, so that a caller
-//! that links no training code (the studio's learner) speaks them.
+//! epoch), which `eval --job` runs. They live here, where every crate that writes or reads them
+//! meets (the studio's learner and Python write them, `fit` and `eval` read them), and below
+//! the network, which they do not need.
 
 use std::path::{Path, PathBuf};
 
