@@ -839,8 +839,9 @@ pub fn entity_confidences<'a>(
 
 /// Decoding with a loaded model: its default options, and sentences of words to predictions.
 impl Tagger {
-    /// Options as the model was trained to be decoded.
-    pub fn default_options(&self) -> TagOptions {
+    /// The model's own decoding settings, before a caller's changes: what [`Tagger::options`]
+    /// and [`Tagger::options_with`] start from.
+    pub(crate) fn default_options(&self) -> TagOptions {
         TagOptions {
             constrained: self.meta.crf.constrained_decoding,
             consistency: self.meta.document.map_or(0.0, |d| d.consistency),

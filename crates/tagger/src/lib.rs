@@ -16,7 +16,7 @@
 //!    loaded network), with entity confidences, marginals and n-best paths on request
 //!    ([`TagOptions`], made from the model's own settings and a caller's [`TagSettings`]).
 //! 5. **Predictions → entities.** Each text's [`Tagged`]: its tokens and tags, and its entities
-//!    with labels, character offsets and confidences; [`Tagged::record`] is the JSON object that
+//!    with labels, character offsets and confidences; [`Tagged::into_record`] is the JSON object that
 //!    `nertrain tag --format json` prints.
 //!
 //! Offsets count Unicode code points (what Python's `str` and spaCy slice with), end exclusive.
