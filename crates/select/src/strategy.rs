@@ -61,7 +61,7 @@ impl Strategy {
 }
 
 impl Strategy {
-    /// What a text is tagged with for its worth to be read off it ([`Tagger::worth_of`]).
+    /// What a text is tagged with for its worth to be read off it ([`Selector::worth_of`](crate::Selector::worth_of)).
     pub fn settings(self) -> TagSettings {
         TagSettings {
             // The best path's probability comes with the forward-backward pass that entity

@@ -244,7 +244,7 @@ pub struct Tagged {
     /// The best path's entities, with confidences when asked for.
     pub entities: Vec<Entity>,
     /// With `marginals`: for each token, p(tag | text) for every tag of the model, in the order
-    /// of [`Tagger::labels`].
+    /// of [`Tagger::tags`].
     pub marginals: Vec<Vec<f64>>,
     /// With `nbest > 1`: the best paths, best first, with their probabilities. A text of several
     /// sentences keeps only its best path, whose probability is the product of its sentences'.

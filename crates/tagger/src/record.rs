@@ -77,7 +77,7 @@ pub struct Record {
 }
 
 impl Tagged {
-    /// This text as its JSON record; `labels` are the model's tags ([`crate::Tagger::labels`]).
+    /// This text as its JSON record; `labels` are the model's tags ([`crate::Tagger::tags`]).
     pub fn into_record(self, labels: &[String]) -> Record {
         let tokens = self
             .marginals

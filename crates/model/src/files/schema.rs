@@ -115,7 +115,7 @@ pub struct Distillation {
 pub struct TeacherSummary {
     /// Its directory, as the experiment named it.
     pub path: PathBuf,
-    /// Its weights' id ([`ModelFiles::weights_id`]).
+    /// Its weights' id ([`ModelFiles::weights_id`](crate::ModelFiles::weights_id)).
     pub weights_id: String,
 }
 

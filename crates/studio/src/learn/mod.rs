@@ -6,15 +6,15 @@
 //!    trained on) — or all trained on, where a gold dev file judges instead — each narrowed to
 //!    the text of the config's first `<Labels>` on a `<Text>`, so that the importer reads the
 //!    text the project labels whatever else a task holds;
-//! 3. **train**: the served model continued on them into `DIR/vN` by a [`FitJob`] that
+//! 3. **train**: the served model continued on them into `DIR/vN` by a [`FitJob`](nertrain_data::job::FitJob) that
 //!    `nertrain fit --job` runs in a process of its own (so that serving links no training code
 //!    and a training that fails or is killed cannot take the server with it; the training file
 //!    of the model the server started from is rehearsed when it is at hand, never an earlier
 //!    version's tasks, which the export holds again), its progress and outcome read from the
-//!    job's [`JobEvent`]s;
+//!    job's [`JobEvent`](nertrain_data::job::JobEvent)s;
 //! 4. **judge** the new version against the served one on the held-out tasks or the dev file,
 //!    each scored once and as the epoch was chosen: the new version by its training (the
-//!    held-out file is its test file), the served one by a [`ScoreJob`] that `nertrain eval
+//!    held-out file is its test file), the served one by a [`ScoreJob`](nertrain_data::job::ScoreJob) that `nertrain eval
 //!    --job` runs (in a process of its own too: scoring in the server would hold the served
 //!    model's turn for as long as the held-out share takes, and it grows with the project);
 //! 5. **publish**: the version is recorded, and served only if it does no worse; otherwise it
