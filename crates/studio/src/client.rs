@@ -43,36 +43,34 @@ impl Connection {
     /// plain segments of letters, digits, `-`, `_`, `.` and `~`; a trailing `/` is allowed). No
     /// user and password, query or fragment, so that nothing in it can choose what is fetched
     /// beyond Label Studio's own API. An error never repeats a user and password.
-    pub fn new(url: &str, key: &str) -> Result<Self, String> {
+    pub fn new(url: &str, key: &str) -> Result<Self, ClientError> {
         let expected = "expected Label Studio's address, such as http://localhost:8080 (or \
                         http://host/label-studio where it is served under a path)";
-        let uri: ureq::http::Uri = url.parse().map_err(|_| format!("not a URL; {expected}"))?;
+        let unusable = |why: String| ClientError::Address(format!("{why}; {expected}"));
+        let uri: ureq::http::Uri = url.parse().map_err(|_| unusable("not a URL".into()))?;
         let scheme = uri.scheme_str().unwrap_or_default();
         if scheme != "http" && scheme != "https" {
-            return Err(format!("the scheme must be http or https; {expected}"));
+            return Err(unusable("the scheme must be http or https".into()));
         }
-        let authority = uri
-            .authority()
-            .ok_or_else(|| format!("no host; {expected}"))?;
+        let authority = uri.authority().ok_or_else(|| unusable("no host".into()))?;
         if authority.as_str().contains('@') {
             // The user and password are secrets: the message names neither.
-            return Err(format!(
-                "a user and password in the URL are not used (give the API key instead); \
-                 {expected}"
+            return Err(unusable(
+                "a user and password in the URL are not used (give the API key instead)".into(),
             ));
         }
         if uri.query().is_some() || url.contains('#') {
-            return Err(format!("a query or fragment is not allowed; {expected}"));
+            return Err(unusable("a query or fragment is not allowed".into()));
         }
         let prefix = path_prefix(uri.path()).ok_or_else(|| {
-            format!(
+            unusable(format!(
                 "the path {:?}: expected plain segments (letters, digits, -, _, . and ~; no \
-                 `..`); {expected}",
+                 `..`)",
                 uri.path()
-            )
+            ))
         })?;
         if key.is_empty() {
-            return Err("the API key is empty".into());
+            return Err(ClientError::Address("the API key is empty".into()));
         }
         Ok(Self {
             origin: format!("{scheme}://{authority}"),
@@ -94,7 +92,12 @@ impl Connection {
     /// The project's annotated tasks, as Label Studio's JSON export, streamed into `file` (so
     /// that the server never holds more than a buffer of it); an export of more than `limit`
     /// bytes is an error and leaves no file. Gives the bytes written.
-    pub(crate) fn export_to(&self, project: u64, file: &Path, limit: u64) -> Result<u64, String> {
+    pub(crate) fn export_to(
+        &self,
+        project: u64,
+        file: &Path,
+        limit: u64,
+    ) -> Result<u64, ClientError> {
         let (url, mut response) = self.call(
             &format!("/api/projects/{project}/export?exportType=JSON"),
             &[],
@@ -107,23 +110,26 @@ impl Connection {
         });
         let failed = |message: String| {
             let _ = std::fs::remove_file(file);
-            Err(message)
+            Err(ClientError::Export {
+                at: url.clone(),
+                message,
+            })
         };
         match written {
             Ok(written) if written > limit => failed(format!(
-                "{url}: the export is larger than {limit} bytes, the most this server reads \
+                "the export is larger than {limit} bytes, the most this server reads \
                  (--max-export)"
             )),
             Ok(written) => Ok(written),
-            Err(e) => failed(format!("{url}: {e} (writing {})", file.display())),
+            Err(e) => failed(format!("{e} (writing {})", file.display())),
         }
     }
 
     /// The project's labeling config.
-    pub fn label_config(&self, project: u64) -> Result<String, String> {
+    pub fn label_config(&self, project: u64) -> Result<String, ClientError> {
         let path = format!("/api/projects/{project}");
         let answer: ProjectAnswer = serde_json::from_slice(&self.get(&path, 64 << 20)?)
-            .map_err(|e| format!("{}{path}: expected a project: {e}", self.base()))?;
+            .map_err(unexpected(format!("{}{path}", self.base()), "a project"))?;
         Ok(answer.label_config)
     }
 
@@ -135,7 +141,7 @@ impl Connection {
         project: u64,
         after: Option<i64>,
         size: usize,
-    ) -> Result<TasksPage, String> {
+    ) -> Result<TasksPage, ClientError> {
         let items = after.map(|id| Filter {
             filter: "filter:tasks:id",
             operator: "greater",
@@ -149,16 +155,16 @@ impl Connection {
             },
             ordering: ["tasks:id"],
         };
-        let query = serde_json::to_string(&query).map_err(|e| e.to_string())?;
         let path = format!("/api/tasks?project={project}&page=1&page_size={size}");
+        let query = serde_json::to_string(&query).map_err(transport(&path))?;
         let (url, mut response) = self.call(&path, &[("query", &query)])?;
         let body = response
             .body_mut()
             .with_config()
             .limit(256 << 20)
             .read_to_vec()
-            .map_err(|e| format!("{url}: {e}"))?;
-        serde_json::from_slice(&body).map_err(|e| format!("{url}: expected a page of tasks: {e}"))
+            .map_err(transport(&url))?;
+        serde_json::from_slice(&body).map_err(unexpected(url, "a page of tasks"))
     }
 
     /// Imports `predictions` into `project`: how many Label Studio made.
@@ -166,28 +172,30 @@ impl Connection {
         &self,
         project: u64,
         predictions: &[TaskPrediction],
-    ) -> Result<usize, String> {
+    ) -> Result<usize, ClientError> {
         let path = format!("/api/projects/{project}/import/predictions");
-        let body = serde_json::to_vec(predictions).map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(predictions).map_err(transport(&path))?;
         let answer = self.send("POST", &path, body)?;
-        let created: Created = serde_json::from_slice(&answer)
-            .map_err(|e| format!("{}{path}: expected {{\"created\": N}}: {e}", self.base()))?;
+        let created: Created = serde_json::from_slice(&answer).map_err(unexpected(
+            format!("{}{path}", self.base()),
+            "{\"created\": N}",
+        ))?;
         Ok(created.created)
     }
 
     /// Sets `project`'s model version: the predictions whose scores the Data Manager sorts by.
-    pub(crate) fn set_model_version(&self, project: u64, version: &str) -> Result<(), String> {
+    pub(crate) fn set_model_version(&self, project: u64, version: &str) -> Result<(), ClientError> {
         let path = format!("/api/projects/{project}");
         let body = serde_json::to_vec(&ModelVersion {
             model_version: version,
         })
-        .map_err(|e| e.to_string())?;
+        .map_err(transport(&path))?;
         self.send("PATCH", &path, body).map(drop)
     }
 
     /// The answer to `method path` with a JSON `body`, of at most a MiB; an error answer's
     /// status and the start of its body in the message.
-    fn send(&self, method: &str, path: &str, body: Vec<u8>) -> Result<Vec<u8>, String> {
+    fn send(&self, method: &str, path: &str, body: Vec<u8>) -> Result<Vec<u8>, ClientError> {
         let agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(300)))
             .http_status_as_error(false)
@@ -195,6 +203,7 @@ impl Connection {
             .new_agent();
         let authorization = self.authorization(&agent, &self.base())?;
         let url = format!("{}{path}", self.base());
+        let at = format!("{method} {url}");
         let request = match method {
             "PATCH" => agent.patch(&url),
             _ => agent.post(&url),
@@ -203,7 +212,7 @@ impl Connection {
             .header("Authorization", &authorization)
             .content_type("application/json")
             .send(&body[..])
-            .map_err(|e| format!("{method} {url}: {e}"))?;
+            .map_err(transport(&at))?;
         let status = response.status();
         let limit = if status.is_success() {
             1 << 20
@@ -217,23 +226,23 @@ impl Connection {
             .reader()
             .take(limit)
             .read_to_end(&mut answer)
-            .map_err(|e| format!("{method} {url}: {e}"))?;
+            .map_err(transport(&at))?;
         if !status.is_success() {
-            let said = String::from_utf8_lossy(&answer);
-            return Err(format!("{method} {url}: {status}: {said}"));
+            let said = String::from_utf8_lossy(&answer).into_owned();
+            return Err(ClientError::Refused { at, status, said });
         }
         Ok(answer)
     }
 
     /// The body of `GET path`, of at most `limit` bytes.
-    fn get(&self, path: &str, limit: u64) -> Result<Vec<u8>, String> {
+    fn get(&self, path: &str, limit: u64) -> Result<Vec<u8>, ClientError> {
         let (url, mut response) = self.call(path, &[])?;
         response
             .body_mut()
             .with_config()
             .limit(limit)
             .read_to_vec()
-            .map_err(|e| format!("{url}: {e}"))
+            .map_err(transport(&url))
     }
 
     /// `GET path` of the base, with `query` pairs (encoded) added, authorised: the URL and the
@@ -242,7 +251,7 @@ impl Connection {
         &self,
         path: &str,
         query: &[(&str, &str)],
-    ) -> Result<(String, ureq::http::Response<ureq::Body>), String> {
+    ) -> Result<(String, ureq::http::Response<ureq::Body>), ClientError> {
         let agent = ureq::Agent::config_builder()
             .timeout_global(Some(Duration::from_secs(300)))
             .build()
@@ -256,35 +265,117 @@ impl Connection {
         let response = request
             .header("Authorization", &authorization)
             .call()
-            .map_err(|e| format!("{url}: {e}"))?;
+            .map_err(transport(&url))?;
         Ok((url, response))
     }
 
     /// The `Authorization` header: `Token` with a legacy token; `Bearer` with an access token
     /// for a personal access token.
-    fn authorization(&self, agent: &ureq::Agent, base: &str) -> Result<String, String> {
+    fn authorization(&self, agent: &ureq::Agent, base: &str) -> Result<String, ClientError> {
         if !is_jwt(&self.key) {
             return Ok(format!("Token {}", self.key));
         }
         // Django routes it with its trailing slash only.
         let url = format!("{base}/api/token/refresh/");
-        let body =
-            serde_json::to_vec(&Refresh { refresh: &self.key }).map_err(|e| e.to_string())?;
+        let body = serde_json::to_vec(&Refresh { refresh: &self.key }).map_err(transport(&url))?;
         let mut response = agent
             .post(&url)
             .content_type("application/json")
             .send(&body[..])
-            .map_err(|e| format!("{url}: {e} (exchanging the personal access token)"))?;
+            .map_err(|e| ClientError::Transport {
+                at: url.clone(),
+                message: format!("{e} (exchanging the personal access token)"),
+            })?;
         let access: Access = serde_json::from_slice(
             &response
                 .body_mut()
                 .with_config()
                 .limit(1 << 20)
                 .read_to_vec()
-                .map_err(|e| format!("{url}: {e}"))?,
+                .map_err(transport(&url))?,
         )
-        .map_err(|e| format!("{url}: expected {{\"access\": \"...\"}}: {e}"))?;
+        .map_err(unexpected(url, "{\"access\": \"...\"}"))?;
         Ok(format!("Bearer {}", access.access))
+    }
+}
+
+/// What went wrong with Label Studio's API, named by the request (its method and URL, never the
+/// key, nor a user and password).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClientError {
+    /// The address or the key cannot be used: said before anything is sent.
+    Address(String),
+    /// The request `at` could not be made, or its answer not read.
+    Transport {
+        /// The request.
+        at: String,
+        /// Why.
+        message: String,
+    },
+    /// Label Studio answered the request `at` with an error `status`, saying `said` (the start of
+    /// its body).
+    Refused {
+        /// The request.
+        at: String,
+        /// The answer's status.
+        status: ureq::http::StatusCode,
+        /// The start of the answer's body.
+        said: String,
+    },
+    /// The answer to `at` is not what the API gives: `expected` was.
+    Unexpected {
+        /// The request.
+        at: String,
+        /// What the API answers.
+        expected: &'static str,
+        /// Why the answer is not that.
+        message: String,
+    },
+    /// The project's export from `at` could not be kept: too large, or not written.
+    Export {
+        /// The request.
+        at: String,
+        /// Why.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for ClientError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ClientError::Address(message) => f.write_str(message),
+            ClientError::Transport { at, message } | ClientError::Export { at, message } => {
+                write!(f, "{at}: {message}")
+            }
+            ClientError::Refused { at, status, said } => write!(f, "{at}: {status}: {said}"),
+            ClientError::Unexpected {
+                at,
+                expected,
+                message,
+            } => write!(f, "{at}: expected {expected}: {message}"),
+        }
+    }
+}
+
+impl std::error::Error for ClientError {}
+
+/// A failure of the request `at`, as a [`ClientError::Transport`].
+fn transport<E: std::fmt::Display>(at: &str) -> impl FnOnce(E) -> ClientError + '_ {
+    move |e| ClientError::Transport {
+        at: at.to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// An answer to `at` that is not `expected`, as a [`ClientError::Unexpected`].
+fn unexpected<E: std::fmt::Display>(
+    at: String,
+    expected: &'static str,
+) -> impl FnOnce(E) -> ClientError {
+    move |e| ClientError::Unexpected {
+        at,
+        expected,
+        message: e.to_string(),
     }
 }
 
@@ -393,11 +484,21 @@ mod tests {
         ] {
             assert!(Connection::new(bad, "k").is_err(), "{bad}");
         }
-        let error = Connection::new("http://user:hunter2@host:8080", "k").unwrap_err();
+        let error = Connection::new("http://user:hunter2@host:8080", "k")
+            .unwrap_err()
+            .to_string();
         assert!(
             !error.contains("hunter2") && !error.contains("user:"),
             "{error}"
         );
-        assert!(Connection::new("http://host:8080", "").is_err());
+        assert_eq!(
+            Connection::new("http://host:8080", "").unwrap_err(),
+            ClientError::Address("the API key is empty".into())
+        );
+        assert_eq!(
+            Connection::new("ftp://host", "k").unwrap_err().to_string(),
+            "the scheme must be http or https; expected Label Studio's address, such as \
+             http://localhost:8080 (or http://host/label-studio where it is served under a path)"
+        );
     }
 }

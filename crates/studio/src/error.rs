@@ -2,13 +2,15 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::client::ClientError;
+
 /// Why a training made no version: each step's own failures.
 #[derive(Debug)]
 pub(crate) enum LearnError {
     /// No Label Studio address and key, from the environment or `/setup`.
     NoConnection,
     /// Label Studio could not be asked, or answered with an error.
-    Fetch(String),
+    Fetch(ClientError),
     /// The project's labeling config has no entity control on a text.
     Config {
         /// The project.
@@ -58,7 +60,8 @@ impl std::fmt::Display for LearnError {
                 "no Label Studio to fetch annotations from: set LABEL_STUDIO_URL and \
                  LABEL_STUDIO_API_KEY, or connect the model in Label Studio (its setup gives them)"
             ),
-            Self::Fetch(message) | Self::Load(message) => f.write_str(message),
+            Self::Fetch(error) => error.fmt(f),
+            Self::Load(message) => f.write_str(message),
             Self::Config { project, message } => {
                 write!(f, "project {project}'s labeling config: {message}")
             }

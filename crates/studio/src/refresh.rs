@@ -360,7 +360,9 @@ fn refresh(
     // there is nothing to sort.
     if status.predicted + status.stood > 0 {
         reading.pace.wait(shared);
-        connection.set_model_version(status.project, &version.id)?;
+        connection
+            .set_model_version(status.project, &version.id)
+            .map_err(|e| e.to_string())?;
     }
     status.phase = RefreshPhase::Done;
     Ok(())
@@ -377,7 +379,10 @@ fn read_project<'a>(
 ) -> Result<(ProjectReader<'a>, bool), String> {
     let mut pace = Pace::new(shared.settings.per_second);
     pace.wait(shared);
-    let config = LabelingConfig::parse(&connection.label_config(project)?)
+    let xml = connection
+        .label_config(project)
+        .map_err(|e| e.to_string())?;
+    let config = LabelingConfig::parse(&xml)
         .map_err(|e| format!("project {project}'s labeling config: {e}"))?;
     let answering = Answering::new(Arc::new(config), shared.settings.strategy, version)
         .map_err(|e| format!("project {project}: {e}"))?;
@@ -420,8 +425,9 @@ fn post_page(
     let predictions = predict(version, reading, tagged, cut);
     if !predictions.is_empty() {
         reading.pace.wait(shared);
-        posted.predicted +=
-            (reading.connection).import_predictions(posted.project, &predictions)?;
+        posted.predicted += (reading.connection)
+            .import_predictions(posted.project, &predictions)
+            .map_err(|e| e.to_string())?;
     }
     posted.page += 1;
     *status = posted;
@@ -477,7 +483,8 @@ struct Page {
 /// when none is left.
 fn next_page(connection: &Connection, status: &mut RefreshStatus) -> Result<Option<Page>, String> {
     let size = status.page_size;
-    let page = connection.tasks_after(status.project, status.after_task, size)?;
+    let page = (connection.tasks_after(status.project, status.after_task, size))
+        .map_err(|e| e.to_string())?;
     status.pages = status.page + page.total.div_ceil(size);
     if page.tasks.is_empty() {
         return Ok(None);
