@@ -26,7 +26,7 @@ use nertrain_annotate::label_studio::rest::{ListedTask, TaskPrediction};
 use nertrain_select::{DEFAULT_FLOOR, PoolDoubt, Regions, Strategy};
 use nertrain_tagger::{TagOptions, Tagged, Tagger, Token, lock};
 
-use crate::client::Connection;
+use crate::client::{ClientError, Connection};
 use crate::events::{Events, StudioEvent};
 use crate::predict::{Answering, Source};
 use crate::served::{Served, Version};
@@ -34,6 +34,63 @@ use crate::status::{Posted, RefreshPhase, RefreshStatus};
 
 /// The file that says how far the last refresh went.
 const PROGRESS: &str = "refresh.json";
+
+/// Why a refresh stopped short of done: it resumes where it last saved.
+#[derive(Debug)]
+pub(crate) enum RefreshError {
+    /// Label Studio could not be asked, or answered with an error.
+    LabelStudio(ClientError),
+    /// The project's labeling config cannot be read.
+    Config {
+        /// The project.
+        project: u64,
+        /// Why.
+        message: String,
+    },
+    /// The project cannot be refreshed as it is: its config labels nothing the model finds, or
+    /// its tasks are listed out of order.
+    Project {
+        /// The project.
+        project: u64,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// The served model could not tag a page's texts.
+    Tagging(nertrain_tagger::Error),
+    /// How far the refresh went could not be saved.
+    Progress {
+        /// The progress file.
+        file: PathBuf,
+        /// Why.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for RefreshError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RefreshError::LabelStudio(error) => error.fmt(f),
+            RefreshError::Config { project, message } => {
+                write!(f, "project {project}'s labeling config: {message}")
+            }
+            RefreshError::Project { project, message } => write!(f, "project {project}: {message}"),
+            RefreshError::Tagging(error) => error.fmt(f),
+            RefreshError::Progress { file, message } => write!(f, "{}: {message}", file.display()),
+        }
+    }
+}
+
+impl From<ClientError> for RefreshError {
+    fn from(error: ClientError) -> Self {
+        RefreshError::LabelStudio(error)
+    }
+}
+
+impl From<nertrain_tagger::Error> for RefreshError {
+    fn from(error: nertrain_tagger::Error) -> Self {
+        RefreshError::Tagging(error)
+    }
+}
 
 /// How a refresh reads Label Studio, and what it posts.
 #[derive(Debug, Clone)]
@@ -193,11 +250,13 @@ impl Shared {
     }
 
     /// Keeps `status` as the one shown and in `DIR/refresh.json`.
-    fn save(&self, status: &RefreshStatus) -> Result<(), String> {
+    fn save(&self, status: &RefreshStatus) -> Result<(), RefreshError> {
         lock(&self.state).status = Some(status.clone());
         let bytes = serde_json::to_vec_pretty(status).expect("a status serialises");
-        nertrain_data::io::write_atomic(&self.file, &bytes)
-            .map_err(|e| format!("{}: {e}", self.file.display()))
+        nertrain_data::io::write_atomic(&self.file, &bytes).map_err(|e| RefreshError::Progress {
+            file: self.file.clone(),
+            message: e.to_string(),
+        })
     }
 }
 
@@ -233,7 +292,8 @@ fn run(shared: &Shared) {
                 (shared.events)(StudioEvent::Refreshed(status.clone()));
             }
             Ok(()) => {}
-            Err(message) => {
+            Err(error) => {
+                let message = error.to_string();
                 status.phase = RefreshPhase::Failed;
                 status.error = Some(message.clone());
                 (shared.events)(StudioEvent::Failed {
@@ -322,7 +382,7 @@ fn refresh(
     connection: &Connection,
     status: &mut RefreshStatus,
     started: Instant,
-) -> Result<(), String> {
+) -> Result<(), RefreshError> {
     let (mut reading, checks) = read_project(shared, version, connection, status.project)?;
     let save = |status: &RefreshStatus| {
         let mut shown = status.clone();
@@ -360,9 +420,7 @@ fn refresh(
     // there is nothing to sort.
     if status.predicted + status.stood > 0 {
         reading.pace.wait(shared);
-        connection
-            .set_model_version(status.project, &version.id)
-            .map_err(|e| e.to_string())?;
+        connection.set_model_version(status.project, &version.id)?;
     }
     status.phase = RefreshPhase::Done;
     Ok(())
@@ -376,20 +434,16 @@ fn read_project<'a>(
     version: &Version,
     connection: &'a Connection,
     project: u64,
-) -> Result<(ProjectReader<'a>, bool), String> {
+) -> Result<(ProjectReader<'a>, bool), RefreshError> {
     let mut pace = Pace::new(shared.settings.per_second);
     pace.wait(shared);
-    let xml = connection
-        .label_config(project)
-        .map_err(|e| e.to_string())?;
-    let config = LabelingConfig::parse(&xml)
-        .map_err(|e| format!("project {project}'s labeling config: {e}"))?;
+    let xml = connection.label_config(project)?;
+    let config =
+        LabelingConfig::parse(&xml).map_err(|message| RefreshError::Config { project, message })?;
     let answering = Answering::new(Arc::new(config), shared.settings.strategy, version)
-        .map_err(|e| format!("project {project}: {e}"))?;
+        .map_err(|message| RefreshError::Project { project, message })?;
     let checks = answering.checks();
-    let options = answering
-        .tag_options(&version.tagger)
-        .map_err(|e| e.to_string())?;
+    let options = answering.tag_options(&version.tagger)?;
     let reading = ProjectReader {
         connection,
         answering: Arc::new(answering),
@@ -409,7 +463,7 @@ fn post_page(
     reading: &mut ProjectReader,
     status: &mut RefreshStatus,
     cut: f64,
-) -> Result<Option<bool>, String> {
+) -> Result<Option<bool>, RefreshError> {
     reading.pace.wait(shared);
     let mut posted = status.clone();
     let Some(page) = next_page(reading.connection, &mut posted)? else {
@@ -425,9 +479,8 @@ fn post_page(
     let predictions = predict(version, reading, tagged, cut);
     if !predictions.is_empty() {
         reading.pace.wait(shared);
-        posted.predicted += (reading.connection)
-            .import_predictions(posted.project, &predictions)
-            .map_err(|e| e.to_string())?;
+        posted.predicted +=
+            (reading.connection).import_predictions(posted.project, &predictions)?;
     }
     posted.page += 1;
     *status = posted;
@@ -441,7 +494,7 @@ fn measure(
     version: &Version,
     reading: &mut ProjectReader,
     status: &mut RefreshStatus,
-) -> Result<Option<f64>, String> {
+) -> Result<Option<f64>, RefreshError> {
     // The pool's doubt is not saved: measuring resumes from the first page.
     let mut doubt = PoolDoubt::default();
     let mut counted = status.clone();
@@ -481,20 +534,25 @@ struct Page {
 
 /// The tasks after those `status` has read (by id), a page of them, noted in `status`; `None`
 /// when none is left.
-fn next_page(connection: &Connection, status: &mut RefreshStatus) -> Result<Option<Page>, String> {
+fn next_page(
+    connection: &Connection,
+    status: &mut RefreshStatus,
+) -> Result<Option<Page>, RefreshError> {
     let size = status.page_size;
-    let page = (connection.tasks_after(status.project, status.after_task, size))
-        .map_err(|e| e.to_string())?;
+    let page = connection.tasks_after(status.project, status.after_task, size)?;
     status.pages = status.page + page.total.div_ceil(size);
     if page.tasks.is_empty() {
         return Ok(None);
     }
     let newest = page.tasks.iter().filter_map(|t| t.task.id).max();
     if newest <= status.after_task {
-        return Err(format!(
-            "project {}: Label Studio listed tasks without ids above {:?}; expected tasks by id",
-            status.project, status.after_task
-        ));
+        return Err(RefreshError::Project {
+            project: status.project,
+            message: format!(
+                "Label Studio listed tasks without ids above {:?}; expected tasks by id",
+                status.after_task
+            ),
+        });
     }
     status.after_task = newest;
     status.newest_task = status.newest_task.max(newest);
@@ -519,7 +577,7 @@ fn tag_page(
     reading: &ProjectReader,
     tasks: Vec<ListedTask>,
     status: &mut RefreshStatus,
-) -> Result<PageTagged, String> {
+) -> Result<PageTagged, RefreshError> {
     let tagger: &Tagger = &version.tagger;
     let mut texts: Vec<String> = Vec::new();
     let mut tokens: Vec<Vec<Token>> = Vec::new();
@@ -552,9 +610,7 @@ fn tag_page(
     let tagged = if texts.is_empty() {
         Vec::new()
     } else {
-        tagger
-            .tag_tokens(&texts, tokens, reading.options)
-            .map_err(|e| e.to_string())?
+        tagger.tag_tokens(&texts, tokens, reading.options)?
     };
     Ok(PageTagged {
         tagged,
