@@ -49,7 +49,7 @@ pub use learn::{LearnSettings, LearningStatus, Progress};
 pub use refresh::RefreshSettings;
 pub use served::{Served, Version, check_servable};
 pub use status::{Posted, RefreshPhase, RefreshStatus};
-pub use versions::{ServeRefusal, VersionRecord, VersionServed, model_to_serve};
+pub use versions::{RegistryError, ServeRefusal, VersionRecord, VersionServed, model_to_serve};
 
 /// Why the backend refused a request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,7 +220,7 @@ impl Studio {
         {
             let connection =
                 Connection::new(url, key).map_err(|e| Error::Invalid(format!("hostname: {e}")))?;
-            learner.set_up(connection).map_err(Error::Forbidden)?;
+            learner.set_up(connection)?;
         }
         let config = Arc::new(config);
         lock(&self.projects).insert(project, Project { config });
@@ -279,9 +279,7 @@ impl Studio {
             .as_ref()
             .ok_or_else(|| Error::Invalid("project: missing; expected {\"id\": 1}".into()))?
             .id;
-        let status = learner
-            .request(project, event.action == "START_TRAINING")
-            .map_err(Error::Refused)?;
+        let status = learner.request(project, event.action == "START_TRAINING")?;
         Ok(WebhookAnswer { status })
     }
 

@@ -102,22 +102,70 @@ impl Registry {
     }
 }
 
+/// Why a versions directory cannot be served from.
+#[derive(Debug)]
+pub enum RegistryError {
+    /// A file could not be read: the registry, or the model's weights.
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// The versions continue another model than the one given.
+    OtherModel {
+        /// The registry.
+        registry: PathBuf,
+        /// The weights id its versions continue.
+        continued: String,
+        /// The given model's weights id.
+        given: String,
+        /// The given model.
+        model: PathBuf,
+    },
+}
+
+impl std::fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegistryError::Unreadable { path, message } => {
+                write!(f, "{}: {message}", path.display())
+            }
+            RegistryError::OtherModel {
+                registry,
+                continued,
+                given,
+                model,
+            } => write!(
+                f,
+                "{}: its versions continue the model of weights {continued}, not {given} ({}); \
+                 give that --model, or another --train-into",
+                registry.display(),
+                model.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RegistryError {}
+
 /// The model the server starts with: the newest version served before in `dir`, or `base`.
 /// A `dir` that continued another model is an error.
-pub fn model_to_serve(dir: &Path, base: &Path) -> Result<PathBuf, String> {
+pub fn model_to_serve(dir: &Path, base: &Path) -> Result<PathBuf, RegistryError> {
     let Some(registry) = read_registry(dir)? else {
         return Ok(base.to_path_buf());
     };
-    let id = weights_id(base).map_err(|e| e.to_string())?;
+    let id = weights_id(base).map_err(|e| RegistryError::Unreadable {
+        path: base.to_path_buf(),
+        message: e.to_string(),
+    })?;
     if registry.base != id {
-        return Err(format!(
-            "{}: its versions continue the model of weights {}, not {} ({}); give that \
-             --model, or another --train-into",
-            dir.join(REGISTRY).display(),
-            registry.base,
-            id,
-            base.display()
-        ));
+        return Err(RegistryError::OtherModel {
+            registry: dir.join(REGISTRY),
+            continued: registry.base,
+            given: id,
+            model: base.to_path_buf(),
+        });
     }
     Ok(match registry.served {
         Some(name) => dir.join(name),
@@ -125,14 +173,19 @@ pub fn model_to_serve(dir: &Path, base: &Path) -> Result<PathBuf, String> {
     })
 }
 
-pub(crate) fn read_registry(dir: &Path) -> Result<Option<Registry>, String> {
+/// The registry of `dir`'s versions, when it has one.
+pub(crate) fn read_registry(dir: &Path) -> Result<Option<Registry>, RegistryError> {
     let path = dir.join(REGISTRY);
+    let unreadable = |message: String| RegistryError::Unreadable {
+        path: path.clone(),
+        message,
+    };
     match std::fs::read(&path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
-            .map_err(|e| format!("{}: {e}", path.display())),
+            .map_err(|e| unreadable(e.to_string())),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(format!("{}: {e}", path.display())),
+        Err(e) => Err(unreadable(e.to_string())),
     }
 }
 

@@ -369,18 +369,20 @@ impl Learner {
 
     /// Keeps the Label Studio `/setup` names, when the environment named none and no earlier
     /// `/setup` named another origin; refuses one that would move learning elsewhere.
-    pub(crate) fn set_up(&self, connection: Connection) -> Result<(), String> {
+    pub(crate) fn set_up(&self, connection: Connection) -> Result<(), crate::Error> {
         if self.configured() {
             return Ok(());
         }
         let mut state = lock(&self.shared.state);
         match &state.set_up {
-            Some(first) if first.base() != connection.base() => Err(format!(
-                "this server learns from the Label Studio at {}, which the first setup named, not \
+            Some(first) if first.base() != connection.base() => {
+                Err(crate::Error::Forbidden(format!(
+                    "this server learns from the Label Studio at {}, which the first setup named, not \
                  {}; restart it (or set LABEL_STUDIO_URL) to learn from another",
-                first.base(),
-                connection.base()
-            )),
+                    first.base(),
+                    connection.base()
+                )))
+            }
             _ => {
                 state.set_up = Some(connection);
                 Ok(())
@@ -401,15 +403,15 @@ impl Learner {
 
     /// Asks for a training on `project`'s annotations, outright or as one more annotation
     /// (which starts one every [`LearnSettings::every`]); says what will happen.
-    pub(crate) fn request(&self, project: u64, outright: bool) -> Result<String, String> {
+    pub(crate) fn request(&self, project: u64, outright: bool) -> Result<String, crate::Error> {
         let mut state = lock(&self.shared.state);
         if let Some(bound) = state.registry.project
             && bound != project
         {
-            return Err(format!(
+            return Err(crate::Error::Refused(format!(
                 "this server learns from project {bound}; serve project {project} with its own \
                  --train-into"
-            ));
+            )));
         }
         if !outright && state.requested.is_none() {
             state.annotations += 1;
