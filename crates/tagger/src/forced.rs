@@ -10,20 +10,20 @@ use nertrain_data::{Allowed, Label, Span, TagScheme, Token, forced_labels};
 
 use crate::{Error, Result};
 
-/// Each piece's allowed tags (`[len * tags]`, in the model's tag order), where its text has
+/// Each segment's allowed tags (`[len * tags]`, in the model's tag order), where its text has
 /// forced entities; `None` where it has none. `texts[i]` is cut into `tokens[i]` and read in
-/// `pieces[i]` (token ranges); `forced[i]` are its entities in code points (empty: none).
-pub(crate) fn piece_masks(
+/// `segments[i]` (token ranges); `forced[i]` are its entities in code points (empty: none).
+pub(crate) fn segment_masks(
     tokens: &[Vec<Token>],
-    pieces: &[Vec<Range<usize>>],
+    segments: &[Vec<Range<usize>>],
     forced: &[Vec<CharSpan>],
     tags: &[String],
     scheme: TagScheme,
 ) -> Result<Vec<Option<Vec<bool>>>> {
     let mut masks = Vec::new();
-    for (text, (tokens, pieces)) in tokens.iter().zip(pieces).enumerate() {
+    for (text, (tokens, segments)) in tokens.iter().zip(segments).enumerate() {
         let spans = forced.get(text).map_or(&[][..], Vec::as_slice);
-        let mut of_piece: Vec<Vec<Span>> = vec![Vec::new(); pieces.len()];
+        let mut of_segment: Vec<Vec<Span>> = vec![Vec::new(); segments.len()];
         for span in spans {
             let known = tags
                 .iter()
@@ -40,43 +40,44 @@ pub(crate) fn piece_masks(
                     ),
                 });
             }
-            let (piece, entity) = place(tokens, pieces, span).map_err(|message| Error::Forced {
-                text,
-                start: span.start,
-                end: span.end,
-                message,
-            })?;
-            of_piece[piece].push(entity);
+            let (segment, entity) =
+                place(tokens, segments, span).map_err(|message| Error::Forced {
+                    text,
+                    start: span.start,
+                    end: span.end,
+                    message,
+                })?;
+            of_segment[segment].push(entity);
         }
-        for (piece, mut entities) in pieces.iter().zip(of_piece) {
+        for (segment, mut entities) in segments.iter().zip(of_segment) {
             if entities.is_empty() {
                 masks.push(None);
                 continue;
             }
             entities.sort_by_key(|e| e.start);
             if let Some(pair) = entities.windows(2).find(|w| w[1].start < w[0].end) {
-                let at = |e: &Span| tokens[piece.start + e.start].start;
+                let at = |e: &Span| tokens[segment.start + e.start].start;
                 return Err(Error::Forced {
                     text,
                     start: at(&pair[1]),
-                    end: tokens[piece.start + pair[1].end - 1].end,
+                    end: tokens[segment.start + pair[1].end - 1].end,
                     message: format!(
                         "shares words with the entity from {}; forced entities may not overlap",
                         at(&pair[0])
                     ),
                 });
             }
-            masks.push(Some(mask(&entities, piece.len(), tags, scheme)));
+            masks.push(Some(mask(&entities, segment.len(), tags, scheme)));
         }
     }
     Ok(masks)
 }
 
-/// The piece of `span` and its tokens there: every word it touches. An error when it touches
+/// The segment of `span` and its tokens there: every word it touches. An error when it touches
 /// none, crosses a sentence end, or has a label the model lacks.
 fn place(
     tokens: &[Token],
-    pieces: &[Range<usize>],
+    segments: &[Range<usize>],
     span: &CharSpan,
 ) -> std::result::Result<(usize, Span), String> {
     if span.start >= span.end {
@@ -88,16 +89,16 @@ fn place(
     let (Some(&first), Some(&last)) = (touched.first(), touched.last()) else {
         return Err("covers no word of the text".into());
     };
-    let piece = pieces
+    let segment = segments
         .iter()
         .position(|p| p.contains(&first))
         .ok_or("covers no word the model reads")?;
-    let range = &pieces[piece];
+    let range = &segments[segment];
     if last >= range.end {
         return Err("crosses the end of a sentence; an entity lies within one".into());
     }
     Ok((
-        piece,
+        segment,
         Span {
             start: first - range.start,
             end: last + 1 - range.start,

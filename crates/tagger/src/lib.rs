@@ -8,7 +8,7 @@
 //! 1. **Text → tokens.** The model's own [`Tokenizer`] (saved with it when it was trained) cuts
 //!    each text into words with character offsets, as its training data was cut.
 //! 2. **Tokens → sentences.** The tokenizer ends sentences where its training data did; a
-//!    sentence longer than [`MAX_PIECE_TOKENS`] is read in pieces, so any input runs in bounded
+//!    sentence longer than [`MAX_SEGMENT_TOKENS`] is read in segments, so any input runs in bounded
 //!    memory.
 //! 3. **Texts → documents.** A model that reads documents reads the sentences of one document
 //!    together ([`Layout`]): a text, or a run of lines up to a blank one.
@@ -16,8 +16,8 @@
 //!    loaded network), with entity confidences, marginals and n-best paths on request
 //!    ([`TagOptions`], made from the model's own settings and a caller's [`TagSettings`]).
 //! 5. **Predictions → entities.** Each text's [`Tagged`]: its tokens and tags, and its entities
-//!    with labels, character offsets and confidences; [`Tagged::into_record`] is the JSON object that
-//!    `nertrain tag --format json` prints.
+//!    with labels, character offsets and confidences; [`Tagged::into_record`] is the JSON object
+//!    that `nertrain tag --format json` prints.
 //!
 //! Offsets count Unicode code points (what Python's `str` and spaCy slice with), end exclusive.
 //!
@@ -91,15 +91,15 @@ pub use threads::lock;
 /// A result of this crate.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// A sentence longer than this many tokens is read in pieces of at most this many, each cut
+/// A sentence longer than this many tokens is read in segments of at most this many, each cut
 /// after the last sentence-final stop within it when there is one.
-pub const MAX_PIECE_TOKENS: usize = 250;
+pub const MAX_SEGMENT_TOKENS: usize = 250;
 
 /// The largest bias ([`Tagger::with_biases`]) a label may have: emission scores are a few units,
 /// and past this every word would be the label's.
 pub const MAX_BIAS: f64 = nertrain_model::files::MAX_BIAS;
 
-/// The most words one text may have: its tokens, pieces and batches take memory in proportion
+/// The most words one text may have: its tokens, segments and batches take memory in proportion
 /// to its words, so a bound on them bounds the memory any input takes.
 pub const MAX_TEXT_WORDS: usize = 1_000_000;
 
@@ -113,7 +113,7 @@ pub const CHUNK_BYTES: usize = 1 << 20;
 /// Where a stream of texts is cut into the chunks tagged together: once a chunk is full, at the
 /// next text that ends a document (any text, unless lines of a model that reads documents; then
 /// a blank line), and whatever comes when a chunk holds eight times as much (a longer document
-/// is read in pieces, as a long one is anyway). Every interface cuts the same texts alike, so
+/// is read in segments, as a long one is anyway). Every interface cuts the same texts alike, so
 /// they give the same output.
 #[derive(Debug, Clone)]
 pub struct Chunker {
@@ -682,9 +682,13 @@ impl Tagger {
         self.tag_tokenized(texts, tokens, documents, &[], options)
     }
 
-    /// Each text's pieces (token ranges of `tokens[i]`), as the model reads them: its sentences,
+    /// Each text's segments (token ranges of `tokens[i]`), as the model reads them: its sentences,
     /// the long ones cut.
-    fn pieces<S: AsRef<str>>(&self, texts: &[S], tokens: &[Vec<Token>]) -> Vec<Vec<Range<usize>>> {
+    fn segments<S: AsRef<str>>(
+        &self,
+        texts: &[S],
+        tokens: &[Vec<Token>],
+    ) -> Vec<Vec<Range<usize>>> {
         texts
             .iter()
             .zip(tokens)
@@ -706,9 +710,9 @@ impl Tagger {
         tokens: &[Vec<Token>],
         forced: &[Vec<nertrain_annotate::CharSpan>],
     ) -> Result<()> {
-        let pieces = self.pieces(texts, tokens);
+        let segments = self.segments(texts, tokens);
         let tags = self.vocab.tags.items();
-        forced::piece_masks(tokens, &pieces, forced, tags, self.meta.train_scheme).map(drop)
+        forced::segment_masks(tokens, &segments, forced, tags, self.meta.train_scheme).map(drop)
     }
 
     /// Tags `texts` cut into `tokens`, reading each of `documents` together, with `forced`
@@ -721,23 +725,23 @@ impl Tagger {
         forced: &[Vec<nertrain_annotate::CharSpan>],
         options: TagOptions,
     ) -> Result<Vec<Tagged>> {
-        let pieces = self.pieces(texts, &tokens);
-        // Each text's first piece; the documents of texts become documents of pieces.
-        let mut first_piece = Vec::with_capacity(texts.len() + 1);
-        first_piece.push(0);
-        for p in &pieces {
-            first_piece.push(first_piece.last().copied().unwrap_or(0) + p.len());
+        let segments = self.segments(texts, &tokens);
+        // Each text's first segment; the documents of texts become documents of segments.
+        let mut first_segment = Vec::with_capacity(texts.len() + 1);
+        first_segment.push(0);
+        for p in &segments {
+            first_segment.push(first_segment.last().copied().unwrap_or(0) + p.len());
         }
-        let piece_documents: Vec<Range<usize>> = documents
+        let segment_documents: Vec<Range<usize>> = documents
             .iter()
-            .map(|d| first_piece[d.start]..first_piece[d.end])
+            .map(|d| first_segment[d.start]..first_segment[d.end])
             .collect();
         let words: Vec<Vec<&str>> = tokens
             .iter()
-            .zip(&pieces)
-            .flat_map(|(tokens, pieces)| {
-                pieces.iter().map(|piece| {
-                    tokens[piece.clone()]
+            .zip(&segments)
+            .flat_map(|(tokens, segments)| {
+                segments.iter().map(|segment| {
+                    tokens[segment.clone()]
                         .iter()
                         .map(|t| t.text.as_str())
                         .collect()
@@ -748,40 +752,40 @@ impl Tagger {
             Vec::new()
         } else {
             let tags = self.vocab.tags.items();
-            forced::piece_masks(&tokens, &pieces, forced, tags, self.meta.train_scheme)?
+            forced::segment_masks(&tokens, &segments, forced, tags, self.meta.train_scheme)?
         };
         let mut predictions = self
-            .predict(&words, &[], &piece_documents, &allowed, options)?
+            .predict(&words, &[], &segment_documents, &allowed, options)?
             .into_iter();
         let scheme = self.meta.file_scheme;
         Ok(texts
             .iter()
             .zip(tokens)
-            .zip(&pieces)
-            .map(|((text, tokens), pieces)| {
-                let pieces = predictions.by_ref().take(pieces.len()).collect();
-                let prediction = join(pieces, scheme, options.pair_marginals);
+            .zip(&segments)
+            .map(|((text, tokens), segments)| {
+                let segments = predictions.by_ref().take(segments.len()).collect();
+                let prediction = join(segments, scheme, options.pair_marginals);
                 tagged(text.as_ref(), tokens, prediction)
             })
             .collect())
     }
 }
 
-/// A sentence's pieces of at most [`MAX_PIECE_TOKENS`] tokens.
+/// A sentence's segments of at most [`MAX_SEGMENT_TOKENS`] tokens.
 fn cut_long(tokens: &[Token], sentence: Range<usize>) -> Vec<Range<usize>> {
-    let mut pieces = Vec::new();
+    let mut segments = Vec::new();
     let mut start = sentence.start;
-    while sentence.end - start > MAX_PIECE_TOKENS {
-        let window = &tokens[start..start + MAX_PIECE_TOKENS];
+    while sentence.end - start > MAX_SEGMENT_TOKENS {
+        let window = &tokens[start..start + MAX_SEGMENT_TOKENS];
         let stop = window
             .iter()
             .rposition(|t| matches!(t.text.as_str(), "." | "!" | "?"));
-        let end = start + stop.map_or(MAX_PIECE_TOKENS, |i| i + 1);
-        pieces.push(start..end);
+        let end = start + stop.map_or(MAX_SEGMENT_TOKENS, |i| i + 1);
+        segments.push(start..end);
         start = end;
     }
-    pieces.push(start..sentence.end);
-    pieces
+    segments.push(start..sentence.end);
+    segments
 }
 
 /// A file's lines as documents, as `tag --input` reads them for a model that reads documents:
@@ -800,52 +804,57 @@ pub fn line_documents<S: AsRef<str>>(lines: &[S]) -> Vec<Range<usize>> {
     documents
 }
 
-/// One text's prediction from its pieces': the entities of each, in the file's scheme, so none
+/// One text's prediction from its segments': the entities of each, in the file's scheme, so none
 /// runs into the next; marginals side by side, and with `pairs` the pair marginals too, those
-/// across a boundary the product of its two tokens' (the pieces are read apart); the best
-/// path's probability is the product of the pieces', and only it is kept of the n best.
-fn join(pieces: Vec<Prediction>, scheme: TagScheme, pairs: bool) -> Prediction {
-    if pieces.len() == 1 {
-        return pieces.into_iter().next().expect("one piece");
+/// across a boundary the product of its two tokens' (the segments are read apart); the best
+/// path's probability is the product of the segments', and only it is kept of the n best.
+fn join(segments: Vec<Prediction>, scheme: TagScheme, pairs: bool) -> Prediction {
+    if segments.len() == 1 {
+        return segments.into_iter().next().expect("one segment");
     }
     let mut joined = Prediction::default();
-    let mut best_probability = pieces.iter().all(|p| !p.nbest.is_empty()).then_some(1.0);
-    joined.log_probability = pieces.iter().map(|p| p.log_probability).sum();
-    // The text's representation: its pieces' means, weighted by their words.
-    let words: usize = pieces.iter().map(|p| p.tags.len()).sum();
-    if let Some(d) = pieces.first().map(|p| p.representation.len())
+    let mut best_probability = segments.iter().all(|p| !p.nbest.is_empty()).then_some(1.0);
+    joined.log_probability = segments.iter().map(|p| p.log_probability).sum();
+    // The text's representation: its segments' means, weighted by their words.
+    let words: usize = segments.iter().map(|p| p.tags.len()).sum();
+    if let Some(d) = segments.first().map(|p| p.representation.len())
         && d > 0
     {
         joined.representation = vec![0.0; d];
-        for piece in &pieces {
-            let weight = piece.tags.len() as f32 / words.max(1) as f32;
-            for (sum, value) in joined.representation.iter_mut().zip(&piece.representation) {
+        for segment in &segments {
+            let weight = segment.tags.len() as f32 / words.max(1) as f32;
+            for (sum, value) in joined
+                .representation
+                .iter_mut()
+                .zip(&segment.representation)
+            {
                 *sum += weight * value;
             }
         }
     }
-    for piece in pieces {
+    for segment in segments {
         let offset = joined.tags.len();
         joined
             .spans
-            .extend(piece.spans.into_iter().map(|span| Span {
+            .extend(segment.spans.into_iter().map(|span| Span {
                 start: span.start + offset,
                 end: span.end + offset,
                 label: span.label,
             }));
-        joined.tags.extend(piece.tags);
-        joined.score += piece.score;
-        joined.confidences.extend(piece.confidences);
+        joined.tags.extend(segment.tags);
+        joined.score += segment.score;
+        joined.confidences.extend(segment.confidences);
         if pairs
-            && let (Some(before), Some(after)) = (joined.marginals.last(), piece.marginals.first())
+            && let (Some(before), Some(after)) =
+                (joined.marginals.last(), segment.marginals.first())
         {
             let outer = before.iter().flat_map(|b| after.iter().map(move |a| b * a));
             joined.pair_marginals.push(outer.collect());
         }
-        joined.pair_marginals.extend(piece.pair_marginals);
-        joined.marginals.extend(piece.marginals);
-        joined.mutual_information.extend(piece.mutual_information);
-        if let (Some(p), Some(best)) = (best_probability.as_mut(), piece.nbest.first()) {
+        joined.pair_marginals.extend(segment.pair_marginals);
+        joined.marginals.extend(segment.marginals);
+        joined.mutual_information.extend(segment.mutual_information);
+        if let (Some(p), Some(best)) = (best_probability.as_mut(), segment.nbest.first()) {
             *p *= best.probability;
         }
     }
@@ -991,7 +1000,7 @@ mod tests {
         let mut lines: Vec<String> = vec!["w".into(); CHUNK_TEXTS + 5];
         lines[CHUNK_TEXTS + 2] = String::new();
         let sentences = Chunker::new(Layout::Lines, false).chunks(&lines);
-        assert_eq!(sentences, [0..CHUNK_TEXTS, CHUNK_TEXTS..CHUNK_TEXTS + 5]);
+        // One document longer than eight chunks is read eight chunks at a time.
         let documents = Chunker::new(Layout::Lines, true).chunks(&lines);
         assert_eq!(
             documents,
@@ -1000,11 +1009,11 @@ mod tests {
         // Texts are documents each, whatever the model reads.
         let texts = Chunker::new(Layout::Texts, true).chunks(&lines);
         assert_eq!(texts, sentences);
-        // One document longer than eight chunks is read in pieces.
+        // One document longer than eight chunks is read in chunks.
         let long = vec!["w"; 9 * CHUNK_TEXTS];
-        let pieces = Chunker::new(Layout::Lines, true).chunks(&long);
+        let chunks = Chunker::new(Layout::Lines, true).chunks(&long);
         assert_eq!(
-            pieces,
+            chunks,
             [0..8 * CHUNK_TEXTS, 8 * CHUNK_TEXTS..9 * CHUNK_TEXTS]
         );
         let empty = Chunker::new(Layout::Texts, false).chunks::<&str>(&[]);
