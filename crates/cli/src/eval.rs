@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use burn::tensor::Device;
 use clap::Args;
 use nertrain_data::job::ScoreJob;
-use nertrain_data::{OperatingPoint, THRESHOLD_GRID};
+use nertrain_data::{LabelConfidences, OperatingPoint, THRESHOLD_GRID};
 use nertrain_model::{Backend, LabelThreshold};
 use nertrain_tagger::{FileEvaluation, MAX_CONSISTENCY, TagOptions, TagSettings, Tagger};
 use serde::Serialize;
@@ -168,6 +168,52 @@ fn run_job(job: &ScoreJob, device: &Device) -> Result<()> {
     Ok(())
 }
 
+/// Each label's precision, recall and F1 at each threshold of the grid, as JSON (with the
+/// thresholds `chosen` for the asked recalls) or as a table a label.
+fn print_curves(
+    out: &mut impl Write,
+    json: bool,
+    labels: &BTreeMap<String, LabelConfidences>,
+    chosen: Option<&BTreeMap<String, LabelThreshold>>,
+) -> Result<()> {
+    if json {
+        let curves: BTreeMap<&String, ThresholdCurve> = labels
+            .iter()
+            .map(|(label, entities)| {
+                let curve = ThresholdCurve {
+                    gold: entities.gold,
+                    all: entities.at(0.0),
+                    curve: entities.curve(),
+                };
+                (label, curve)
+            })
+            .collect();
+        let text = nertrain_data::io::to_sorted_json(
+            &(SweepJson {
+                labels: curves,
+                chosen,
+            }),
+            true,
+        )?;
+        writeln!(out, "{text}")?;
+    } else {
+        for (label, entities) in labels {
+            writeln!(out, "{label} ({} gold)", entities.gold)?;
+            writeln!(out, "threshold      kept  precision     recall        F1")?;
+            for threshold in THRESHOLD_GRID {
+                let p = entities.at(threshold);
+                writeln!(
+                    out,
+                    "{threshold:>9.2}  {:>8}  {:>8.2}%  {:>8.2}%  {:>8.2}",
+                    p.kept, p.precision, p.recall, p.f1
+                )?;
+            }
+            writeln!(out)?;
+        }
+    }
+    Ok(())
+}
+
 /// `--thresholds`: each label's precision and recall by confidence threshold, and the thresholds
 /// `--recall` chooses, stored with `--store`.
 fn sweep(
@@ -196,42 +242,7 @@ fn sweep(
         }
     };
     let mut out = std::io::stdout().lock();
-    if args.json {
-        let curves: BTreeMap<&String, ThresholdCurve> = labels
-            .iter()
-            .map(|(label, entities)| {
-                let curve = ThresholdCurve {
-                    gold: entities.gold,
-                    all: entities.at(0.0),
-                    curve: entities.curve(),
-                };
-                (label, curve)
-            })
-            .collect();
-        let chosen = chosen.as_ref().ok();
-        let json = nertrain_data::io::to_sorted_json(
-            &(SweepJson {
-                labels: curves,
-                chosen,
-            }),
-            true,
-        )?;
-        writeln!(out, "{json}")?;
-    } else {
-        for (label, entities) in labels {
-            writeln!(out, "{label} ({} gold)", entities.gold)?;
-            writeln!(out, "threshold      kept  precision     recall        F1")?;
-            for threshold in THRESHOLD_GRID {
-                let p = entities.at(threshold);
-                writeln!(
-                    out,
-                    "{threshold:>9.2}  {:>8}  {:>8.2}%  {:>8.2}%  {:>8.2}",
-                    p.kept, p.precision, p.recall, p.f1
-                )?;
-            }
-            writeln!(out)?;
-        }
-    }
+    print_curves(&mut out, args.json, labels, chosen.as_ref().ok())?;
     let chosen = chosen.map_err(|e| UsageError(format!("--{e}")))?;
     for (label, threshold) in &chosen {
         if let (Some(how), false) = (&threshold.chosen, args.json) {

@@ -250,27 +250,7 @@ pub fn run(args: SelectArgs, backend: Backend) -> Result<()> {
     let target = target(&args, &tagger)?;
     let (pool, pool_name) = crate::input::read(&args.input)?;
     let texts: Vec<&str> = pool.lines().collect();
-    let selection = Selection {
-        strategy: args.strategy,
-        budget: args.budget,
-        unit: args.budget_unit,
-        max_similarity: args.max_similarity,
-        diversity: args.diversity,
-        regions: args.regions,
-        seed: args.seed,
-    };
-    let chosen =
-        Selector::new(&tagger)
-            .select(&texts, &selection)
-            .map_err(|error| match error {
-                nertrain_tagger::Error::TooManyWords { text, max } => format!(
-                    "{}:{}: more than {max} words in one line; split it",
-                    pool_name.display(),
-                    text + 1
-                )
-                .into(),
-                error => Box::<dyn std::error::Error + Send + Sync>::from(error),
-            })?;
+    let chosen = choose(&args, &tagger, &texts, &pool_name)?;
     crate::common::EncoderCacheArgs::report(&tagger);
     let mut left = vec![true; texts.len()];
     for selected in &chosen {
@@ -281,19 +261,7 @@ pub fn run(args: SelectArgs, backend: Backend) -> Result<()> {
     let (best, last) = (worth(chosen.first()), worth(chosen.last()));
     let partial = args.regions.is_some() && args.rest == Rest::Unknown;
     let (tasks, left_out) = pre_annotated(chosen, args.strategy, target.as_ref(), partial);
-    let written = match args.format {
-        TaskFormat::LabelStudio => {
-            let target = target.unwrap_or_else(Target::default_ner);
-            // The model version `serve` answers with for the same model.
-            let model_version = nertrain_model::ModelFiles::new(&args.model).weights_id()?;
-            label_studio::tasks(&tasks, &model_version, &target)
-        }
-        TaskFormat::Doccano => doccano::lines(&tasks),
-    };
-    match &args.output {
-        Some(path) => nertrain_data::write_output(path, written.as_bytes())?,
-        None => std::io::stdout().lock().write_all(written.as_bytes())?,
-    }
+    write_tasks(&args, &tasks, target)?;
     if let Some(path) = &args.remaining {
         let mut remaining = String::new();
         for (text, _) in texts.iter().zip(&left).filter(|(_, left)| **left) {
@@ -320,6 +288,54 @@ pub fn run(args: SelectArgs, backend: Backend) -> Result<()> {
             "left out {left_out} entities of labels the labeling config lacks (not pre-annotated in \
              the tasks)"
         );
+    }
+    Ok(())
+}
+
+/// What `args` choose of `texts` (the pool, read from `pool_name`); a line of too many words is
+/// an error naming it.
+fn choose(
+    args: &SelectArgs,
+    tagger: &Tagger,
+    texts: &[&str],
+    pool_name: &Path,
+) -> Result<Vec<Selected>> {
+    let selection = Selection {
+        strategy: args.strategy,
+        budget: args.budget,
+        unit: args.budget_unit,
+        max_similarity: args.max_similarity,
+        diversity: args.diversity,
+        regions: args.regions,
+        seed: args.seed,
+    };
+    Selector::new(tagger)
+        .select(texts, &selection)
+        .map_err(|error| match error {
+            nertrain_tagger::Error::TooManyWords { text, max } => format!(
+                "{}:{}: more than {max} words in one line; split it",
+                pool_name.display(),
+                text + 1
+            )
+            .into(),
+            error => Box::<dyn std::error::Error + Send + Sync>::from(error),
+        })
+}
+
+/// Writes `tasks` in `args`' format, to `--output` or stdout: Label Studio's under `target`'s
+/// names (its default ones without), with the model version `serve` answers with.
+fn write_tasks(args: &SelectArgs, tasks: &[PreAnnotated], target: Option<Target>) -> Result<()> {
+    let written = match args.format {
+        TaskFormat::LabelStudio => {
+            let target = target.unwrap_or_else(Target::default_ner);
+            let model_version = nertrain_model::ModelFiles::new(&args.model).weights_id()?;
+            label_studio::tasks(tasks, &model_version, &target)
+        }
+        TaskFormat::Doccano => doccano::lines(tasks),
+    };
+    match &args.output {
+        Some(path) => nertrain_data::write_output(path, written.as_bytes())?,
+        None => std::io::stdout().lock().write_all(written.as_bytes())?,
     }
     Ok(())
 }

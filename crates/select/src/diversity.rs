@@ -4,7 +4,7 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::Selection;
-use crate::selector::TaggedRegions;
+use crate::regions::TaggedRegions;
 
 /// `order` (candidates, best first) with its first candidates taken again in turn, each time
 /// the one whose place in `order` (1 for the first, towards 0 for the last of them) less

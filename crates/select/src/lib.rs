@@ -18,10 +18,12 @@
 mod diversity;
 mod preannotate;
 mod regions;
+mod selection;
 mod selector;
 mod strategy;
 
 pub use preannotate::{PreAnnotation, task_score};
 pub use regions::{DEFAULT_FLOOR, PoolDoubt, Regions, doubtful_regions};
-pub use selector::{MAX_DIVERSITY, Selected, Selection, Selector};
+pub use selection::{MAX_DIVERSITY, Selection};
+pub use selector::{Selected, Selector};
 pub use strategy::{BALD_SAMPLES, BudgetUnit, Strategy};

@@ -6,7 +6,8 @@ use std::ops::Range;
 
 use nertrain_tagger::Tagged;
 
-use crate::selector::TaggedRegions;
+/// A text's tagging and its regions to decide (token ranges).
+pub(crate) type TaggedRegions = (Tagged, Vec<Range<usize>>);
 
 /// Where the doubtful regions of a text are cut: how sure the model may be of a token (its most
 /// probable tag's marginal) that is still to be decided.
