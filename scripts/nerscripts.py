@@ -16,17 +16,7 @@ from pathlib import Path
 def read_blocks(path):
     """A CoNLL file's sentences, each a list of its token lines as written (documents' marks
     dropped)."""
-    sentences, current = [], []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        if not line.strip() or line.startswith("-DOCSTART-"):
-            if current:
-                sentences.append(current)
-            current = []
-            continue
-        current.append(line)
-    if current:
-        sentences.append(current)
-    return sentences
+    return [sentence for document in read_documents(path) for sentence in document]
 
 
 def read_documents(path):
