@@ -1,10 +1,10 @@
 //! What the commands share: their error type, usage errors (exit code 2), ranged counts for
-//! flags, and the tagging options a command's flags make.
+//! flags, the tagger a command's flags load and the tagging options they make.
 
 use std::process::ExitCode;
 
 use nertrain_model::Backend;
-use nertrain_tagger::{TagOptions, TagSettings, Tagger};
+use nertrain_tagger::{TagOptions, Tagger};
 
 /// Any failure of a command: the library's typed errors, and the CLI's own (output, usage).
 pub type Result<T> = std::result::Result<T, Box<dyn std::error::Error + Send + Sync>>;
@@ -47,10 +47,10 @@ impl std::fmt::Display for UsageError {
 
 impl std::error::Error for UsageError {}
 
-/// The options a command's flags make over the model's own; a setting the model cannot use is a
-/// usage error naming its flag.
-pub fn tag_options(tagger: &Tagger, settings: TagSettings) -> Result<TagOptions> {
-    tagger.options_with(settings).map_err(|error| match error {
+/// `options`, made by a command's flags over the model's own, checked: one out of range or that
+/// the model cannot use is a usage error naming its flag.
+pub fn tag_options(tagger: &Tagger, options: TagOptions) -> Result<TagOptions> {
+    tagger.checked(options).map_err(|error| match error {
         nertrain_tagger::Error::InvalidOption { option, message } => {
             UsageError(format!("--{}: {message}", option.replace('_', "-"))).into()
         }
@@ -63,6 +63,38 @@ pub fn tag_options(tagger: &Tagger, settings: TagSettings) -> Result<TagOptions>
 pub fn exit_code(error: &(dyn std::error::Error + 'static)) -> ExitCode {
     let usage = error.is::<UsageError>() || crate::fit::is_usage(error);
     ExitCode::from(if usage { 2 } else { 1 })
+}
+
+/// What a command's flags add to the model it loads; `None` where the command has no such flags.
+#[derive(Default)]
+pub struct Additions<'a> {
+    /// `--dictionary`, `--replace-dictionary`.
+    pub dictionaries: Option<&'a DictionaryArgs>,
+    /// `--threshold`, `--bias`, `--all-entities`.
+    pub thresholds: Option<&'a ThresholdArgs>,
+    /// `--encoder-cache`, with the backend its store is read on.
+    pub encoder_cache: Option<(&'a EncoderCacheArgs, Backend)>,
+}
+
+/// The model at `dir`, on `device` with `threads` threads to tag on, and what `additions` add
+/// to it: every command loads its tagger here.
+pub fn load_tagger(
+    dir: &std::path::Path,
+    device: &burn::tensor::Device,
+    threads: Option<usize>,
+    additions: Additions<'_>,
+) -> Result<Tagger> {
+    let mut tagger = Tagger::load_with_threads(dir, device, threads)?;
+    if let Some(dictionaries) = additions.dictionaries {
+        tagger = dictionaries.apply(tagger)?;
+    }
+    if let Some(thresholds) = additions.thresholds {
+        tagger = thresholds.apply(tagger)?;
+    }
+    if let Some((cache, backend)) = additions.encoder_cache {
+        tagger = cache.apply(tagger, backend)?;
+    }
+    Ok(tagger)
 }
 
 /// Dictionaries given when a model is loaded, beside those stored in it.
@@ -81,7 +113,7 @@ pub struct DictionaryArgs {
 
 impl DictionaryArgs {
     /// `tagger` with these dictionaries, saying on stderr what each file held, as `fit` does.
-    pub fn apply(&self, tagger: Tagger) -> Result<Tagger> {
+    fn apply(&self, tagger: Tagger) -> Result<Tagger> {
         let (tagger, reads) =
             tagger.with_dictionaries_read(&self.files, self.replace_dictionary)?;
         for read in reads {
@@ -104,7 +136,7 @@ pub struct EncoderCacheArgs {
 
 impl EncoderCacheArgs {
     /// `tagger` reading and writing the store, when one is given.
-    pub fn apply(&self, tagger: Tagger, backend: Backend) -> Result<Tagger> {
+    fn apply(&self, tagger: Tagger, backend: Backend) -> Result<Tagger> {
         match &self.encoder_cache {
             Some(root) => Ok(tagger.with_encoder_cache(root, backend)?),
             None => Ok(tagger),
@@ -153,7 +185,7 @@ pub struct ThresholdArgs {
 impl ThresholdArgs {
     /// `tagger` with these thresholds and biases (none with --all-entities), or as it is when
     /// none are given; a label the model lacks or a number out of range is a usage error.
-    pub fn apply(&self, tagger: Tagger) -> Result<Tagger> {
+    fn apply(&self, tagger: Tagger) -> Result<Tagger> {
         if self.thresholds.is_empty() && self.biases.is_empty() && !self.all_entities {
             return Ok(tagger);
         }

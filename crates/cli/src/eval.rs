@@ -10,7 +10,7 @@ use clap::Args;
 use nertrain_data::job::ScoreJob;
 use nertrain_data::{LabelConfidences, OperatingPoint, THRESHOLD_GRID};
 use nertrain_model::{Backend, LabelThreshold};
-use nertrain_tagger::{FileEvaluation, MAX_CONSISTENCY, TagOptions, TagSettings, Tagger};
+use nertrain_tagger::{FileEvaluation, MAX_CONSISTENCY, TagOptions, Tagger};
 use serde::Serialize;
 
 use crate::{Result, UsageError};
@@ -96,18 +96,22 @@ pub fn run(args: EvalArgs, backend: Backend) -> Result<()> {
     let evaluation = match (&args.model, &args.data, &args.predicted) {
         (_, _, Some(path)) => FileEvaluation::of_predictions(path)?,
         (Some(model), Some(data), None) => {
-            let tagger = args.dictionaries.apply(Tagger::load(model, device)?)?;
-            let tagger = args.thresholds.apply(tagger)?;
-            let tagger = args.encoder_cache.apply(tagger, backend)?;
-            let settings = TagSettings {
-                unconstrained: args.unconstrained,
-                consistency: args.consistency,
-                confidence: args.calibration || args.json || args.sweep,
-                batch_size: Some(args.batch_size),
-                all_entities: args.sweep,
-                ..TagSettings::default()
+            let additions = crate::common::Additions {
+                dictionaries: Some(&args.dictionaries),
+                thresholds: Some(&args.thresholds),
+                encoder_cache: Some((&args.encoder_cache, backend)),
             };
-            let options = crate::tag_options(&tagger, settings)?;
+            let tagger = crate::common::load_tagger(model, device, None, additions)?;
+            let model = tagger.options();
+            let options = TagOptions {
+                constrained: model.constrained && !args.unconstrained,
+                consistency: args.consistency.unwrap_or(model.consistency),
+                confidence: args.calibration || args.json || args.sweep,
+                batch_size: args.batch_size,
+                thresholds: !args.sweep,
+                ..model
+            };
+            let options = crate::tag_options(&tagger, options)?;
             let evaluation = if crate::input::is_stdin(data) {
                 let (text, stdin) = crate::input::read(data)?;
                 let gold = nertrain_data::parse_tagged(&text, &stdin, &tagger.meta().columns)?;
@@ -157,7 +161,7 @@ pub fn run(args: EvalArgs, backend: Backend) -> Result<()> {
 fn run_job(job: &ScoreJob, device: &Device) -> Result<()> {
     let tagger = Tagger::load(&job.model, device)?
         .with_dictionaries(&job.dictionaries, job.replace_dictionary)?;
-    let options = crate::tag_options(&tagger, TagSettings::default())?;
+    let options = tagger.options();
     let evaluation = tagger.evaluate_as_fit(&job.data, options)?;
     for warning in &evaluation.warnings {
         eprintln!("warning: {warning}");

@@ -245,8 +245,11 @@ fn target(args: &SelectArgs, tagger: &Tagger) -> Result<Option<Target>> {
 
 pub fn run(args: SelectArgs, backend: Backend) -> Result<()> {
     check_outputs(&args)?;
-    let tagger = Tagger::load(&args.model, &backend.device()?)?;
-    let tagger = args.encoder_cache.apply(tagger, backend)?;
+    let additions = crate::common::Additions {
+        encoder_cache: Some((&args.encoder_cache, backend)),
+        ..Default::default()
+    };
+    let tagger = crate::common::load_tagger(&args.model, &backend.device()?, None, additions)?;
     let target = target(&args, &tagger)?;
     let (pool, pool_name) = crate::input::read(&args.input)?;
     let texts: Vec<&str> = pool.lines().collect();

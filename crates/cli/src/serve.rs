@@ -269,8 +269,12 @@ fn load(args: &ServeArgs, model: &Path, device: &Device) -> Result<Tagger> {
         )
         .into());
     }
-    let tagger = Tagger::load_with_threads(model, device, args.threads)?;
-    let tagger = args.thresholds.apply(args.dictionaries.apply(tagger)?)?;
+    let additions = crate::common::Additions {
+        dictionaries: Some(&args.dictionaries),
+        thresholds: Some(&args.thresholds),
+        encoder_cache: None,
+    };
+    let tagger = crate::common::load_tagger(model, device, args.threads, additions)?;
     nertrain_serve::check_servable(&tagger)?;
     Ok(tagger)
 }

@@ -6,9 +6,7 @@ use std::path::PathBuf;
 
 use burn::tensor::Device;
 use clap::{Args, ValueEnum};
-use nertrain_tagger::{
-    Entity, Layout, MAX_NBEST, Record, TagOptions, TagSettings, Tagged, Tagger, html_page,
-};
+use nertrain_tagger::{Entity, Layout, MAX_NBEST, Record, TagOptions, Tagged, Tagger, html_page};
 
 use crate::Result;
 
@@ -81,20 +79,23 @@ pub fn run(mut args: TagArgs, device: &Device) -> Result<()> {
         }
         args.input = Some(PathBuf::from("-"));
     }
-    let tagger = args
-        .dictionaries
-        .apply(Tagger::load(&args.model, device)?)?;
-    let tagger = args.thresholds.apply(tagger)?;
-    let settings = TagSettings {
-        unconstrained: args.unconstrained,
-        consistency: args.consistency,
+    let additions = crate::common::Additions {
+        dictionaries: Some(&args.dictionaries),
+        thresholds: Some(&args.thresholds),
+        encoder_cache: None,
+    };
+    let tagger = crate::common::load_tagger(&args.model, device, None, additions)?;
+    let model = tagger.options();
+    let options = TagOptions {
+        constrained: model.constrained && !args.unconstrained,
+        consistency: args.consistency.unwrap_or(model.consistency),
         confidence: matches!(args.format, Format::Json | Format::Html),
         marginals: args.probs,
         nbest: args.nbest,
-        batch_size: Some(args.batch_size),
-        ..TagSettings::default()
+        batch_size: args.batch_size,
+        ..model
     };
-    let options = crate::tag_options(&tagger, settings)?;
+    let options = crate::tag_options(&tagger, options)?;
     if !args.columns && !tagger.feature_columns().is_empty() {
         return Err(crate::UsageError(format!(
             "{}: the model reads feature columns {:?} of its training data beside the words, \

@@ -26,7 +26,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use nertrain_model::FileError;
-use nertrain_tagger::{Error as TaggingError, Layout, TagSettings};
+use nertrain_tagger::{Error as TaggingError, Layout, TagOptions};
 use nertrain_train::{ConfigError, ConfigOrigin, Error, Experiment, FitOptions};
 use pyo3::exceptions::{
     PyFileNotFoundError, PyOSError, PyRuntimeError, PyUserWarning, PyValueError,
@@ -99,13 +99,13 @@ impl Tagger {
         lines: bool,
         all_entities: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        let settings = TagSettings {
+        let options = TagOptions {
             marginals: probs,
             nbest,
-            all_entities,
-            ..TagSettings::default()
+            thresholds: !all_entities,
+            ..self.inner.options()
         };
-        let options = self.inner.options_with(settings).map_err(tagging_error)?;
+        let options = self.inner.checked(options).map_err(tagging_error)?;
         let layout = if lines { Layout::Lines } else { Layout::Texts };
         let records = py.detach(|| {
             let mut records = Vec::with_capacity(texts.len());
@@ -300,7 +300,7 @@ fn evaluate<'py>(
                 load(&model_dir, threads)?.with_dictionaries(&dictionaries, replace_dictionary)?;
             let tagger = with_encoder_cache(tagger, encoder_cache.as_deref())?;
             // As `eval --json`: with the calibration table.
-            let options = tagger.options_with(TagSettings::default())?;
+            let options = tagger.options();
             let evaluation = tagger.evaluate_file(&path, options)?;
             Ok::<_, TaggingError>((evaluation, encoder_cache_problems(&tagger)))
         })

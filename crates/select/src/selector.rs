@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use nertrain_tagger::{Error, Layout, Result, TagSettings, Tagged, Tagger};
+use nertrain_tagger::{Error, Layout, Result, TagOptions, Tagged, Tagger};
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 use rand::seq::SliceRandom;
@@ -125,10 +125,10 @@ impl Selector<'_> {
         if !missing.is_empty() {
             let missing_texts: Vec<&str> = missing.iter().map(|&i| texts[i].as_ref()).collect();
             // Their worth is known: only what their regions need is asked for again.
-            let options = self.tagger.options_with(TagSettings {
+            let options = TagOptions {
                 marginals: selection.regions.is_some(),
-                ..TagSettings::default()
-            })?;
+                ..self.tagger.options()
+            };
             let tagged = self.tagger.tag(&missing_texts, Layout::Texts, options)?;
             for (i, tagged) in missing.into_iter().zip(tagged) {
                 let regions = cut.map_or_else(Vec::new, |cut| doubtful_regions(&tagged, cut));
@@ -217,14 +217,14 @@ impl Selector<'_> {
     }
 
     /// What texts are tagged with to score them for `selection`, and to pre-annotate them.
-    fn scoring_settings(&self, selection: &Selection) -> TagSettings {
-        let settings = selection.strategy.settings();
-        TagSettings {
+    fn scoring_options(&self, selection: &Selection) -> TagOptions {
+        let options = selection.strategy.options(self.tagger.options());
+        TagOptions {
             confidence: true,
-            marginals: settings.marginals || selection.regions.is_some(),
+            marginals: options.marginals || selection.regions.is_some(),
             representation: selection.diversity > 0.0,
             dropout_seed: selection.seed,
-            ..settings
+            ..options
         }
     }
 
@@ -251,7 +251,7 @@ impl Selector<'_> {
                 });
             }
         }
-        let options = self.tagger.options_with(self.scoring_settings(selection))?;
+        let options = self.scoring_options(selection);
         let begins = &self.begins[..];
         let floor = selection.regions.map(Regions::threshold);
         // By budget the cut is known once the whole pool is seen.
@@ -375,11 +375,10 @@ mod tests {
     fn mnlp_is_the_best_paths_log_probability_per_token() {
         let tagger = fixture();
         let selector = Selector::new(&tagger);
-        let settings = TagSettings {
+        let options = TagOptions {
             nbest: 2,
-            ..Strategy::Mnlp.settings()
+            ..Strategy::Mnlp.options(tagger.options())
         };
-        let options = tagger.options_with(settings).unwrap();
         for tagged in tagger.tag(&POOL, Layout::Texts, options).unwrap() {
             let p = tagged.nbest[0].probability;
             let mnlp = selector.worth_of(&tagged, Strategy::Mnlp);
@@ -392,11 +391,10 @@ mod tests {
     fn bald_does_not_depend_on_the_texts_tagged_with_it() {
         let tagger = fixture();
         let information = |texts: &[&str], seed: u64| {
-            let settings = TagSettings {
+            let options = TagOptions {
                 dropout_seed: seed,
-                ..Strategy::Bald.settings()
+                ..Strategy::Bald.options(tagger.options())
             };
-            let options = tagger.options_with(settings).unwrap();
             tagger.tag(texts, Layout::Texts, options).unwrap()[0]
                 .mutual_information
                 .clone()
@@ -456,13 +454,10 @@ mod tests {
     fn regions_by_budget_take_the_least_sure_tokens_and_do_not_run_dry() {
         let tagger = fixture();
         let selector = Selector::new(&tagger);
-        let options = tagger
-            .options_with(TagSettings {
-                marginals: true,
-                confidence: true,
-                ..TagSettings::default()
-            })
-            .unwrap();
+        let options = TagOptions {
+            marginals: true,
+            ..tagger.options()
+        };
         let tagged = tagger.tag(&POOL, Layout::Texts, options).unwrap();
         let mut sure: Vec<f64> = tagged.iter().flat_map(certainties).collect();
         sure.sort_by(f64::total_cmp);

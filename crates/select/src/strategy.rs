@@ -1,6 +1,6 @@
 //! How a text's worth of labelling is measured, and what a budget counts.
 
-use nertrain_tagger::{TagSettings, Tagged};
+use nertrain_tagger::{TagOptions, Tagged};
 use serde::{Deserialize, Serialize};
 
 /// How a text's worth of labelling is measured.
@@ -61,9 +61,10 @@ impl Strategy {
 }
 
 impl Strategy {
-    /// What a text is tagged with for its worth to be read off it ([`Selector::worth_of`](crate::Selector::worth_of)).
-    pub fn settings(self) -> TagSettings {
-        TagSettings {
+    /// `base` with what a text is tagged with for its worth to be read off it
+    /// ([`Selector::worth_of`](crate::Selector::worth_of)).
+    pub fn options(self, base: TagOptions) -> TagOptions {
+        TagOptions {
             // The best path's probability comes with the forward-backward pass that entity
             // confidences take.
             confidence: matches!(self, Strategy::ExpectedErrors | Strategy::Mnlp),
@@ -77,7 +78,7 @@ impl Strategy {
             } else {
                 0
             },
-            ..TagSettings::default()
+            ..base
         }
     }
 

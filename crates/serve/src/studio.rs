@@ -136,9 +136,7 @@ async fn draw_texts(
         let object = &answering.objects()[source.object];
         format!("tasks[{}].data.{}", source.task, object.data_key)
     };
-    let tag_options = answering
-        .tag_options(&version.tagger)
-        .map_err(|e| ServeError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
+    let tag_options = answering.tag_options(&version.tagger);
     let (texts, tokens, cost) = queue::measure(&version.tagger, texts, tag_options, &name).await?;
     let drawn = Drawn {
         context: predict.params.and_then(|p| p.context),

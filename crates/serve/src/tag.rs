@@ -5,7 +5,7 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use nertrain_tagger::{Record, TagOptions, TagSettings, Tagger};
+use nertrain_tagger::{Record, TagOptions, Tagger};
 use serde::Deserialize;
 
 use crate::http::{RequestId, ServeError, Tally, json_answer, json_body};
@@ -136,14 +136,12 @@ fn parse_request(
         };
         return Err(bad(format!("{field}: empty; give text to tag")));
     }
-    let settings = TagSettings {
+    let options = TagOptions {
         marginals: request.probs,
         nbest: request.nbest,
-        all_entities: request.all_entities,
-        ..TagSettings::default()
+        thresholds: !request.all_entities,
+        ..tagger.options()
     };
-    let options = tagger
-        .options_with(settings)
-        .map_err(|e| bad(e.to_string()))?;
+    let options = tagger.checked(options).map_err(|e| bad(e.to_string()))?;
     Ok((texts, single, options))
 }

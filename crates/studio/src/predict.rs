@@ -12,7 +12,7 @@ use nertrain_annotate::label_studio::{
     AnnotatorRegions, CHECK, LabelingConfig, Prediction, Target, Task, TextPrediction,
 };
 use nertrain_select::{Selector, Strategy};
-use nertrain_tagger::{TagOptions, TagSettings, Tagged, Tagger, Token};
+use nertrain_tagger::{TagOptions, Tagged, Tagger, Token};
 
 use crate::Error;
 use crate::served::Version;
@@ -215,12 +215,13 @@ impl Answering {
 
     /// What the texts are tagged with for their predictions: entity confidences, what the
     /// strategy's task score needs, and marginals where regions to decide are shown.
-    pub fn tag_options(&self, tagger: &Tagger) -> nertrain_tagger::Result<TagOptions> {
-        tagger.options_with(TagSettings {
+    pub fn tag_options(&self, tagger: &Tagger) -> TagOptions {
+        let options = self.strategy.options(tagger.options());
+        TagOptions {
             confidence: true,
-            marginals: self.checks(),
-            ..self.strategy.settings()
-        })
+            marginals: options.marginals || self.checks(),
+            ..options
+        }
     }
 
     /// Every object's text of every task of `tasks`, blank ones left out (they have no

@@ -443,7 +443,7 @@ fn read_project<'a>(
     let answering = Answering::new(Arc::new(config), shared.settings.strategy, version)
         .map_err(|message| RefreshError::Project { project, message })?;
     let checks = answering.checks();
-    let options = answering.tag_options(&version.tagger)?;
+    let options = answering.tag_options(&version.tagger);
     let reading = ProjectReader {
         connection,
         answering: Arc::new(answering),

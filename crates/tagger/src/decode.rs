@@ -20,8 +20,8 @@ use crate::encoder_cache::EncoderCache;
 use crate::{Error, Result, Tagger};
 
 /// How to decode, and what to compute besides the best path. A model's own settings come from
-/// [`Tagger::options`](crate::Tagger::options); a caller's changes to them are checked by
-/// [`Tagger::options_with`](crate::Tagger::options_with).
+/// [`TagOptions::of_model`] (or [`Tagger::options`](crate::Tagger::options)); a caller's changes
+/// to them are checked by [`TagOptions::check`].
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TagOptions {
     /// Decode only well-formed tag sequences of the training scheme.
@@ -58,16 +58,30 @@ pub struct TagOptions {
     pub thresholds: bool,
 }
 
-impl Default for TagOptions {
-    fn default() -> Self {
+impl TagOptions {
+    /// The model's own decoding: constrained to its tag scheme when it was trained so, with its
+    /// document consistency weight, entity confidences and the tagger's operating points, in
+    /// batches of 100 sentences; nothing else computed.
+    pub fn of_model(meta: &ModelMeta) -> Self {
         Self {
-            constrained: true,
+            confidence: true,
+            consistency: meta.document.map_or(0.0, |d| d.consistency),
+            thresholds: true,
+            ..Self::best_path(meta.crf.constrained_decoding, 100)
+        }
+    }
+
+    /// The best path alone, `constrained` or not, in batches of `batch_size` sentences: the
+    /// network's own prediction, as training's dev evaluation and the benchmark decode.
+    pub fn best_path(constrained: bool, batch_size: usize) -> Self {
+        Self {
+            constrained,
             confidence: false,
             marginals: false,
             pair_marginals: false,
             temperature: 1.0,
             nbest: 1,
-            batch_size: 100,
+            batch_size,
             consistency: 0.0,
             representation: false,
             dropout_samples: 0,
@@ -837,19 +851,8 @@ pub fn entity_confidences<'a>(
         })
 }
 
-/// Decoding with a loaded model: its default options, and sentences of words to predictions.
+/// Decoding with a loaded model: sentences of words to predictions.
 impl Tagger {
-    /// The model's own decoding settings, before a caller's changes: what [`Tagger::options`]
-    /// and [`Tagger::options_with`] start from.
-    pub(crate) fn default_options(&self) -> TagOptions {
-        TagOptions {
-            constrained: self.meta.crf.constrained_decoding,
-            consistency: self.meta.document.map_or(0.0, |d| d.consistency),
-            thresholds: true,
-            ..TagOptions::default()
-        }
-    }
-
     /// The columns of its training data whose values the model reads beside the words (empty
     /// for a model that reads words alone, and so text).
     pub fn feature_columns(&self) -> &[isize] {
@@ -908,6 +911,7 @@ impl Tagger {
         allowed: &[Option<Vec<bool>>],
         options: TagOptions,
     ) -> Result<Vec<Prediction>> {
+        options.check(self.reads_documents())?;
         let (encoded, pieces) = self.inputs(sentences, features, documents)?;
         let thresholds = options.thresholds && !self.thresholds.is_empty();
         let decoding = TagOptions {

@@ -263,7 +263,7 @@ impl Tagger {
     /// decoding with all of them delivers on the file. The labels whose stored recall was chosen
     /// on `path` are chosen again with them, and are among the choices returned. `kept` are the file's entities as the model
     /// decodes it (the [`FileEvaluation::by_label`] of `path` scored with
-    /// [`TagSettings::all_entities`](crate::TagSettings::all_entities)). Returns the tagger, its
+    /// [`TagOptions::thresholds`] off). Returns the tagger, its
     /// thresholds and biases cleared, and the choices as `thresholds.json` records them; an
     /// error names the first label out of reach.
     pub fn choose_for_recall(

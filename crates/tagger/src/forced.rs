@@ -121,7 +121,7 @@ fn mask(entities: &[Span], len: usize, tags: &[String], scheme: TagScheme) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{Layout, TagSettings, Tagged, Tagger};
+    use crate::{Layout, TagOptions, Tagged, Tagger};
 
     fn fixture() -> Tagger {
         let run = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -141,12 +141,11 @@ mod tests {
     }
 
     fn tag(tagger: &Tagger, forced: Vec<CharSpan>) -> crate::Result<Tagged> {
-        let options = tagger.options_with(TagSettings {
-            confidence: true,
+        let options = TagOptions {
             marginals: true,
             nbest: 2,
-            ..TagSettings::default()
-        })?;
+            ..tagger.options()
+        };
         let tokens = vec![tagger.tokenize(TEXT).unwrap()];
         Ok(tagger
             .tag_tokens_forced(&[TEXT], tokens, &[forced], options)?

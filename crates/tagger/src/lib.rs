@@ -14,7 +14,7 @@
 //!    together ([`Layout`]): a text, or a run of lines up to a blank one.
 //! 4. **Sentences → predictions.** Batches, emissions and CRF decoding (a [`Decoder`] over the
 //!    loaded network), with entity confidences, marginals and n-best paths on request
-//!    ([`TagOptions`], made from the model's own settings and a caller's [`TagSettings`]).
+//!    ([`TagOptions`]: the model's own, [`Tagger::options`], with a caller's changes).
 //! 5. **Predictions → entities.** Each text's [`Tagged`]: its tokens and tags, and its entities
 //!    with labels, character offsets and confidences; [`Tagged::into_record`] is the JSON object
 //!    that `nertrain tag --format json` prints.
@@ -80,7 +80,7 @@ pub use evaluate::{Evaluation, FileEvaluation, FileScores, Scored, SpanEvaluatio
 /// A word with its character offsets: what [`Tagger::tokenize`] gives and [`Tagger::tag_tokens`] reads.
 pub use nertrain_data::Token;
 pub use options::{
-    MAX_BATCH_SENTENCES, MAX_CONSISTENCY, MAX_DROPOUT_SAMPLES, MAX_NBEST, TagSettings, thread_pool,
+    MAX_BATCH_SENTENCES, MAX_CONSISTENCY, MAX_DROPOUT_SAMPLES, MAX_NBEST, thread_pool,
 };
 pub use record::{Alternative, Entity, Record, TokenProbabilities, html_page, record_size_bound};
 pub use stream::TagStream;
@@ -349,7 +349,7 @@ impl Tagger {
     }
 
     /// By label, the confidence below which [`Self::tag`] leaves the best path's entities out
-    /// (unless [`TagSettings::all_entities`]): the model's `thresholds.json`, or those set with
+    /// (unless [`TagOptions::thresholds`] is off): the model's `thresholds.json`, or those set with
     /// [`Self::with_thresholds`]. Empty: every entity is kept.
     pub fn thresholds(&self) -> &BTreeMap<String, f64> {
         &self.thresholds
@@ -364,7 +364,7 @@ impl Tagger {
     }
 
     /// By label, what [`Self::tag`] adds to the emission scores of the label's tags when it
-    /// chooses the best path (unless [`TagSettings::all_entities`]): above 0, more of its
+    /// chooses the best path (unless [`TagOptions::thresholds`] is off): above 0, more of its
     /// entities are found (recall bought with precision), below 0 fewer. The path stays
     /// well-formed; confidences, marginals and n-best paths are the model's own.
     pub fn biases(&self) -> &BTreeMap<String, f64> {
@@ -943,6 +943,36 @@ mod tests {
                 chunks.push(start..texts.len());
             }
             chunks
+        }
+    }
+
+    /// The model's own options ask for confidences with its operating points, and every call
+    /// that tags refuses options out of range, whoever made them.
+    #[test]
+    fn every_call_that_tags_checks_its_options() {
+        let run = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../cli/tests/fixtures/before-tokenizers/sentence");
+        let tagger = Tagger::load(&run, &Device::flex()).unwrap();
+        let options = tagger.options();
+        assert!(options.confidence && options.thresholds && options.nbest == 1);
+        assert_eq!(options, TagOptions::of_model(tagger.meta()));
+        let texts = ["Peter Weber lives in Berlin."];
+        let tokens = || vec![tagger.tokenize(texts[0]).unwrap()];
+        for bad in [
+            TagOptions {
+                nbest: 0,
+                ..options
+            },
+            TagOptions {
+                consistency: 2.0,
+                ..options
+            },
+        ] {
+            assert!(tagger.checked(bad).is_err());
+            let refused =
+                |result: Result<Vec<Tagged>>| matches!(result, Err(Error::InvalidOption { .. }));
+            assert!(refused(tagger.tag(&texts, Layout::Texts, bad)));
+            assert!(refused(tagger.tag_tokens(&texts, tokens(), bad)));
         }
     }
 

@@ -17,56 +17,11 @@ pub const MAX_BATCH_SENTENCES: usize = 100_000;
 /// texts through the network's tensor operations.
 pub const MAX_DROPOUT_SAMPLES: usize = 100;
 
-/// A caller's changes to a model's decoding settings; [`Tagger::options_with`] checks them and
-/// makes the [`TagOptions`] a call decodes with. The default changes nothing and asks for
-/// entity confidences.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct TagSettings {
-    /// Decode without the tag scheme's constraints, even when the model was trained with them.
-    pub unconstrained: bool,
-    /// A document consistency weight other than the model's own (only for a model that reads
-    /// documents).
-    pub consistency: Option<f64>,
-    /// Each entity's probability.
-    pub confidence: bool,
-    /// Each token's tag marginals.
-    pub marginals: bool,
-    /// How many best paths to return, 1 to [`MAX_NBEST`].
-    pub nbest: usize,
-    /// Sentences per decoding batch, 1 to [`MAX_BATCH_SENTENCES`] (by default 100).
-    pub batch_size: Option<usize>,
-    /// Each sentence's representation ([`TagOptions::representation`]).
-    pub representation: bool,
-    /// Passes with dropout on for each token's mutual information, 0 to
-    /// [`MAX_DROPOUT_SAMPLES`] ([`TagOptions::dropout_samples`]); 0: none.
-    pub dropout_samples: usize,
-    /// The seed of their dropout masks.
-    pub dropout_seed: u64,
-    /// Keep every entity of the best path, whatever the tagger's confidence thresholds.
-    pub all_entities: bool,
-}
-
-impl Default for TagSettings {
-    fn default() -> Self {
-        Self {
-            unconstrained: false,
-            consistency: None,
-            confidence: true,
-            marginals: false,
-            nbest: 1,
-            batch_size: None,
-            representation: false,
-            dropout_samples: 0,
-            dropout_seed: 0,
-            all_entities: false,
-        }
-    }
-}
-
-impl TagSettings {
-    /// The options these settings make over a model's own (`defaults`), or the first setting out
-    /// of range. `reads_documents`: whether the model reads documents.
-    fn resolve(self, defaults: TagOptions, reads_documents: bool) -> Result<TagOptions> {
+impl TagOptions {
+    /// Checks what a caller may have changed, `reads_documents`: whether the model reads
+    /// documents; an [`Error::InvalidOption`] names the first option out of range or that the
+    /// model cannot use.
+    pub fn check(&self, reads_documents: bool) -> Result<()> {
         let invalid = |option, message: String| Err(Error::InvalidOption { option, message });
         if !(1..=MAX_NBEST).contains(&self.nbest) {
             return invalid(
@@ -83,61 +38,49 @@ impl TagSettings {
                 ),
             );
         }
-        if let Some(size) = self.batch_size
-            && !(1..=MAX_BATCH_SENTENCES).contains(&size)
-        {
+        if !(1..=MAX_BATCH_SENTENCES).contains(&self.batch_size) {
             return invalid(
                 "batch_size",
-                format!("{size}; expected 1 to {MAX_BATCH_SENTENCES}"),
+                format!("{}; expected 1 to {MAX_BATCH_SENTENCES}", self.batch_size),
             );
         }
-        if let Some(weight) = self.consistency {
-            if !reads_documents {
-                return invalid(
-                    "consistency",
-                    "this model reads each sentence alone (data.context = \"sentence\"); the \
-                     weight applies to models that read documents"
-                        .into(),
-                );
-            }
-            if !(0.0..=MAX_CONSISTENCY).contains(&weight) {
-                return invalid(
-                    "consistency",
-                    format!("{weight}; expected a number from 0 to {MAX_CONSISTENCY}"),
-                );
-            }
+        if !(self.temperature.is_finite() && self.temperature > 0.0) {
+            return invalid(
+                "temperature",
+                format!("{}; expected a number above 0", self.temperature),
+            );
         }
-        Ok(TagOptions {
-            constrained: defaults.constrained && !self.unconstrained,
-            confidence: self.confidence,
-            marginals: self.marginals,
-            pair_marginals: false,
-            temperature: 1.0,
-            nbest: self.nbest,
-            batch_size: self.batch_size.unwrap_or(defaults.batch_size),
-            consistency: self.consistency.unwrap_or(defaults.consistency),
-            representation: self.representation,
-            dropout_samples: self.dropout_samples,
-            dropout_seed: self.dropout_seed,
-            thresholds: defaults.thresholds && !self.all_entities,
-        })
+        let weight = self.consistency;
+        if !(0.0..=MAX_CONSISTENCY).contains(&weight) {
+            return invalid(
+                "consistency",
+                format!("{weight}; expected a number from 0 to {MAX_CONSISTENCY}"),
+            );
+        }
+        if weight != 0.0 && !reads_documents {
+            return invalid(
+                "consistency",
+                "this model reads each sentence alone (data.context = \"sentence\"); the \
+                 weight applies to models that read documents"
+                    .into(),
+            );
+        }
+        Ok(())
     }
 }
 
 impl Tagger {
-    /// Options as the model was trained to be decoded: constrained to its tag scheme when it was
-    /// trained so, with its document consistency weight, and entity confidences.
+    /// Options as the model was trained to be decoded ([`TagOptions::of_model`]): what a
+    /// caller changes with struct update syntax, and [`Tagger::checked`] checks.
     pub fn options(&self) -> TagOptions {
-        let defaults = self.default_options();
-        TagSettings::default()
-            .resolve(defaults, self.reads_documents())
-            .unwrap_or(defaults)
+        TagOptions::of_model(&self.meta)
     }
 
-    /// The options `settings` make over the model's own, or an [`Error::InvalidOption`] naming
-    /// the first setting out of range or that this model cannot use.
-    pub fn options_with(&self, settings: TagSettings) -> Result<TagOptions> {
-        settings.resolve(self.default_options(), self.reads_documents())
+    /// `options`, or an [`Error::InvalidOption`] naming the first option out of range or that
+    /// this model cannot use ([`TagOptions::check`]); every call that tags checks them too.
+    pub fn checked(&self, options: TagOptions) -> Result<TagOptions> {
+        options.check(self.reads_documents())?;
+        Ok(options)
     }
 }
 
@@ -162,112 +105,107 @@ pub fn thread_pool(threads: Option<usize>) -> Result<rayon::ThreadPool> {
 mod tests {
     use super::*;
 
-    fn defaults() -> TagOptions {
+    fn options() -> TagOptions {
         TagOptions {
+            constrained: true,
+            confidence: true,
+            marginals: false,
+            pair_marginals: false,
+            temperature: 1.0,
+            nbest: 1,
+            batch_size: 100,
             consistency: 4.0,
+            representation: false,
+            dropout_samples: 0,
+            dropout_seed: 0,
             thresholds: true,
-            ..TagOptions::default()
         }
     }
 
     #[test]
-    fn settings_change_only_what_they_name() {
-        let options = TagSettings::default().resolve(defaults(), true).unwrap();
-        assert_eq!(
-            options,
-            TagOptions {
-                confidence: true,
-                ..defaults()
-            }
-        );
-        let changed = TagSettings {
-            unconstrained: true,
-            consistency: Some(0.0),
-            marginals: true,
-            nbest: 5,
-            batch_size: Some(7),
-            confidence: false,
-            representation: true,
-            dropout_samples: 3,
-            dropout_seed: 9,
-            all_entities: true,
+    fn options_in_range_pass() {
+        assert!(options().check(true).is_ok());
+        let sentence_model = TagOptions {
+            consistency: 0.0,
+            nbest: MAX_NBEST,
+            batch_size: MAX_BATCH_SENTENCES,
+            dropout_samples: MAX_DROPOUT_SAMPLES,
+            temperature: 0.5,
+            ..options()
         };
-        let options = changed.resolve(defaults(), true).unwrap();
-        assert!(!options.constrained && options.marginals && !options.confidence);
-        assert_eq!(
-            (options.nbest, options.batch_size, options.consistency),
-            (5, 7, 0.0)
-        );
-        assert!(options.representation);
-        assert_eq!((options.dropout_samples, options.dropout_seed), (3, 9));
-        assert!(!options.thresholds);
+        assert!(sentence_model.check(false).is_ok());
     }
 
     #[test]
-    fn settings_out_of_range_name_the_setting() {
+    fn options_out_of_range_name_the_option() {
         let cases = [
             (
-                TagSettings {
+                TagOptions {
                     dropout_samples: MAX_DROPOUT_SAMPLES + 1,
-                    ..Default::default()
+                    ..options()
                 },
                 true,
                 "dropout_samples",
             ),
             (
-                TagSettings {
+                TagOptions {
                     nbest: 0,
-                    ..Default::default()
+                    ..options()
                 },
                 true,
                 "nbest: 0; expected 1 to 100",
             ),
             (
-                TagSettings {
+                TagOptions {
                     nbest: 101,
-                    ..Default::default()
+                    ..options()
                 },
                 true,
                 "nbest: 101;",
             ),
             (
-                TagSettings {
-                    batch_size: Some(0),
-                    ..Default::default()
+                TagOptions {
+                    batch_size: 0,
+                    ..options()
                 },
                 true,
                 "batch_size: 0;",
             ),
             (
-                TagSettings {
-                    consistency: Some(f64::NAN),
-                    ..Default::default()
+                TagOptions {
+                    temperature: 0.0,
+                    ..options()
+                },
+                true,
+                "temperature: 0;",
+            ),
+            (
+                TagOptions {
+                    consistency: f64::NAN,
+                    ..options()
                 },
                 true,
                 "consistency: NaN;",
             ),
             (
-                TagSettings {
-                    consistency: Some(1001.0),
-                    ..Default::default()
+                TagOptions {
+                    consistency: 1001.0,
+                    ..options()
                 },
                 true,
                 "consistency: 1001;",
             ),
             (
-                TagSettings {
-                    consistency: Some(1.0),
-                    ..Default::default()
-                },
+                options(),
                 false,
                 "consistency: this model reads each sentence alone",
             ),
         ];
-        for (settings, reads_documents, expected) in cases {
-            let error = settings.resolve(defaults(), reads_documents).unwrap_err();
+        for (options, reads_documents, expected) in cases {
+            let error = options.check(reads_documents).unwrap_err();
             assert!(
                 error.to_string().starts_with(expected),
-                "{error} for {settings:?}"
+                "{error} for {options:?}"
             );
         }
     }

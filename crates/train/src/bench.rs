@@ -309,11 +309,7 @@ fn measure_tagging(
     dev: &Tagged,
     device: &Device,
 ) -> Result<Vec<f64>> {
-    let decode_options = TagOptions {
-        constrained: false,
-        batch_size: options.eval_batch_size,
-        ..TagOptions::default()
-    };
+    let decode_options = TagOptions::best_path(false, options.eval_batch_size);
     (0..1 + DECODE_REPEATS)
         .map(|_| {
             let word_gates = WordGates::default();

@@ -153,11 +153,10 @@ fn fit_once(
         events,
     )?;
     describe_data(&prepared, stage, &training.lengths, events);
-    let decode_options = TagOptions {
-        constrained: prepared.meta.crf.constrained_decoding,
-        batch_size: train_config.eval_batch_size,
-        ..TagOptions::default()
-    };
+    let decode_options = TagOptions::best_path(
+        prepared.meta.crf.constrained_decoding,
+        train_config.eval_batch_size,
+    );
     while training.epochs_left(train_config) {
         let (trained, end) =
             training.train_epoch(model, experiment, &prepared, &options, events)?;
