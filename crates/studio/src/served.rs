@@ -40,8 +40,14 @@ impl Version {
     /// `tagger`, with the id of its weights; an error when it cannot tag text
     /// ([`check_servable`]).
     pub fn new(tagger: Tagger) -> std::io::Result<Self> {
-        check_servable(&tagger)?;
         let id = weights_id(tagger.dir())?;
+        Self::with_id(tagger, id)
+    }
+
+    /// `tagger`, whose weights' id is `id` (already hashed by the caller); an error when it
+    /// cannot tag text ([`check_servable`]).
+    pub fn with_id(tagger: Tagger, id: String) -> std::io::Result<Self> {
+        check_servable(&tagger)?;
         Ok(Self {
             info: tagger.info(),
             tagger: Arc::new(tagger),

@@ -50,7 +50,7 @@ use crate::client::Connection;
 use crate::error::{LearnError, file_error};
 use crate::events::{Events, StudioEvent};
 use crate::refresh::{RefreshSettings, Refresher};
-use crate::served::Served;
+use crate::served::{Served, weights_id};
 use crate::status::RefreshStatus;
 use crate::versions::{
     BASE, Registry, ServeRefusal, VersionRecord, VersionServed, read_registry, write_registry,
@@ -499,7 +499,9 @@ impl Learner {
             }
         };
         let current = shared.served.get();
-        let version = load_version(shared, &dir, &current.tagger)
+        let version = weights_id(&dir)
+            .map_err(|e| LearnError::Load(e.to_string()))
+            .and_then(|id| load_version(shared, &dir, &id, &current.tagger))
             .map_err(|e| ServeRefusal::Load(e.to_string()))?;
         let id = version.id.clone();
         {

@@ -87,6 +87,8 @@ pub(super) fn judge_and_publish(
     };
     let scored = |model: &Path| score(shared, name, staged, model, "heldout-served");
     let new = new_version_scores(shared, name, staged, output)?;
+    // Hashed once: however often the version is judged again, its weights are the same.
+    let id = weights_id(output).map_err(|e| LearnError::Load(e.to_string()))?;
     let mut previous = scored(against.tagger.dir())?;
     let mut chosen_meanwhile: Option<String> = None;
     loop {
@@ -104,17 +106,13 @@ pub(super) fn judge_and_publish(
             );
         }
         let version = if judgement.served {
-            Some(load_version(shared, output, &against.tagger)?)
+            Some(load_version(shared, output, &id, &against.tagger)?)
         } else {
             None
         };
-        let id = match &version {
-            Some(version) => version.id.clone(),
-            None => weights_id(output).map_err(|e| LearnError::Load(e.to_string()))?,
-        };
         let record = VersionRecord {
             name: name.clone(),
-            id: Some(id),
+            id: Some(id.clone()),
             served: judgement.served,
             heldout_f1: judgement.new_f1,
             previous_f1: judgement.previous_f1,
@@ -140,11 +138,12 @@ pub(super) fn judge_and_publish(
     }
 }
 
-/// The new version, loaded on the served model's device to be served with the server's
-/// dictionaries.
+/// The new version (its weights' id `id`), loaded on the served model's device to be served
+/// with the server's dictionaries.
 pub(super) fn load_version(
     shared: &Shared,
     output: &Path,
+    id: &str,
     served: &Tagger,
 ) -> Result<Version, LearnError> {
     let trained = Tagger::load_with_threads(output, served.device(), shared.settings.tag_threads)
@@ -155,7 +154,7 @@ pub(super) fn load_version(
             )
         })
         .map_err(|e| LearnError::Load(format!("{}: {e}", output.display())))?;
-    Version::new(trained).map_err(|e| LearnError::Load(e.to_string()))
+    Version::with_id(trained, id.to_string()).map_err(|e| LearnError::Load(e.to_string()))
 }
 
 /// What [`publish`] did.
