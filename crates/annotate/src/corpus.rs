@@ -16,7 +16,7 @@ use nertrain_data::{Corpus, DataError, Label, Sentence, Span, TagScheme, Token, 
 
 use crate::CharSpan;
 use crate::exported::{DocumentKey, Exported};
-use crate::format::{self, Format};
+use crate::format::Format;
 use crate::tally::Tally;
 
 /// Which document a text belongs to: the one its `doc` key names, or its own (keyed by its place
@@ -156,11 +156,13 @@ pub fn read_annotated(path: &Path) -> Result<AnnotatedCorpus, DataError> {
     corpus_of(path, exported, tally)
 }
 
-/// Parses JSON lines of annotated text (any tool's); `path` is used only to locate errors.
+/// Parses `text` as [`read_annotated`] reads a file named `path` that holds it: a JSON array
+/// when the name ends `.json`, JSON lines otherwise; `path` names it in errors.
 pub fn parse_annotated(text: &str, path: &Path) -> Result<AnnotatedCorpus, DataError> {
-    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut tally = Tally::default();
-    let exported = format::parse_lines(text, path, &mut tally)?;
+    let exported = Format::of(path)
+        .unwrap_or(Format::Lines)
+        .parse(text, path, &mut tally)?;
     corpus_of(path, exported, tally)
 }
 

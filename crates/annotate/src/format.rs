@@ -58,10 +58,25 @@ impl Format {
             return brat::read(path, tally);
         }
         let text = nertrain_data::read_text(path)?;
-        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+        self.parse(&text, path, tally)
+    }
+
+    /// Parses `text` in this format, `path` naming where it is from in errors; brat's texts and
+    /// annotations are files of a directory, read by [`read`](Self::read) alone.
+    pub(crate) fn parse(
+        self,
+        text: &str,
+        path: &Path,
+        tally: &mut Tally,
+    ) -> Result<Vec<Exported>, DataError> {
+        let text = text.strip_prefix('\u{feff}').unwrap_or(text);
         match self {
             Self::Array => parse_array(text, path, tally),
-            _ => parse_lines(text, path, tally),
+            Self::Lines => parse_lines(text, path, tally),
+            Self::Brat => Err(DataError::file(
+                path,
+                "brat annotations are read from their directory, not parsed from one text",
+            )),
         }
     }
 }

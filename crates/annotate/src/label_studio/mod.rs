@@ -531,7 +531,7 @@ fn task_text(data: &HashMap<String, Value>) -> Result<(&str, String), String> {
 /// backend's prediction with regions to decide, submitted) was decided there alone: it is given
 /// an empty `known`, so that those regions are read as the parts decided, and the rest (but the
 /// entities) as unknown.
-pub fn narrow_tasks(tasks: &[Task], target: &Target) -> Result<Vec<u8>, String> {
+pub fn narrow_tasks(tasks: &[Task], target: &Target) -> Result<String, String> {
     let data_key = &target.data_key;
     let mut narrowed = Vec::with_capacity(tasks.len());
     for (i, task) in tasks.iter().enumerate() {
@@ -567,7 +567,7 @@ pub fn narrow_tasks(tasks: &[Task], target: &Target) -> Result<Vec<u8>, String> 
             annotations,
         });
     }
-    serde_json::to_vec(&narrowed).map_err(|e| e.to_string())
+    serde_json::to_string(&narrowed).map_err(|e| e.to_string())
 }
 
 /// A prediction as Label Studio takes it, in an imported task or from an ML backend.
@@ -802,8 +802,7 @@ mod tests {
         assert!(error.contains("nor one string"), "{error}");
         let tasks: Vec<Task> = serde_json::from_str(export).unwrap();
         let narrowed = narrow_tasks(&tasks, &target("body", "doc")).unwrap();
-        let narrowed = std::str::from_utf8(&narrowed).unwrap();
-        let corpus = read_written("ls-narrowed", "e.json", narrowed).unwrap();
+        let corpus = read_written("ls-narrowed", "e.json", &narrowed).unwrap();
         assert_eq!(corpus.texts[0].text, "Anna met Bob");
         assert_eq!(spans_of(&corpus), [vec![(0, 4, "PER")]]);
         // The importer's rules still apply: the cancelled annotation is not the one read.
@@ -1011,12 +1010,7 @@ mod tests {
         // What the learner narrows to keeps them.
         let tasks: Vec<Task> = serde_json::from_str(&widened).unwrap();
         let narrowed = narrow_tasks(&tasks, &Target::default_ner()).unwrap();
-        let narrowed = read_written(
-            "ls-regions-narrowed",
-            "e.json",
-            std::str::from_utf8(&narrowed).unwrap(),
-        )
-        .unwrap();
+        let narrowed = read_written("ls-regions-narrowed", "e.json", &narrowed).unwrap();
         assert_eq!(
             narrowed.texts,
             corpus
@@ -1033,12 +1027,7 @@ mod tests {
         let live = region_tasks(false, |result| result.clone());
         let tasks: Vec<Task> = serde_json::from_str(&live).unwrap();
         let narrowed = narrow_tasks(&tasks, &Target::default_ner()).unwrap();
-        let narrowed = read_written(
-            "ls-regions-live",
-            "e.json",
-            std::str::from_utf8(&narrowed).unwrap(),
-        )
-        .unwrap();
+        let narrowed = read_written("ls-regions-live", "e.json", &narrowed).unwrap();
         assert_eq!(narrowed.texts[0].known, Some(vec![(16, 23)]));
         // JSON-MIN: the control's key and the data's, flattened.
         let min = r#"[{"id": 1, "text": "Anna met Bob today", "known": [[9, 12]], "annotation_id": 2,

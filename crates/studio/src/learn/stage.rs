@@ -123,20 +123,16 @@ pub(super) fn stage(
         return Err(too_few(heldout.len()));
     }
     let dir = shared.dir.join("data").join(name);
-    let narrow = |tasks: &[Task], file: &str| -> Result<PathBuf, LearnError> {
-        let path = dir.join(file);
-        let narrowed =
-            label_studio::narrow_tasks(tasks, &fetched.target).map_err(LearnError::Export)?;
-        nertrain_data::io::write_atomic(&path, &narrowed).map_err(file_error(&path))?;
-        Ok(path)
+    let narrow = |tasks: &[Task]| {
+        label_studio::narrow_tasks(tasks, &fetched.target).map_err(LearnError::Export)
     };
-    let train_file = narrow(&train, "train.json")?;
+    let train_file = dir.join("train.json");
+    nertrain_data::io::write_atomic(&train_file, narrow(&train)?.as_bytes())
+        .map_err(file_error(&train_file))?;
     let (heldout_file, heldout_partial) = match &dev {
         Some(dev) => (dev.clone(), 0),
-        None => {
-            let tasks = narrow(&heldout, "heldout-tasks.json")?;
-            write_heldout(&tasks, &dir.join("heldout.jsonl"))?.ok_or_else(|| too_few(0))?
-        }
+        None => write_heldout(&narrow(&heldout)?, &dir.join("heldout.jsonl"))?
+            .ok_or_else(|| too_few(0))?,
     };
     let labels = fetched.target.labels.clone();
     Ok(Staged {
@@ -156,15 +152,15 @@ pub(super) fn stage(
     })
 }
 
-/// The held-out tasks (narrowed, in `tasks`) written to `file` as texts annotated in full: each
-/// task's known parts. Says how many tasks are known in part only, or `None` when no text is
-/// left to judge on.
+/// The held-out tasks (`narrowed`, the JSON array [`label_studio::narrow_tasks`] makes) written
+/// to `file` as texts annotated in full: each task's known parts. Says how many tasks are known
+/// in part only, or `None` when no text is left to judge on.
 pub(super) fn write_heldout(
-    tasks: &Path,
+    narrowed: &str,
     file: &Path,
 ) -> Result<Option<(PathBuf, usize)>, LearnError> {
-    let read =
-        nertrain_annotate::read_annotated(tasks).map_err(|e| LearnError::Export(e.to_string()))?;
+    let read = nertrain_annotate::parse_annotated(narrowed, Path::new("held-out tasks.json"))
+        .map_err(|e| LearnError::Export(e.to_string()))?;
     let partial = read.texts.iter().filter(|t| t.is_partial()).count();
     let parts: Vec<PreAnnotated> = read
         .texts
