@@ -120,6 +120,14 @@ pub struct Prediction {
     pub mutual_information: Vec<f64>,
 }
 
+impl Prediction {
+    /// The best path's tags made again from its entities, in `scheme`: after entities were
+    /// left out or pieces of a sentence joined, so that the tags never break an entity.
+    pub(crate) fn retag(&mut self, scheme: TagScheme) {
+        self.tags = render_spans(&self.spans, self.tags.len(), scheme);
+    }
+}
+
 /// One of a sentence's n best tag paths.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct RankedPath {
@@ -1038,7 +1046,7 @@ fn leave_out_below(
     prediction
         .confidences
         .retain(|_| *kept.next().unwrap_or(&true));
-    prediction.tags = render_spans(&prediction.spans, prediction.tags.len(), scheme);
+    prediction.retag(scheme);
 }
 
 /// The seed of a sentence's dropout masks: its words and characters, and `seed`.

@@ -63,7 +63,7 @@ use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{
     CaseRule, Context, Corpus, DataError, Dictionary, Entry, Span, SubwordTokenizer, TagScheme,
-    Tokenizer, TokenizerSpec, Vocabularies, read_dictionary, render_spans,
+    Tokenizer, TokenizerSpec, Vocabularies, read_dictionary,
 };
 use nertrain_model::files::DictionaryMeta;
 use nertrain_model::{ModelFiles, ModelMeta, Network, WordGates};
@@ -858,7 +858,7 @@ fn join(segments: Vec<Prediction>, scheme: TagScheme, pairs: bool) -> Prediction
             *p *= best.probability;
         }
     }
-    joined.tags = render_spans(&joined.spans, joined.tags.len(), scheme);
+    joined.retag(scheme);
     if let Some(probability) = best_probability {
         joined.nbest = vec![RankedPath {
             tags: joined.tags.clone(),
