@@ -34,22 +34,41 @@ pub fn grown_from(
     old: &Network,
     old_sizes: &VocabSizes,
 ) -> Result<Network, GrowError> {
+    let sizes = |s: &VocabSizes| [s.words, s.chars, s.tags, s.lm_words];
+    let growth = sizes(old_sizes).into_iter().zip(sizes(new_sizes)).collect();
+    take_weights(model, old, Some(growth))
+}
+
+/// `fresh` with the weights of `loaded`, a module built alike (read on another device, say),
+/// as if they had been read into it from a file: each parameter keeps its id, device and whether
+/// it is tracked, and its own random initialisation never runs (so draws nothing from the
+/// seeded generator the rest of the model initialises from).
+pub fn with_weights_of<M: Module>(fresh: M, loaded: &M) -> Result<M, GrowError> {
+    take_weights(fresh, loaded, None)
+}
+
+/// `model` with the weights of `old`: grown into `model`'s where `growth` is given (see
+/// [`Taker::growth`]), taken whole where not.
+fn take_weights<M: Module>(
+    model: M,
+    old: &M,
+    growth: Option<Vec<(usize, usize)>>,
+) -> Result<M, GrowError> {
     let mut collector = Collector::default();
     old.visit(&mut collector);
-    let sizes = |s: &VocabSizes| [s.words, s.chars, s.tags, s.lm_words];
-    let mut grower = Grower {
-        growth: sizes(old_sizes).into_iter().zip(sizes(new_sizes)).collect(),
+    let mut taker = Taker {
+        growth,
         old: collector.values.into_iter(),
         index: 0,
         error: None,
     };
-    let model = model.map(&mut grower);
-    if let Some(error) = grower.error {
+    let model = model.map(&mut taker);
+    if let Some(error) = taker.error {
         return Err(error);
     }
-    if let Some(extra) = grower.old.next() {
+    if let Some(extra) = taker.old.next() {
         return Err(GrowError {
-            index: grower.index,
+            index: taker.index,
             old: extra.shape().to_vec(),
             new: Vec::new(),
             why: "the model started from has more parameters",
@@ -80,22 +99,45 @@ impl ModuleVisitor for Collector {
     }
 }
 
-struct Grower {
-    /// How each vocabulary's size changed, `(old, new)`: the only changes an axis may show.
-    growth: Vec<(usize, usize)>,
+/// Gives each parameter, in the modules' order, the next of `old`'s values.
+struct Taker {
+    /// How each vocabulary's size changed, `(old, new)`: the only changes an axis may show, the
+    /// old values written over the fresh ones where they overlap. `None`: every shape the same,
+    /// and the old values taken in place of the fresh ones, never initialised.
+    growth: Option<Vec<(usize, usize)>>,
     old: std::vec::IntoIter<TensorData>,
     index: usize,
     error: Option<GrowError>,
 }
 
-impl ModuleMapper for Grower {
+impl Taker {
+    /// Why `old` cannot be grown into a parameter of `new` shape, if it cannot.
+    fn misfit(&self, old: &[usize], new: &[usize]) -> Option<&'static str> {
+        let Some(growth) = &self.growth else {
+            return (old != new).then_some("another architecture");
+        };
+        if old.len() != new.len() {
+            return Some("another number of axes");
+        }
+        if old.iter().zip(new).any(|(o, n)| o > n) {
+            return Some("it would shrink");
+        }
+        let grew = |(&o, &n): (&usize, &usize)| o == n || growth.contains(&(o, n));
+        (!old.iter().zip(new).all(grew)).then_some("another architecture")
+    }
+}
+
+impl ModuleMapper for Taker {
     fn map_float<const D: usize>(&mut self, param: Param<Tensor<D>>) -> Param<Tensor<D>> {
         let index = self.index;
         self.index += 1;
         if self.error.is_some() {
             return param;
         }
-        let new_shape = param.dims().to_vec();
+        let new_shape = match self.growth {
+            Some(_) => param.dims().to_vec(),
+            None => param.lazy_shape().to_vec(),
+        };
         let fail = |old: Vec<usize>, why| GrowError {
             index,
             old,
@@ -110,18 +152,13 @@ impl ModuleMapper for Grower {
             return param;
         };
         let old_shape = old.shape().to_vec();
-        if old_shape.len() != D {
-            self.error = Some(fail(old_shape, "another number of axes"));
+        if let Some(why) = self.misfit(&old_shape, &new_shape) {
+            self.error = Some(fail(old_shape, why));
             return param;
         }
-        if old_shape.iter().zip(&new_shape).any(|(o, n)| o > n) {
-            self.error = Some(fail(old_shape, "it would shrink"));
-            return param;
-        }
-        let grew = |(&o, &n): (&usize, &usize)| o == n || self.growth.contains(&(o, n));
-        if !old_shape.iter().zip(&new_shape).all(grew) {
-            self.error = Some(fail(old_shape, "another architecture"));
-            return param;
+        if self.growth.is_none() {
+            let (id, device) = (param.id, param.lazy_device());
+            return param.transform_for_load(Tensor::from_data(old, &device), id);
         }
         param.map(|tensor| {
             let device = tensor.device();

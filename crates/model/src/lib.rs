@@ -34,7 +34,7 @@ pub use files::{
     FileSummary, LabelThreshold, ModelFiles, ModelMeta, RecordedScores, StartedFrom,
     StoredThresholds, TeacherSummary,
 };
-pub use grow::{GrowError, first_non_finite, grown_from};
+pub use grow::{GrowError, first_non_finite, grown_from, with_weights_of};
 pub use inputs::BatchTensors;
 pub use network::{
     Architecture, CharFeatures, ContextShares, Dropped, FeatureEmbeddings, Network, NetworkConfig,

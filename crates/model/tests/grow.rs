@@ -1,10 +1,15 @@
 //! A model grown for larger vocabularies starts from the old one: on sentences of old words it
 //! gives the old emission scores for the old tags, the old tags keep their transitions, and a
-//! model that would shrink is refused.
+//! model that would shrink is refused. A module's weights copied whole are taken as a file's
+//! are: the fresh module's own initialisation never runs.
 
 use burn::tensor::Device;
+use burn::tensor::{Distribution, Tensor};
 use nertrain_data::{Batch, Casing, Encoded};
-use nertrain_model::{BatchTensors, CharFeatures, NetworkConfig, VocabSizes, grown_from};
+use nertrain_model::{
+    BatchTensors, CharFeatures, NetworkConfig, VocabSizes, first_non_finite, grown_from,
+    with_weights_of,
+};
 
 fn sentence(words: &[usize]) -> Encoded {
     Encoded {
@@ -22,12 +27,29 @@ fn sentence(words: &[usize]) -> Encoded {
     }
 }
 
+/// Held by each test while it seeds the device's generator, which the tests share.
+static SEEDING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Vocabularies of these sizes, without the optional inputs.
+fn sizes(words: usize, chars: usize, tags: usize) -> VocabSizes {
+    VocabSizes {
+        words,
+        chars,
+        tags,
+        lm_words: 0,
+        dictionary_labels: 0,
+        features: Vec::new(),
+        encoder: None,
+    }
+}
+
 fn values<const D: usize>(t: burn::tensor::Tensor<D>) -> Vec<f32> {
     t.into_data().iter::<f32>().collect()
 }
 
 #[test]
 fn a_grown_model_keeps_what_the_old_one_knew() {
+    let _seeding = SEEDING.lock().unwrap_or_else(|e| e.into_inner());
     let device = Device::default();
     for features in [CharFeatures::Cnn, CharFeatures::Lstm, CharFeatures::None] {
         let config = NetworkConfig::new()
@@ -39,24 +61,8 @@ fn a_grown_model_keeps_what_the_old_one_knew() {
             .with_char_hidden(2)
             .with_casing_dim(2)
             .with_dropout(0.0);
-        let old_sizes = VocabSizes {
-            words: 10,
-            chars: 6,
-            tags: 3,
-            lm_words: 0,
-            dictionary_labels: 0,
-            features: Vec::new(),
-            encoder: None,
-        };
-        let new_sizes = VocabSizes {
-            words: 14,
-            chars: 9,
-            tags: 5,
-            lm_words: 0,
-            dictionary_labels: 0,
-            features: Vec::new(),
-            encoder: None,
-        };
+        let old_sizes = sizes(10, 6, 3);
+        let new_sizes = sizes(14, 9, 5);
         device.seed(1);
         let old = config.init(&old_sizes, &device);
         device.seed(2);
@@ -109,4 +115,44 @@ fn a_grown_model_keeps_what_the_old_one_knew() {
         let wider = grown_from(other, &new_sizes, &old, &old_sizes);
         assert_eq!(wider.unwrap_err().why, "another architecture");
     }
+}
+
+#[test]
+fn weights_copied_whole_draw_nothing_from_the_generator() {
+    let _seeding = SEEDING.lock().unwrap_or_else(|e| e.into_inner());
+    let device = Device::default();
+    let config = NetworkConfig::new()
+        .with_word_dim(6)
+        .with_hidden(4)
+        .with_char_dim(3)
+        .with_char_filters(4)
+        .with_dropout(0.0);
+    let sizes = sizes(10, 6, 3);
+    device.seed(1);
+    let loaded = config.init(&sizes, &device);
+    // Every weight of it made now, as a module read from a file has them.
+    assert_eq!(first_non_finite(&loaded), None);
+    let next_draw = |copy: bool| {
+        device.seed(2);
+        let fresh = config.init(&sizes, &device);
+        let fresh = if copy {
+            with_weights_of(fresh, &loaded).expect("the same architecture")
+        } else {
+            fresh
+        };
+        let draw = values(Tensor::<1>::random([8], Distribution::Default, &device));
+        (fresh, draw)
+    };
+    let (copied, after_copy) = next_draw(true);
+    let (_, untouched) = next_draw(false);
+    assert_eq!(after_copy, untouched, "the fresh weights were initialised");
+    let sentences = [sentence(&[2, 5, 9, 3])];
+    let inputs = BatchTensors::new(&Batch::new(&sentences, vec![0], 10), &device);
+    assert_eq!(
+        values(copied.emissions(&inputs)),
+        values(loaded.emissions(&inputs))
+    );
+    let other = config.with_hidden(5).init(&sizes, &device);
+    let error = with_weights_of(other, &loaded).unwrap_err();
+    assert_eq!(error.why, "another architecture");
 }

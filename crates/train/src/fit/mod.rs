@@ -15,11 +15,11 @@ use std::time::Instant;
 use burn::module::Module;
 use burn::tensor::Device;
 use nertrain_data::{Batch, BatchPlan, Encoded, Mention, Report, Vocab};
-use nertrain_model::encoder::{LayerStore, PretrainedFeatures, fine_tuned_note};
+use nertrain_model::encoder::{LayerStore, PretrainedEncoder, PretrainedFeatures, fine_tuned_note};
 use nertrain_model::files::load_weights;
 use nertrain_model::{
     Backend, Constraints, ModelFiles, ModelMeta, Network, RecordedScores, Reduction, StartedFrom,
-    WordGates, grown_from,
+    WordGates, grown_from, with_weights_of,
 };
 use nertrain_tagger::{Decoder, TagOptions};
 use rand::rngs::StdRng;
@@ -382,23 +382,21 @@ fn set_layers(
     read
 }
 
-/// `model`, fresh, with the pretrained encoder's weights read from its checkpoint
-/// (`model.pretrained`), when the model has an encoder.
+/// `model`, fresh, with the weights of the pretrained encoder `loaded` from its checkpoint
+/// directory, when the model has an encoder.
 fn with_pretrained_encoder(
     mut model: Network,
-    experiment: &Experiment,
-    meta: &ModelMeta,
+    loaded: Option<(PretrainedEncoder, &Path)>,
 ) -> Result<Network> {
-    let (Some(pretrained), Some(encoder), Some(checkpoint)) = (
-        model.pretrained.take(),
-        &meta.sizes.encoder,
-        &experiment.model.pretrained,
-    ) else {
+    let (Some(pretrained), Some((loaded, checkpoint))) = (model.pretrained.take(), loaded) else {
         return Ok(model);
     };
-    let loaded = nertrain_model::encoder::load_checkpoint(pretrained.encoder, encoder, checkpoint)?;
-    model.pretrained = Some(nertrain_model::encoder::PretrainedFeatures {
-        encoder: loaded,
+    // Read on the inference device; the fresh encoder's parameters are the training device's
+    // leaves, which take its values.
+    let encoder = with_weights_of(pretrained.encoder, &loaded)
+        .map_err(|e| Error::model(checkpoint, e.to_string()))?;
+    model.pretrained = Some(PretrainedFeatures {
+        encoder,
         ..pretrained
     });
     Ok(model)
@@ -436,10 +434,11 @@ impl Training {
         device: &Device,
         events: &mut dyn FnMut(FitEvent),
     ) -> Result<(Self, Network)> {
-        let (checkpoint, vectors, start) = (
+        let (checkpoint, vectors, start, pretrained) = (
             prepared.state.take(),
             prepared.vectors.take(),
             prepared.start.take(),
+            prepared.pretrained.take(),
         );
         let Prepared {
             run, meta, vocab, ..
@@ -465,17 +464,19 @@ impl Training {
             None => (None, LoopState::new()),
         };
         check_best_epoch(&state, run)?;
-        match (&checkpoint, &meta.started_from, start) {
-            (Some((weights, _)), _, _) => model = load_weights(model, weights)?,
-            (None, Some(from), Some(start)) => {
-                model = grown_from(model, &meta.sizes, &start, &from.sizes).map_err(|e| {
+        let model = match (&checkpoint, &meta.started_from, start) {
+            (Some((weights, _)), _, _) => load_weights(model, weights)?,
+            (None, Some(from), Some(start)) => grown_from(model, &meta.sizes, &start, &from.sizes)
+                .map_err(|e| {
                     Error::model(ModelFiles::new(&from.path).weights_file(), e.to_string())
-                })?;
-            }
+                })?,
             // Resumed before its first checkpoint: the model continued is read again.
-            (None, Some(from), None) => model = continued(model, meta, from, &train_device)?,
-            (None, None, _) => model = with_pretrained_encoder(model, experiment, meta)?,
-        }
+            (None, Some(from), None) => continued(model, meta, from, &train_device)?,
+            (None, None, _) => {
+                let loaded = pretrained.zip(experiment.model.pretrained.as_deref());
+                with_pretrained_encoder(model, loaded)?
+            }
+        };
         let training_constraints = experiment
             .crf
             .constrained_training

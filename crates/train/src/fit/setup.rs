@@ -12,7 +12,9 @@ use nertrain_data::{
     Sentence, SubwordTokenizer, TOKENIZER_FILE, TagScheme, TextNormalization, Tokenizer,
     TokenizerSpec, Vectors, Vocab, Vocabularies, convert_tags, read_dictionary, read_vectors,
 };
-use nertrain_model::encoder::{CONFIG_FILE, EncoderConfig, Tuning, load_checkpoint};
+use nertrain_model::encoder::{
+    CONFIG_FILE, EncoderConfig, PretrainedEncoder, Tuning, load_checkpoint,
+};
 use nertrain_model::files::{DictionaryMeta, SubwordsCopy};
 use nertrain_model::{
     DataSummary, DocumentContext, FORMAT_VERSION, FileSummary, ModelFiles, ModelMeta, Network,
@@ -59,6 +61,10 @@ pub(super) struct Prepared {
     /// The model a new run continues (`train.start_from`), read and checked whole before
     /// anything of the run was written.
     pub(super) start: Option<Network>,
+    /// The pretrained encoder a run starts from (`model.pretrained`), read and checked once
+    /// before anything of the run was written; `None` when the run continues a model or
+    /// resumes from a checkpoint, whose weights replace it.
+    pub(super) pretrained: Option<PretrainedEncoder>,
     /// Train (and, training with dev, dev after it), in the training scheme.
     pub(super) train: Corpus<Label>,
     pub(super) dev: Corpus,
@@ -108,7 +114,8 @@ pub(super) fn prepare(
     let Read {
         train, dev, test, ..
     } = read;
-    let subwords = subwords((experiment, options.resume), (&run, &meta), device)?;
+    let pretrained = pretrained_weights(experiment, &meta, state.is_some(), device)?;
+    let subwords = subwords((experiment, options.resume), (&run, &meta))?;
     let featurizer = Featurizer::new(&vocab)
         .with_dictionary(dictionary.as_ref())
         .with_subwords(subwords.tokenizer().zip(max_positions(&meta)));
@@ -138,6 +145,7 @@ pub(super) fn prepare(
         state,
         vectors,
         start,
+        pretrained,
         train,
         dev,
         encoded,
@@ -307,12 +315,10 @@ impl Subwords {
     }
 }
 
-/// The run's pretrained encoder's tokenizer, when it has an encoder (a new run's checkpoint's
-/// weights checked first).
+/// The run's pretrained encoder's tokenizer, when it has an encoder.
 fn subwords(
     (experiment, resume): (&Experiment, bool),
     (run, meta): (&ModelDir, &ModelMeta),
-    device: &Device,
 ) -> Result<Subwords> {
     if meta.sizes.encoder.is_none() {
         return Ok(Subwords::None);
@@ -323,7 +329,6 @@ fn subwords(
             .read_subwords(meta)?
             .map_or(Subwords::None, Subwords::Resumed));
     }
-    check_pretrained_weights(experiment, meta, device)?;
     Ok(subwords_of_new_run(experiment, meta)?.map_or(Subwords::None, Subwords::Copied))
 }
 
@@ -344,22 +349,29 @@ fn sentence_words<L>(corpus: &Corpus<L>) -> Vec<&[String]> {
         .collect()
 }
 
-/// Whether the checkpoint a new run starts its encoder from (`model.pretrained`) has the
-/// weights its `config.json` describes: read once here, so that a bad one is refused before
-/// anything of the run is written.
-fn check_pretrained_weights(
+/// The encoder a run starts from, with the weights of its checkpoint (`model.pretrained`)
+/// checked against what its `config.json` describes: read once, before anything of the run is
+/// written, so that a bad one is refused first. Not read for a run that continues a model, or
+/// one resumed from a checkpoint (`checkpointed`): their own weights are the encoder's.
+fn pretrained_weights(
     experiment: &Experiment,
     meta: &ModelMeta,
+    checkpointed: bool,
     device: &Device,
-) -> Result<()> {
-    if let (None, Some(encoder), Some(checkpoint)) = (
+) -> Result<Option<PretrainedEncoder>> {
+    let (None, false, Some(encoder), Some(checkpoint)) = (
         &meta.started_from,
+        checkpointed,
         &meta.sizes.encoder,
         &experiment.model.pretrained,
-    ) {
-        load_checkpoint(encoder.init(device), encoder, checkpoint)?;
-    }
-    Ok(())
+    ) else {
+        return Ok(None);
+    };
+    Ok(Some(load_checkpoint(
+        encoder.init(device),
+        encoder,
+        checkpoint,
+    )?))
 }
 
 /// The pretrained encoder's tokenizer of a new run, read to be copied in: the checkpoint's
