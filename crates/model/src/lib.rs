@@ -16,6 +16,7 @@ pub mod encoder;
 mod error;
 pub mod files;
 mod grow;
+mod host;
 mod inputs;
 mod network;
 pub mod recurrence;

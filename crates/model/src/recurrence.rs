@@ -29,6 +29,7 @@ use burn::backend::{Backend, Dispatch, Flex, backend_extension};
 use burn::tensor::activation::{sigmoid, tanh};
 use burn::tensor::{Device, Int, Tensor, TensorData};
 
+use crate::host::{f32s, flex, matmul_into, sigmoid_f32, tanh_f32};
 use crate::vectorize::vectorized;
 
 #[cfg(feature = "wgpu")]
@@ -228,73 +229,6 @@ impl Backward<Flex, 2> for RecurrenceBackward {
             grads.register::<Flex>(node.id, d_recurrent);
         }
     }
-}
-
-/// The values of a contiguous tensor (see [`FlexTensor::to_contiguous`], free when it already is).
-fn f32s(t: &FlexTensor) -> &[f32] {
-    t.as_slice::<f32>().expect("a contiguous f32 tensor")
-}
-
-fn flex(values: Vec<f32>, shape: [usize; 3]) -> FlexTensor {
-    FlexTensor::from_data(TensorData::new(values, shape))
-}
-
-/// `dst ← lhs · rhs`, or `dst ← dst + lhs · rhs` when `accumulate`, all row-major:
-/// `lhs` `[rows, k]`, `rhs` `[k, n]`, `dst` `[rows, n]`. The `gemm` kernels flex's own matmul
-/// uses, called in place: a step's product needs no allocation and no copy.
-fn matmul_into(dst: &mut [f32], accumulate: bool, lhs: &[f32], rhs: &[f32], k: usize) {
-    let n = rhs.len() / k;
-    let rows = lhs.len() / k;
-    assert!(rhs.len() == k * n && lhs.len() == rows * k && dst.len() == rows * n);
-    // SAFETY: the three slices are row-major matrices of the shapes checked above, and `dst`
-    // (borrowed mutably) overlaps neither input.
-    unsafe {
-        gemm::gemm(
-            rows,
-            n,
-            k,
-            dst.as_mut_ptr(),
-            1,
-            n as isize,
-            accumulate,
-            lhs.as_ptr(),
-            1,
-            k as isize,
-            rhs.as_ptr(),
-            1,
-            n as isize,
-            1.0,
-            1.0,
-            false,
-            false,
-            false,
-            gemm::Parallelism::None,
-        );
-    }
-}
-
-/// tanh as Eigen computes it for f32: a 13/6 rational approximation on [-7.9, 7.9] (beyond
-/// which tanh is ±1 in f32), within a few ulp. Unlike libm's `tanhf` it has no branches, so the
-/// loops below vectorise; libm's `tanhf` and `expf` were a quarter of a training step.
-#[inline(always)]
-fn tanh_f32(x: f32) -> f32 {
-    let x = x.clamp(-7.905_311, 7.905_311);
-    let x2 = x * x;
-    let mut p = x2 * -2.760_768_5e-16 + 2.000_188e-13;
-    p = x2 * p + -8.604_672e-11;
-    p = x2 * p + 5.122_297e-8;
-    p = x2 * p + 1.485_722_4e-5;
-    p = x2 * p + 6.372_619_3e-4;
-    p = x2 * p + 4.893_524_6e-3;
-    let mut q = x2 * 1.198_258_4e-6 + 1.185_347_1e-4;
-    q = x2 * q + 2.268_434_6e-3;
-    q = x2 * q + 4.893_525e-3;
-    x * p / q
-}
-
-#[inline(always)]
-fn sigmoid_f32(x: f32) -> f32 {
-    0.5 + 0.5 * tanh_f32(0.5 * x)
 }
 
 /// `[batch, time, 2 * width]` (both directions side by side, in sentence order) → `[time,

@@ -9,6 +9,7 @@
 //! are token types (not in DistilBERT), and how the weights are named ([`weights`]).
 
 mod features;
+pub mod fused;
 mod store;
 mod weights;
 
@@ -16,8 +17,13 @@ use std::path::Path;
 
 use burn::module::Module;
 use burn::nn::activation::ActivationConfig;
-use burn::nn::transformer::{TransformerEncoder, TransformerEncoderConfig};
-use burn::nn::{Dropout, DropoutConfig, Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig};
+use burn::nn::transformer::{
+    TransformerEncoder, TransformerEncoderConfig, TransformerEncoderLayer,
+};
+use burn::nn::{
+    Dropout, DropoutConfig, Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear,
+};
+use burn::tensor::activation::softmax;
 use burn::tensor::{Bool, Device, Int, Tensor};
 use serde::{Deserialize, Serialize};
 
@@ -462,11 +468,12 @@ impl Embeddings {
         )
         .reshape([1, len])
         .expand([batch, len]);
+        let lookup = |table: &Embedding, ids| fused::embedding(table.weight.val(), ids);
         let mut sum =
-            self.word_embeddings.forward(ids) + self.position_embeddings.forward(positions);
+            lookup(&self.word_embeddings, ids) + lookup(&self.position_embeddings, positions);
         if let Some(types) = &self.token_type_embeddings {
             let zeros = Tensor::<2, Int>::zeros([batch, len], &device);
-            sum = sum + types.forward(zeros);
+            sum = sum + lookup(types, zeros);
         }
         self.dropout.forward(self.layer_norm.forward(sum))
     }
@@ -496,9 +503,101 @@ impl PretrainedEncoder {
         let mut x = self.embeddings.forward(ids, self.position_offset);
         for layer in &self.encoder.layers {
             states.push(x.clone());
-            x = layer.forward(x, padding.clone(), None);
+            x = match (&padding, feed_forward_activation(layer)) {
+                (None, Some(activation)) => block(layer, x, activation),
+                _ => layer.forward(x, padding.clone(), None),
+            };
         }
         states.push(x);
         states
+    }
+}
+
+/// One post-LN block without masks, as Burn's `TransformerEncoderLayer::forward` computes it
+/// (dropout drawn in the same order), its dense layers through [`fused::dense`].
+fn block(layer: &TransformerEncoderLayer, x: Tensor<3>, activation: Activation) -> Tensor<3> {
+    let mha = &layer.mha;
+    let [batch, len, d_model] = x.dims();
+    let by_head = |linear: &Linear| {
+        fused::dense(linear, x.clone(), None)
+            .reshape([batch, len, mha.n_heads, mha.d_k])
+            .swap_dims(1, 2)
+    };
+    let (query, key, value) = (by_head(&mha.query), by_head(&mha.key), by_head(&mha.value));
+    let scores = query
+        .matmul(key.transpose())
+        .div_scalar((mha.d_k as f32).sqrt());
+    let weights = mha.dropout.forward(softmax(scores, 3));
+    let context = weights
+        .matmul(value)
+        .swap_dims(1, 2)
+        .reshape([batch, len, d_model]);
+    let attended = fused::dense(&mha.output, context, None);
+    let x = layer.norm_1.forward(x + layer.dropout.forward(attended));
+
+    let pwff = &layer.pwff;
+    let inner = fused::dense(&pwff.linear_inner, x.clone(), Some(activation));
+    let out = fused::dense(&pwff.linear_outer, pwff.dropout.forward(inner), None);
+    layer.norm_2.forward(x + layer.dropout.forward(out))
+}
+
+/// The feed-forward activation of a block [`block`] computes as Burn's forward does: post-LN,
+/// plain softmax, and one of the activations an [`EncoderConfig`] names.
+fn feed_forward_activation(layer: &TransformerEncoderLayer) -> Option<Activation> {
+    if layer.norm_first || layer.mha.quiet_softmax {
+        return None;
+    }
+    match &layer.pwff.activation {
+        burn::nn::activation::Activation::Gelu(gelu) if gelu.approximate => {
+            Some(Activation::GeluTanh)
+        }
+        burn::nn::activation::Activation::Gelu(_) => Some(Activation::Gelu),
+        burn::nn::activation::Activation::Relu(_) => Some(Activation::Relu),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use burn::tensor::{Distribution, Tolerance};
+
+    use super::*;
+
+    #[test]
+    fn a_block_through_the_fused_ops_computes_burns_layer_dropout_included() {
+        let device = Device::flex().autodiff();
+        for activation in [Activation::Gelu, Activation::GeluTanh, Activation::Relu] {
+            device.seed(5);
+            let encoder = TransformerEncoderConfig::new(8, 12, 2, 1)
+                .with_dropout(0.2)
+                .with_norm_first(false)
+                .with_activation(activation.config())
+                .init(&device);
+            let layer = &encoder.layers[0];
+            assert_eq!(feed_forward_activation(layer), Some(activation));
+            let x = Tensor::<3>::random([2, 5, 8], Distribution::Default, &device).require_grad();
+            let upstream = Tensor::<3>::random([2, 5, 8], Distribution::Default, &device);
+            // The same seed before each, so that both draw the same dropout masks. (The first
+            // forward after a seed here draws other masks than later ones: one call first.)
+            let _ = layer.forward(x.clone(), None, None);
+            device.seed(9);
+            let fused = block(layer, x.clone(), activation);
+            device.seed(9);
+            let reference = layer.forward(x.clone(), None, None);
+            let close = |a: Tensor<3>, b: Tensor<3>| {
+                a.into_data()
+                    .assert_approx_eq::<f32>(&b.into_data(), Tolerance::absolute(1e-5))
+            };
+            close(fused.clone(), reference.clone());
+            let grads = (fused * upstream.clone()).sum().backward();
+            let (d_x, d_inner) = (
+                x.grad(&grads).unwrap(),
+                layer.pwff.linear_inner.weight.val().grad(&grads).unwrap(),
+            );
+            let grads = (reference * upstream).sum().backward();
+            close(d_x, x.grad(&grads).unwrap());
+            let reference_inner = layer.pwff.linear_inner.weight.val().grad(&grads).unwrap();
+            close(d_inner.unsqueeze(), reference_inner.unsqueeze());
+        }
     }
 }
