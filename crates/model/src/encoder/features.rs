@@ -237,7 +237,7 @@ impl PretrainedFeatures {
         // at a time, and of each chunk's outputs only the rows read are kept, so that what is
         // held (every layer's activations and attention scores) is bounded by the chunk, and
         // what is kept by the words. Each window is read alone either way.
-        let mut kept: Vec<Tensor<2>> = Vec::new();
+        let mut chunks: Vec<(Tensor<2, Int>, Tensor<1, Int>)> = Vec::new();
         let (mut row, mut next) = (0, 0);
         for ids in &subwords.groups {
             let [windows, length] = ids.dims();
@@ -256,11 +256,22 @@ impl PretrainedFeatures {
                         .map(|&r| (r - row) as i64)
                         .collect();
                     let local = Tensor::from_data(TensorData::from(local.as_slice()), &device);
-                    kept.push(keep(self.chunk_states(chunk).select(0, local)));
+                    chunks.push((chunk, local));
                 }
                 row += rows;
             }
         }
+        let kept: Vec<Tensor<2>> = if self.frozen {
+            (chunks.into_iter())
+                .map(|(chunk, local)| keep(self.frozen_chunk_states(chunk).select(0, local)))
+                .collect()
+        } else {
+            let ids: Vec<Tensor<2, Int>> = chunks.iter().map(|(chunk, _)| chunk.clone()).collect();
+            let words = self.encoder.word_embeddings(&ids);
+            (chunks.into_iter().zip(words))
+                .map(|((_, local), words)| keep(self.tuned_chunk_states(words).select(0, local)))
+                .collect()
+        };
         let at: Vec<i64> = (subwords.first.iter())
             .map(|r| needed.binary_search(r).expect("every row read is kept") as i64)
             .collect();
@@ -269,24 +280,31 @@ impl PretrainedFeatures {
     }
 
     /// Every layer's output for `[windows, length]` sub-token ids, one row per sub-token:
-    /// `[windows * length, layers + 1, hidden]`. A frozen encoder runs off the autodiff graph.
-    fn chunk_states(&self, ids: Tensor<2, Int>) -> Tensor<3> {
+    /// `[windows * length, layers + 1, hidden]`, the frozen encoder run off the autodiff graph.
+    fn frozen_chunk_states(&self, ids: Tensor<2, Int>) -> Tensor<3> {
         let [windows, length] = ids.dims();
-        let states = if self.frozen {
-            let states = self
-                .encoder
-                .valid()
-                .hidden_states(ids.without_autodiff(), None);
-            let stacked = Tensor::stack::<4>(states, 2);
-            if self.mix.val().is_autodiff() {
-                stacked.autodiff()
-            } else {
-                stacked
-            }
+        let states = self
+            .encoder
+            .valid()
+            .hidden_states(ids.without_autodiff(), None);
+        let stacked = Tensor::stack::<4>(states, 2);
+        let stacked = if self.mix.val().is_autodiff() {
+            stacked.autodiff()
         } else {
-            Tensor::stack::<4>(self.encoder.hidden_states(ids, None), 2)
+            stacked
         };
-        states.reshape([windows * length, self.layers(), self.hidden()])
+        stacked.reshape([windows * length, self.layers(), self.hidden()])
+    }
+
+    /// [`frozen_chunk_states`](Self::frozen_chunk_states) of an encoder being fine-tuned, from
+    /// the windows' sub-token embeddings `[windows, length, hidden]`.
+    fn tuned_chunk_states(&self, words: Tensor<3>) -> Tensor<3> {
+        let [windows, length, _] = words.dims();
+        Tensor::stack::<4>(self.encoder.hidden_states_of_words(words, None), 2).reshape([
+            windows * length,
+            self.layers(),
+            self.hidden(),
+        ])
     }
 
     /// What each word is given of `states` (`[batch, max_len, layers + 1, hidden]`):

@@ -458,10 +458,11 @@ pub struct Embeddings {
 }
 
 impl Embeddings {
-    /// `[batch, len]` sub-token ids, every row's real sub-tokens first → `[batch, len, hidden]`.
-    fn forward(&self, ids: Tensor<2, Int>, position_offset: usize) -> Tensor<3> {
-        let [batch, len] = ids.dims();
-        let device = ids.device();
+    /// `[batch, len, hidden]` sub-token embeddings, every row's real sub-tokens first → the
+    /// sum with the positions' (and token types') embeddings, normalised.
+    fn forward(&self, words: Tensor<3>, position_offset: usize) -> Tensor<3> {
+        let [batch, len, _] = words.dims();
+        let device = words.device();
         let positions = Tensor::<1, Int>::arange(
             position_offset as i64..(position_offset + len) as i64,
             &device,
@@ -469,8 +470,7 @@ impl Embeddings {
         .reshape([1, len])
         .expand([batch, len]);
         let lookup = |table: &Embedding, ids| fused::embedding(table.weight.val(), ids);
-        let mut sum =
-            lookup(&self.word_embeddings, ids) + lookup(&self.position_embeddings, positions);
+        let mut sum = words + lookup(&self.position_embeddings, positions);
         if let Some(types) = &self.token_type_embeddings {
             let zeros = Tensor::<2, Int>::zeros([batch, len], &device);
             sum = sum + lookup(types, zeros);
@@ -499,8 +499,41 @@ impl PretrainedEncoder {
         ids: Tensor<2, Int>,
         padding: Option<Tensor<2, Bool>>,
     ) -> Vec<Tensor<3>> {
+        let words = self.word_embeddings(&[ids]).remove(0);
+        self.hidden_states_of_words(words, padding)
+    }
+
+    /// The sub-token embeddings `[windows, len, hidden]` of each of `chunks` (`[windows, len]`
+    /// ids), looked up in one operation: under autodiff the table then gets one gradient for
+    /// them all, not one the size of the table for each.
+    pub fn word_embeddings(&self, chunks: &[Tensor<2, Int>]) -> Vec<Tensor<3>> {
+        let table = self.embeddings.word_embeddings.weight.val();
+        let hidden = table.dims()[1];
+        let sizes: Vec<[usize; 2]> = chunks.iter().map(|chunk| chunk.dims()).collect();
+        let flat = chunks.iter().map(|chunk| chunk.clone().flatten::<1>(0, 1));
+        let ids = Tensor::cat(flat.collect(), 0);
+        let total = ids.dims()[0];
+        let rows = fused::embedding(table, ids.reshape([1, total])).reshape([total, hidden]);
+        let mut start = 0;
+        (sizes.into_iter())
+            .map(|[windows, len]| {
+                let end = start + windows * len;
+                let words = rows.clone().slice([start..end, 0..hidden]);
+                start = end;
+                words.reshape([windows, len, hidden])
+            })
+            .collect()
+    }
+
+    /// [`hidden_states`](Self::hidden_states) from the sub-token embeddings `[batch, len,
+    /// hidden]` ([`word_embeddings`](Self::word_embeddings)).
+    pub fn hidden_states_of_words(
+        &self,
+        words: Tensor<3>,
+        padding: Option<Tensor<2, Bool>>,
+    ) -> Vec<Tensor<3>> {
         let mut states = Vec::with_capacity(self.encoder.layers.len() + 1);
-        let mut x = self.embeddings.forward(ids, self.position_offset);
+        let mut x = self.embeddings.forward(words, self.position_offset);
         for layer in &self.encoder.layers {
             states.push(x.clone());
             x = match (&padding, feed_forward_activation(layer)) {
