@@ -3,7 +3,7 @@
 //! whose update is row-sparse on the host ([`RowSparse`]).
 use burn::module::Param;
 use burn::optim::momentum::MomentumConfig;
-use burn::optim::{AdamConfig, AdamWConfig, GradientsParams, ModuleOptimizer, SgdConfig};
+use burn::optim::{AdamConfig, GradientsParams, ModuleOptimizer, SgdConfig};
 use burn::tensor::{Device, Tensor, TensorData};
 use nertrain_data::Batch;
 use nertrain_model::{BatchTensors, Constraints, Network, Reduction, host_values};
@@ -11,7 +11,7 @@ use nertrain_model::{BatchTensors, Constraints, Network, Reduction, host_values}
 use crate::config::{Optimizer, UpdateRule};
 use crate::model_dir::TrainerFiles;
 use crate::optim::clip::{clip_factor, scale, squared_norm};
-use crate::optim::{RowGradient, RowSparse, SparseAdam, SparseMomentum};
+use crate::optim::{EncoderAdamW, RowGradient, RowSparse, SparseAdam, SparseMomentum};
 use crate::{Error, Result};
 
 /// One training step's machinery: Burn's optimiser for the dense parameters, and the word table's row-sparse update, which holds the table as trained.
@@ -38,12 +38,10 @@ struct EncoderUpdate {
 }
 
 impl EncoderUpdate {
-    /// AdamW with `weight_decay`, PyTorch's other defaults.
+    /// AdamW with `weight_decay`, Burn's other defaults.
     fn new(weight_decay: f64) -> Self {
         Self {
-            optimizer: AdamWConfig::new()
-                .with_weight_decay(weight_decay as f32)
-                .init(),
+            optimizer: ModuleOptimizer::from(EncoderAdamW::new(weight_decay as f32)),
             lr: 0.0,
         }
     }

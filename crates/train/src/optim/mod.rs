@@ -1,4 +1,5 @@
-//! The word embedding's optimisers, row-sparse on the host, and global-norm clipping.
+//! The word embedding's optimisers, row-sparse on the host, the fine-tuned encoder's AdamW,
+//! and global-norm clipping.
 //!
 //! A batch touches a few hundred rows of the word table, so its update runs on the host over
 //! those rows only ([`RowSparse`]), for the same rule as the rest of the model's (Burn's
@@ -6,12 +7,14 @@
 //! owns the table while training; the model's copy is refreshed from it to evaluate or save.
 
 mod adam;
+mod adamw;
 pub mod clip;
 mod sgd;
 
 use std::path::Path;
 
 pub use adam::SparseAdam;
+pub use adamw::EncoderAdamW;
 pub use sgd::SparseMomentum;
 
 use crate::{Error, Result};
