@@ -3,7 +3,11 @@
 //! branch-free approximations of transcendental functions, which vectorise where libm's do not.
 
 use burn::backend::flex::FlexTensor;
-use burn::tensor::TensorData;
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Backend, Dispatch, Flex, backend_extension};
+use burn::tensor::{Device, Tensor, TensorData};
+
+use crate::vectorize::vectorized;
 
 /// The values of a contiguous tensor (see [`FlexTensor::to_contiguous`], free when it already is).
 pub(crate) fn f32s(t: &FlexTensor) -> &[f32] {
@@ -164,6 +168,57 @@ pub(crate) fn erf_f32(x: f32) -> f32 {
     x * p / q
 }
 
+/// The sum of the squares of `t`'s values: read where they lie on flex (off autodiff), rather
+/// than squared into a tensor of `t`'s size first; Burn's ops elsewhere.
+pub fn sum_of_squares<const D: usize>(t: Tensor<D>) -> f64 {
+    let device = t.device();
+    if device != Device::flex() || device.is_autodiff() {
+        return t.square().sum().into_scalar::<f64>();
+    }
+    Tensor::<1>::from_dispatch(<Dispatch as HostReductions>::sum_of_squares(
+        t.into_dispatch(),
+    ))
+    .into_scalar::<f64>()
+}
+
+/// The sum of the squares of `values`, in f64 over independent lanes (one running sum would
+/// wait on each addition in turn).
+fn squares(values: &[f32]) -> f64 {
+    const LANES: usize = 32;
+    vectorized(
+        #[inline(always)]
+        || {
+            let mut lanes = [0.0f64; LANES];
+            let chunks = values.chunks_exact(LANES);
+            let rest: f64 = chunks
+                .remainder()
+                .iter()
+                .map(|&v| v as f64 * v as f64)
+                .sum();
+            for chunk in chunks {
+                for (lane, &v) in lanes.iter_mut().zip(chunk) {
+                    *lane += v as f64 * v as f64;
+                }
+            }
+            lanes.iter().sum::<f64>() + rest
+        },
+    )
+}
+
+/// Reductions read in place on the host.
+#[backend_extension(Flex)]
+pub trait HostReductions: Backend {
+    /// `[1]`: the sum of the squares of `x`'s values.
+    fn sum_of_squares(x: FloatTensor<Self>) -> FloatTensor<Self>;
+}
+
+impl HostReductions for Flex {
+    fn sum_of_squares(x: FlexTensor) -> FlexTensor {
+        let x = x.to_contiguous();
+        flex(vec![squares(f32s(&x)) as f32], [1])
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,6 +261,18 @@ mod tests {
                 assert_eq!(dst[i * 3 + j], want);
             }
         }
+    }
+
+    #[test]
+    fn sums_of_squares_read_in_place_are_burns() {
+        let device = Device::flex();
+        let t = Tensor::<2>::from_data([[1.0, -2.0], [3.0, 0.5]], &device);
+        assert_eq!(sum_of_squares(t.clone()), 14.25);
+        assert_eq!(sum_of_squares(t.autodiff()), 14.25);
+        let long: Vec<f32> = (0..1000).map(|i| i as f32 / 10.0).collect();
+        let want: f64 = long.iter().map(|&v| (v as f64).powi(2)).sum();
+        let long = Tensor::<1>::from_data(TensorData::new(long, [1000]), &device);
+        assert!((sum_of_squares(long) - want).abs() < 1e-6 * want);
     }
 
     #[test]

@@ -36,6 +36,7 @@ pub use files::{
     StoredThresholds, TeacherSummary,
 };
 pub use grow::{GrowError, first_non_finite, grown_from, with_weights_of};
+pub use host::sum_of_squares;
 pub use inputs::BatchTensors;
 pub use network::{
     Architecture, CharFeatures, ContextShares, Dropped, FeatureEmbeddings, Network, NetworkConfig,

@@ -5,6 +5,7 @@
 use burn::module::{Module, ModuleVisitor, Param};
 use burn::optim::GradientsParams;
 use burn::tensor::Tensor;
+use nertrain_model::sum_of_squares;
 
 struct SquaredNorm<'a> {
     grads: &'a GradientsParams,
@@ -14,7 +15,7 @@ struct SquaredNorm<'a> {
 impl ModuleVisitor for SquaredNorm<'_> {
     fn visit_float<const D: usize>(&mut self, param: &Param<Tensor<D>>) {
         if let Some(grad) = self.grads.get::<D>(param.id) {
-            self.total += grad.square().sum().into_scalar::<f64>();
+            self.total += sum_of_squares(grad);
         }
     }
 }
