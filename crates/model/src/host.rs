@@ -19,12 +19,15 @@ pub(crate) fn flex<const D: usize>(values: Vec<f32>, shape: [usize; D]) -> FlexT
     FlexTensor::from_data(TensorData::new(values, shape))
 }
 
-/// A row-major matrix in a buffer, read as it is or transposed.
+/// A row-major matrix in a buffer (or a block of one, rows `row_stride` apart), read as it is
+/// or transposed.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Matrix<'a> {
     values: &'a [f32],
     /// Of the matrix as stored.
+    rows: usize,
     cols: usize,
+    row_stride: usize,
     transposed: bool,
 }
 
@@ -35,14 +38,25 @@ impl<'a> Matrix<'a> {
             cols > 0 && values.len().is_multiple_of(cols),
             "a whole number of rows"
         );
+        Self::block(values, values.len() / cols, cols, cols)
+    }
+
+    /// `rows` rows of `cols` values from the start of `values`, each row `row_stride` values
+    /// after the one before.
+    pub(crate) fn block(values: &'a [f32], rows: usize, cols: usize, row_stride: usize) -> Self {
+        assert!(
+            cols <= row_stride && (rows == 0 || (rows - 1) * row_stride + cols <= values.len())
+        );
         Self {
             values,
+            rows,
             cols,
+            row_stride,
             transposed: false,
         }
     }
 
-    /// The same buffer read as the transpose.
+    /// The same values read as the transpose.
     pub(crate) fn t(self) -> Self {
         Self {
             transposed: !self.transposed,
@@ -52,20 +66,20 @@ impl<'a> Matrix<'a> {
 
     /// Rows and columns as read.
     fn dims(&self) -> (usize, usize) {
-        let rows = self.values.len() / self.cols;
         if self.transposed {
-            (self.cols, rows)
+            (self.cols, self.rows)
         } else {
-            (rows, self.cols)
+            (self.rows, self.cols)
         }
     }
 
     /// Strides (column, row) as read.
     fn strides(&self) -> (isize, isize) {
+        let row_stride = self.row_stride as isize;
         if self.transposed {
-            (self.cols as isize, 1)
+            (row_stride, 1)
         } else {
-            (1, self.cols as isize)
+            (1, row_stride)
         }
     }
 }
@@ -76,19 +90,29 @@ const PARALLEL_PRODUCT: usize = 192 * 192 * 192;
 /// `dst ← lhs · rhs`, or `dst ← dst + lhs · rhs` when `accumulate`; `dst` row-major `[rows of
 /// lhs, columns of rhs]`.
 pub(crate) fn gemm_into(dst: &mut [f32], accumulate: bool, lhs: Matrix, rhs: Matrix) {
+    let n = rhs.dims().1;
+    gemm_block_into(dst, n, accumulate, lhs, rhs);
+}
+
+/// [`gemm_into`] into the block at the start of `dst` whose rows are `dst_row_stride` apart.
+pub(crate) fn gemm_block_into(
+    dst: &mut [f32],
+    dst_row_stride: usize,
+    accumulate: bool,
+    lhs: Matrix,
+    rhs: Matrix,
+) {
     let ((m, k), (k_rhs, n)) = (lhs.dims(), rhs.dims());
-    assert!(
-        k == k_rhs && dst.len() == m * n,
-        "matrix shapes that multiply"
-    );
+    assert!(k == k_rhs, "matrix shapes that multiply");
+    assert!(n <= dst_row_stride && (m == 0 || (m - 1) * dst_row_stride + n <= dst.len()));
     let ((lhs_cs, lhs_rs), (rhs_cs, rhs_rs)) = (lhs.strides(), rhs.strides());
     let parallelism = if m * n * k >= PARALLEL_PRODUCT {
         gemm::Parallelism::Rayon(0)
     } else {
         gemm::Parallelism::None
     };
-    // SAFETY: the three buffers hold matrices of the shapes and strides checked above, and
-    // `dst` (borrowed mutably) overlaps neither input.
+    // SAFETY: the three buffers hold blocks of the shapes and strides checked above (here and
+    // in `Matrix::block`), and `dst` (borrowed mutably) overlaps neither input.
     unsafe {
         gemm::gemm(
             m,
@@ -96,7 +120,7 @@ pub(crate) fn gemm_into(dst: &mut [f32], accumulate: bool, lhs: Matrix, rhs: Mat
             k,
             dst.as_mut_ptr(),
             1,
-            n as isize,
+            dst_row_stride as isize,
             accumulate,
             lhs.values.as_ptr(),
             lhs_cs,

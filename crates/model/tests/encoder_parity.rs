@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use burn::store::ModuleSnapshot;
-use burn::tensor::{Bool, DType, Device, Int, Tensor, TensorData};
+use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use nertrain_data::SubwordTokenizer;
 use nertrain_model::encoder::{EncoderConfig, check_tokenizer, load_checkpoint};
 use serde::Deserialize;
@@ -38,48 +38,61 @@ fn expected(dir: &Path) -> Expected {
     serde_json::from_str(&text).unwrap()
 }
 
-/// The largest difference at real positions between what the encoder computes for all
-/// sentences in one padded batch and what `transformers` recorded.
+/// The largest difference between what the encoder computes and what `transformers` recorded
+/// for each sentence on its own (nertrain computes no padding): each sentence a batch of one,
+/// and all sentences packed into one call.
 fn largest_difference(family: &str) -> f32 {
     largest_difference_from(&fixture(family), &expected(&fixture(family)))
 }
 
 /// [`largest_difference`] for the checkpoint in `dir`, against `expected`.
 fn largest_difference_from(dir: &Path, expected: &Expected) -> f32 {
-    let dir = dir.to_path_buf();
     let device = Device::default();
-    let config = EncoderConfig::read(&dir).unwrap();
-    let encoder = load_checkpoint(config.init(&device), &config, &dir).unwrap();
-
-    let longest = expected
-        .sentences
-        .iter()
-        .map(|s| s.ids.len())
-        .max()
-        .unwrap();
-    let batch = expected.sentences.len();
-    let mut ids = vec![config.pad_token_id as i64; batch * longest];
-    let mut padding = vec![true; batch * longest];
-    for (row, sentence) in expected.sentences.iter().enumerate() {
-        ids[row * longest..][..sentence.ids.len()].copy_from_slice(&sentence.ids);
-        padding[row * longest..][..sentence.ids.len()].fill(false);
-    }
-    let ids = Tensor::<2, Int>::from_data(TensorData::new(ids, [batch, longest]), &device);
-    let padding = Tensor::<2, Bool>::from_data(TensorData::new(padding, [batch, longest]), &device);
-    let states = encoder.hidden_states(ids, Some(padding));
-    assert_eq!(states.len(), config.layers + 1);
-
-    let mut largest = 0f32;
-    for (layer, state) in states.into_iter().enumerate() {
-        let values = nertrain_model::host_values(state);
-        for (row, sentence) in expected.sentences.iter().enumerate() {
-            for (t, want) in sentence.hidden_states[layer].iter().enumerate() {
-                let got = &values[(row * longest + t) * config.hidden..][..config.hidden];
-                for (g, w) in got.iter().zip(want) {
-                    largest = largest.max((g - w).abs());
-                }
+    let config = EncoderConfig::read(dir).unwrap();
+    let encoder = load_checkpoint(config.init(&device), &config, dir).unwrap();
+    let ids = |values: Vec<i64>| {
+        let n = values.len();
+        Tensor::<1, Int>::from_data(TensorData::new(values, [n]), &device)
+    };
+    // `[layers + 1][rows × hidden]` against the sentences' rows laid end to end.
+    let largest_of = |states: Vec<Vec<f32>>, sentences: &[Sentence]| {
+        assert_eq!(states.len(), config.layers + 1);
+        let mut largest = 0f32;
+        for (layer, values) in states.iter().enumerate() {
+            let want = sentences
+                .iter()
+                .flat_map(|s| s.hidden_states[layer].iter().flatten());
+            assert_eq!(want.clone().count(), values.len());
+            for (g, w) in values.iter().zip(want) {
+                largest = largest.max((g - w).abs());
             }
         }
+        largest
+    };
+    let mut largest = 0f32;
+    for sentence in &expected.sentences {
+        let len = sentence.ids.len();
+        let batch = ids(sentence.ids.clone()).reshape([1, len]);
+        let states = encoder
+            .hidden_states(batch)
+            .into_iter()
+            .map(nertrain_model::host_values);
+        largest = largest.max(largest_of(states.collect(), std::slice::from_ref(sentence)));
+    }
+    if nertrain_model::encoder::fused::has_fused(&device) {
+        let all: Vec<i64> = expected
+            .sentences
+            .iter()
+            .flat_map(|s| s.ids.clone())
+            .collect();
+        let lengths: Vec<usize> = expected.sentences.iter().map(|s| s.ids.len()).collect();
+        let words = encoder.word_embeddings(&[ids(all)]).remove(0);
+        let states = encoder.packed_hidden_states(words, &lengths);
+        let states = states
+            .into_iter()
+            .map(nertrain_model::host_values)
+            .collect();
+        largest = largest.max(largest_of(states, &expected.sentences));
     }
     largest
 }

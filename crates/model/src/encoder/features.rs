@@ -8,6 +8,7 @@ use burn::tensor::{Device, Int, Tensor, TensorData};
 use nertrain_data::SubwordIds;
 use serde::{Deserialize, Serialize};
 
+use super::fused;
 use super::{EncoderConfig, PretrainedEncoder};
 
 /// How a pretrained encoder is trained with the rest of the network.
@@ -92,6 +93,68 @@ impl From<LayerUse> for String {
 
 /// The most sub-tokens of windows that go through the encoder at once.
 const WINDOW_TOKENS: usize = 8192;
+
+/// Windows that go through the encoder together, packed row after row.
+#[derive(Default)]
+struct Pack {
+    /// Their sub-token ids, a run of windows of one length at a time.
+    pieces: Vec<Tensor<1, Int>>,
+    /// Each window's length.
+    lengths: Vec<usize>,
+    /// The rows read, in the pack's rows.
+    local: Vec<i64>,
+}
+
+/// The windows of `subwords` that hold a row of `needed` (sorted, in the groups' rows laid end
+/// to end), in packs of at most [`WINDOW_TOKENS`] sub-tokens (or one window), so that what is
+/// held (every layer's activations and attention weights) is bounded by the pack, and what is
+/// kept by the words. With `mixed` a pack takes windows of any lengths (each window attends
+/// to itself alone either way); without, windows of one length.
+fn packs(subwords: &SubwordTensors, needed: &[usize], mixed: bool) -> Vec<Pack> {
+    let mut packs: Vec<Pack> = Vec::new();
+    let (mut row, mut next) = (0, 0);
+    for ids in &subwords.groups {
+        let [windows, length] = ids.dims();
+        let at_once = (WINDOW_TOKENS / length).max(1);
+        for start in (0..windows).step_by(at_once) {
+            let end = (start + at_once).min(windows);
+            let rows = (end - start) * length;
+            let from = next;
+            while next < needed.len() && needed[next] < row + rows {
+                next += 1;
+            }
+            if next > from {
+                let joins = packs.last().is_some_and(|pack| {
+                    (mixed || pack.lengths.last() == Some(&length))
+                        && pack.rows() + rows <= WINDOW_TOKENS
+                });
+                if !joins {
+                    packs.push(Default::default());
+                }
+                let pack = packs.last_mut().expect("a pack");
+                let base = pack.rows();
+                (pack.local).extend(needed[from..next].iter().map(|&r| (base + r - row) as i64));
+                (pack.lengths).extend(std::iter::repeat_n(length, end - start));
+                let chunk = ids.clone().slice([start..end, 0..length]);
+                pack.pieces.push(chunk.flatten::<1>(0, 1));
+            }
+            row += rows;
+        }
+    }
+    packs
+}
+
+impl Pack {
+    /// The sub-token ids, window after window.
+    fn ids(&self) -> Tensor<1, Int> {
+        Tensor::cat(self.pieces.clone(), 0)
+    }
+
+    /// The rows it holds.
+    fn rows(&self) -> usize {
+        self.lengths.iter().sum()
+    }
+}
 
 /// A batch's [`SubwordIds`] on a device, its windows grouped by length: each group is read
 /// without padding, so that what a window gives does not depend on the windows it is batched
@@ -233,43 +296,34 @@ impl PretrainedFeatures {
         let mut needed = subwords.first.clone();
         needed.sort_unstable();
         needed.dedup();
-        // A long sentence has many windows of one length: they go through the encoder a few
-        // at a time, and of each chunk's outputs only the rows read are kept, so that what is
-        // held (every layer's activations and attention scores) is bounded by the chunk, and
-        // what is kept by the words. Each window is read alone either way.
-        let mut chunks: Vec<(Tensor<2, Int>, Tensor<1, Int>)> = Vec::new();
-        let (mut row, mut next) = (0, 0);
-        for ids in &subwords.groups {
-            let [windows, length] = ids.dims();
-            let at_once = (WINDOW_TOKENS / length).max(1);
-            for start in (0..windows).step_by(at_once) {
-                let end = (start + at_once).min(windows);
-                let rows = (end - start) * length;
-                let from = next;
-                while next < needed.len() && needed[next] < row + rows {
-                    next += 1;
-                }
-                if next > from {
-                    let chunk = ids.clone().slice([start..end, 0..length]);
-                    let local: Vec<i64> = needed[from..next]
-                        .iter()
-                        .map(|&r| (r - row) as i64)
-                        .collect();
-                    let local = Tensor::from_data(TensorData::from(local.as_slice()), &device);
-                    chunks.push((chunk, local));
-                }
-                row += rows;
-            }
-        }
+        let packs = packs(subwords, &needed, fused::has_fused(&device));
+        let local =
+            |pack: &Pack| Tensor::from_data(TensorData::from(pack.local.as_slice()), &device);
+        let stacked = |states: Vec<Tensor<2>>| Tensor::stack::<3>(states, 1);
         let kept: Vec<Tensor<2>> = if self.frozen {
-            (chunks.into_iter())
-                .map(|(chunk, local)| keep(self.frozen_chunk_states(chunk).select(0, local)))
+            // Run off the autodiff graph.
+            let encoder = self.encoder.valid();
+            (packs.iter())
+                .map(|pack| {
+                    let ids = pack.ids().without_autodiff();
+                    let words = encoder.word_embeddings(&[ids]).remove(0);
+                    let states = stacked(encoder.packed_hidden_states(words, &pack.lengths));
+                    let states = if self.mix.val().is_autodiff() {
+                        states.autodiff()
+                    } else {
+                        states
+                    };
+                    keep(states.select(0, local(pack)))
+                })
                 .collect()
         } else {
-            let ids: Vec<Tensor<2, Int>> = chunks.iter().map(|(chunk, _)| chunk.clone()).collect();
+            let ids: Vec<Tensor<1, Int>> = packs.iter().map(Pack::ids).collect();
             let words = self.encoder.word_embeddings(&ids);
-            (chunks.into_iter().zip(words))
-                .map(|((_, local), words)| keep(self.tuned_chunk_states(words).select(0, local)))
+            (packs.iter().zip(words))
+                .map(|(pack, words)| {
+                    let states = stacked(self.encoder.packed_hidden_states(words, &pack.lengths));
+                    keep(states.select(0, local(pack)))
+                })
                 .collect()
         };
         let at: Vec<i64> = (subwords.first.iter())
@@ -277,34 +331,6 @@ impl PretrainedFeatures {
             .collect();
         let at = Tensor::from_data(TensorData::from(at.as_slice()), &device);
         Tensor::cat(kept, 0).select(0, at)
-    }
-
-    /// Every layer's output for `[windows, length]` sub-token ids, one row per sub-token:
-    /// `[windows * length, layers + 1, hidden]`, the frozen encoder run off the autodiff graph.
-    fn frozen_chunk_states(&self, ids: Tensor<2, Int>) -> Tensor<3> {
-        let [windows, length] = ids.dims();
-        let states = self
-            .encoder
-            .valid()
-            .hidden_states(ids.without_autodiff(), None);
-        let stacked = Tensor::stack::<4>(states, 2);
-        let stacked = if self.mix.val().is_autodiff() {
-            stacked.autodiff()
-        } else {
-            stacked
-        };
-        stacked.reshape([windows * length, self.layers(), self.hidden()])
-    }
-
-    /// [`frozen_chunk_states`](Self::frozen_chunk_states) of an encoder being fine-tuned, from
-    /// the windows' sub-token embeddings `[windows, length, hidden]`.
-    fn tuned_chunk_states(&self, words: Tensor<3>) -> Tensor<3> {
-        let [windows, length, _] = words.dims();
-        Tensor::stack::<4>(self.encoder.hidden_states_of_words(words, None), 2).reshape([
-            windows * length,
-            self.layers(),
-            self.hidden(),
-        ])
     }
 
     /// What each word is given of `states` (`[batch, max_len, layers + 1, hidden]`):

@@ -93,15 +93,8 @@ pub fn dropout<const D: usize>(dropout: &Dropout, x: Tensor<D>) -> Tensor<D> {
     if !has_fused(&device) {
         return dropout.forward(x);
     }
-    if !dropout.training.is_enabled() || !device.is_autodiff() || dropout.prob == 0.0 {
+    let Some(mask) = DropMask::draw(dropout, &device) else {
         return x;
-    }
-    // Four 16-bit draws (ints may be 32-bit and signed).
-    let draws = Tensor::<1, Int>::random([4], Distribution::Uniform(0.0, 65_536.0), &device);
-    let seed = (draws.into_data().iter::<i64>()).fold(0u64, |seed, d| (seed << 16) | d as u64);
-    let mask = DropMask {
-        seed,
-        keep: (1.0 - dropout.prob) as f32,
     };
     let dims = x.dims();
     Tensor::<D>::from_dispatch(<Dispatch as FusedEncoder>::dropout_mask(
@@ -120,25 +113,43 @@ pub struct DropMask {
 }
 
 impl DropMask {
+    /// The mask of one application of `dropout` on `device`, or none where it keeps everything
+    /// (not training, off the autodiff device, or a probability of zero), as Burn's.
+    pub(crate) fn draw(dropout: &Dropout, device: &Device) -> Option<Self> {
+        if !dropout.training.is_enabled() || !device.is_autodiff() || dropout.prob == 0.0 {
+            return None;
+        }
+        // Four 16-bit draws (ints may be 32-bit and signed).
+        let draws = Tensor::<1, Int>::random([4], Distribution::Uniform(0.0, 65_536.0), device);
+        let seed = (draws.into_data().iter::<i64>()).fold(0u64, |seed, d| (seed << 16) | d as u64);
+        Some(Self {
+            seed,
+            keep: (1.0 - dropout.prob) as f32,
+        })
+    }
+
     /// `x` (made contiguous) with the dropped elements zero and the kept ones scaled.
     fn apply(&self, x: &FlexTensor) -> FlexTensor {
         let x = x.to_contiguous();
         let shape = x.layout().shape().clone();
         let mut values = f32s(&x).to_vec();
-        self.apply_in_place(&mut values);
+        self.apply_in_place(&mut values, 0);
         FlexTensor::from_data(TensorData::new(values, shape))
     }
 
-    fn apply_in_place(&self, values: &mut [f32]) {
+    /// `values`, elements `first..` of what the mask covers, with the dropped ones zero and
+    /// the kept ones scaled by `1 / keep`.
+    pub(crate) fn apply_in_place(&self, values: &mut [f32], first: usize) {
         let (low, high) = (self.seed as u32, (self.seed >> 32) as u32);
         // Compared as integers: `keep` as a fraction of 2³².
         let threshold = (self.keep as f64 * 4_294_967_296.0).min(u32::MAX as f64) as u32;
         let scale = 1.0 / self.keep;
+        let first = first as u32;
         vectorized(
             #[inline(always)]
             || {
                 for (i, x) in values.iter_mut().enumerate() {
-                    let bits = mix32(mix32(i as u32 ^ low) ^ high);
+                    let bits = mix32(mix32(first.wrapping_add(i as u32) ^ low) ^ high);
                     *x = if bits < threshold { *x * scale } else { 0.0 };
                 }
             },
@@ -603,7 +614,7 @@ mod tests {
             }
         }
         // 10,000 draws at 0.75: within five standard deviations (about 217).
-        assert!((kept as i32 - 7_500).abs() < 217, "{kept} kept");
+        assert!((kept - 7_500i32).abs() < 217, "{kept} kept");
         // The next call draws another mask.
         let again = values(dropout(&layer, x.clone()));
         let same = (again.iter().zip(&y)).filter(|(a, b)| (**a == 0.0) == (**b == 0.0));

@@ -8,6 +8,7 @@
 //! the layer norms' epsilon, whether positions start after the pad id (RoBERTa), whether there
 //! are token types (not in DistilBERT), and how the weights are named ([`weights`]).
 
+mod attention;
 mod features;
 pub mod fused;
 mod store;
@@ -17,6 +18,7 @@ use std::path::Path;
 
 use burn::module::Module;
 use burn::nn::activation::ActivationConfig;
+use burn::nn::attention::MultiHeadAttention;
 use burn::nn::transformer::{
     TransformerEncoder, TransformerEncoderConfig, TransformerEncoderLayer,
 };
@@ -24,7 +26,7 @@ use burn::nn::{
     Dropout, DropoutConfig, Embedding, EmbeddingConfig, LayerNorm, LayerNormConfig, Linear,
 };
 use burn::tensor::activation::softmax;
-use burn::tensor::{Bool, Device, Int, Tensor};
+use burn::tensor::{Device, Int, Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
 use crate::FileError;
@@ -458,22 +460,24 @@ pub struct Embeddings {
 }
 
 impl Embeddings {
-    /// `[batch, len, hidden]` sub-token embeddings, every row's real sub-tokens first → the
-    /// sum with the positions' (and token types') embeddings, normalised.
-    fn forward(&self, words: Tensor<3>, position_offset: usize) -> Tensor<3> {
-        let [batch, len, _] = words.dims();
+    /// The sub-token embeddings of windows packed row after row, `[rows, hidden]` (`lengths`
+    /// each window's rows) → their sums with the positions' (and token types') embeddings,
+    /// normalised.
+    fn forward(&self, words: Tensor<2>, lengths: &[usize], position_offset: usize) -> Tensor<2> {
+        let [rows, hidden] = words.dims();
         let device = words.device();
-        let positions = Tensor::<1, Int>::arange(
-            position_offset as i64..(position_offset + len) as i64,
-            &device,
-        )
-        .reshape([1, len])
-        .expand([batch, len]);
-        let lookup = |table: &Embedding, ids| fused::embedding(table.weight.val(), ids);
-        let mut sum = words + lookup(&self.position_embeddings, positions);
+        let ids = |values: Vec<i64>| {
+            Tensor::<2, Int>::from_data(TensorData::new(values, [1, rows]), &device)
+        };
+        let lookup = |table: &Embedding, ids| {
+            fused::embedding(table.weight.val(), ids).reshape([rows, hidden])
+        };
+        let positions = (lengths.iter())
+            .flat_map(|&len| (0..len).map(|p| (position_offset + p) as i64))
+            .collect();
+        let mut sum = words + lookup(&self.position_embeddings, ids(positions));
         if let Some(types) = &self.token_type_embeddings {
-            let zeros = Tensor::<2, Int>::zeros([batch, len], &device);
-            sum = sum + lookup(types, zeros);
+            sum = sum + lookup(types, ids(vec![0; rows]));
         }
         fused::dropout(&self.dropout, self.layer_norm.forward(sum))
     }
@@ -492,86 +496,84 @@ pub struct PretrainedEncoder {
 
 impl PretrainedEncoder {
     /// Every layer's output for `[batch, len]` sub-token ids, the embeddings' first (so
-    /// `layers + 1` of them, each `[batch, len, hidden]`). `padding`, when rows are padded, is
-    /// true past each row's sub-tokens; what comes out there is not meaningful.
-    pub fn hidden_states(
-        &self,
-        ids: Tensor<2, Int>,
-        padding: Option<Tensor<2, Bool>>,
-    ) -> Vec<Tensor<3>> {
-        let words = self.word_embeddings(&[ids]).remove(0);
-        self.hidden_states_of_words(words, padding)
+    /// `layers + 1` of them, each `[batch, len, hidden]`); each row is a window of its own.
+    pub fn hidden_states(&self, ids: Tensor<2, Int>) -> Vec<Tensor<3>> {
+        let [batch, len] = ids.dims();
+        let words = self.word_embeddings(&[ids.flatten::<1>(0, 1)]).remove(0);
+        let hidden = words.dims()[1];
+        (self
+            .packed_hidden_states(words, &vec![len; batch])
+            .into_iter())
+        .map(|state| state.reshape([batch, len, hidden]))
+        .collect()
     }
 
-    /// The sub-token embeddings `[windows, len, hidden]` of each of `chunks` (`[windows, len]`
-    /// ids), looked up in one operation: under autodiff the table then gets one gradient for
-    /// them all, not one the size of the table for each.
-    pub fn word_embeddings(&self, chunks: &[Tensor<2, Int>]) -> Vec<Tensor<3>> {
+    /// The sub-token embeddings `[ids, hidden]` of each of `packs` of ids, looked up in one
+    /// operation: under autodiff the table then gets one gradient for them all, not one the
+    /// size of the table for each.
+    pub fn word_embeddings(&self, packs: &[Tensor<1, Int>]) -> Vec<Tensor<2>> {
         let table = self.embeddings.word_embeddings.weight.val();
         let hidden = table.dims()[1];
-        let sizes: Vec<[usize; 2]> = chunks.iter().map(|chunk| chunk.dims()).collect();
-        let flat = chunks.iter().map(|chunk| chunk.clone().flatten::<1>(0, 1));
-        let ids = Tensor::cat(flat.collect(), 0);
+        let sizes: Vec<usize> = packs.iter().map(|ids| ids.dims()[0]).collect();
+        let ids = Tensor::cat(packs.to_vec(), 0);
         let total = ids.dims()[0];
         let rows = fused::embedding(table, ids.reshape([1, total])).reshape([total, hidden]);
         let mut start = 0;
         (sizes.into_iter())
-            .map(|[windows, len]| {
-                let end = start + windows * len;
-                let words = rows.clone().slice([start..end, 0..hidden]);
-                start = end;
-                words.reshape([windows, len, hidden])
+            .map(|size| {
+                let words = rows.clone().slice([start..start + size, 0..hidden]);
+                start += size;
+                words
             })
             .collect()
     }
 
-    /// [`hidden_states`](Self::hidden_states) from the sub-token embeddings `[batch, len,
-    /// hidden]` ([`word_embeddings`](Self::word_embeddings)).
-    pub fn hidden_states_of_words(
-        &self,
-        words: Tensor<3>,
-        padding: Option<Tensor<2, Bool>>,
-    ) -> Vec<Tensor<3>> {
+    /// Every layer's output, the embeddings' first, for windows packed row after row: `words`
+    /// `[rows, hidden]` their sub-token embeddings ([`word_embeddings`](Self::word_embeddings)),
+    /// `lengths` each window's rows. Each window attends to itself alone. Where the fused
+    /// attention does not run (off flex) the windows must be of one length.
+    pub fn packed_hidden_states(&self, words: Tensor<2>, lengths: &[usize]) -> Vec<Tensor<2>> {
         let mut states = Vec::with_capacity(self.encoder.layers.len() + 1);
-        let mut x = self.embeddings.forward(words, self.position_offset);
+        let mut x = self
+            .embeddings
+            .forward(words, lengths, self.position_offset);
         for layer in &self.encoder.layers {
             states.push(x.clone());
-            x = match (&padding, feed_forward_activation(layer)) {
-                (None, Some(activation)) => block(layer, x, activation),
-                _ => layer.forward(x, padding.clone(), None),
-            };
+            x = block(layer, x, lengths);
         }
         states.push(x);
         states
     }
 }
 
-/// One post-LN block without masks, as Burn's `TransformerEncoderLayer::forward` computes it
-/// (dropout drawn in the same order), its dense layers through [`fused::dense`].
-fn block(layer: &TransformerEncoderLayer, x: Tensor<3>, activation: Activation) -> Tensor<3> {
+/// One post-LN block over packed windows' rows `[rows, hidden]`, as Burn's
+/// `TransformerEncoderLayer::forward` computes it for each window alone (dropout in the same
+/// places), its dense layers through [`fused::dense`] and its attention [`attention::packed`]
+/// where that runs.
+fn block(layer: &TransformerEncoderLayer, x: Tensor<2>, lengths: &[usize]) -> Tensor<2> {
     let mha = &layer.mha;
-    let [batch, len, d_model] = x.dims();
-    let by_head = |linear: &Linear| {
-        fused::dense(linear, x.clone(), None)
-            .reshape([batch, len, mha.n_heads, mha.d_k])
-            .swap_dims(1, 2)
+    let project = |linear: &Linear| fused::dense(linear, x.clone(), None);
+    let (query, key, value) = (project(&mha.query), project(&mha.key), project(&mha.value));
+    let context = if fused::has_fused(&x.device()) {
+        let windows = attention::Windows {
+            lengths: lengths.to_vec(),
+            heads: mha.n_heads,
+        };
+        attention::packed(query, key, value, windows, &mha.dropout)
+    } else {
+        tensor_attention(mha, [query, key, value], lengths)
     };
-    let (query, key, value) = (by_head(&mha.query), by_head(&mha.key), by_head(&mha.value));
-    let scores = query
-        .matmul(key.transpose())
-        .div_scalar((mha.d_k as f32).sqrt());
-    let weights = fused::dropout(&mha.dropout, softmax(scores, 3));
-    let context = weights
-        .matmul(value)
-        .swap_dims(1, 2)
-        .reshape([batch, len, d_model]);
     let attended = fused::dense(&mha.output, context, None);
     let x = layer
         .norm_1
         .forward(x + fused::dropout(&layer.dropout, attended));
 
     let pwff = &layer.pwff;
-    let inner = fused::dense(&pwff.linear_inner, x.clone(), Some(activation));
+    let inner = fused::dense(
+        &pwff.linear_inner,
+        x.clone(),
+        Some(feed_forward_activation(layer)),
+    );
     let out = fused::dense(
         &pwff.linear_outer,
         fused::dropout(&pwff.dropout, inner),
@@ -582,19 +584,44 @@ fn block(layer: &TransformerEncoderLayer, x: Tensor<3>, activation: Activation) 
         .forward(x + fused::dropout(&layer.dropout, out))
 }
 
-/// The feed-forward activation of a block [`block`] computes as Burn's forward does: post-LN,
-/// plain softmax, and one of the activations an [`EncoderConfig`] names.
-fn feed_forward_activation(layer: &TransformerEncoderLayer) -> Option<Activation> {
-    if layer.norm_first || layer.mha.quiet_softmax {
-        return None;
-    }
+/// `mha`'s attention in Burn's tensor operations, for packed windows all of one length.
+fn tensor_attention(
+    mha: &MultiHeadAttention,
+    [query, key, value]: [Tensor<2>; 3],
+    lengths: &[usize],
+) -> Tensor<2> {
+    let len = lengths.first().copied().unwrap_or(0);
+    assert!(
+        lengths.iter().all(|&l| l == len),
+        "off flex, packed windows must be of one length"
+    );
+    let [rows, d_model] = query.dims();
+    let by_head = |t: Tensor<2>| {
+        t.reshape([lengths.len(), len, mha.n_heads, mha.d_k])
+            .swap_dims(1, 2)
+    };
+    let scores = by_head(query)
+        .matmul(by_head(key).transpose())
+        .div_scalar((mha.d_k as f32).sqrt());
+    let weights = fused::dropout(&mha.dropout, softmax(scores, 3));
+    weights
+        .matmul(by_head(value))
+        .swap_dims(1, 2)
+        .reshape([rows, d_model])
+}
+
+/// The feed-forward activation of a block built by [`EncoderConfig::init`]: post-LN, plain
+/// softmax, and one of the activations an [`EncoderConfig`] names.
+fn feed_forward_activation(layer: &TransformerEncoderLayer) -> Activation {
+    assert!(
+        !layer.norm_first && !layer.mha.quiet_softmax,
+        "a block built by EncoderConfig::init"
+    );
     match &layer.pwff.activation {
-        burn::nn::activation::Activation::Gelu(gelu) if gelu.approximate => {
-            Some(Activation::GeluTanh)
-        }
-        burn::nn::activation::Activation::Gelu(_) => Some(Activation::Gelu),
-        burn::nn::activation::Activation::Relu(_) => Some(Activation::Relu),
-        _ => None,
+        burn::nn::activation::Activation::Gelu(gelu) if gelu.approximate => Activation::GeluTanh,
+        burn::nn::activation::Activation::Gelu(_) => Activation::Gelu,
+        burn::nn::activation::Activation::Relu(_) => Activation::Relu,
+        other => panic!("a block built by EncoderConfig::init, not one of {other:?}"),
     }
 }
 
@@ -615,10 +642,10 @@ mod tests {
                 .with_activation(activation.config())
                 .init(&device);
             let layer = &encoder.layers[0];
-            assert_eq!(feed_forward_activation(layer), Some(activation));
+            assert_eq!(feed_forward_activation(layer), activation);
             let x = Tensor::<3>::random([2, 5, 8], Distribution::Default, &device).require_grad();
             let upstream = Tensor::<3>::random([2, 5, 8], Distribution::Default, &device);
-            let fused = block(layer, x.clone(), activation);
+            let fused = block(layer, x.clone().reshape([10, 8]), &[5, 5]).reshape([2, 5, 8]);
             let reference = layer.forward(x.clone(), None, None);
             let close = |a: Tensor<3>, b: Tensor<3>| {
                 a.into_data()
