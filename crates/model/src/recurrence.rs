@@ -550,6 +550,31 @@ fn gather_step_gates(
     }
 }
 
+/// Step `t`'s previous cell states (none at the first step) and where its own go, in `cells`:
+/// every step's when `keep` is [`Keep::AllSteps`], else two slots used in turn.
+fn cell_slots(
+    cells: &mut [f32],
+    keep: Keep,
+    t: usize,
+    step_states: usize,
+) -> (Option<&[f32]>, &mut [f32]) {
+    match keep {
+        Keep::AllSteps => {
+            let (earlier, cells) = cells.split_at_mut(t * step_states);
+            (t.checked_sub(1).map(|p| &earlier[p * step_states..]), cells)
+        }
+        Keep::Output => {
+            let (slot0, slot1) = cells.split_at_mut(step_states);
+            let (previous, cells) = if t.is_multiple_of(2) {
+                (slot1, slot0)
+            } else {
+                (slot0, slot1)
+            };
+            ((t > 0).then_some(&*previous), cells)
+        }
+    }
+}
+
 impl Forward {
     fn run(gates: Gates, recurrent: &FlexTensor, lengths: Vec<usize>, keep: Keep) -> Self {
         let [_, h, width] = recurrent.layout().shape().dims::<3>();
@@ -577,21 +602,7 @@ impl Forward {
         let (half_gates, half_states) = (batch * width, batch * h);
         let zeros = vec![0.0; step_states];
         for t in 0..time {
-            let (previous_cells, cells) = match keep {
-                Keep::AllSteps => {
-                    let (earlier, cells) = forward.cells.split_at_mut(t * step_states);
-                    (t.checked_sub(1).map(|p| &earlier[p * step_states..]), cells)
-                }
-                Keep::Output => {
-                    let (slot0, slot1) = forward.cells.split_at_mut(step_states);
-                    let (previous, cells) = if t % 2 == 0 {
-                        (slot1, slot0)
-                    } else {
-                        (slot0, slot1)
-                    };
-                    ((t > 0).then_some(&*previous), cells)
-                }
-            };
+            let (previous_cells, cells) = cell_slots(&mut forward.cells, keep, t, step_states);
             let previous_cells = previous_cells.unwrap_or(&zeros[..]);
             let (earlier_hidden, hidden) = forward.hidden.split_at_mut(t * step_states);
             let previous_hidden = (t > 0).then(|| &earlier_hidden[(t - 1) * step_states..]);

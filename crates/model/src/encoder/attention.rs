@@ -347,6 +347,21 @@ mod tests {
         Tensor::cat(outs, 0)
     }
 
+    /// `fused` and `burns` agree to 1e-5, and so do the gradients of `inputs` through each
+    /// (weighted by `upstream`).
+    fn agree(fused: Tensor<2>, burns: Tensor<2>, upstream: Tensor<2>, inputs: [&Tensor<2>; 3]) {
+        let close = |a: Tensor<2>, b: Tensor<2>| {
+            a.into_data()
+                .assert_approx_eq::<f32>(&b.into_data(), Tolerance::absolute(1e-5))
+        };
+        close(fused.clone(), burns.clone());
+        let fused_grads = (fused * upstream.clone()).sum().backward();
+        let burns_grads = (burns * upstream).sum().backward();
+        for t in inputs {
+            close(t.grad(&fused_grads).unwrap(), t.grad(&burns_grads).unwrap());
+        }
+    }
+
     #[test]
     fn packed_attention_has_the_values_and_gradients_of_burns_ops_window_by_window() {
         let device = Device::flex().autodiff();
@@ -366,16 +381,7 @@ mod tests {
         };
         let fused = packed(q.clone(), k.clone(), v.clone(), windows, &no_dropout);
         let burns = reference(q.clone(), k.clone(), v.clone(), &lengths, heads);
-        let close = |a: Tensor<2>, b: Tensor<2>| {
-            a.into_data()
-                .assert_approx_eq::<f32>(&b.into_data(), Tolerance::absolute(1e-5))
-        };
-        close(fused.clone(), burns.clone());
-        let fused_grads = (fused * upstream.clone()).sum().backward();
-        let burns_grads = (burns * upstream).sum().backward();
-        for t in [&q, &k, &v] {
-            close(t.grad(&fused_grads).unwrap(), t.grad(&burns_grads).unwrap());
-        }
+        agree(fused, burns, upstream, [&q, &k, &v]);
     }
 
     #[test]
@@ -412,15 +418,6 @@ mod tests {
             .matmul(by_head(&v))
             .swap_dims(0, 1)
             .reshape([len, hidden]);
-        let close = |a: Tensor<2>, b: Tensor<2>| {
-            a.into_data()
-                .assert_approx_eq::<f32>(&b.into_data(), Tolerance::absolute(1e-5))
-        };
-        close(fused.clone(), burns.clone());
-        let fused_grads = (fused * upstream.clone()).sum().backward();
-        let burns_grads = (burns * upstream).sum().backward();
-        for t in [&q, &k, &v] {
-            close(t.grad(&fused_grads).unwrap(), t.grad(&burns_grads).unwrap());
-        }
+        agree(fused, burns, upstream, [&q, &k, &v]);
     }
 }

@@ -53,15 +53,17 @@ pub fn dense<const D: usize>(
             shape[D - 1] = d_output;
             out.reshape(shape)
         }
-        _ => {
-            let y = linear.forward(x);
-            match activation {
-                None => y,
-                Some(Activation::Gelu) => gelu(y),
-                Some(Activation::GeluTanh) => gelu_approximate(y),
-                Some(Activation::Relu) => relu(y),
-            }
-        }
+        _ => activated(linear.forward(x), activation),
+    }
+}
+
+/// `y` through `activation`, in Burn's ops.
+fn activated<const D: usize>(y: Tensor<D>, activation: Option<Activation>) -> Tensor<D> {
+    match activation {
+        None => y,
+        Some(Activation::Gelu) => gelu(y),
+        Some(Activation::GeluTanh) => gelu_approximate(y),
+        Some(Activation::Relu) => relu(y),
     }
 }
 
@@ -338,13 +340,13 @@ impl Backward<Flex, 3> for DenseBackward {
         let [d_input, d_output] = state.weight.layout().shape().dims::<2>();
         let grad = grads.consume::<Flex>(&ops.node).to_contiguous();
         // The gradient with respect to the product plus bias.
-        let d_pre = match (&state.activation, &state.before_activation) {
+        let d_pre: std::borrow::Cow<[f32]> = match (&state.activation, &state.before_activation) {
             (Some(activation), Some(before)) => {
                 let mut d = f32s(&grad).to_vec();
                 activation_backward(*activation, f32s(before), &mut d);
-                d
+                d.into()
             }
-            _ => f32s(&grad).to_vec(),
+            _ => f32s(&grad).into(),
         };
         let rows = d_pre.len() / d_output;
         let d_pre_matrix = Matrix::new(&d_pre, d_output);
@@ -486,13 +488,7 @@ mod tests {
         x: Tensor<D>,
         activation: Option<Activation>,
     ) -> Tensor<D> {
-        let y = linear.forward(x);
-        match activation {
-            None => y,
-            Some(Activation::Gelu) => gelu(y),
-            Some(Activation::GeluTanh) => gelu_approximate(y),
-            Some(Activation::Relu) => relu(y),
-        }
+        activated(linear.forward(x), activation)
     }
 
     fn close(a: Tensor<2>, b: Tensor<2>) {
@@ -522,32 +518,17 @@ mod tests {
                 reference.clone().reshape([6, 7]),
             );
 
-            let grads = (fused * upstream.clone()).sum().backward();
-            let fused_grads = [
-                x.grad(&grads).unwrap().reshape([6, 5]),
-                linear.weight.val().grad(&grads).unwrap(),
-                linear
-                    .bias
-                    .as_ref()
-                    .unwrap()
-                    .val()
-                    .grad(&grads)
-                    .unwrap()
-                    .reshape([1, 7]),
-            ];
-            let grads = (reference * upstream).sum().backward();
-            let reference_grads = [
-                x.grad(&grads).unwrap().reshape([6, 5]),
-                linear.weight.val().grad(&grads).unwrap(),
-                linear
-                    .bias
-                    .as_ref()
-                    .unwrap()
-                    .val()
-                    .grad(&grads)
-                    .unwrap()
-                    .reshape([1, 7]),
-            ];
+            // The input's, the weight's and the bias's gradients, as matrices.
+            let gradients = |grads: &burn::tensor::Gradients| {
+                let bias = linear.bias.as_ref().unwrap().val();
+                [
+                    x.grad(grads).unwrap().reshape([6, 5]),
+                    linear.weight.val().grad(grads).unwrap(),
+                    bias.grad(grads).unwrap().reshape([1, 7]),
+                ]
+            };
+            let fused_grads = gradients(&(fused * upstream.clone()).sum().backward());
+            let reference_grads = gradients(&(reference * upstream).sum().backward());
             for (fused, reference) in fused_grads.into_iter().zip(reference_grads) {
                 close(fused, reference);
             }
